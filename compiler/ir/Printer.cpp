@@ -1,0 +1,177 @@
+// IR printer (see Printer.h for the format).
+#include "compiler/ir/Printer.h"
+
+#include <sstream>
+#include <unordered_map>
+
+namespace dtc::ir {
+
+static bool plainName(const std::string &s) {
+  if (s.empty())
+    return false;
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == ':' ||
+          c == '/' || c == '-'))
+      return false;
+  return true;
+}
+
+static std::string valueRef(const Value *v) {
+  if (!v)
+    return "_";
+  if (plainName(v->name()))
+    return "%" + v->name();
+  std::string out = "%\"";
+  for (char c : v->name()) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+/// Values of a small loaded constant: [1,2,3] (scalars without brackets).
+static std::string constantText(const TensorData &t) {
+  std::string out;
+  if (isInteger(t.dtype()) || t.dtype() == DType::kBool) {
+    auto v = t.toInt64s();
+    if (!v)
+      return "?";
+    for (size_t i = 0; i < v->size(); ++i)
+      out += (i ? "," : "") + std::to_string((*v)[i]);
+  } else if (t.dtype() == DType::kFloat32 || t.dtype() == DType::kFloat64) {
+    auto v = t.toDoubles();
+    if (!v)
+      return "?";
+    for (size_t i = 0; i < v->size(); ++i)
+      out += (i ? "," : "") + Attribute(static_cast<float>((*v)[i])).str();
+  } else {
+    return "...";
+  }
+  return t.dims().empty() ? out : "[" + out + "]";
+}
+
+static std::string typed(const Value *v) { return valueRef(v) + " : " + v->type().str(); }
+
+std::string printNode(const Node &n) {
+  std::string out;
+  for (size_t i = 0; i < n.numOutputs(); ++i)
+    out += (i ? ", " : "") + typed(n.output(i));
+  out += " = ";
+  if (!n.domain().empty())
+    out += n.domain() + ".";
+  out += n.opType() + " \"" + n.name() + "\" (";
+  for (size_t i = 0; i < n.numInputs(); ++i)
+    out += (i ? ", " : "") + valueRef(n.input(i));
+  out += ")";
+  if (!n.attributes().empty()) {
+    out += " {";
+    bool first = true;
+    for (const auto &[name, a] : n.attributes()) {
+      out += (first ? "" : ", ") + name + "=" + a.str();
+      first = false;
+    }
+    out += "}";
+  }
+  std::string ann;
+  if (n.phase() != Phase::kForward)
+    ann += std::string(" phase=") + phaseName(n.phase());
+  if (n.stage() >= 0)
+    ann += " stage=" + std::to_string(n.stage());
+  if (n.placement() >= 0)
+    ann += " placement=" + std::to_string(n.placement());
+  if (!n.sharding().empty()) {
+    ann += " sharding=(";
+    for (size_t i = 0; i < n.sharding().size(); ++i) {
+      const Sharding &s = n.sharding()[i];
+      ann += (i ? "," : "") + (s.axis < 0 ? std::string("R")
+                                          : "S" + std::to_string(s.axis) + "/" +
+                                                std::to_string(s.parts));
+    }
+    ann += ")";
+  }
+  if (!ann.empty())
+    out += " [" + ann.substr(1) + "]";
+  return out;
+}
+
+void printGraph(const Graph &g, std::ostream &os) {
+  os << "graph " << g.name() << " opset(";
+  bool first = true;
+  for (const auto &[domain, version] : g.opsets()) {
+    os << (first ? "" : ", ") << (domain.empty() ? "ai.onnx" : domain) << "=" << version;
+    first = false;
+  }
+  os << ")\n";
+  for (const Value *v : g.inputs())
+    os << "  input " << typed(v) << (v->isInitializer() ? " = default" : "") << "\n";
+  for (const Value *v : g.initializers()) {
+    if (v->isGraphInput())
+      continue;
+    os << (v->isConstant() ? "  const " : "  param ") << typed(v);
+    const TensorData &t = *v->initializer();
+    if (t.isExternal())
+      os << " external";
+    else if (t.numElements() <= 16)
+      os << " = " << constantText(t);
+    os << "\n";
+  }
+  for (const Node *n : g.nodes())
+    os << "  " << printNode(*n) << "\n";
+  for (const Value *v : g.outputs())
+    os << "  output " << valueRef(v) << "\n";
+}
+
+static std::string dotEscape(const std::string &s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+void printDot(const Graph &g, std::ostream &os) {
+  os << "digraph \"" << dotEscape(g.name()) << "\" {\n  node [shape=box, fontname=\"monospace\"];\n";
+  std::vector<const Node *> nodes(g.nodes().begin(), g.nodes().end());
+  std::unordered_map<const Node *, size_t> id;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    id[nodes[i]] = i;
+    os << "  n" << i << " [label=\"" << dotEscape(nodes[i]->opType()) << "\\n" << dotEscape(nodes[i]->name())
+       << "\"];\n";
+  }
+  size_t extra = 0;
+  for (const Value *v : g.inputs())
+    os << "  in" << extra++ << " [shape=ellipse, label=\"" << dotEscape(v->name()) << "\"];\n";
+  extra = 0;
+  std::unordered_map<const Value *, size_t> inputId;
+  for (const Value *v : g.inputs())
+    inputId[v] = extra++;
+  for (const Node *n : nodes)
+    for (const Value *v : n->inputs()) {
+      if (!v)
+        continue;
+      std::string label = dotEscape(v->name() + " " + v->type().str());
+      if (v->producer())
+        os << "  n" << id[v->producer()] << " -> n" << id[n] << " [label=\"" << label << "\"];\n";
+      else if (inputId.count(v))
+        os << "  in" << inputId[v] << " -> n" << id[n] << " [label=\"" << label << "\"];\n";
+    }
+  size_t k = 0;
+  for (const Value *v : g.outputs()) {
+    os << "  out" << k << " [shape=ellipse, label=\"" << dotEscape(v->name()) << "\"];\n";
+    if (v->producer())
+      os << "  n" << id[v->producer()] << " -> out" << k << ";\n";
+    ++k;
+  }
+  os << "}\n";
+}
+
+std::string printGraph(const Graph &g) {
+  std::ostringstream os;
+  printGraph(g, os);
+  return os.str();
+}
+
+} // namespace dtc::ir

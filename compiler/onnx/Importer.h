@@ -1,0 +1,45 @@
+// ONNX import: a model file (binary protobuf `.onnx`, or ONNX text syntax `.onnxtxt` parsed by
+// libonnx's own parser) into an ir::Graph in canonical form (DESIGN.md sections 3-4).
+#pragma once
+
+#include "compiler/ir/Graph.h"
+#include "compiler/support/Diagnostics.h"
+#include "compiler/support/Status.h"
+
+#include <memory>
+#include <string>
+
+namespace onnx {
+class ModelProto;
+}
+
+namespace dtc::onnxio {
+
+/// Reads and imports the model at `path`. The format is chosen by content: ONNX text syntax
+/// when the file is text starting with `<` or a graph/model header, binary protobuf otherwise
+/// (`.onnxtxt`/`.onnxtext` always parse as text).
+///
+/// What import does:
+///  - external data is resolved relative to the model file's folder; absolute locations,
+///    locations escaping that folder, missing files and ranges past the end are errors naming
+///    the tensor; the bytes are not read (TensorData loads them on first use);
+///  - initializers also listed as graph inputs become inputs with a default value;
+///  - Constant nodes (every value_* form) become constant initializers;
+///  - nodes are sorted topologically (a cycle, or an input nobody produces, is an error naming
+///    the node);
+///  - every node is checked against its op's form for the model's opset (7 to 21) and rewritten
+///    into the canonical form (ops/OpDef.h); an unsupported op is an error naming the node,
+///    op type and domain and listing the supported ops;
+///  - declared types (graph inputs/outputs, value_info) are attached; unnamed dims of graph
+///    inputs get fresh symbols (unk__0, ...).
+/// Errors are "<file or node>: <what>".
+Expected<std::unique_ptr<ir::Graph>> importModelFile(const std::string &path, Diagnostics &diags);
+
+/// Imports an already parsed model; `modelDir` is the folder external data is resolved
+/// against and `displayName` names the model in messages. Weights are moved out of `model`.
+Expected<std::unique_ptr<ir::Graph>> importModelProto(onnx::ModelProto &model,
+                                                      const std::string &modelDir,
+                                                      const std::string &displayName,
+                                                      Diagnostics &diags);
+
+} // namespace dtc::onnxio

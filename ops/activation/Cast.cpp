@@ -1,0 +1,14 @@
+// STUB: Cast (to be written).
+#include "ops/elementwise/Elementwise.h"
+
+namespace dtc::ops {
+
+OpDef defineCast() {
+  OpDef d;
+  d.name = "Cast";
+  d.version(1).variadicIn("X", "T").out("Y", "T").type("T", kAllTypes);
+  d.infer = inferSameShape;
+  return d;
+}
+
+} // namespace dtc::ops

@@ -1,0 +1,14 @@
+// STUB: Exp (to be written).
+#include "ops/elementwise/Elementwise.h"
+
+namespace dtc::ops {
+
+OpDef defineExp() {
+  OpDef d;
+  d.name = "Exp";
+  d.version(1).variadicIn("X", "T").out("Y", "T").type("T", kAllTypes);
+  d.infer = inferSameShape;
+  return d;
+}
+
+} // namespace dtc::ops

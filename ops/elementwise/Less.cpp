@@ -1,0 +1,20 @@
+// Less: elementwise comparison A < B with broadcasting; bool output.
+#include "ops/elementwise/Elementwise.h"
+
+namespace dtc::ops {
+
+OpDef defineLess() {
+  OpDef d;
+  d.name = "Less";
+  d.version(7).in("A", "T").in("B", "T").out("C", "T1").type("T", kNumericTypes | kBoolType)
+      .type("T1", kBoolType);
+  d.infer = inferBroadcast;
+  d.fold = [](FoldContext &ctx) {
+    return foldBinary(
+        ctx, [](int64_t a, int64_t b) -> Expected<int64_t> { return a < b ? 1 : 0; },
+        [](double a, double b) { return a < b ? 1.0 : 0.0; }, ir::DType::kBool);
+  };
+  return d;
+}
+
+} // namespace dtc::ops

@@ -1,0 +1,14 @@
+// STUB: GlobalAveragePool (to be written).
+#include "ops/elementwise/Elementwise.h"
+
+namespace dtc::ops {
+
+OpDef defineGlobalAveragePool() {
+  OpDef d;
+  d.name = "GlobalAveragePool";
+  d.version(1).variadicIn("X", "T").out("Y", "T").type("T", kAllTypes);
+  d.infer = inferSameShape;
+  return d;
+}
+
+} // namespace dtc::ops

@@ -1,0 +1,14 @@
+// STUB: SoftmaxCrossEntropyLoss (to be written).
+#include "ops/elementwise/Elementwise.h"
+
+namespace dtc::ops {
+
+OpDef defineSoftmaxCrossEntropyLoss() {
+  OpDef d;
+  d.name = "SoftmaxCrossEntropyLoss";
+  d.version(1).variadicIn("X", "T").out("Y", "T").type("T", kAllTypes);
+  d.infer = inferSameShape;
+  return d;
+}
+
+} // namespace dtc::ops

@@ -1,0 +1,14 @@
+// STUB: Transpose (to be written).
+#include "ops/elementwise/Elementwise.h"
+
+namespace dtc::ops {
+
+OpDef defineTranspose() {
+  OpDef d;
+  d.name = "Transpose";
+  d.version(1).variadicIn("X", "T").out("Y", "T").type("T", kAllTypes);
+  d.infer = inferSameShape;
+  return d;
+}
+
+} // namespace dtc::ops

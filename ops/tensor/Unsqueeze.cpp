@@ -1,0 +1,14 @@
+// STUB: Unsqueeze (to be written).
+#include "ops/elementwise/Elementwise.h"
+
+namespace dtc::ops {
+
+OpDef defineUnsqueeze() {
+  OpDef d;
+  d.name = "Unsqueeze";
+  d.version(1).variadicIn("X", "T").out("Y", "T").type("T", kAllTypes);
+  d.infer = inferSameShape;
+  return d;
+}
+
+} // namespace dtc::ops

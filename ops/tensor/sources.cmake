@@ -1,0 +1,19 @@
+# Sources of the tensor operator family (listed, no globs).
+target_sources(dtc_ops_defs PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/Concat.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Constant.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/ConstantOfShape.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Expand.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Flatten.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Gather.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Pad.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Range.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Reshape.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Shape.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Slice.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Split.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Squeeze.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Tile.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Transpose.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Unsqueeze.cpp
+)

@@ -1,0 +1,20 @@
+// Pass lookup by name and the default pipeline.
+#include "passes/Passes.h"
+
+namespace dtc::passes {
+
+std::unique_ptr<Pass> createPassByName(const std::string &name) {
+  if (name == "canonicalize")
+    return createCanonicalizePass();
+  if (name == "shape-inference")
+    return createShapeInferencePass();
+  if (name == "verify")
+    return createVerifyPass();
+  return nullptr;
+}
+
+std::vector<std::string> allPassNames() { return {"canonicalize", "shape-inference", "verify"}; }
+
+std::vector<std::string> defaultPipeline() { return {"shape-inference", "canonicalize"}; }
+
+} // namespace dtc::passes

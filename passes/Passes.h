@@ -1,0 +1,30 @@
+// Factories of every pass, and lookup by kebab-case name for `dtc-compile --passes`.
+#pragma once
+
+#include "passes/Pass.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dtc::passes {
+
+/// shape-inference: infers dtype and shape of every value in topological order from the ops'
+/// definitions; checks type constraints; merges with shapes declared in the model (an
+/// incompatible declaration is an error naming the value).
+std::unique_ptr<Pass> createShapeInferencePass();
+/// canonicalize: constant folding (including Shape->Gather->Unsqueeze->Concat->Reshape chains
+/// on symbolic batches), Identity removal, dead-node removal; warns when a constant shape
+/// hard-codes the batch size.
+std::unique_ptr<Pass> createCanonicalizePass();
+/// verify: runs the IR verifier (useful in --passes lists).
+std::unique_ptr<Pass> createVerifyPass();
+
+/// The pass named `name`, or nullptr.
+std::unique_ptr<Pass> createPassByName(const std::string &name);
+/// Every pass name, in pipeline order.
+std::vector<std::string> allPassNames();
+/// The default pipeline for this stage of the project: canonicalize, shape-inference.
+std::vector<std::string> defaultPipeline();
+
+} // namespace dtc::passes

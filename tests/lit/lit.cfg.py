@@ -1,0 +1,20 @@
+# lit configuration for dtc's golden and error tests (.onnxtxt inputs with RUN/CHECK lines).
+import os
+import lit.formats
+
+config.name = "dtc"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".onnxtxt", ".test"]
+config.excludes = ["Inputs", "lit.cfg.py", "lit.site.cfg.py.in"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(os.path.dirname(config.dtc_tools_dir), "tests", "lit-out")
+
+config.environment["PATH"] = os.pathsep.join(
+    [config.dtc_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
+# Sanitizer builds: fail a test on any report, never on leaks inside protobuf's arenas.
+for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
+    if var in os.environ:
+        config.environment[var] = os.environ[var]
+config.substitutions.append(("%dtc-compile", os.path.join(config.dtc_tools_dir, "dtc-compile")))
+config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))

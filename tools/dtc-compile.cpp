@@ -1,0 +1,125 @@
+// dtc-compile: imports an ONNX model, runs the compile pipeline (or a chosen pass list) and
+// emits the result as textual IR, ONNX or Graphviz dot (DESIGN.md section 9).
+// Exit codes: 0 ok, 1 error (printed as "error: <where>: <what>"), 2 usage.
+#include "compiler/driver/Driver.h"
+#include "compiler/ir/Printer.h"
+#include "compiler/onnx/Exporter.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+namespace {
+
+std::vector<std::string> splitComma(const std::string &s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty())
+      out.push_back(item);
+  return out;
+}
+
+int fail(const std::string &message) {
+  std::fprintf(stderr, "error: %s\n", message.c_str());
+  return 1;
+}
+
+/// Writes `text` to `path` through a temporary file + rename: never a partial output file.
+dtc::Status writeTextAtomically(const std::string &path, const std::string &text) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out)
+      return dtc::Status::error(path, "cannot open for writing");
+    out << text;
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      return dtc::Status::error(path, "write failed");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    return dtc::Status::error(path, "cannot rename into place: " + ec.message());
+  }
+  return dtc::Status::ok();
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  CLI::App app{"dtc-compile: compile an ONNX model for (distributed) training"};
+  app.set_version_flag("--version", "dtc-compile 0.1.0");
+  std::string model, output, emit = "ir", passes, printAfter;
+  bool verifyEach = false, timePasses = false;
+  app.add_option("model", model, "ONNX model (.onnx binary or .onnxtxt text)")->required();
+  app.add_option("-o,--output", output, "output file (default: standard output for ir/dot)");
+  app.add_option("--emit", emit, "what to write: ir, onnx or dot")
+      ->check(CLI::IsMember({"ir", "onnx", "dot"}));
+  app.add_option("--passes", passes,
+                 "comma-separated pass list to run instead of the default pipeline "
+                 "(empty: import only)");
+  app.add_option("--print-after", printAfter,
+                 "print the IR after these passes (comma-separated names, or 'all')");
+  app.add_flag("--verify-each", verifyEach, "run the IR verifier after every pass");
+  app.add_flag("--time-passes", timePasses, "report the wall time of every pass on stderr");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp &e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion &e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError &e) {
+    std::fprintf(stderr, "error: %s\nRun with --help for usage.\n", e.what());
+    return 2;
+  }
+
+  if (emit == "onnx" && output.empty()) {
+    std::fprintf(stderr, "error: --emit onnx needs an output file (-o)\n");
+    return 2;
+  }
+
+  dtc::driver::CompileOptions opts;
+  opts.modelPath = model;
+  if (app.count("--passes")) {
+    opts.useDefaultPipeline = false;
+    opts.passes = splitComma(passes);
+  }
+  for (const std::string &p : splitComma(printAfter))
+    opts.printAfter.insert(p);
+  opts.verifyEach = verifyEach;
+  opts.timePasses = timePasses;
+  opts.printStream = &std::cout;
+  opts.timeStream = &std::cerr;
+
+  dtc::Diagnostics diags;
+  auto graph = dtc::driver::compileModel(opts, diags);
+  diags.flush();
+  if (!graph)
+    return fail(graph.status().message());
+
+  if (emit == "onnx") {
+    dtc::Status s = dtc::onnxio::writeModelFile(**graph, output);
+    return s.isOk() ? 0 : fail(s.message());
+  }
+  std::ostringstream text;
+  if (emit == "ir")
+    dtc::ir::printGraph(**graph, text);
+  else
+    dtc::ir::printDot(**graph, text);
+  if (output.empty() || output == "-") {
+    std::cout << text.str();
+    std::cout.flush();
+    return std::cout ? 0 : fail("<stdout>: write failed");
+  }
+  dtc::Status s = writeTextAtomically(output, text.str());
+  return s.isOk() ? 0 : fail(s.message());
+}
