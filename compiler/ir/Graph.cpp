@@ -245,6 +245,18 @@ void Graph::transferOutputs(Node *from, Node *to) {
   }
 }
 
+void Graph::foldToConstants(Node *n, const std::vector<TensorDataPtr> &data) {
+  DTC_CHECK(data.size() == n->outputs_.size(), "foldToConstants: one tensor per output");
+  std::vector<Value *> outs = std::move(n->outputs_);
+  n->outputs_.clear();
+  for (size_t i = 0; i < outs.size(); ++i) {
+    outs[i]->producer_ = nullptr;
+    outs[i]->producerIndex_ = 0;
+    setInitializer(outs[i], data[i], /*isConstant=*/true);
+  }
+  eraseNode(n);
+}
+
 void Graph::eraseNode(Node *n) {
   for (size_t i = 0; i < n->inputs_.size(); ++i)
     n->removeUse(i);

@@ -222,6 +222,10 @@ public:
   /// Moves `from`'s output values (with their names, types and uses) to `to`, which must have
   /// no outputs yet. Used when a node is replaced by a new one that computes the same values.
   void transferOutputs(Node *from, Node *to);
+  /// Replaces node `n` by constants: output i keeps its name, type and uses and becomes a
+  /// constant initializer holding data[i]; the node is removed. Used by Constant import and
+  /// constant folding.
+  void foldToConstants(Node *n, const std::vector<TensorDataPtr> &data);
   /// Removes a node; its outputs must have no uses left (they are removed too).
   void eraseNode(Node *n);
   /// Nodes in order (a snapshot: safe to erase while iterating over it).
