@@ -1,14 +1,248 @@
-// STUB canonicalize (to be written).
+// canonicalize: constant folding (including the Shape->Gather->Unsqueeze->Concat->Reshape
+// chains exporters emit for a dynamic batch), Identity removal and dead-node removal; warns
+// when a constant shape hard-codes the batch size.
+#include "ops/OpDef.h"
 #include "passes/Passes.h"
+#include "passes/ShapeInference.h"
+
+#include <set>
 
 namespace dtc::passes {
 namespace {
+
+/// Folded tensors larger than this stay computed at run time (a ConstantOfShape or Expand of
+/// a big shape would otherwise bloat the model).
+constexpr int64_t kMaxFoldElements = int64_t{1} << 20;
+
+/// A value whose contents are known at compile time and may be folded into: constants, and
+/// non-float initializers (shape tensors; integers are never trained). Float parameters are
+/// trained, so folding through them would freeze them.
+bool isFoldable(const ir::Value *v) {
+  if (!v || !v->isInitializer() || v->isGraphInput())
+    return false;
+  return v->isConstant() || !ir::isFloat(v->dtype());
+}
+
+bool smallStatic(const ir::Value *v) {
+  auto n = v->shape().numElements();
+  return n && *n <= kMaxFoldElements;
+}
+
 class CanonicalizePass : public Pass {
 public:
   std::string name() const override { return "canonicalize"; }
-  std::string description() const override { return "constant folding and cleanup"; }
-  Status run(ir::Graph &, PassContext &) override { return Status::ok(); }
+  std::string description() const override {
+    return "constant folding, shape-chain folding, Identity and dead-node removal";
+  }
+
+  Status run(ir::Graph &graph, PassContext &ctx) override {
+    for (int round = 0; round < 16; ++round) {
+      ops::ShapeValueMap shapeValues;
+      DTC_RETURN_IF_ERROR(inferShapes(graph, ctx.diags, &shapeValues));
+      bool changed = false;
+      for (ir::Node *n : graph.nodes()) {
+        if (removeIdentity(graph, n) || foldShapeValues(graph, n, shapeValues) ||
+            foldConstants(graph, n, ctx) || rewriteReshapeTarget(graph, n, shapeValues)) {
+          changed = true;
+        }
+      }
+      changed |= removeDeadNodes(graph);
+      if (!changed)
+        break;
+    }
+    graph.removeDeadValues();
+    DTC_RETURN_IF_ERROR(inferShapes(graph, ctx.diags));
+    warnHardCodedBatch(graph, ctx.diags);
+    return Status::ok();
+  }
+
+private:
+  /// Identity(x) -> x, unless the Identity defines a graph output (its name is the model's
+  /// interface) fed by another graph output or input.
+  static bool removeIdentity(ir::Graph &, ir::Node *n) {
+    if (n->opType() != "Identity" || !n->domain().empty() || !n->input(0))
+      return false;
+    ir::Value *in = n->input(0);
+    ir::Value *out = n->output(0);
+    if (out->isGraphOutput())
+      return false;
+    out->replaceAllUsesWith(in);
+    return true;
+  }
+
+  /// Integer outputs whose contents data propagation knows completely become constants.
+  static bool foldShapeValues(ir::Graph &graph, ir::Node *n, const ops::ShapeValueMap &sv) {
+    if (n->numOutputs() == 0)
+      return false;
+    std::vector<ir::TensorDataPtr> data;
+    for (ir::Value *out : n->outputs()) {
+      auto it = sv.find(out);
+      if (it == sv.end() || out->dtype() != ir::DType::kInt64 || !out->shape().hasRank() ||
+          out->shape().rank() > 1)
+        return false;
+      std::vector<int64_t> values;
+      for (const ir::Dim &d : it->second) {
+        if (!d.isStatic())
+          return false;
+        values.push_back(d.value());
+      }
+      std::vector<int64_t> dims;
+      if (out->shape().rank() == 1)
+        dims.push_back(static_cast<int64_t>(values.size()));
+      else if (values.size() != 1)
+        return false;
+      data.push_back(ir::TensorData::fromInt64s(out->name(), dims, values));
+    }
+    graph.foldToConstants(n, data);
+    return true;
+  }
+
+  /// Evaluates nodes whose inputs are all compile-time constants with the op's fold function.
+  static bool foldConstants(ir::Graph &graph, ir::Node *n, PassContext &ctx) {
+    const ops::OpDef *def = ops::lookupOp(n->domain(), n->opType());
+    if (!def || !def->fold || n->numOutputs() == 0)
+      return false;
+    std::vector<ir::TensorDataPtr> inputs;
+    for (ir::Value *in : n->inputs()) {
+      if (in && !isFoldable(in))
+        return false;
+      inputs.push_back(in ? in->initializer() : nullptr);
+    }
+    for (ir::Value *out : n->outputs())
+      if (!smallStatic(out))
+        return false;
+    ops::FoldContext fctx(*n, std::move(inputs));
+    auto result = def->fold(fctx);
+    if (!result) {
+      ctx.diags.warning(n->where(), "not folded: " + result.status().message());
+      return false;
+    }
+    if (result->size() != n->numOutputs())
+      return false;
+    for (size_t i = 0; i < result->size(); ++i) {
+      const ir::TensorDataPtr &t = (*result)[i];
+      if (!t || t->dtype() != n->output(i)->dtype() ||
+          ir::Shape::ofStatic(t->dims()) != n->output(i)->shape()) {
+        ctx.diags.warning(n->where(), "not folded: the folded value of output '" +
+                                          n->output(i)->name() +
+                                          "' does not match its inferred type");
+        return false;
+      }
+    }
+    graph.foldToConstants(n, *result);
+    return true;
+  }
+
+  /// Reshape whose target is computed from Shape(x) on a symbolic batch: replace the computed
+  /// target by a constant using 0 ("copy this input dim") and -1 ("infer"), e.g.
+  /// Concat(Unsqueeze(Gather(Shape(x), 0)), [-1]) on x: [N,16,7,7] becomes [0,-1].
+  static bool rewriteReshapeTarget(ir::Graph &graph, ir::Node *n, const ops::ShapeValueMap &sv) {
+    if (n->opType() != "Reshape" || !n->domain().empty() || !n->input(1) ||
+        n->input(1)->isInitializer())
+      return false;
+    auto it = sv.find(n->input(1));
+    if (it == sv.end())
+      return false;
+    const ir::Shape &inShape = n->input(0)->shape();
+    bool allowZero = n->attrInt("allowzero", 0) != 0;
+    std::vector<int64_t> target;
+    int inferred = 0;
+    for (size_t i = 0; i < it->second.size(); ++i) {
+      const ir::Dim &d = it->second[i];
+      if (d.isStatic()) {
+        if (d.value() == 0 && allowZero) {
+          target.push_back(0);
+          continue;
+        }
+        if (d.value() == -1)
+          ++inferred;
+        target.push_back(d.value());
+      } else if (!allowZero && inShape.hasRank() && i < inShape.rank() && inShape[i] == d &&
+                 !d.isUnknown()) {
+        target.push_back(0);
+      } else {
+        target.push_back(-1);
+        ++inferred;
+      }
+    }
+    if (inferred > 1)
+      return false;
+    ir::Value *c =
+        graph.addConstant(n->name() + ".shape",
+                          ir::TensorData::fromInt64s(
+                              n->name() + ".shape", {static_cast<int64_t>(target.size())}, target));
+    n->setInput(1, c);
+    return true;
+  }
+
+  /// Removes nodes none of whose outputs is used or a graph output.
+  static bool removeDeadNodes(ir::Graph &graph) {
+    bool changed = false;
+    std::vector<ir::Node *> nodes = graph.nodes();
+    for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+      ir::Node *n = *it;
+      bool live = false;
+      for (ir::Value *out : n->outputs())
+        live |= out->hasUses() || out->isGraphOutput();
+      if (!live) {
+        graph.eraseNode(n);
+        changed = true;
+      }
+    }
+    return changed;
+  }
+
+  /// A shape constant that fixes the batch size breaks batch sharding (data parallelism
+  /// splits the batch): warn naming the node.
+  static void warnHardCodedBatch(const ir::Graph &graph, Diagnostics &diags) {
+    std::set<std::string> batchSymbols;
+    std::set<int64_t> staticBatches;
+    for (const ir::Value *in : graph.inputs()) {
+      if (in->isInitializer() || !in->shape().hasRank() || in->shape().rank() == 0)
+        continue;
+      const ir::Dim &b = in->shape()[0];
+      if (b.isSymbolic())
+        batchSymbols.insert(b.symbols().begin(), b.symbols().end());
+      else if (b.isStatic())
+        staticBatches.insert(b.value());
+    }
+    auto hasBatchSymbol = [&](const ir::Dim &d) {
+      for (const std::string &s : d.symbols())
+        if (batchSymbols.count(s))
+          return true;
+      return false;
+    };
+    for (const ir::Node *n : graph.nodes()) {
+      if (n->opType() != "Reshape" || !n->input(1) || !n->input(1)->isInitializer())
+        continue;
+      const ir::Shape &in = n->input(0)->shape();
+      const ir::Shape &out = n->output(0)->shape();
+      if (!in.hasRank() || !out.hasRank() || in.rank() == 0 || out.rank() == 0)
+        continue;
+      auto target = n->input(1)->initializer()->toInt64s();
+      if (!target || target->empty())
+        continue;
+      if (hasBatchSymbol(in[0]) && out[0].isStatic())
+        diags.warning(n->where(), "constant target shape fixes dimension 0 to " +
+                                      std::to_string(out[0].value()) + " while the input's is " +
+                                      in[0].str() +
+                                      "; the batch size is hard-coded (re-export with a dynamic "
+                                      "batch axis), so batch sharding cannot split this node");
+      else if (batchSymbols.empty() && staticBatches.size() == 1 && in[0].isStatic() &&
+               (*target)[0] == in[0].value() && in[0].value() == *staticBatches.begin() &&
+               in[0].value() > 1)
+        diags.warning(n->where(), "constant target shape starts with the model's fixed batch "
+                                  "size " +
+                                      std::to_string(in[0].value()) +
+                                      "; the model was exported with a fixed batch, and batch "
+                                      "sharding will break here (re-export with a dynamic "
+                                      "batch axis)");
+    }
+  }
 };
+
 } // namespace
+
 std::unique_ptr<Pass> createCanonicalizePass() { return std::make_unique<CanonicalizePass>(); }
+
 } // namespace dtc::passes

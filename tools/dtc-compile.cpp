@@ -62,8 +62,8 @@ int main(int argc, char **argv) {
   bool verifyEach = false, timePasses = false;
   app.add_option("model", model, "ONNX model (.onnx binary or .onnxtxt text)")->required();
   app.add_option("-o,--output", output, "output file (default: standard output for ir/dot)");
-  app.add_option("--emit", emit, "what to write: ir, onnx or dot")
-      ->check(CLI::IsMember({"ir", "onnx", "dot"}));
+  app.add_option("--emit", emit, "what to write: ir, onnx, dot or summary")
+      ->check(CLI::IsMember({"ir", "onnx", "dot", "summary"}));
   app.add_option("--passes", passes,
                  "comma-separated pass list to run instead of the default pipeline "
                  "(empty: import only)");
@@ -113,6 +113,8 @@ int main(int argc, char **argv) {
   std::ostringstream text;
   if (emit == "ir")
     dtc::ir::printGraph(**graph, text);
+  else if (emit == "summary")
+    dtc::ir::printSummary(**graph, text);
   else
     dtc::ir::printDot(**graph, text);
   if (output.empty() || output == "-") {

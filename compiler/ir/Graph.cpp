@@ -197,7 +197,8 @@ void Graph::removeDeadValues() {
   for (auto it = values_.begin(); it != values_.end();) {
     Value *v = it->get();
     ++it;
-    if (!v->producer_ && v->uses_.empty() && !v->isGraphInput_ && !v->isGraphOutput_)
+    if (!v->producer_ && v->uses_.empty() && !v->isGraphInput_ && !v->isGraphOutput_ &&
+        !v->isParameter())
       destroyValue(v);
   }
 }

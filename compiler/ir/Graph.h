@@ -206,7 +206,8 @@ public:
   std::vector<Value *> initializers() const;
   /// Every value, in creation order.
   std::vector<Value *> values() const;
-  /// Deletes values that have no producer, no uses and are not graph inputs/outputs.
+  /// Deletes values that have no producer, no uses and are not graph inputs/outputs or
+  /// parameters (an unused parameter is kept: it is part of the model's state).
   void removeDeadValues();
 
   // Nodes.

@@ -1,6 +1,9 @@
 // IR printer (see Printer.h for the format).
 #include "compiler/ir/Printer.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <map>
 #include <sstream>
 #include <unordered_map>
 
@@ -166,6 +169,50 @@ void printDot(const Graph &g, std::ostream &os) {
     ++k;
   }
   os << "}\n";
+}
+
+void printSummary(const Graph &g, std::ostream &os) {
+  const ModelInfo &info = g.modelInfo();
+  os << "model:      " << (info.path.empty() ? g.name() : info.path);
+  if (!info.producerName.empty())
+    os << " (from " << info.producerName << " " << info.producerVersion << ")";
+  os << "\nopsets:    ";
+  for (const auto &[domain, version] : g.opsets())
+    os << " " << (domain.empty() ? "ai.onnx" : domain) << "=" << version;
+  os << "\n";
+  for (const Value *v : g.inputs())
+    os << "input:      " << v->name() << " " << v->type().str() << "\n";
+  for (const Value *v : g.outputs())
+    os << "output:     " << v->name() << " " << v->type().str() << "\n";
+  int64_t params = 0, paramElems = 0, paramBytes = 0, consts = 0, external = 0;
+  for (const Value *v : g.initializers()) {
+    if (v->isParameter()) {
+      ++params;
+      paramElems += v->initializer()->numElements();
+      paramBytes += v->initializer()->byteSize();
+      external += v->initializer()->isExternal() ? 1 : 0;
+    } else if (v->isConstant()) {
+      ++consts;
+    }
+  }
+  char line[200];
+  std::snprintf(line, sizeof line, "parameters: %lld tensors, %lld values, %.1f KiB%s\n",
+                static_cast<long long>(params), static_cast<long long>(paramElems),
+                static_cast<double>(paramBytes) / 1024.0, external ? " (external data)" : "");
+  os << line;
+  os << "constants:  " << consts << "\n";
+  std::map<std::string, int> counts;
+  for (const Node *n : g.nodes())
+    ++counts[(n->domain().empty() ? "" : n->domain() + ".") + n->opType()];
+  os << "nodes:      " << g.numNodes() << "\n";
+  std::vector<std::pair<int, std::string>> sorted;
+  for (const auto &[op, c] : counts)
+    sorted.emplace_back(-c, op);
+  std::sort(sorted.begin(), sorted.end());
+  for (const auto &[c, op] : sorted) {
+    std::snprintf(line, sizeof line, "  %-28s %d\n", op.c_str(), -c);
+    os << line;
+  }
 }
 
 std::string printGraph(const Graph &g) {

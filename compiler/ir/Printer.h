@@ -19,6 +19,9 @@ void printGraph(const Graph &g, std::ostream &os);
 std::string printGraph(const Graph &g);
 /// Graphviz dot: one box per node, edges labelled with value names and types.
 void printDot(const Graph &g, std::ostream &os);
+/// A human summary: source model, inputs, outputs, parameter count and bytes, node count per
+/// operator type.
+void printSummary(const Graph &g, std::ostream &os);
 /// One node in the same form as printGraph (no indentation, no newline).
 std::string printNode(const Node &n);
 

@@ -1,16 +1,248 @@
-// STUB exporter (to be written).
+// ONNX export: IR -> ModelProto, written atomically, with automatic external data for models
+// whose initializers exceed protobuf's 2 GiB message limit.
 #include "compiler/onnx/Exporter.h"
+
+#include "ops/OpDef.h"
 
 #include <onnx/onnx_pb.h>
 
-namespace dtc::onnxio {
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 
-Expected<onnx::ModelProto> exportModel(const ir::Graph &) {
-  return Status::error("export not implemented");
+namespace dtc::onnxio {
+namespace {
+
+void setType(onnx::TypeProto *tp, const ir::TensorType &t) {
+  onnx::TypeProto_Tensor *tt = tp->mutable_tensor_type();
+  tt->set_elem_type(static_cast<int32_t>(t.dtype));
+  if (!t.shape.hasRank())
+    return;
+  onnx::TensorShapeProto *sp = tt->mutable_shape();
+  for (const ir::Dim &d : t.shape.dims()) {
+    onnx::TensorShapeProto_Dimension *dp = sp->add_dim();
+    if (d.isStatic())
+      dp->set_dim_value(d.value());
+    else if (d.isSymbolic())
+      dp->set_dim_param(d.str());
+  }
 }
 
-Status writeModelFile(const ir::Graph &, const std::string &path, const ExportOptions &) {
-  return Status::error(path, "export not implemented");
+void setValueInfo(onnx::ValueInfoProto *vi, const ir::Value &v) {
+  vi->set_name(v.name());
+  setType(vi->mutable_type(), v.type());
+}
+
+Status setAttribute(onnx::AttributeProto *ap, const std::string &name, const ir::Attribute &a,
+                    const std::string &where) {
+  ap->set_name(name);
+  switch (a.kind()) {
+  case ir::AttrKind::kInt:
+    ap->set_type(onnx::AttributeProto::INT);
+    ap->set_i(a.i());
+    break;
+  case ir::AttrKind::kFloat:
+    ap->set_type(onnx::AttributeProto::FLOAT);
+    ap->set_f(a.f());
+    break;
+  case ir::AttrKind::kString:
+    ap->set_type(onnx::AttributeProto::STRING);
+    ap->set_s(a.s());
+    break;
+  case ir::AttrKind::kInts:
+    ap->set_type(onnx::AttributeProto::INTS);
+    for (int64_t x : a.ints())
+      ap->add_ints(x);
+    break;
+  case ir::AttrKind::kFloats:
+    ap->set_type(onnx::AttributeProto::FLOATS);
+    for (float x : a.floats())
+      ap->add_floats(x);
+    break;
+  case ir::AttrKind::kStrings:
+    ap->set_type(onnx::AttributeProto::STRINGS);
+    for (const std::string &x : a.strings())
+      ap->add_strings(x);
+    break;
+  case ir::AttrKind::kTensor: {
+    ap->set_type(onnx::AttributeProto::TENSOR);
+    onnx::TensorProto *tp = ap->mutable_t();
+    const ir::TensorData &t = *a.t();
+    tp->set_name(t.name());
+    tp->set_data_type(static_cast<int32_t>(t.dtype()));
+    for (int64_t d : t.dims())
+      tp->add_dims(d);
+    auto bytes = t.bytes();
+    if (!bytes)
+      return bytes.status().withContext(where);
+    tp->set_raw_data(**bytes);
+    break;
+  }
+  }
+  return Status::ok();
+}
+
+/// IR version the ONNX checker requires for an ai.onnx opset (onnx/docs/Versioning.md).
+int64_t irVersionFor(int64_t opset) {
+  if (opset >= 21)
+    return 10;
+  if (opset >= 19)
+    return 9;
+  if (opset >= 15)
+    return 8;
+  return 7;
+}
+
+} // namespace
+
+Expected<onnx::ModelProto> exportModel(const ir::Graph &g) {
+  onnx::ModelProto model;
+  const ir::ModelInfo &info = g.modelInfo();
+  model.set_producer_name("dtc");
+  model.set_producer_version("0.1.0");
+  if (!info.docString.empty())
+    model.set_doc_string(info.docString);
+
+  // The canonical forms are the newest ONNX forms: export at an opset where every node's form
+  // is in force, and never below the model's own.
+  std::map<std::string, int64_t> opsets = g.opsets();
+  int64_t onnxOpset = g.onnxOpset();
+  for (const ir::Node *n : g.nodes()) {
+    if (n->domain().empty()) {
+      if (const ops::OpDef *def = ops::lookupOp("", n->opType()))
+        onnxOpset = std::max<int64_t>(onnxOpset, def->canonical().since);
+    } else if (!opsets.count(n->domain())) {
+      opsets[n->domain()] = 1;
+    }
+  }
+  opsets[""] = std::max<int64_t>(onnxOpset, 7);
+  for (const auto &[domain, version] : opsets) {
+    onnx::OperatorSetIdProto *op = model.add_opset_import();
+    op->set_domain(domain);
+    op->set_version(version);
+  }
+  model.set_ir_version(std::max(info.irVersion, irVersionFor(opsets[""])));
+
+  onnx::GraphProto *gp = model.mutable_graph();
+  gp->set_name(g.name());
+  for (const ir::Value *v : g.inputs())
+    setValueInfo(gp->add_input(), *v);
+  for (const ir::Value *v : g.initializers()) {
+    onnx::TensorProto *tp = gp->add_initializer();
+    const ir::TensorData &t = *v->initializer();
+    tp->set_name(v->name());
+    tp->set_data_type(static_cast<int32_t>(t.dtype()));
+    for (int64_t d : t.dims())
+      tp->add_dims(d);
+    DTC_ASSIGN_OR_RETURN(const std::string *bytes, t.bytes());
+    tp->set_raw_data(*bytes);
+  }
+  for (const ir::Node *n : g.nodes()) {
+    onnx::NodeProto *np = gp->add_node();
+    np->set_name(n->name());
+    np->set_op_type(n->opType());
+    if (!n->domain().empty())
+      np->set_domain(n->domain());
+    for (const ir::Value *in : n->inputs())
+      np->add_input(in ? in->name() : "");
+    for (const ir::Value *out : n->outputs())
+      np->add_output(out->name());
+    for (const auto &[name, a] : n->attributes())
+      DTC_RETURN_IF_ERROR(setAttribute(np->add_attribute(), name, a, n->where()));
+    for (const ir::Value *out : n->outputs())
+      if (!out->isGraphOutput() && out->dtype() != ir::DType::kUndefined)
+        setValueInfo(gp->add_value_info(), *out);
+  }
+  for (const ir::Value *v : g.outputs())
+    setValueInfo(gp->add_output(), *v);
+  return model;
+}
+
+namespace {
+
+/// Writes `bytes` to `tmp`; errors name `path` (the final destination).
+Status writeFile(const std::string &tmp, const std::string &path,
+                 const std::function<bool(std::ofstream &)> &write) {
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  if (!out)
+    return Status::error(path, "cannot open for writing");
+  bool ok = write(out);
+  out.flush();
+  if (!ok || !out) {
+    out.close();
+    std::remove(tmp.c_str());
+    return Status::error(path, "write failed (disk full?)");
+  }
+  return Status::ok();
+}
+
+} // namespace
+
+Status writeModelFile(const ir::Graph &g, const std::string &path, const ExportOptions &opts) {
+  DTC_ASSIGN_OR_RETURN(onnx::ModelProto model, exportModel(g));
+  namespace fs = std::filesystem;
+  onnx::GraphProto *gp = model.mutable_graph();
+  int64_t total = 0;
+  for (const onnx::TensorProto &t : gp->initializer())
+    total += static_cast<int64_t>(t.raw_data().size());
+
+  std::string dataTmp, dataPath;
+  if (total > opts.externalThresholdBytes) {
+    std::string dataName = fs::path(path).filename().string() + ".data";
+    dataPath = (fs::path(path).parent_path() / dataName).string();
+    dataTmp = dataPath + ".tmp";
+    DTC_RETURN_IF_ERROR(writeFile(dataTmp, dataPath, [&](std::ofstream &out) {
+      int64_t offset = 0;
+      for (onnx::TensorProto &t : *gp->mutable_initializer()) {
+        int64_t size = static_cast<int64_t>(t.raw_data().size());
+        if (size < opts.externalMinBytes)
+          continue;
+        int64_t aligned = (offset + 4095) / 4096 * 4096; // page-aligned for mmap readers
+        for (; offset < aligned; ++offset)
+          out.put('\0');
+        out.write(t.raw_data().data(), size);
+        if (!out)
+          return false;
+        t.clear_raw_data();
+        t.set_data_location(onnx::TensorProto::EXTERNAL);
+        auto add = [&](const std::string &k, const std::string &v) {
+          onnx::StringStringEntryProto *e = t.add_external_data();
+          e->set_key(k);
+          e->set_value(v);
+        };
+        add("location", dataName);
+        add("offset", std::to_string(offset));
+        add("length", std::to_string(size));
+        offset += size;
+      }
+      return true;
+    }));
+  }
+  if (model.ByteSizeLong() > static_cast<size_t>(INT32_MAX)) {
+    if (!dataTmp.empty())
+      std::remove(dataTmp.c_str());
+    return Status::error(path, "model is larger than 2 GiB even with external data");
+  }
+  std::string tmp = path + ".tmp";
+  DTC_RETURN_IF_ERROR(writeFile(tmp, path, [&](std::ofstream &out) {
+    return model.SerializeToOstream(&out);
+  }));
+  std::error_code ec;
+  if (!dataTmp.empty()) {
+    fs::rename(dataTmp, dataPath, ec);
+    if (ec) {
+      std::remove(tmp.c_str());
+      std::remove(dataTmp.c_str());
+      return Status::error(dataPath, "cannot rename into place: " + ec.message());
+    }
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    return Status::error(path, "cannot rename into place: " + ec.message());
+  }
+  return Status::ok();
 }
 
 } // namespace dtc::onnxio

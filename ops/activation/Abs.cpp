@@ -1,4 +1,6 @@
-// STUB: Abs (to be written).
+// Abs: elementwise |x| over every numeric type (ONNX Abs-6; Abs-13 adds bfloat16).
+// One input X, output Y of the same type and shape; no attributes, no normalization.
+#include "ops/activation/Activation.h"
 #include "ops/elementwise/Elementwise.h"
 
 namespace dtc::ops {
@@ -6,7 +8,8 @@ namespace dtc::ops {
 OpDef defineAbs() {
   OpDef d;
   d.name = "Abs";
-  d.version(1).variadicIn("X", "T").out("Y", "T").type("T", kAllTypes);
+  d.version(6).in("X", "T").out("Y", "T").type("T", kFloatNoBf16Types | kIntTypes);
+  d.version(13).type("T", kNumericTypes);
   d.infer = inferSameShape;
   return d;
 }

@@ -1,13 +1,62 @@
-// STUB: Clip (to be written).
+// Clip: elementwise min(max(x, min), max). ONNX Clip-6 takes the bounds as float attributes
+// `min`/`max` (defaults -inf/+inf); Clip-11 makes them optional scalar inputs of X's type;
+// Clip-12 widens the types to every numeric type, Clip-13 adds bfloat16. Canonical: inputs.
+#include "ops/activation/Activation.h"
 #include "ops/elementwise/Elementwise.h"
 
 namespace dtc::ops {
 
+namespace {
+
+/// Clip-6 -> Clip-13: each bound attribute becomes a scalar constant input of X's dtype when
+/// that is already known at import (else float32, the type of the attribute); an absent
+/// attribute becomes an omitted input (no bound).
+Status normalizeClip(ir::Node &node, NormalizeContext &ctx) {
+  if (ctx.opset() >= 11)
+    return Status::ok();
+  ir::Value *x = node.input(0);
+  ir::DType dtype = x && ir::isFloat(x->dtype()) ? x->dtype() : ir::DType::kFloat32;
+  ir::Value *bounds[2] = {nullptr, nullptr};
+  const char *names[2] = {"min", "max"};
+  for (int k = 0; k < 2; ++k) {
+    const ir::Attribute *a = node.attr(names[k]);
+    if (!a)
+      continue;
+    std::string base = node.name() + "." + names[k];
+    bounds[k] = ctx.graph().addConstant(
+        base, tensorOfType(base, dtype, {}, {static_cast<double>(a->f())}));
+    node.removeAttr(names[k]);
+  }
+  node.truncateInputs(1);
+  if (bounds[0] || bounds[1])
+    node.addInput(bounds[0]);
+  if (bounds[1])
+    node.addInput(bounds[1]);
+  return Status::ok();
+}
+
+} // namespace
+
 OpDef defineClip() {
   OpDef d;
   d.name = "Clip";
-  d.version(1).variadicIn("X", "T").out("Y", "T").type("T", kAllTypes);
-  d.infer = inferSameShape;
+  d.version(6)
+      .in("input", "T")
+      .out("output", "T")
+      .attr("min", ir::AttrKind::kFloat)
+      .attr("max", ir::AttrKind::kFloat)
+      .type("T", kFloatNoBf16Types);
+  OpVersion &v11 = d.version(11);
+  v11.attrs.clear();
+  v11.optIn("min", "T").optIn("max", "T");
+  d.version(12).type("T", kNumericTypes & ~bit(ir::DType::kBFloat16));
+  d.version(13).type("T", kNumericTypes);
+  d.normalize = normalizeClip;
+  d.infer = [](InferenceContext &ctx) -> Status {
+    DTC_RETURN_IF_ERROR(checkScalarInput(ctx, 1, "input 'min'"));
+    DTC_RETURN_IF_ERROR(checkScalarInput(ctx, 2, "input 'max'"));
+    return inferSameShape(ctx);
+  };
   return d;
 }
 

@@ -1,4 +1,7 @@
-// STUB: Erf (to be written).
+// Erf: elementwise error function (ONNX Erf-9, the first version: the op does not exist in
+// opsets 7-8; Erf-13 adds bfloat16). Exporters emit it for exact GELU before opset 20.
+// One input X, output Y of the same type and shape; no attributes, no normalization.
+#include "ops/activation/Activation.h"
 #include "ops/elementwise/Elementwise.h"
 
 namespace dtc::ops {
@@ -6,7 +9,8 @@ namespace dtc::ops {
 OpDef defineErf() {
   OpDef d;
   d.name = "Erf";
-  d.version(1).variadicIn("X", "T").out("Y", "T").type("T", kAllTypes);
+  d.version(9).in("X", "T").out("Y", "T").type("T", kFloatNoBf16Types | kIntTypes);
+  d.version(13).type("T", kNumericTypes);
   d.infer = inferSameShape;
   return d;
 }

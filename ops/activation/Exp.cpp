@@ -1,4 +1,6 @@
-// STUB: Exp (to be written).
+// Exp: elementwise e^x (ONNX Exp-6; Exp-13 adds bfloat16).
+// One input X, output Y of the same type and shape; no attributes, no normalization.
+#include "ops/activation/Activation.h"
 #include "ops/elementwise/Elementwise.h"
 
 namespace dtc::ops {
@@ -6,7 +8,8 @@ namespace dtc::ops {
 OpDef defineExp() {
   OpDef d;
   d.name = "Exp";
-  d.version(1).variadicIn("X", "T").out("Y", "T").type("T", kAllTypes);
+  d.version(6).in("X", "T").out("Y", "T").type("T", kFloatNoBf16Types);
+  d.version(13).type("T", kFloatTypes);
   d.infer = inferSameShape;
   return d;
 }

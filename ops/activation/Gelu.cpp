@@ -1,4 +1,7 @@
-// STUB: Gelu (to be written).
+// Gelu: x * Phi(x) (approximate = "none", the default) or its tanh approximation
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (approximate = "tanh"). ONNX Gelu-20 is the
+// first version: the op does not exist before opset 20 (exporters emit Erf/Tanh patterns).
+#include "ops/activation/Activation.h"
 #include "ops/elementwise/Elementwise.h"
 
 namespace dtc::ops {
@@ -6,8 +9,18 @@ namespace dtc::ops {
 OpDef defineGelu() {
   OpDef d;
   d.name = "Gelu";
-  d.version(1).variadicIn("X", "T").out("Y", "T").type("T", kAllTypes);
-  d.infer = inferSameShape;
+  d.version(20)
+      .in("X", "T")
+      .out("Y", "T")
+      .attr("approximate", ir::AttrKind::kString)
+      .type("T", kFloatTypes);
+  d.infer = [](InferenceContext &ctx) -> Status {
+    std::string approximate = ctx.node().attrString("approximate", "none");
+    if (approximate != "none" && approximate != "tanh")
+      return ctx.error("attribute 'approximate' must be \"none\" or \"tanh\", got \"" +
+                       approximate + "\"");
+    return inferSameShape(ctx);
+  };
   return d;
 }
 

@@ -1,4 +1,7 @@
-// STUB: HardSwish (to be written).
+// HardSwish: elementwise x * max(0, min(1, x/6 + 1/2)) (ONNX HardSwish-14, the first version:
+// the op does not exist before opset 14).
+// One input X, output Y of the same type and shape; no attributes, no normalization.
+#include "ops/activation/Activation.h"
 #include "ops/elementwise/Elementwise.h"
 
 namespace dtc::ops {
@@ -6,7 +9,7 @@ namespace dtc::ops {
 OpDef defineHardSwish() {
   OpDef d;
   d.name = "HardSwish";
-  d.version(1).variadicIn("X", "T").out("Y", "T").type("T", kAllTypes);
+  d.version(14).in("X", "T").out("Y", "T").type("T", kFloatNoBf16Types);
   d.infer = inferSameShape;
   return d;
 }

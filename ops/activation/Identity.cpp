@@ -1,4 +1,6 @@
-// STUB: Identity (to be written).
+// Identity: output = input (ONNX Identity-1; later versions only widen the type set to
+// bfloat16, sequences, optionals and 8/4-bit types). Folds on any constant.
+#include "ops/activation/Activation.h"
 #include "ops/elementwise/Elementwise.h"
 
 namespace dtc::ops {
@@ -6,8 +8,21 @@ namespace dtc::ops {
 OpDef defineIdentity() {
   OpDef d;
   d.name = "Identity";
-  d.version(1).variadicIn("X", "T").out("Y", "T").type("T", kAllTypes);
-  d.infer = inferSameShape;
+  d.version(1).in("input", "T").out("output", "T").type("T", kAllTypes & ~bit(ir::DType::kBFloat16));
+  d.version(13).type("T", kAllTypes);
+  d.infer = [](InferenceContext &ctx) -> Status {
+    ctx.setOutputShape(0, ctx.inputShape(0));
+    // Identity passes shape values through (Shape -> Identity -> Reshape chains).
+    if (const std::vector<ir::Dim> *sv = ctx.shapeValue(0))
+      ctx.setShapeValue(0, *sv);
+    return Status::ok();
+  };
+  d.fold = [](FoldContext &ctx) -> Expected<std::vector<ir::TensorDataPtr>> {
+    const ir::TensorData &in = *ctx.input(0);
+    DTC_ASSIGN_OR_RETURN(const std::string *bytes, in.bytes());
+    return std::vector<ir::TensorDataPtr>{
+        ir::TensorData::fromBytes(ctx.node().output(0)->name(), in.dtype(), in.dims(), *bytes)};
+  };
   return d;
 }
 

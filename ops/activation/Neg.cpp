@@ -1,4 +1,6 @@
-// STUB: Neg (to be written).
+// Neg: elementwise -x over floats and signed integers (ONNX Neg-6; Neg-13 adds bfloat16).
+// One input X, output Y of the same type and shape; no attributes, no normalization.
+#include "ops/activation/Activation.h"
 #include "ops/elementwise/Elementwise.h"
 
 namespace dtc::ops {
@@ -6,7 +8,8 @@ namespace dtc::ops {
 OpDef defineNeg() {
   OpDef d;
   d.name = "Neg";
-  d.version(1).variadicIn("X", "T").out("Y", "T").type("T", kAllTypes);
+  d.version(6).in("X", "T").out("Y", "T").type("T", kFloatNoBf16Types | kSignedIntTypes);
+  d.version(13).type("T", kFloatTypes | kSignedIntTypes);
   d.infer = inferSameShape;
   return d;
 }

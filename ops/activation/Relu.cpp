@@ -1,4 +1,7 @@
-// STUB: Relu (to be written).
+// Relu: elementwise max(x, 0) (ONNX Relu-6; Relu-13 adds bfloat16; Relu-14 adds the signed
+// integer types).
+// One input X, output Y of the same type and shape; no attributes, no normalization.
+#include "ops/activation/Activation.h"
 #include "ops/elementwise/Elementwise.h"
 
 namespace dtc::ops {
@@ -6,7 +9,9 @@ namespace dtc::ops {
 OpDef defineRelu() {
   OpDef d;
   d.name = "Relu";
-  d.version(1).variadicIn("X", "T").out("Y", "T").type("T", kAllTypes);
+  d.version(6).in("X", "T").out("Y", "T").type("T", kFloatNoBf16Types);
+  d.version(13).type("T", kFloatTypes);
+  d.version(14).type("T", kFloatTypes | kSignedIntTypes);
   d.infer = inferSameShape;
   return d;
 }

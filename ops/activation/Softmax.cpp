@@ -1,14 +1,10 @@
-// STUB: Softmax (to be written).
-#include "ops/elementwise/Elementwise.h"
+// Softmax: exp(x) / sum(exp(x)) along one axis (opset 13 form, axis default -1). The
+// pre-13 forms (versions 1 and 11, which flatten the input to 2-D at `axis`, default 1) are
+// rewritten into that form by softmaxFamilyDef's normalization (ops/activation/Activation.cpp).
+#include "ops/activation/Activation.h"
 
 namespace dtc::ops {
 
-OpDef defineSoftmax() {
-  OpDef d;
-  d.name = "Softmax";
-  d.version(1).variadicIn("X", "T").out("Y", "T").type("T", kAllTypes);
-  d.infer = inferSameShape;
-  return d;
-}
+OpDef defineSoftmax() { return softmaxFamilyDef("Softmax"); }
 
 } // namespace dtc::ops

@@ -1,4 +1,7 @@
-// STUB: Sqrt (to be written).
+// Sqrt: elementwise square root (ONNX Sqrt-6; Sqrt-13 adds bfloat16). NaN for negative
+// inputs, as in the spec.
+// One input X, output Y of the same type and shape; no attributes, no normalization.
+#include "ops/activation/Activation.h"
 #include "ops/elementwise/Elementwise.h"
 
 namespace dtc::ops {
@@ -6,7 +9,8 @@ namespace dtc::ops {
 OpDef defineSqrt() {
   OpDef d;
   d.name = "Sqrt";
-  d.version(1).variadicIn("X", "T").out("Y", "T").type("T", kAllTypes);
+  d.version(6).in("X", "T").out("Y", "T").type("T", kFloatNoBf16Types);
+  d.version(13).type("T", kFloatTypes);
   d.infer = inferSameShape;
   return d;
 }

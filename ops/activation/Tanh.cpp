@@ -1,4 +1,6 @@
-// STUB: Tanh (to be written).
+// Tanh: elementwise hyperbolic tangent (ONNX Tanh-6; Tanh-13 adds bfloat16).
+// One input X, output Y of the same type and shape; no attributes, no normalization.
+#include "ops/activation/Activation.h"
 #include "ops/elementwise/Elementwise.h"
 
 namespace dtc::ops {
@@ -6,7 +8,8 @@ namespace dtc::ops {
 OpDef defineTanh() {
   OpDef d;
   d.name = "Tanh";
-  d.version(1).variadicIn("X", "T").out("Y", "T").type("T", kAllTypes);
+  d.version(6).in("X", "T").out("Y", "T").type("T", kFloatNoBf16Types);
+  d.version(13).type("T", kFloatTypes);
   d.infer = inferSameShape;
   return d;
 }

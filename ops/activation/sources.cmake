@@ -1,6 +1,7 @@
 # Sources of the activation operator family (listed, no globs).
 target_sources(dtc_ops_defs PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/Abs.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Activation.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Cast.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Clip.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Dropout.cpp

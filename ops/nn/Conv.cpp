@@ -1,13 +1,110 @@
-// STUB: Conv (to be written).
-#include "ops/elementwise/Elementwise.h"
+// Conv: N-D convolution (1-D/2-D/3-D and beyond) of X [N, C, D1..Dn] with W [M, C/group, k1..kn]
+// and optional bias B [M] (onnx/docs/Operators.md#Conv). Forms 1 and 11 are the same (11 only
+// rewords auto_pad); output sizes follow ONNX convPoolShapeInference.
+#include "ops/OpDef.h"
+#include "ops/nn/NNCommon.h"
 
 namespace dtc::ops {
+
+namespace {
+
+Status inferConv(InferenceContext &ctx) {
+  const ir::Node &node = ctx.node();
+  const ir::Shape &x = ctx.inputShape(0);
+  const ir::Shape &w = ctx.inputShape(1);
+  if (!x.hasRank() && !w.hasRank()) {
+    ctx.setOutputShape(0, ir::Shape::unknownRank());
+    return Status::ok();
+  }
+  size_t rank = x.hasRank() ? x.rank() : w.rank();
+  if (rank < 3)
+    return ctx.error("X must have rank >= 3 (N, C, spatial...), got " + x.str());
+  if (x.hasRank() && w.hasRank() && w.rank() != x.rank())
+    return ctx.error("W " + w.str() + " must have the rank of X " + x.str());
+  size_t spatial = rank - 2;
+  int64_t group = node.attrInt("group", 1);
+  if (group < 1)
+    return ctx.error("group must be >= 1, got " + std::to_string(group));
+
+  // Kernel shape: the attribute, else W's spatial dims.
+  std::vector<int64_t> kernel;
+  if (node.hasAttr("kernel_shape")) {
+    kernel = node.attrInts("kernel_shape");
+    if (w.hasRank() && kernel.size() == spatial)
+      for (size_t i = 0; i < spatial; ++i)
+        if (w[2 + i].isStatic() && w[2 + i].value() != kernel[i])
+          return ctx.error("kernel_shape does not match W " + w.str() + " on spatial axis " +
+                           std::to_string(i));
+  } else {
+    if (!w.hasRank()) {
+      ctx.setOutputShape(0, ir::Shape(std::vector<ir::Dim>(rank)));
+      return Status::ok();
+    }
+    for (size_t i = 0; i < spatial; ++i) {
+      if (!w[2 + i].isStatic()) {
+        // Unknown kernel: validate attributes with a placeholder, spatial dims unknown.
+        kernel.clear();
+        break;
+      }
+      kernel.push_back(w[2 + i].value());
+    }
+  }
+  bool kernelKnown = kernel.size() == spatial || node.hasAttr("kernel_shape");
+  DTC_ASSIGN_OR_RETURN(nn::Window win,
+                       nn::readWindow(node, spatial,
+                                      kernelKnown ? kernel : std::vector<int64_t>(spatial, 1)));
+
+  // Channels: C_in == group * W[1]; M divisible by group; B is [M].
+  ir::Dim m = w.hasRank() ? w[0] : ir::Dim::unknown();
+  if (x.hasRank() && w.hasRank() && x[1].isStatic() && w[1].isStatic() &&
+      x[1].value() != group * w[1].value())
+    return ctx.error("input channels " + x[1].str() + " of X " + x.str() +
+                     " do not equal group (" + std::to_string(group) + ") * W.shape[1] (" +
+                     w[1].str() + ") of W " + w.str());
+  if (m.isStatic() && m.value() % group != 0)
+    return ctx.error("output channels " + m.str() + " (W.shape[0]) are not divisible by group " +
+                     std::to_string(group));
+  if (ctx.hasInput(2) && ctx.inputShape(2).hasRank()) {
+    const ir::Shape &b = ctx.inputShape(2);
+    if (b.rank() != 1 || (b[0].isStatic() && m.isStatic() && b[0].value() != m.value()))
+      return ctx.error("bias B " + b.str() + " must be [M] with M = " + m.str());
+  }
+
+  std::vector<ir::Dim> out;
+  out.push_back(x.hasRank() ? x[0] : ir::Dim::unknown());
+  out.push_back(m);
+  for (size_t i = 0; i < spatial; ++i) {
+    if (!kernelKnown || !x.hasRank()) {
+      out.push_back(ir::Dim::unknown());
+      continue;
+    }
+    DTC_ASSIGN_OR_RETURN(ir::Dim d,
+                         nn::windowOutputDim(x[2 + i], win, i, false, node.where()));
+    out.push_back(d);
+  }
+  ctx.setOutputShape(0, ir::Shape(std::move(out)));
+  return Status::ok();
+}
+
+} // namespace
 
 OpDef defineConv() {
   OpDef d;
   d.name = "Conv";
-  d.version(1).variadicIn("X", "T").out("Y", "T").type("T", kAllTypes);
-  d.infer = inferSameShape;
+  d.version(1)
+      .in("X", "T")
+      .in("W", "T")
+      .optIn("B", "T")
+      .out("Y", "T")
+      .attr("auto_pad", ir::AttrKind::kString)
+      .attr("dilations", ir::AttrKind::kInts)
+      .attr("group", ir::AttrKind::kInt)
+      .attr("kernel_shape", ir::AttrKind::kInts)
+      .attr("pads", ir::AttrKind::kInts)
+      .attr("strides", ir::AttrKind::kInts)
+      .type("T", kFloatTypes & ~bit(ir::DType::kBFloat16));
+  d.version(11);
+  d.infer = inferConv;
   return d;
 }
 

@@ -1,13 +1,69 @@
-// STUB: LayerNormalization (to be written).
-#include "ops/elementwise/Elementwise.h"
+// LayerNormalization (opset 17, onnx/docs/Operators.md#LayerNormalization): normalizes X over
+// the axes [axis, rank) and applies Scale and optional B. Optional outputs Mean and InvStdDev
+// have X's shape with the normalized axes set to 1 and the element type given by stash_type.
+#include "ops/OpDef.h"
+#include "ops/ShapeHelpers.h"
 
 namespace dtc::ops {
+
+namespace {
+
+Status inferLayerNorm(InferenceContext &ctx) {
+  const ir::Node &node = ctx.node();
+  const ir::Shape &x = ctx.inputShape(0);
+  int64_t stash = node.attrInt("stash_type", 1);
+  if (stash != static_cast<int64_t>(ir::DType::kFloat32) &&
+      stash != static_cast<int64_t>(ir::DType::kBFloat16))
+    return ctx.error("stash_type " + std::to_string(stash) +
+                     " is not supported; expected 1 (f32) or 16 (bf16)");
+  ctx.setOutputShape(0, x);
+  ir::Shape stats;
+  if (x.hasRank()) {
+    if (x.rank() == 0)
+      return ctx.error("X must have rank >= 1");
+    DTC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(node.attrInt("axis", -1),
+                                                     static_cast<int64_t>(x.rank()),
+                                                     node.where()));
+    std::vector<ir::Dim> dims = x.dims();
+    for (size_t i = static_cast<size_t>(axis); i < dims.size(); ++i)
+      dims[i] = ir::Dim::fixed(1);
+    stats = ir::Shape(std::move(dims));
+    // Scale and B broadcast to the normalized part X.shape[axis:].
+    ir::Shape tail(std::vector<ir::Dim>(x.dims().begin() + axis, x.dims().end()));
+    for (size_t i = 1; i < 3 && i < ctx.numInputs(); ++i)
+      if (ctx.hasInput(i) && ctx.inputShape(i).hasRank()) {
+        DTC_ASSIGN_OR_RETURN(ir::Shape b, broadcastShapes({tail, ctx.inputShape(i)},
+                                                          node.where()));
+        if (b.rank() != tail.rank())
+          return ctx.error(std::string(i == 1 ? "Scale " : "B ") + ctx.inputShape(i).str() +
+                           " does not broadcast to the normalized shape " + tail.str());
+      }
+  }
+  for (size_t i = 1; i < node.numOutputs() && i < 3; ++i) {
+    ctx.setOutputShape(i, stats);
+    ctx.setOutputDType(i, static_cast<ir::DType>(stash));
+  }
+  return Status::ok();
+}
+
+} // namespace
 
 OpDef defineLayerNormalization() {
   OpDef d;
   d.name = "LayerNormalization";
-  d.version(1).variadicIn("X", "T").out("Y", "T").type("T", kAllTypes);
-  d.infer = inferSameShape;
+  d.version(17)
+      .in("X", "T")
+      .in("Scale", "T")
+      .optIn("B", "T")
+      .out("Y", "T")
+      .optOut("Mean", "U")
+      .optOut("InvStdDev", "U")
+      .attr("axis", ir::AttrKind::kInt)
+      .attr("epsilon", ir::AttrKind::kFloat)
+      .attr("stash_type", ir::AttrKind::kInt)
+      .type("T", kFloatTypes)
+      .type("U", bit(ir::DType::kFloat32) | bit(ir::DType::kBFloat16));
+  d.infer = inferLayerNorm;
   return d;
 }
 

@@ -9,6 +9,7 @@ target_sources(dtc_ops_defs PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/LayerNormalization.cpp
   ${CMAKE_CURRENT_LIST_DIR}/MatMul.cpp
   ${CMAKE_CURRENT_LIST_DIR}/MaxPool.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/NNCommon.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Resize.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Upsample.cpp
 )

@@ -3,6 +3,7 @@ target_sources(dtc_ops_defs PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/NegativeLogLikelihoodLoss.cpp
   ${CMAKE_CURRENT_LIST_DIR}/ReduceMax.cpp
   ${CMAKE_CURRENT_LIST_DIR}/ReduceMean.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Reduce.cpp
   ${CMAKE_CURRENT_LIST_DIR}/ReduceSum.cpp
   ${CMAKE_CURRENT_LIST_DIR}/SoftmaxCrossEntropyLoss.cpp
 )

@@ -1,13 +1,114 @@
-// STUB: Gather (to be written).
-#include "ops/elementwise/Elementwise.h"
+// Gather: picks entries of `data` along `axis` at `indices` (int32/int64); output rank is
+// r + q - 1. Forms: opset 1, negative indices from 11, more types from 13. Propagates shape
+// values (Shape(x) -> Gather(0)) and folds constants; out-of-range constant indices are errors.
+#include "ops/tensor/TensorCommon.h"
+
+#include "ops/ShapeHelpers.h"
 
 namespace dtc::ops {
 
 OpDef defineGather() {
   OpDef d;
   d.name = "Gather";
-  d.version(1).variadicIn("X", "T").out("Y", "T").type("T", kAllTypes);
-  d.infer = inferSameShape;
+  d.version(1).in("data", "T").in("indices", "Tind").out("output", "T")
+      .attr("axis", ir::AttrKind::kInt).type("T", kAllTypes).type("Tind", kInt32Or64Types);
+  d.version(11);
+  d.version(13);
+  d.normalize = [](ir::Node &node, NormalizeContext &ctx) -> Status {
+    DTC_RETURN_IF_ERROR(rejectNegativeAttrBefore11(node, ctx.opset(), "axis"));
+    const ir::Value *indices = node.input(1);
+    if (ctx.opset() < 11 && indices && indices->isInitializer() && !indices->isGraphInput()) {
+      if (auto ints = indices->initializer()->toInt64s())
+        for (int64_t x : *ints)
+          if (x < 0)
+            return Status::error(node.where(), "negative index " + std::to_string(x) +
+                                                   " is not allowed before opset 11 (model "
+                                                   "opset " + std::to_string(ctx.opset()) + ")");
+    }
+    return Status::ok();
+  };
+  d.infer = [](InferenceContext &ctx) -> Status {
+    const ir::Shape &data = ctx.inputShape(0);
+    const ir::Shape &indices = ctx.inputShape(1);
+    if (!data.hasRank() || !indices.hasRank())
+      return Status::ok();
+    int64_t rank = static_cast<int64_t>(data.rank());
+    if (rank == 0)
+      return ctx.error("input 'data' must have rank >= 1");
+    DTC_ASSIGN_OR_RETURN(int64_t axis,
+                         normalizeAxis(ctx.node().attrInt("axis", 0), rank, ctx.node().where()));
+    const ir::Dim &axisDim = data[axis];
+    const std::vector<ir::Dim> *idx = indices.rank() <= 1 ? ctx.shapeValue(1) : nullptr;
+    std::vector<int64_t> normIdx;
+    if (idx) {
+      for (const ir::Dim &i : *idx) {
+        if (!i.isStatic()) {
+          normIdx.clear();
+          idx = nullptr;
+          break;
+        }
+        int64_t v = i.value();
+        if (axisDim.isStatic()) {
+          if (v < -axisDim.value() || v >= axisDim.value())
+            return ctx.error("index " + std::to_string(v) + " is out of range for axis " +
+                             std::to_string(axis) + " of size " + axisDim.str());
+          if (v < 0)
+            v += axisDim.value();
+        } else if (v < 0) {
+          idx = nullptr; // relative to a symbolic size: not known
+        }
+        normIdx.push_back(v);
+      }
+    }
+    std::vector<ir::Dim> out(data.dims().begin(), data.dims().begin() + axis);
+    out.insert(out.end(), indices.dims().begin(), indices.dims().end());
+    out.insert(out.end(), data.dims().begin() + axis + 1, data.dims().end());
+    ctx.setOutputShape(0, ir::Shape(std::move(out)));
+    // Data propagation: entries of a 1-D shape value.
+    if (idx && rank == 1)
+      if (const std::vector<ir::Dim> *value = ctx.shapeValue(0)) {
+        std::vector<ir::Dim> picked;
+        for (int64_t v : normIdx) {
+          if (v >= static_cast<int64_t>(value->size()))
+            return Status::ok();
+          picked.push_back((*value)[v]);
+        }
+        ctx.setShapeValue(0, std::move(picked));
+      }
+    return Status::ok();
+  };
+  d.fold = [](FoldContext &ctx) -> Expected<std::vector<ir::TensorDataPtr>> {
+    const std::string where = ctx.node().where();
+    const ir::TensorData &data = *ctx.input(0);
+    const ir::TensorData &indices = *ctx.input(1);
+    const std::vector<int64_t> &dims = data.dims();
+    int64_t rank = static_cast<int64_t>(dims.size());
+    if (rank == 0)
+      return ctx.error("input 'data' must have rank >= 1");
+    DTC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx.node().attrInt("axis", 0), rank, where));
+    DTC_ASSIGN_OR_RETURN(std::vector<int64_t> idx, indices.toInt64s());
+    for (int64_t &v : idx) {
+      if (v < -dims[axis] || v >= dims[axis])
+        return ctx.error("index " + std::to_string(v) + " is out of range for axis " +
+                         std::to_string(axis) + " of size " + std::to_string(dims[axis]));
+      if (v < 0)
+        v += dims[axis];
+    }
+    std::vector<int64_t> outDims(dims.begin(), dims.begin() + axis);
+    outDims.insert(outDims.end(), indices.dims().begin(), indices.dims().end());
+    outDims.insert(outDims.end(), dims.begin() + axis + 1, dims.end());
+    int64_t inner = 1;
+    for (int64_t k = axis + 1; k < rank; ++k)
+      inner *= dims[k];
+    int64_t q = static_cast<int64_t>(idx.size());
+    auto src = [&](int64_t k) {
+      int64_t rest = k % inner, j = (k / inner) % q, o = k / inner / q;
+      return (o * dims[axis] + idx[j]) * inner + rest;
+    };
+    DTC_ASSIGN_OR_RETURN(ir::TensorDataPtr t, remapElements(ctx.node().output(0)->name(), data,
+                                                            outDims, src, where));
+    return std::vector<ir::TensorDataPtr>{t};
+  };
   return d;
 }
 

@@ -1,13 +1,131 @@
-// STUB: Split (to be written).
-#include "ops/elementwise/Elementwise.h"
+// Split: cuts the input along `axis` into several outputs. Forms: `split` sizes attribute (2),
+// negative axis (11), `split` as an optional int64 input (13), `num_outputs` attribute (18,
+// canonical: exactly one of `split` / `num_outputs`; uneven chunks per the opset-18 rule, the
+// last chunk smaller). Older forms without sizes get num_outputs = number of outputs.
+#include "ops/tensor/TensorCommon.h"
+
+#include "ops/ShapeHelpers.h"
+
+#include <algorithm>
 
 namespace dtc::ops {
+namespace {
+
+/// Checks the split/num_outputs combination of a canonical node.
+Status checkSizesSpec(const ir::Node &node, bool hasSplitInput) {
+  bool hasNum = node.hasAttr("num_outputs");
+  if (hasSplitInput && hasNum)
+    return Status::error(node.where(), "either input 'split' or attribute 'num_outputs' may be "
+                                       "given, not both");
+  if (!hasSplitInput && !hasNum)
+    return Status::error(node.where(), "either input 'split' or attribute 'num_outputs' must be "
+                                       "given");
+  if (hasNum && node.attrInt("num_outputs", 0) != static_cast<int64_t>(node.numOutputs()))
+    return Status::error(node.where(), "num_outputs is " +
+                                           std::to_string(node.attrInt("num_outputs", 0)) +
+                                           " but the node has " +
+                                           std::to_string(node.numOutputs()) + " outputs");
+  return Status::ok();
+}
+
+} // namespace
 
 OpDef defineSplit() {
   OpDef d;
   d.name = "Split";
-  d.version(1).variadicIn("X", "T").out("Y", "T").type("T", kAllTypes);
-  d.infer = inferSameShape;
+  OpVersion &v2 = d.version(2);
+  v2.in("input", "T").attr("axis", ir::AttrKind::kInt).attr("split", ir::AttrKind::kInts)
+      .type("T", kAllTypes);
+  v2.outputs.push_back({"outputs", "T", false, true});
+  d.version(11);
+  OpVersion &v13 = d.version(13);
+  v13.attrs.clear();
+  v13.attr("axis", ir::AttrKind::kInt).optIn("split", "TSplit").type("TSplit", kInt64Type);
+  d.version(18).attr("num_outputs", ir::AttrKind::kInt);
+  d.normalize = [](ir::Node &node, NormalizeContext &ctx) -> Status {
+    DTC_RETURN_IF_ERROR(rejectNegativeAttrBefore11(node, ctx.opset(), "axis"));
+    if (ctx.opset() < 13)
+      ctx.attrToInput(node, "split", 1);
+    if (ctx.opset() < 18 && !node.input(1))
+      node.setAttr("num_outputs", static_cast<int64_t>(node.numOutputs()));
+    return Status::ok();
+  };
+  d.infer = [](InferenceContext &ctx) -> Status {
+    const ir::Node &node = ctx.node();
+    bool hasSplit = ctx.hasInput(1);
+    DTC_RETURN_IF_ERROR(checkSizesSpec(node, hasSplit));
+    int64_t n = static_cast<int64_t>(node.numOutputs());
+    const ir::Shape &in = ctx.inputShape(0);
+    if (!in.hasRank())
+      return Status::ok();
+    DTC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(node.attrInt("axis", 0),
+                                                     static_cast<int64_t>(in.rank()), node.where()));
+    std::optional<std::vector<int64_t>> split;
+    if (hasSplit) {
+      const ir::Shape &splitShape = ctx.inputShape(1);
+      if (splitShape.hasRank() && splitShape.rank() != 1)
+        return ctx.error("input 'split' must be 1-D, got shape " + splitShape.str());
+      split = staticInts(ctx, 1);
+    }
+    const ir::Dim &dim = in[axis];
+    std::vector<ir::Dim> sizes(static_cast<size_t>(n), ir::Dim::unknown());
+    if (dim.isStatic() && (split || !hasSplit)) {
+      DTC_ASSIGN_OR_RETURN(std::vector<int64_t> s, splitSizes(dim.value(), split, n, node.where()));
+      for (int64_t i = 0; i < n; ++i)
+        sizes[i] = ir::Dim::fixed(s[i]);
+    } else if (split) {
+      if (static_cast<int64_t>(split->size()) != n)
+        return ctx.error("split " + intsText(*split) + " has " + std::to_string(split->size()) +
+                         " entries but the node has " + std::to_string(n) + " outputs");
+      for (int64_t i = 0; i < n; ++i)
+        sizes[i] = ir::Dim::fixed((*split)[i]);
+    } else if (!hasSplit) {
+      if (std::optional<ir::Dim> q = dim.dividedBy(ir::Dim::fixed(n)))
+        std::fill(sizes.begin(), sizes.end(), *q);
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      std::vector<ir::Dim> dims = in.dims();
+      dims[axis] = sizes[i];
+      ctx.setOutputShape(i, ir::Shape(std::move(dims)));
+    }
+    return Status::ok();
+  };
+  d.fold = [](FoldContext &ctx) -> Expected<std::vector<ir::TensorDataPtr>> {
+    const ir::Node &node = ctx.node();
+    bool hasSplit = ctx.numInputs() > 1 && ctx.input(1);
+    DTC_RETURN_IF_ERROR(checkSizesSpec(node, hasSplit));
+    const ir::TensorData &data = *ctx.input(0);
+    const std::vector<int64_t> &dims = data.dims();
+    int64_t rank = static_cast<int64_t>(dims.size());
+    DTC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(node.attrInt("axis", 0), rank, node.where()));
+    std::optional<std::vector<int64_t>> split;
+    if (hasSplit) {
+      DTC_ASSIGN_OR_RETURN(std::vector<int64_t> s, ctx.input(1)->toInt64s());
+      split = std::move(s);
+    }
+    int64_t n = static_cast<int64_t>(node.numOutputs());
+    DTC_ASSIGN_OR_RETURN(std::vector<int64_t> sizes,
+                         splitSizes(dims[axis], split, n, node.where()));
+    int64_t inner = 1;
+    for (int64_t k = axis + 1; k < rank; ++k)
+      inner *= dims[k];
+    std::vector<ir::TensorDataPtr> outs;
+    int64_t offset = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      std::vector<int64_t> outDims = dims;
+      outDims[axis] = sizes[i];
+      int64_t len = sizes[i];
+      auto src = [&](int64_t k) {
+        int64_t o = k / (len * inner), rest = k % (len * inner);
+        return (o * dims[axis] + offset) * inner + rest;
+      };
+      DTC_ASSIGN_OR_RETURN(ir::TensorDataPtr t, remapElements(node.output(i)->name(), data,
+                                                              outDims, src, node.where()));
+      outs.push_back(t);
+      offset += len;
+    }
+    return outs;
+  };
   return d;
 }
 

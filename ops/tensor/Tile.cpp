@@ -1,13 +1,71 @@
-// STUB: Tile (to be written).
-#include "ops/elementwise/Elementwise.h"
+// Tile (opset 6; 13 widens the types): repeats the input `repeats[i]` times along axis i;
+// `repeats` is a 1-D int64 input with one entry per axis. Folds constants.
+#include "ops/tensor/TensorCommon.h"
 
 namespace dtc::ops {
 
 OpDef defineTile() {
   OpDef d;
   d.name = "Tile";
-  d.version(1).variadicIn("X", "T").out("Y", "T").type("T", kAllTypes);
-  d.infer = inferSameShape;
+  d.version(6).in("input", "T").in("repeats", "T1").out("output", "T").type("T", kAllTypes)
+      .type("T1", kInt64Type);
+  d.version(13);
+  d.infer = [](InferenceContext &ctx) -> Status {
+    const ir::Shape &in = ctx.inputShape(0);
+    const ir::Shape &repShape = ctx.inputShape(1);
+    if (repShape.hasRank() && repShape.rank() != 1)
+      return ctx.error("input 'repeats' must be 1-D, got shape " + repShape.str());
+    if (!in.hasRank())
+      return Status::ok();
+    if (repShape.hasRank() && repShape[0].isStatic() &&
+        repShape[0].value() != static_cast<int64_t>(in.rank()))
+      return ctx.error("repeats has " + repShape[0].str() + " entries but the input " + in.str() +
+                       " has rank " + std::to_string(in.rank()));
+    const std::vector<ir::Dim> *repeats = ctx.shapeValue(1);
+    std::vector<ir::Dim> dims(in.rank(), ir::Dim::unknown());
+    if (repeats) {
+      if (repeats->size() != in.rank())
+        return ctx.error("repeats has " + std::to_string(repeats->size()) +
+                         " entries but the input " + in.str() + " has rank " +
+                         std::to_string(in.rank()));
+      for (size_t i = 0; i < in.rank(); ++i) {
+        const ir::Dim &r = (*repeats)[i];
+        if (r.isStatic() && r.value() < 0)
+          return ctx.error("repeats " + ir::Shape(*repeats).str() + " has a negative entry");
+        dims[i] = in[i] * r;
+      }
+    }
+    ctx.setOutputShape(0, ir::Shape(std::move(dims)));
+    return Status::ok();
+  };
+  d.fold = [](FoldContext &ctx) -> Expected<std::vector<ir::TensorDataPtr>> {
+    const ir::TensorData &data = *ctx.input(0);
+    const std::vector<int64_t> &inDims = data.dims();
+    DTC_ASSIGN_OR_RETURN(std::vector<int64_t> repeats, ctx.input(1)->toInt64s());
+    if (repeats.size() != inDims.size())
+      return ctx.error("repeats " + intsText(repeats) + " needs one entry per input axis (" +
+                       std::to_string(inDims.size()) + ")");
+    std::vector<int64_t> outDims;
+    for (size_t i = 0; i < inDims.size(); ++i) {
+      int64_t o;
+      if (repeats[i] < 0 || __builtin_mul_overflow(inDims[i], repeats[i], &o))
+        return ctx.error("repeats " + intsText(repeats) + " is invalid for this input");
+      outDims.push_back(o);
+    }
+    std::vector<int64_t> inStrides = rowMajorStrides(inDims);
+    size_t rank = inDims.size();
+    auto src = [&](int64_t k) {
+      int64_t s = 0;
+      for (size_t a = rank; a-- > 0;) {
+        s += (k % outDims[a]) % inDims[a] * inStrides[a];
+        k /= outDims[a];
+      }
+      return s;
+    };
+    DTC_ASSIGN_OR_RETURN(ir::TensorDataPtr t, remapElements(ctx.node().output(0)->name(), data,
+                                                            outDims, src, ctx.node().where()));
+    return std::vector<ir::TensorDataPtr>{t};
+  };
   return d;
 }
 

@@ -1,13 +1,78 @@
-// STUB: Transpose (to be written).
-#include "ops/elementwise/Elementwise.h"
+// Transpose: permutes the axes by `perm` (default: reversed). Opset 1; 13 and 21 only widen the
+// types. A perm that is not a permutation of [0, rank) is an error naming the node.
+#include "ops/tensor/TensorCommon.h"
+
+#include <numeric>
 
 namespace dtc::ops {
+namespace {
+
+Expected<std::vector<int64_t>> permutation(const ir::Node &node, size_t rank) {
+  std::vector<int64_t> perm(rank);
+  std::iota(perm.rbegin(), perm.rend(), int64_t{0});
+  if (!node.hasAttr("perm"))
+    return perm;
+  perm = node.attrInts("perm");
+  std::vector<bool> seen(rank, false);
+  bool ok = perm.size() == rank;
+  for (int64_t p : perm) {
+    if (!ok || p < 0 || p >= static_cast<int64_t>(rank) || seen[p]) {
+      ok = false;
+      break;
+    }
+    seen[p] = true;
+  }
+  if (!ok)
+    return Status::error(node.where(), "perm " + intsText(perm) +
+                                           " is not a permutation of the axes of a rank-" +
+                                           std::to_string(rank) + " input");
+  return perm;
+}
+
+} // namespace
 
 OpDef defineTranspose() {
   OpDef d;
   d.name = "Transpose";
-  d.version(1).variadicIn("X", "T").out("Y", "T").type("T", kAllTypes);
-  d.infer = inferSameShape;
+  d.version(1).in("data", "T").out("transposed", "T").attr("perm", ir::AttrKind::kInts)
+      .type("T", kAllTypes);
+  d.version(13);
+  d.infer = [](InferenceContext &ctx) -> Status {
+    const ir::Shape &in = ctx.inputShape(0);
+    if (!in.hasRank()) {
+      if (ctx.node().hasAttr("perm"))
+        ctx.setOutputShape(0, ir::Shape(std::vector<ir::Dim>(ctx.node().attrInts("perm").size(),
+                                                             ir::Dim::unknown())));
+      return Status::ok();
+    }
+    DTC_ASSIGN_OR_RETURN(std::vector<int64_t> perm, permutation(ctx.node(), in.rank()));
+    std::vector<ir::Dim> dims;
+    for (int64_t p : perm)
+      dims.push_back(in[p]);
+    ctx.setOutputShape(0, ir::Shape(std::move(dims)));
+    return Status::ok();
+  };
+  d.fold = [](FoldContext &ctx) -> Expected<std::vector<ir::TensorDataPtr>> {
+    const ir::TensorData &data = *ctx.input(0);
+    const std::vector<int64_t> &in = data.dims();
+    DTC_ASSIGN_OR_RETURN(std::vector<int64_t> perm, permutation(ctx.node(), in.size()));
+    std::vector<int64_t> outDims;
+    for (int64_t p : perm)
+      outDims.push_back(in[p]);
+    std::vector<int64_t> inStrides = rowMajorStrides(in);
+    size_t rank = in.size();
+    auto src = [&](int64_t k) {
+      int64_t s = 0;
+      for (size_t a = rank; a-- > 0;) {
+        s += (k % outDims[a]) * inStrides[perm[a]];
+        k /= outDims[a];
+      }
+      return s;
+    };
+    DTC_ASSIGN_OR_RETURN(ir::TensorDataPtr t, remapElements(ctx.node().output(0)->name(), data,
+                                                            outDims, src, ctx.node().where()));
+    return std::vector<ir::TensorDataPtr>{t};
+  };
   return d;
 }
 

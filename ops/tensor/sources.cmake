@@ -13,6 +13,7 @@ target_sources(dtc_ops_defs PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/Slice.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Split.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Squeeze.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/TensorCommon.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Tile.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Transpose.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Unsqueeze.cpp

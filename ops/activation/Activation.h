@@ -1,0 +1,47 @@
+// Shared pieces of the activation family: element conversion between every numeric dtype
+// (f16 and bf16 included) for Cast folding and for constants made by normalization (Clip
+// bounds), and the softmax-family definition (Softmax, LogSoftmax).
+#pragma once
+
+#include "ops/OpDef.h"
+
+#include <string>
+#include <vector>
+
+namespace dtc::ops {
+
+/// float16, float, double: the float types before bfloat16 joined most ops (opset 13).
+constexpr TypeMask kFloatNoBf16Types =
+    bit(ir::DType::kFloat16) | bit(ir::DType::kFloat32) | bit(ir::DType::kFloat64);
+
+/// IEEE 754 binary16 <-> float (round to nearest even; overflow gives infinity).
+float halfToFloat(uint16_t h);
+uint16_t floatToHalf(float f);
+/// bfloat16 <-> float (round to nearest even; NaN stays NaN).
+float bfloat16ToFloat(uint16_t b);
+uint16_t floatToBFloat16(float f);
+
+/// Elements of a numeric or bool constant as doubles (any dtype but string); error naming
+/// the tensor otherwise. int64 values beyond 2^53 lose precision: use toInt64s for those.
+Expected<std::vector<double>> elementsAsDoubles(const ir::TensorData &t);
+
+/// A tensor of `dtype` (any numeric dtype or bool) holding `values` converted like a C++
+/// static_cast (float -> integer truncates toward zero; bool is value != 0). NaN and
+/// out-of-range values converted to integers give 0 (ONNX leaves them undefined).
+ir::TensorDataPtr tensorOfType(const std::string &name, ir::DType dtype,
+                               const std::vector<int64_t> &dims, const std::vector<double> &values);
+
+/// Softmax and LogSoftmax: versions 1, 11 (negative axis), 13 (one axis, default -1). Older
+/// forms are normalized as described in Activation.cpp (normalizeSoftmaxFamily).
+OpDef softmaxFamilyDef(const std::string &name);
+
+} // namespace dtc::ops
+
+namespace dtc::ops {
+
+/// Errors (naming the node) when optional input `i` is present, its shape is static and it
+/// holds other than exactly one element (Clip bounds, Dropout ratio and training_mode must be
+/// scalars; a 1-element 1-D tensor is accepted as exporters emit those).
+Status checkScalarInput(InferenceContext &ctx, size_t i, const std::string &what);
+
+} // namespace dtc::ops

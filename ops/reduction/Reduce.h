@@ -1,0 +1,44 @@
+// Shared pieces of the reduction family: the attribute and input forms of ReduceMean/Sum/Max
+// (axes attribute before opset 18 (13 for ReduceSum), optional int64 axes input from then on),
+// their normalization and shape inference, and the shape inference of the two losses.
+#pragma once
+
+#include "ops/OpDef.h"
+
+namespace dtc::ops {
+
+/// float16, float, double, int32, int64, uint32, uint64: ReduceMean/Sum/Max-1 types.
+constexpr TypeMask kReduceTypes = bit(ir::DType::kFloat16) | bit(ir::DType::kFloat32) |
+                                  bit(ir::DType::kFloat64) | bit(ir::DType::kInt32) |
+                                  bit(ir::DType::kInt64) | bit(ir::DType::kUInt32) |
+                                  bit(ir::DType::kUInt64);
+
+/// Adds the attribute form from `since`: data -> reduced, attributes axes (ints), keepdims.
+OpVersion &reduceAttrForm(OpDef &d, int since, TypeMask types);
+/// Adds the input form from `since` (copying the previous version's types): data, optional
+/// int64 axes -> reduced; attributes keepdims, noop_with_empty_axes.
+OpVersion &reduceInputForm(OpDef &d, int since);
+
+/// A normalize function that moves the `axes` attribute into input 1 (as an int64 constant)
+/// for models whose opset is below `inputSince`. An absent attribute becomes an omitted input
+/// (reduce over all axes, as before).
+NormalizeFn reduceNormalizer(int inputSince);
+
+/// Output shape of ReduceMean/Sum/Max in canonical form (ONNX reduction/defs.cc):
+///  - axes omitted or empty: every axis is reduced, unless noop_with_empty_axes = 1 (then the
+///    output is the input);
+///  - constant axes (negative ones count from the back; each in [-r, r), no repeats, else an
+///    error naming the node): those dims become 1 (keepdims = 1, the default) or are dropped;
+///  - axes not constant: with keepdims the rank is kept (dims of size 1 stay 1, others are
+///    unknown); without, the rank is r - len(axes) when the axes' length is static.
+Status inferReduce(InferenceContext &ctx);
+
+/// SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss (ONNX nn/defs.cc, math/defs.cc):
+/// input 0 scores (N, C, d1..dk), input 1 labels (N, d1..dk), optional input 2 weights (C);
+/// output 0: (N, d1..dk) for reduction "none", a scalar for "mean" (default) and "sum";
+/// output 1 (SoftmaxCrossEntropyLoss only, optional): log_prob shaped like the scores.
+/// Errors name the node: rank of scores < 2, labels not (N, d1..dk), weights not (C), an
+/// unknown reduction.
+Status inferLoss(InferenceContext &ctx);
+
+} // namespace dtc::ops

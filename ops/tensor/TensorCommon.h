@@ -1,0 +1,75 @@
+// Helpers shared by the tensor/shape operator definitions (ops/tensor/): byte-level element
+// copying for constant folding (any dtype except string), row-major index arithmetic, axis
+// lists, and the Reshape/Slice/Split size rules used by both inference and folding.
+#pragma once
+
+#include "ops/OpDef.h"
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dtc::ops {
+
+/// Largest tensor (in elements) that folding produces; larger results are left to the runtime.
+constexpr int64_t kMaxFoldElements = int64_t{1} << 24;
+
+/// Largest rank inferred from the length of a shape tensor whose contents are unknown.
+constexpr int64_t kMaxInferredRank = 1024;
+
+/// Row-major strides of `dims` (in elements).
+std::vector<int64_t> rowMajorStrides(const std::vector<int64_t> &dims);
+
+/// Builds a tensor named `name` of `in`'s dtype and shape `outDims` whose element k is a copy of
+/// input element src(k); when src(k) < 0 the element is `fill` (dtypeSize bytes; zeros when
+/// empty). Errors (naming `where`): string tensors, results over kMaxFoldElements, unreadable
+/// external data, or src(k) past the end of `in` (a bug in the caller's index rule).
+Expected<ir::TensorDataPtr> remapElements(const std::string &name, const ir::TensorData &in,
+                                          const std::vector<int64_t> &outDims,
+                                          const std::function<int64_t(int64_t)> &src,
+                                          const std::string &where, const std::string &fill = {});
+
+/// The same bytes as `in` under new dims (element counts must agree; error otherwise).
+Expected<ir::TensorDataPtr> withDims(const std::string &name, const ir::TensorData &in,
+                                     const std::vector<int64_t> &dims, const std::string &where);
+
+/// Static integer contents of input i (constant or data-propagated) when every element is
+/// static; nullopt otherwise.
+std::optional<std::vector<int64_t>> staticInts(InferenceContext &ctx, size_t i);
+
+/// Maps each axis into [0, rank) and rejects duplicates; errors name `where` and `what`.
+Expected<std::vector<int64_t>> normalizeAxes(const std::vector<int64_t> &axes, int64_t rank,
+                                             const std::string &where,
+                                             const std::string &what = "axis");
+
+/// Normalization helper: before opset 11, `attrName` (int or ints) must not be negative.
+Status rejectNegativeAttrBefore11(const ir::Node &node, int64_t opset, const std::string &attrName);
+
+/// Reshape's output dims (ONNX Reshape-14): 0 copies the input dim (or is a real 0 with
+/// allowZero), one -1 is inferred from the element count (exact for symbolic monomials, unknown
+/// when not computable). Errors: two -1s, a value < -1, 0 past the input rank, -1 together with
+/// a 0 under allowZero, element counts that differ (static), -1 that does not divide.
+Expected<std::vector<ir::Dim>> reshapeDims(const ir::Shape &in, const std::vector<ir::Dim> &target,
+                                           bool allowZero, const std::string &where);
+
+/// One axis of Slice (ONNX Slice-13 clamping rules): the first index taken and the number of
+/// elements for a static `dim`. Errors on step 0.
+struct SliceRange {
+  int64_t start = 0;
+  int64_t count = 0;
+};
+Expected<SliceRange> sliceRange(int64_t dim, int64_t start, int64_t end, int64_t step,
+                                const std::string &where);
+
+/// Split sizes (ONNX Split-18) for an axis of static size `dim`: `split` when given (must sum to
+/// dim, entries >= 0, one per output), else `numOutputs` chunks of ceil(dim/n) with a smaller
+/// last chunk. Errors name `where`.
+Expected<std::vector<int64_t>> splitSizes(int64_t dim, const std::optional<std::vector<int64_t>> &split,
+                                          int64_t numOutputs, const std::string &where);
+
+/// "[1,2,3]" for messages.
+std::string intsText(const std::vector<int64_t> &v);
+
+} // namespace dtc::ops

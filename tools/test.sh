@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The README's test command: installs what is missing, builds dtc, and runs every test:
+#   1. Release build with -Werror: unit tests (GoogleTest) and lit golden/error tests (ctest);
+#   2. AddressSanitizer + UndefinedBehaviorSanitizer build (clang): unit tests and the
+#      bad-input lit tests under the sanitizers;
+#   3. libFuzzer target for the importer: a short run from the seed corpus.
+# Usage: tools/test.sh [--quick]   (--quick: step 1 only)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+quick=0
+[ "${1:-}" = "--quick" ] && quick=1
+jobs=$(nproc)
+
+tools/setup.sh
+
+echo "== build (release, -Werror) =="
+cmake -S . -B build -G Ninja -DDTC_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+ninja -C build -j"$jobs"
+echo "== tests (release) =="
+ctest --test-dir build --output-on-failure -j"$jobs"
+
+[ "$quick" = 1 ] && exit 0
+
+echo "== build (ASan + UBSan, clang) =="
+cmake -S . -B build-asan -G Ninja -DDTC_WERROR=ON -DDTC_SANITIZE=ON -DDTC_FUZZ=ON \
+  -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 >/dev/null
+ninja -C build-asan -j"$jobs"
+echo "== tests (ASan + UBSan: unit and bad-input) =="
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ctest --test-dir build-asan --output-on-failure -j"$jobs" -L 'unit|badinput'
+
+echo "== fuzz (importer, 60 s) =="
+corpus=$(mktemp -d)
+cp tests/fuzz/corpus/* "$corpus"/ 2>/dev/null || true
+build-asan/tests/fuzz/fuzz_importer -max_total_time=60 -rss_limit_mb=4096 -timeout=10 \
+  -print_final_stats=0 "$corpus" 2>&1 | tail -n 3
+rm -rf "$corpus"
+echo "all test stages passed"
