@@ -27,8 +27,12 @@
 #   gpt         GPT-style decoder: token embedding (vocab 64, d_model 32) + learned position
 #               embedding (16), 2 pre-LN blocks of causal self-attention (2 heads) and MLP
 #               (32->128, GELU, 128->32), final LayerNorm, LM head (32->64, no bias).
-#               input "tokens" i64[N,16] -> "logits" f32[N,16,64]; eval export, opset 14
-#               (LayerNorm exports as ReduceMean/Sub/Pow/Sqrt/Div, GELU as Erf).
+#               input "tokens" i64[N,16] -> "logits" f32[N,16,64]; opset 14 (LayerNorm exports
+#               as ReduceMean/Sub/Pow/Sqrt/Div, GELU as Erf). gpt.onnx: eval export (constant
+#               folding pre-transposes the linear weights and de-duplicates identical ones, e.g.
+#               ln2.weight becomes ln1.weight); gpt_train.onnx: training export (names kept,
+#               weights reach MatMul through Transpose nodes; the causal-mask buffers
+#               blocks.*.attn.mask are initializers too, only feeding Equal -> Where).
 import argparse
 import math
 import os
@@ -199,7 +203,7 @@ def model_specs():
         "cnn": (Cnn, lambda: torch.randn(2, 3, 32, 32), "input", 13, True),
         "resnet": (ResNet, lambda: torch.randn(2, 3, 32, 32), "input", 13, True),
         "unet": (UNet, lambda: torch.randn(2, 3, 32, 32), "input", 13, True),
-        "gpt": (Gpt, lambda: torch.randint(0, 64, (2, 16), dtype=torch.long), "tokens", 14, False),
+        "gpt": (Gpt, lambda: torch.randint(0, 64, (2, 16), dtype=torch.long), "tokens", 14, True),
     }
 
 
@@ -229,7 +233,7 @@ def export(name, out_dir, training):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(description="export dtc's reference models to ONNX")
     ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
     ap.add_argument("--only", default="", help="comma-separated model names (default: all)")
     args = ap.parse_args()

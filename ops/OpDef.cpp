@@ -235,12 +235,16 @@ Status checkTypesAndSetOutputDTypes(ir::Node &node, const OpVersion &canonical) 
                                              " but another input bound to the same type " +
                                              spec.typeVar + " has " + ir::dtypeName(it->second));
   }
-  for (size_t i = 0; i < node.numOutputs() && i < canonical.outputs.size(); ++i) {
-    auto it = bound.find(canonical.outputs[i].typeVar);
+  for (size_t i = 0; i < node.numOutputs() && !canonical.outputs.empty(); ++i) {
+    // A variadic last output (Split) gives its type to every output from there on.
+    if (i >= canonical.outputs.size() && !canonical.outputs.back().variadic)
+      break;
+    const ArgSpec &spec = canonical.outputs[std::min(i, canonical.outputs.size() - 1)];
+    auto it = bound.find(spec.typeVar);
     if (it != bound.end())
       node.output(i)->type().dtype = it->second;
     else {
-      auto allowed = canonical.typeVars.find(canonical.outputs[i].typeVar);
+      auto allowed = canonical.typeVars.find(spec.typeVar);
       // A type variable that admits exactly one type fixes the output dtype.
       if (allowed != canonical.typeVars.end() && __builtin_popcount(allowed->second) == 1)
         node.output(i)->type().dtype =

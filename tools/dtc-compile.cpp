@@ -32,6 +32,14 @@ int fail(const std::string &message) {
 
 /// Writes `text` to `path` through a temporary file + rename: never a partial output file.
 dtc::Status writeTextAtomically(const std::string &path, const std::string &text) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
+    // A device or pipe (/dev/null, /dev/stdout): write straight to it, never rename over it.
+    std::ofstream out(path, std::ios::binary);
+    out << text;
+    out.flush();
+    return out ? dtc::Status::ok() : dtc::Status::error(path, "write failed");
+  }
   std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
@@ -44,7 +52,6 @@ dtc::Status writeTextAtomically(const std::string &path, const std::string &text
       return dtc::Status::error(path, "write failed");
     }
   }
-  std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
     std::remove(tmp.c_str());

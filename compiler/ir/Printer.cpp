@@ -137,7 +137,7 @@ static std::string dotEscape(const std::string &s) {
 
 void printDot(const Graph &g, std::ostream &os) {
   os << "digraph \"" << dotEscape(g.name()) << "\" {\n  node [shape=box, fontname=\"monospace\"];\n";
-  std::vector<const Node *> nodes(g.nodes().begin(), g.nodes().end());
+  const std::vector<Node *> nodes = g.nodes();
   std::unordered_map<const Node *, size_t> id;
   for (size_t i = 0; i < nodes.size(); ++i) {
     id[nodes[i]] = i;

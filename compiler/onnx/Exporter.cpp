@@ -83,6 +83,28 @@ Status setAttribute(onnx::AttributeProto *ap, const std::string &name, const ir:
   return Status::ok();
 }
 
+/// True when two versions of an op take the same inputs, outputs and attributes (they may
+/// differ in type constraints only): a node in one form is valid in the other.
+bool sameForm(const ops::OpVersion &a, const ops::OpVersion &b) {
+  auto sameArgs = [](const std::vector<ops::ArgSpec> &x, const std::vector<ops::ArgSpec> &y) {
+    if (x.size() != y.size())
+      return false;
+    for (size_t i = 0; i < x.size(); ++i)
+      if (x[i].optional != y[i].optional || x[i].variadic != y[i].variadic)
+        return false;
+    return true;
+  };
+  if (!sameArgs(a.inputs, b.inputs) || !sameArgs(a.outputs, b.outputs) ||
+      a.attrs.size() != b.attrs.size())
+    return false;
+  for (const ops::AttrSpec &attr : a.attrs) {
+    const ops::AttrSpec *other = b.findAttr(attr.name);
+    if (!other || other->kind != attr.kind)
+      return false;
+  }
+  return true;
+}
+
 /// IR version the ONNX checker requires for an ai.onnx opset (onnx/docs/Versioning.md).
 int64_t irVersionFor(int64_t opset) {
   if (opset >= 21)
@@ -110,7 +132,9 @@ Expected<onnx::ModelProto> exportModel(const ir::Graph &g) {
   int64_t onnxOpset = g.onnxOpset();
   for (const ir::Node *n : g.nodes()) {
     if (n->domain().empty()) {
-      if (const ops::OpDef *def = ops::lookupOp("", n->opType()))
+      const ops::OpDef *def = ops::lookupOp("", n->opType());
+      const ops::OpVersion *declared = def ? def->versionFor(onnxOpset) : nullptr;
+      if (def && (!declared || !sameForm(*declared, def->canonical())))
         onnxOpset = std::max<int64_t>(onnxOpset, def->canonical().since);
     } else if (!opsets.count(n->domain())) {
       opsets[n->domain()] = 1;
@@ -129,7 +153,22 @@ Expected<onnx::ModelProto> exportModel(const ir::Graph &g) {
   for (const ir::Value *v : g.inputs())
     setValueInfo(gp->add_input(), *v);
   for (const ir::Value *v : g.initializers()) {
-    onnx::TensorProto *tp = gp->add_initializer();
+    // Constants (from Constant nodes or folding) go back as Constant nodes so a re-import
+    // keeps them apart from trainable parameters; parameters and input defaults are
+    // initializers.
+    onnx::TensorProto *tp;
+    if (v->isConstant()) {
+      onnx::NodeProto *np = gp->add_node();
+      np->set_op_type("Constant");
+      np->set_name(v->name() + ".constant");
+      np->add_output(v->name());
+      onnx::AttributeProto *ap = np->add_attribute();
+      ap->set_name("value");
+      ap->set_type(onnx::AttributeProto::TENSOR);
+      tp = ap->mutable_t();
+    } else {
+      tp = gp->add_initializer();
+    }
     const ir::TensorData &t = *v->initializer();
     tp->set_name(v->name());
     tp->set_data_type(static_cast<int32_t>(t.dtype()));

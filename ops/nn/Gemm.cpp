@@ -23,9 +23,7 @@ Status inferGemm(InferenceContext &ctx) {
     kb = b[transB ? 1 : 0];
     n = b[transB ? 0 : 1];
   }
-  bool kDiffer = ka.isStatic() && kb.isStatic() ? ka.value() != kb.value()
-                 : ka.isSymbolic() && kb.isSymbolic() ? ka != kb
-                                                      : false;
+  bool kDiffer = ka.isStatic() && kb.isStatic() && ka.value() != kb.value();
   if (kDiffer)
     return ctx.error("inner dimensions do not match: A " + a.str() + (transA ? " (transA)" : "") +
                      " has K=" + ka.str() + ", B " + b.str() + (transB ? " (transB)" : "") +

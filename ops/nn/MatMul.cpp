@@ -8,13 +8,10 @@ namespace dtc::ops {
 
 namespace {
 
-// Two contraction sizes agree unless both are static and differ (or differ symbolically).
+// Two contraction sizes conflict only when both are static and differ (distinct symbols may
+// still be equal at run time).
 bool dimsCompatible(const ir::Dim &a, const ir::Dim &b) {
-  if (a.isUnknown() || b.isUnknown())
-    return true;
-  if (a.isStatic() != b.isStatic())
-    return true;
-  return a == b;
+  return !(a.isStatic() && b.isStatic() && a.value() != b.value());
 }
 
 Status inferMatMul(InferenceContext &ctx) {

@@ -10,8 +10,8 @@
 //    (onnx/version_converter/adapters/resize_10_11.h, later revisions) sets the same two
 //    attributes. (onnxruntime rounds up instead when downscaling with Resize-10; dtc follows the
 //    converter.)
-//  - every opset: a roi or scales input known to hold 0 elements is treated as absent (the
-//    opset 11-12 way of omitting it); trailing omitted inputs are dropped.
+//  - every opset: a roi, scales or sizes input known to hold 0 elements is treated as absent
+//    (the opset 11-12 way of omitting it); trailing omitted inputs are dropped.
 #include "ops/OpDef.h"
 #include "ops/ShapeHelpers.h"
 #include "ops/nn/NNCommon.h"
@@ -53,7 +53,7 @@ Status normalizeResize(ir::Node &node, NormalizeContext &ctx) {
     DTC_RETURN_IF_ERROR(
         nn::checkStringAttr(node, "coordinate_transformation_mode", transformModes(opset)));
   }
-  for (size_t i = 1; i <= 2; ++i)
+  for (size_t i = 1; i <= 3; ++i)
     if (nn::isEmptyTensor(node.input(i)))
       node.setInput(i, nullptr);
   nn::dropTrailingOmittedInputs(node);

@@ -10,8 +10,11 @@ namespace dtc::ops {
 OpDef defineConcat() {
   OpDef d;
   d.name = "Concat";
-  d.version(4).variadicIn("inputs", "T").out("concat_result", "T")
-      .attr("axis", ir::AttrKind::kInt, true).type("T", kAllTypes);
+  d.version(4)
+      .variadicIn("inputs", "T")
+      .out("concat_result", "T")
+      .attr("axis", ir::AttrKind::kInt, true)
+      .type("T", kAllTypes);
   d.version(11);
   d.version(13);
   d.normalize = [](ir::Node &node, NormalizeContext &ctx) -> Status {
@@ -38,7 +41,7 @@ OpDef defineConcat() {
       return ctx.error("cannot concatenate scalars (inputs must have rank >= 1)");
     DTC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx.node().attrInt("axis", 0), rank, where));
     std::vector<ir::Dim> out(static_cast<size_t>(rank), ir::Dim::unknown());
-    ir::Dim sum = ir::Dim::fixed(0);
+    std::optional<ir::Dim> sum; // fixed(0) + N would lose the monomial: start from the first
     bool allRanked = true;
     for (size_t i = 0; i < ctx.numInputs(); ++i) {
       const ir::Shape &s = ctx.inputShape(i);
@@ -58,9 +61,9 @@ OpDef defineConcat() {
                            ", which differs from the other inputs in dimension " +
                            std::to_string(k) + " (" + o.str() + ")");
       }
-      sum = sum + s[axis];
+      sum = sum ? *sum + s[axis] : s[axis];
     }
-    out[axis] = allRanked ? sum : ir::Dim::unknown();
+    out[axis] = allRanked && sum ? *sum : ir::Dim::unknown();
     ctx.setOutputShape(0, ir::Shape(std::move(out)));
     // Data propagation of 1-D shape values.
     if (rank == 1) {

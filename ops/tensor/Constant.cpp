@@ -6,8 +6,8 @@
 namespace dtc::ops {
 namespace {
 
-const char *const kValueAttrs[] = {"value",       "sparse_value", "value_float",  "value_floats",
-                                   "value_int",   "value_ints",   "value_string", "value_strings"};
+const char *const kValueAttrs[] = {"value",     "sparse_value", "value_float",  "value_floats",
+                                   "value_int", "value_ints",   "value_string", "value_strings"};
 
 /// The single value attribute's name; error unless exactly one is present.
 Expected<std::string> valueAttr(const ir::Node &node) {
@@ -21,7 +21,8 @@ Expected<std::string> valueAttr(const ir::Node &node) {
   if (count != 1)
     return Status::error(node.where(), "Constant needs exactly one value attribute (value, "
                                        "sparse_value, value_float(s), value_int(s), "
-                                       "value_string(s)); got " + std::to_string(count));
+                                       "value_string(s)); got " +
+                                           std::to_string(count));
   if (found == "sparse_value")
     return Status::error(node.where(), "sparse_value constants are not supported");
   return found;
@@ -34,9 +35,7 @@ OpDef defineConstant() {
   d.name = "Constant";
   d.version(1).out("output", "T").attr("value", ir::AttrKind::kTensor, true).type("T", kAllTypes);
   d.version(9);
-  d.version(11)
-      .attr("value", ir::AttrKind::kTensor)
-      .attr("sparse_value", ir::AttrKind::kTensor);
+  d.version(11).attr("value", ir::AttrKind::kTensor).attr("sparse_value", ir::AttrKind::kTensor);
   d.version(12)
       .attr("value_float", ir::AttrKind::kFloat)
       .attr("value_floats", ir::AttrKind::kFloats)
@@ -97,13 +96,13 @@ OpDef defineConstant() {
     if (name == "value_float")
       return std::vector<ir::TensorDataPtr>{ir::TensorData::fromFloats(out, {}, {a.f()})};
     if (name == "value_floats")
-      return std::vector<ir::TensorDataPtr>{ir::TensorData::fromFloats(
-          out, {static_cast<int64_t>(a.floats().size())}, a.floats())};
+      return std::vector<ir::TensorDataPtr>{
+          ir::TensorData::fromFloats(out, {static_cast<int64_t>(a.floats().size())}, a.floats())};
     if (name == "value_int")
       return std::vector<ir::TensorDataPtr>{ir::TensorData::fromInt64s(out, {}, {a.i()})};
     if (name == "value_ints")
-      return std::vector<ir::TensorDataPtr>{ir::TensorData::fromInt64s(
-          out, {static_cast<int64_t>(a.ints().size())}, a.ints())};
+      return std::vector<ir::TensorDataPtr>{
+          ir::TensorData::fromInt64s(out, {static_cast<int64_t>(a.ints().size())}, a.ints())};
     return ctx.error("cannot fold string constants");
   };
   return d;

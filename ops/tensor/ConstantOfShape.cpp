@@ -55,9 +55,9 @@ OpDef defineConstantOfShape() {
     for (int64_t x : dims)
       if (x < 0)
         return ctx.error("shape " + intsText(dims) + " has a negative dimension");
-    DTC_ASSIGN_OR_RETURN(ir::TensorDataPtr out,
-                         remapElements(ctx.node().output(0)->name(), *value, dims,
-                                       [](int64_t) { return int64_t{0}; }, where));
+    DTC_ASSIGN_OR_RETURN(ir::TensorDataPtr out, remapElements(
+                                                    ctx.node().output(0)->name(), *value, dims,
+                                                    [](int64_t) { return int64_t{0}; }, where));
     return std::vector<ir::TensorDataPtr>{out};
   };
   return d;

@@ -10,7 +10,11 @@ namespace dtc::ops {
 OpDef defineExpand() {
   OpDef d;
   d.name = "Expand";
-  d.version(8).in("input", "T").in("shape", "TShape").out("output", "T").type("T", kAllTypes)
+  d.version(8)
+      .in("input", "T")
+      .in("shape", "TShape")
+      .out("output", "T")
+      .type("T", kAllTypes)
       .type("TShape", kInt64Type);
   d.version(13);
   d.infer = [](InferenceContext &ctx) -> Status {
@@ -39,10 +43,9 @@ OpDef defineExpand() {
     for (int64_t t : target)
       if (t < 0)
         return ctx.error("shape " + intsText(target) + " has a negative dimension");
-    DTC_ASSIGN_OR_RETURN(ir::Shape outShape,
-                         broadcastShapes({ir::Shape::ofStatic(data.dims()),
-                                          ir::Shape::ofStatic(target)},
-                                         where));
+    DTC_ASSIGN_OR_RETURN(
+        ir::Shape outShape,
+        broadcastShapes({ir::Shape::ofStatic(data.dims()), ir::Shape::ofStatic(target)}, where));
     std::vector<int64_t> outDims = outShape.staticSizes();
     size_t rank = outDims.size(), offset = rank - data.dims().size();
     std::vector<int64_t> inStrides = rowMajorStrides(data.dims());
@@ -56,8 +59,8 @@ OpDef defineExpand() {
       }
       return s;
     };
-    DTC_ASSIGN_OR_RETURN(ir::TensorDataPtr t, remapElements(ctx.node().output(0)->name(), data,
-                                                            outDims, src, where));
+    DTC_ASSIGN_OR_RETURN(ir::TensorDataPtr t,
+                         remapElements(ctx.node().output(0)->name(), data, outDims, src, where));
     return std::vector<ir::TensorDataPtr>{t};
   };
   return d;

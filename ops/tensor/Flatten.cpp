@@ -21,7 +21,10 @@ Expected<int64_t> flattenAxis(const ir::Node &node, int64_t rank) {
 OpDef defineFlatten() {
   OpDef d;
   d.name = "Flatten";
-  d.version(1).in("input", "T").out("output", "T").attr("axis", ir::AttrKind::kInt)
+  d.version(1)
+      .in("input", "T")
+      .out("output", "T")
+      .attr("axis", ir::AttrKind::kInt)
       .type("T", kFloatTypes);
   d.version(9).type("T", kAllTypes);
   d.version(11);
@@ -35,8 +38,7 @@ OpDef defineFlatten() {
       ctx.setOutputShape(0, ir::Shape({ir::Dim::unknown(), ir::Dim::unknown()}));
       return Status::ok();
     }
-    DTC_ASSIGN_OR_RETURN(int64_t axis,
-                         flattenAxis(ctx.node(), static_cast<int64_t>(in.rank())));
+    DTC_ASSIGN_OR_RETURN(int64_t axis, flattenAxis(ctx.node(), static_cast<int64_t>(in.rank())));
     ir::Dim outer = ir::Dim::fixed(1), inner = ir::Dim::fixed(1);
     for (size_t i = 0; i < in.rank(); ++i)
       (static_cast<int64_t>(i) < axis ? outer : inner) =

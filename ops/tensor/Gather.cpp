@@ -10,8 +10,13 @@ namespace dtc::ops {
 OpDef defineGather() {
   OpDef d;
   d.name = "Gather";
-  d.version(1).in("data", "T").in("indices", "Tind").out("output", "T")
-      .attr("axis", ir::AttrKind::kInt).type("T", kAllTypes).type("Tind", kInt32Or64Types);
+  d.version(1)
+      .in("data", "T")
+      .in("indices", "Tind")
+      .out("output", "T")
+      .attr("axis", ir::AttrKind::kInt)
+      .type("T", kAllTypes)
+      .type("Tind", kInt32Or64Types);
   d.version(11);
   d.version(13);
   d.normalize = [](ir::Node &node, NormalizeContext &ctx) -> Status {
@@ -23,7 +28,8 @@ OpDef defineGather() {
           if (x < 0)
             return Status::error(node.where(), "negative index " + std::to_string(x) +
                                                    " is not allowed before opset 11 (model "
-                                                   "opset " + std::to_string(ctx.opset()) + ")");
+                                                   "opset " +
+                                                   std::to_string(ctx.opset()) + ")");
     }
     return Status::ok();
   };
@@ -105,8 +111,8 @@ OpDef defineGather() {
       int64_t rest = k % inner, j = (k / inner) % q, o = k / inner / q;
       return (o * dims[axis] + idx[j]) * inner + rest;
     };
-    DTC_ASSIGN_OR_RETURN(ir::TensorDataPtr t, remapElements(ctx.node().output(0)->name(), data,
-                                                            outDims, src, where));
+    DTC_ASSIGN_OR_RETURN(ir::TensorDataPtr t,
+                         remapElements(ctx.node().output(0)->name(), data, outDims, src, where));
     return std::vector<ir::TensorDataPtr>{t};
   };
   return d;

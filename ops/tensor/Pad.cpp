@@ -10,7 +10,8 @@ namespace dtc::ops {
 namespace {
 
 bool isKnownMode(const std::string &mode, int64_t opset) {
-  return mode == "constant" || mode == "reflect" || mode == "edge" || (mode == "wrap" && opset >= 19);
+  return mode == "constant" || mode == "reflect" || mode == "edge" ||
+         (mode == "wrap" && opset >= 19);
 }
 
 /// IEEE half from float (round to nearest even; overflow to inf).
@@ -66,13 +67,20 @@ int64_t sourceCoord(int64_t x, int64_t dim, const std::string &mode) {
 OpDef definePad() {
   OpDef d;
   d.name = "Pad";
-  d.version(2).in("data", "T").out("output", "T").attr("pads", ir::AttrKind::kInts, true)
-      .attr("mode", ir::AttrKind::kString).attr("value", ir::AttrKind::kFloat)
+  d.version(2)
+      .in("data", "T")
+      .out("output", "T")
+      .attr("pads", ir::AttrKind::kInts, true)
+      .attr("mode", ir::AttrKind::kString)
+      .attr("value", ir::AttrKind::kFloat)
       .type("T", kFloatTypes);
   OpVersion &v11 = d.version(11);
   v11.attrs.clear();
-  v11.attr("mode", ir::AttrKind::kString).in("pads", "TPads").optIn("constant_value", "T")
-      .type("T", kNumericTypes).type("TPads", kInt64Type);
+  v11.attr("mode", ir::AttrKind::kString)
+      .in("pads", "TPads")
+      .optIn("constant_value", "T")
+      .type("T", kNumericTypes)
+      .type("TPads", kInt64Type);
   d.version(13).type("T", kAllTypes);
   d.version(18).optIn("axes", "Tind").type("Tind", kInt32Or64Types);
   d.version(19);
@@ -160,8 +168,8 @@ OpDef definePad() {
         continue;
       }
       int64_t size;
-      if (__builtin_add_overflow(dim.value(), b, &size) ||
-          __builtin_add_overflow(size, e, &size) || size < 0)
+      if (__builtin_add_overflow(dim.value(), b, &size) || __builtin_add_overflow(size, e, &size) ||
+          size < 0)
         return ctx.error("pads " + intsText(*pads) + " give axis " + std::to_string(a) +
                          " of size " + dim.str() + " a negative or overflowing size");
       if (mode != "constant" && dim.value() == 0 && size > 0)

@@ -37,7 +37,11 @@ Expected<int64_t> floatLength(double start, double limit, double delta, bool f32
 OpDef defineRange() {
   OpDef d;
   d.name = "Range";
-  d.version(11).in("start", "T").in("limit", "T").in("delta", "T").out("output", "T")
+  d.version(11)
+      .in("start", "T")
+      .in("limit", "T")
+      .in("delta", "T")
+      .out("output", "T")
       .type("T", bit(ir::DType::kFloat32) | bit(ir::DType::kFloat64) | bit(ir::DType::kInt16) |
                      bit(ir::DType::kInt32) | bit(ir::DType::kInt64));
   d.infer = [](InferenceContext &ctx) -> Status {
@@ -67,9 +71,9 @@ OpDef defineRange() {
       if (s && l && dl) {
         auto sv = s->toDoubles(), lv = l->toDoubles(), dv = dl->toDoubles();
         if (sv && lv && dv && sv->size() == 1 && lv->size() == 1 && dv->size() == 1) {
-          DTC_ASSIGN_OR_RETURN(int64_t n, floatLength((*sv)[0], (*lv)[0], (*dv)[0],
-                                                      t == ir::DType::kFloat32,
-                                                      ctx.node().where()));
+          DTC_ASSIGN_OR_RETURN(int64_t n,
+                               floatLength((*sv)[0], (*lv)[0], (*dv)[0], t == ir::DType::kFloat32,
+                                           ctx.node().where()));
           length = ir::Dim::fixed(n);
         }
       }

@@ -69,7 +69,10 @@ OpDef defineSlice() {
       .type("T", kAllTypes);
   OpVersion &v10 = d.version(10);
   v10.attrs.clear();
-  v10.in("starts", "Tind").in("ends", "Tind").optIn("axes", "Tind").optIn("steps", "Tind")
+  v10.in("starts", "Tind")
+      .in("ends", "Tind")
+      .optIn("axes", "Tind")
+      .optIn("steps", "Tind")
       .type("Tind", kInt32Or64Types);
   d.version(11);
   d.version(13);
@@ -159,8 +162,8 @@ OpDef defineSlice() {
     DTC_ASSIGN_OR_RETURN(SliceParams p, completeParams(*starts, *ends, axes, steps, rank, where));
     std::vector<int64_t> first(rank, 0), step(rank, 1), outDims = inDims;
     for (size_t i = 0; i < p.axes.size(); ++i) {
-      DTC_ASSIGN_OR_RETURN(SliceRange r, sliceRange(inDims[p.axes[i]], p.starts[i], p.ends[i],
-                                                    p.steps[i], where));
+      DTC_ASSIGN_OR_RETURN(
+          SliceRange r, sliceRange(inDims[p.axes[i]], p.starts[i], p.ends[i], p.steps[i], where));
       first[p.axes[i]] = r.start;
       step[p.axes[i]] = p.steps[i];
       outDims[p.axes[i]] = r.count;
@@ -174,8 +177,8 @@ OpDef defineSlice() {
       }
       return s;
     };
-    DTC_ASSIGN_OR_RETURN(ir::TensorDataPtr t, remapElements(ctx.node().output(0)->name(), data,
-                                                            outDims, src, where));
+    DTC_ASSIGN_OR_RETURN(ir::TensorDataPtr t,
+                         remapElements(ctx.node().output(0)->name(), data, outDims, src, where));
     return std::vector<ir::TensorDataPtr>{t};
   };
   return d;

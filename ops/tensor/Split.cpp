@@ -21,10 +21,9 @@ Status checkSizesSpec(const ir::Node &node, bool hasSplitInput) {
     return Status::error(node.where(), "either input 'split' or attribute 'num_outputs' must be "
                                        "given");
   if (hasNum && node.attrInt("num_outputs", 0) != static_cast<int64_t>(node.numOutputs()))
-    return Status::error(node.where(), "num_outputs is " +
-                                           std::to_string(node.attrInt("num_outputs", 0)) +
-                                           " but the node has " +
-                                           std::to_string(node.numOutputs()) + " outputs");
+    return Status::error(node.where(),
+                         "num_outputs is " + std::to_string(node.attrInt("num_outputs", 0)) +
+                             " but the node has " + std::to_string(node.numOutputs()) + " outputs");
   return Status::ok();
 }
 
@@ -34,7 +33,9 @@ OpDef defineSplit() {
   OpDef d;
   d.name = "Split";
   OpVersion &v2 = d.version(2);
-  v2.in("input", "T").attr("axis", ir::AttrKind::kInt).attr("split", ir::AttrKind::kInts)
+  v2.in("input", "T")
+      .attr("axis", ir::AttrKind::kInt)
+      .attr("split", ir::AttrKind::kInts)
       .type("T", kAllTypes);
   v2.outputs.push_back({"outputs", "T", false, true});
   d.version(11);
@@ -55,11 +56,15 @@ OpDef defineSplit() {
     bool hasSplit = ctx.hasInput(1);
     DTC_RETURN_IF_ERROR(checkSizesSpec(node, hasSplit));
     int64_t n = static_cast<int64_t>(node.numOutputs());
+    // The type constraints set only output 0 (the outputs are variadic).
+    for (int64_t i = 0; i < n; ++i)
+      ctx.setOutputDType(i, ctx.inputDType(0));
     const ir::Shape &in = ctx.inputShape(0);
     if (!in.hasRank())
       return Status::ok();
-    DTC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(node.attrInt("axis", 0),
-                                                     static_cast<int64_t>(in.rank()), node.where()));
+    DTC_ASSIGN_OR_RETURN(
+        int64_t axis,
+        normalizeAxis(node.attrInt("axis", 0), static_cast<int64_t>(in.rank()), node.where()));
     std::optional<std::vector<int64_t>> split;
     if (hasSplit) {
       const ir::Shape &splitShape = ctx.inputShape(1);
@@ -119,8 +124,8 @@ OpDef defineSplit() {
         int64_t o = k / (len * inner), rest = k % (len * inner);
         return (o * dims[axis] + offset) * inner + rest;
       };
-      DTC_ASSIGN_OR_RETURN(ir::TensorDataPtr t, remapElements(node.output(i)->name(), data,
-                                                              outDims, src, node.where()));
+      DTC_ASSIGN_OR_RETURN(ir::TensorDataPtr t,
+                           remapElements(node.output(i)->name(), data, outDims, src, node.where()));
       outs.push_back(t);
       offset += len;
     }

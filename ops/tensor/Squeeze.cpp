@@ -40,7 +40,10 @@ squeezeDims(const std::vector<ir::Dim> &in, const std::optional<std::vector<int6
 OpDef defineSqueeze() {
   OpDef d;
   d.name = "Squeeze";
-  d.version(1).in("data", "T").out("squeezed", "T").attr("axes", ir::AttrKind::kInts)
+  d.version(1)
+      .in("data", "T")
+      .out("squeezed", "T")
+      .attr("axes", ir::AttrKind::kInts)
       .type("T", kAllTypes);
   d.version(11);
   OpVersion &v13 = d.version(13);
@@ -64,8 +67,8 @@ OpDef defineSqueeze() {
       if (!axes) {
         if (in.hasRank() && axesShape.hasRank() && axesShape[0].isStatic() &&
             axesShape[0].value() <= static_cast<int64_t>(in.rank()))
-          ctx.setOutputShape(0, ir::Shape(std::vector<ir::Dim>(
-                                    in.rank() - axesShape[0].value(), ir::Dim::unknown())));
+          ctx.setOutputShape(0, ir::Shape(std::vector<ir::Dim>(in.rank() - axesShape[0].value(),
+                                                               ir::Dim::unknown())));
         return Status::ok();
       }
     }
@@ -88,9 +91,9 @@ OpDef defineSqueeze() {
       DTC_ASSIGN_OR_RETURN(std::vector<int64_t> a, ctx.input(1)->toInt64s());
       axes = std::move(a);
     }
-    DTC_ASSIGN_OR_RETURN(std::optional<std::vector<ir::Dim>> dims,
-                         squeezeDims(ir::Shape::ofStatic(data.dims()).dims(), axes,
-                                     ctx.node().where()));
+    DTC_ASSIGN_OR_RETURN(
+        std::optional<std::vector<ir::Dim>> dims,
+        squeezeDims(ir::Shape::ofStatic(data.dims()).dims(), axes, ctx.node().where()));
     DTC_ASSIGN_OR_RETURN(ir::TensorDataPtr t,
                          withDims(ctx.node().output(0)->name(), data,
                                   ir::Shape(std::move(*dims)).staticSizes(), ctx.node().where()));

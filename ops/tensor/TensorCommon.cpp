@@ -24,11 +24,12 @@ Expected<ir::TensorDataPtr> remapElements(const std::string &name, const ir::Ten
                                           const std::string &where, const std::string &fill) {
   int64_t size = ir::dtypeSize(in.dtype());
   if (size == 0)
-    return Status::error(where, std::string("cannot fold tensors of type ") +
-                                    ir::dtypeName(in.dtype()));
+    return Status::error(where,
+                         std::string("cannot fold tensors of type ") + ir::dtypeName(in.dtype()));
   std::optional<int64_t> count = ir::checkedProduct(outDims);
   if (!count || *count > kMaxFoldElements)
-    return Status::error(where, "result of " + intsText(outDims) + " elements is too large to fold");
+    return Status::error(where,
+                         "result of " + intsText(outDims) + " elements is too large to fold");
   DTC_ASSIGN_OR_RETURN(const std::string *bytes, in.bytes());
   int64_t inCount = static_cast<int64_t>(bytes->size()) / size;
   std::string out(static_cast<size_t>(*count * size), '\0');
@@ -53,7 +54,8 @@ Expected<ir::TensorDataPtr> withDims(const std::string &name, const ir::TensorDa
   if (!count || *count != in.numElements())
     return Status::error(where, "cannot give " + std::to_string(in.numElements()) +
                                     " elements the shape " + intsText(dims));
-  return remapElements(name, in, dims, [](int64_t k) { return k; }, where);
+  return remapElements(
+      name, in, dims, [](int64_t k) { return k; }, where);
 }
 
 std::optional<std::vector<int64_t>> staticInts(InferenceContext &ctx, size_t i) {
@@ -76,8 +78,8 @@ Expected<std::vector<int64_t>> normalizeAxes(const std::vector<int64_t> &axes, i
   for (int64_t a : axes) {
     DTC_ASSIGN_OR_RETURN(int64_t n, normalizeAxis(a, rank, where, what));
     if (!seen.insert(n).second)
-      return Status::error(where, what + " " + std::to_string(a) + " is repeated in " +
-                                      intsText(axes));
+      return Status::error(where,
+                           what + " " + std::to_string(a) + " is repeated in " + intsText(axes));
     out.push_back(n);
   }
   return out;
@@ -128,9 +130,10 @@ Expected<std::vector<ir::Dim>> reshapeDims(const ir::Shape &in, const std::vecto
       } else if (!in.hasRank()) {
         out.push_back(ir::Dim::unknown());
       } else if (i >= in.rank()) {
-        return Status::error(where, "shape[" + std::to_string(i) +
-                                        "] is 0 (copy the input dimension) but the input has rank " +
-                                        std::to_string(in.rank()));
+        return Status::error(where,
+                             "shape[" + std::to_string(i) +
+                                 "] is 0 (copy the input dimension) but the input has rank " +
+                                 std::to_string(in.rank()));
       } else {
         out.push_back(in[i]);
       }
@@ -161,7 +164,8 @@ Expected<std::vector<ir::Dim>> reshapeDims(const ir::Shape &in, const std::vecto
     if (total.isStatic() && others.isStatic())
       return Status::error(where, "cannot reshape " + in.str() + " (" + total.str() +
                                       " elements) into a shape whose known dimensions multiply "
-                                      "to " + others.str());
+                                      "to " +
+                                      others.str());
     return out;
   }
   ir::Dim produced = ir::Shape(out).product();
@@ -191,7 +195,8 @@ Expected<SliceRange> sliceRange(int64_t dim, int64_t start, int64_t end, int64_t
     end = std::min(std::max<int64_t>(end, -1), dim - 1);
     r.start = start;
     uint64_t s = step == INT64_MIN ? uint64_t{1} << 63 : static_cast<uint64_t>(-step);
-    r.count = start > end ? static_cast<int64_t>(static_cast<uint64_t>(start - end - 1) / s) + 1 : 0;
+    r.count =
+        start > end ? static_cast<int64_t>(static_cast<uint64_t>(start - end - 1) / s) + 1 : 0;
   }
   return r;
 }
@@ -221,8 +226,9 @@ Expected<std::vector<int64_t>> splitSizes(int64_t dim,
   int64_t chunk = dim / numOutputs + (dim % numOutputs != 0 ? 1 : 0);
   int64_t last = dim - chunk * (numOutputs - 1);
   if (last < 0)
-    return Status::error(where, "an axis of size " + std::to_string(dim) + " cannot be split into " +
-                                    std::to_string(numOutputs) + " outputs");
+    return Status::error(where, "an axis of size " + std::to_string(dim) +
+                                    " cannot be split into " + std::to_string(numOutputs) +
+                                    " outputs");
   std::vector<int64_t> sizes(static_cast<size_t>(numOutputs), chunk);
   sizes.back() = last;
   return sizes;

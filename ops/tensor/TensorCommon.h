@@ -66,7 +66,8 @@ Expected<SliceRange> sliceRange(int64_t dim, int64_t start, int64_t end, int64_t
 /// Split sizes (ONNX Split-18) for an axis of static size `dim`: `split` when given (must sum to
 /// dim, entries >= 0, one per output), else `numOutputs` chunks of ceil(dim/n) with a smaller
 /// last chunk. Errors name `where`.
-Expected<std::vector<int64_t>> splitSizes(int64_t dim, const std::optional<std::vector<int64_t>> &split,
+Expected<std::vector<int64_t>> splitSizes(int64_t dim,
+                                          const std::optional<std::vector<int64_t>> &split,
                                           int64_t numOutputs, const std::string &where);
 
 /// "[1,2,3]" for messages.

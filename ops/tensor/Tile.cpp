@@ -7,7 +7,11 @@ namespace dtc::ops {
 OpDef defineTile() {
   OpDef d;
   d.name = "Tile";
-  d.version(6).in("input", "T").in("repeats", "T1").out("output", "T").type("T", kAllTypes)
+  d.version(6)
+      .in("input", "T")
+      .in("repeats", "T1")
+      .out("output", "T")
+      .type("T", kAllTypes)
       .type("T1", kInt64Type);
   d.version(13);
   d.infer = [](InferenceContext &ctx) -> Status {

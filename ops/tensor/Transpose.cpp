@@ -34,7 +34,10 @@ Expected<std::vector<int64_t>> permutation(const ir::Node &node, size_t rank) {
 OpDef defineTranspose() {
   OpDef d;
   d.name = "Transpose";
-  d.version(1).in("data", "T").out("transposed", "T").attr("perm", ir::AttrKind::kInts)
+  d.version(1)
+      .in("data", "T")
+      .out("transposed", "T")
+      .attr("perm", ir::AttrKind::kInts)
       .type("T", kAllTypes);
   d.version(13);
   d.infer = [](InferenceContext &ctx) -> Status {

@@ -26,7 +26,10 @@ Expected<std::vector<ir::Dim>> unsqueezeDims(const std::vector<ir::Dim> &in,
 OpDef defineUnsqueeze() {
   OpDef d;
   d.name = "Unsqueeze";
-  d.version(1).in("data", "T").out("expanded", "T").attr("axes", ir::AttrKind::kInts, true)
+  d.version(1)
+      .in("data", "T")
+      .out("expanded", "T")
+      .attr("axes", ir::AttrKind::kInts, true)
       .type("T", kAllTypes);
   d.version(11);
   OpVersion &v13 = d.version(13);
@@ -50,8 +53,8 @@ OpDef defineUnsqueeze() {
     if (!axes) {
       if (axesShape.hasRank() && axesShape[0].isStatic() &&
           axesShape[0].value() <= kMaxInferredRank)
-        ctx.setOutputShape(0, ir::Shape(std::vector<ir::Dim>(
-                                  in.rank() + axesShape[0].value(), ir::Dim::unknown())));
+        ctx.setOutputShape(0, ir::Shape(std::vector<ir::Dim>(in.rank() + axesShape[0].value(),
+                                                             ir::Dim::unknown())));
       return Status::ok();
     }
     DTC_ASSIGN_OR_RETURN(std::vector<ir::Dim> dims,
@@ -65,9 +68,9 @@ OpDef defineUnsqueeze() {
   d.fold = [](FoldContext &ctx) -> Expected<std::vector<ir::TensorDataPtr>> {
     const ir::TensorData &data = *ctx.input(0);
     DTC_ASSIGN_OR_RETURN(std::vector<int64_t> axes, ctx.input(1)->toInt64s());
-    DTC_ASSIGN_OR_RETURN(std::vector<ir::Dim> dims,
-                         unsqueezeDims(ir::Shape::ofStatic(data.dims()).dims(), axes,
-                                       ctx.node().where()));
+    DTC_ASSIGN_OR_RETURN(
+        std::vector<ir::Dim> dims,
+        unsqueezeDims(ir::Shape::ofStatic(data.dims()).dims(), axes, ctx.node().where()));
     DTC_ASSIGN_OR_RETURN(ir::TensorDataPtr t,
                          withDims(ctx.node().output(0)->name(), data,
                                   ir::Shape(std::move(dims)).staticSizes(), ctx.node().where()));

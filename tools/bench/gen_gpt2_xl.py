@@ -6,6 +6,7 @@
 # norms, Erf GELU, Shape->Gather->Unsqueeze->Concat->Reshape head splits, Constant nodes.
 #
 #     python3 tools/bench/gen_gpt2_xl.py [OUT_DIR=/tmp/dtc-bench] [--layers 48]
+#         [--qkv-split split|slice]
 # writes OUT_DIR/gpt2_xl.onnx and OUT_DIR/gpt2_xl.weights (sparse).
 import argparse
 import os
@@ -23,7 +24,8 @@ ALIGN = 4096  # offsets aligned like onnx's own external-data writer does for la
 
 
 class Builder:
-    def __init__(self, data_file):
+    def __init__(self, data_file, qkv_split="split"):
+        self.qkv_split = qkv_split
         self.nodes = []
         self.inits = []
         self.data_file = data_file
@@ -99,8 +101,14 @@ class Builder:
 
     def attention(self, x, prefix, mask):
         qkv = self.linear(x, prefix + ".c_attn", D_MODEL, 3 * D_MODEL)
-        q, k, v = self.op("Split", [qkv, self.const(np.array([D_MODEL] * 3, np.int64))],
-                          outputs=3, axis=2)
+        if self.qkv_split == "split":
+            q, k, v = self.op("Split", [qkv, self.const(np.array([D_MODEL] * 3, np.int64))],
+                              outputs=3, axis=2)
+        else:  # three Slice nodes, as exports of `qkv[..., i*d:(i+1)*d]` look
+            q, k, v = (self.op("Slice", [qkv, self.const(np.array([i * D_MODEL], np.int64)),
+                                         self.const(np.array([(i + 1) * D_MODEL], np.int64)),
+                                         self.const(np.array([2], np.int64))])
+                       for i in range(3))
         q = self.split_heads(q, [0, 2, 1, 3])
         k = self.split_heads(k, [0, 2, 3, 1])
         v = self.split_heads(v, [0, 2, 1, 3])
@@ -133,8 +141,8 @@ class Builder:
         return self.op("Add", [x, h])
 
 
-def build(layers, data_file):
-    b = Builder(data_file)
+def build(layers, data_file, qkv_split="split"):
+    b = Builder(data_file, qkv_split)
     wte = b.weight("transformer.wte.weight", [VOCAB, D_MODEL])
     wpe = b.weight("transformer.wpe.weight", [CONTEXT, D_MODEL])
     mask = b.weight("transformer.h.attn.bias", [1, 1, CONTEXT, CONTEXT], TensorProto.BOOL, 1)
@@ -166,10 +174,12 @@ def main():
     ap.add_argument("out_dir", nargs="?", default="/tmp/dtc-bench")
     ap.add_argument("--layers", type=int, default=48)
     ap.add_argument("--name", default="gpt2_xl")
+    ap.add_argument("--qkv-split", choices=["split", "slice"], default="split",
+                    help="cut the fused QKV projection with one Split (default) or three Slices")
     args = ap.parse_args()
     os.makedirs(args.out_dir, exist_ok=True)
     data_file = args.name + ".weights"
-    model, total, params = build(args.layers, data_file)
+    model, total, params = build(args.layers, data_file, args.qkv_split)
     model_path = os.path.join(args.out_dir, args.name + ".onnx")
     with open(model_path, "wb") as f:
         f.write(model.SerializeToString())

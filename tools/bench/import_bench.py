@@ -5,12 +5,14 @@
 # Each measurement runs alone in its own subprocess; peak RSS is that child's ru_maxrss (wait4).
 #
 #     python3 tools/bench/import_bench.py --dtc build/tools/dtc-compile [--models-dir models]
-#         [--bench-dir /tmp/dtc-bench] [--repeat 3] [--no-gpt2]
+#         [--bench-dir /tmp/dtc-bench] [--repeat 3] [--no-gpt2] [--gpt2-qkv split|slice]
 import argparse
 import os
 import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -29,17 +31,31 @@ print(time.perf_counter() - t0, len(m.graph.node))
 BASELINE_CHILD = "import onnx; print(0.0, 0)"
 
 
+TIMEOUT_S = 120  # per run: keeps the whole benchmark bounded even if a tool hangs
+
+
 def run_child(cmd, stdout=subprocess.DEVNULL):
-    """Runs `cmd`; returns (wall seconds, peak RSS in MiB, return code, stdout text, stderr)."""
-    t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE)
-    out = p.stdout.read() if stdout == subprocess.PIPE else b""
-    err = p.stderr.read()
-    _, status, usage = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t0
-    p.returncode = os.waitstatus_to_exitcode(status)
+    """Runs `cmd`; returns (wall seconds, peak RSS in MiB, return code, stdout text, stderr).
+    Output goes to temporary files (no pipe can fill up) and the child is reaped with wait4,
+    which returns that child's own rusage; a timer kills it after TIMEOUT_S."""
+    with tempfile.TemporaryFile() as out_f, tempfile.TemporaryFile() as err_f:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, stdout=out_f if stdout == subprocess.PIPE else stdout,
+                             stderr=err_f)
+        timer = threading.Timer(TIMEOUT_S, p.kill)
+        timer.start()
+        _, status, usage = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - t0
+        timed_out = not timer.is_alive()
+        timer.cancel()
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out_f.seek(0)
+        err_f.seek(0)
+        out, err = out_f.read().decode(), err_f.read().decode()
+    if timed_out and p.returncode != 0:
+        err = f"timed out after {TIMEOUT_S} s\n" + err
     # Linux reports ru_maxrss in KiB.
-    return wall, usage.ru_maxrss / 1024.0, p.returncode, out.decode(), err.decode()
+    return wall, usage.ru_maxrss / 1024.0, p.returncode, out, err
 
 
 def bench_dtc(dtc, model, repeat):
@@ -71,7 +87,8 @@ def bench_onnx(python, model, repeat):
 
 
 def fmt(x, spec):
-    return "-" if x is None else format(x, spec)
+    width = int(spec.split(".")[0])
+    return "-".rjust(width) if x is None else format(x, spec)
 
 
 def main():
@@ -84,6 +101,8 @@ def main():
                     help="interpreter with the onnx package for the reference measurement")
     ap.add_argument("--repeat", type=int, default=3, help="runs per measurement (median time)")
     ap.add_argument("--no-gpt2", action="store_true", help="skip the GPT-2-XL graph")
+    ap.add_argument("--gpt2-qkv", choices=["split", "slice"], default="split",
+                    help="GPT-2-XL variant: QKV cut by one Split (as PyTorch exports) or Slices")
     args = ap.parse_args()
     if not os.access(args.dtc, os.X_OK):
         sys.exit(f"error: {args.dtc}: not an executable dtc-compile (pass --dtc)")
@@ -91,11 +110,12 @@ def main():
     models = sorted(os.path.join(args.models_dir, f) for f in os.listdir(args.models_dir)
                     if f.endswith(".onnx"))
     if not args.no_gpt2:
-        gpt2 = os.path.join(args.bench_dir, "gpt2_xl.onnx")
+        name = "gpt2_xl" if args.gpt2_qkv == "split" else "gpt2_xl_slice"
+        gpt2 = os.path.join(args.bench_dir, name + ".onnx")
         if not os.path.exists(gpt2) or not os.path.exists(
-                os.path.join(args.bench_dir, "gpt2_xl.weights")):
-            subprocess.run([args.python, os.path.join(HERE, "gen_gpt2_xl.py"), args.bench_dir],
-                           check=True)
+                os.path.join(args.bench_dir, name + ".weights")):
+            subprocess.run([args.python, os.path.join(HERE, "gen_gpt2_xl.py"), args.bench_dir,
+                            "--name", name, "--qkv-split", args.gpt2_qkv], check=True)
         models.append(gpt2)
 
     start = time.perf_counter()
