@@ -48,8 +48,8 @@ Status inferBatchNorm(InferenceContext &ctx) {
       continue;
     const ir::Shape &s = ctx.inputShape(i);
     if (s.rank() != 1 || (s[0].isStatic() && c.isStatic() && s[0].value() != c.value()))
-      return ctx.error(std::string(kNames[i]) + " " + s.str() + " must be [C] with C = " +
-                       c.str() + " (X " + x.str() + ")");
+      return ctx.error(std::string(kNames[i]) + " " + s.str() + " must be [C] with C = " + c.str() +
+                       " (X " + x.str() + ")");
     if (c.isUnknown())
       c = s[0];
   }

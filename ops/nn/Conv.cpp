@@ -50,17 +50,16 @@ Status inferConv(InferenceContext &ctx) {
     }
   }
   bool kernelKnown = kernel.size() == spatial || node.hasAttr("kernel_shape");
-  DTC_ASSIGN_OR_RETURN(nn::Window win,
-                       nn::readWindow(node, spatial,
-                                      kernelKnown ? kernel : std::vector<int64_t>(spatial, 1)));
+  DTC_ASSIGN_OR_RETURN(
+      nn::Window win,
+      nn::readWindow(node, spatial, kernelKnown ? kernel : std::vector<int64_t>(spatial, 1)));
 
   // Channels: C_in == group * W[1]; M divisible by group; B is [M].
   ir::Dim m = w.hasRank() ? w[0] : ir::Dim::unknown();
   if (x.hasRank() && w.hasRank() && x[1].isStatic() && w[1].isStatic() &&
       x[1].value() != group * w[1].value())
-    return ctx.error("input channels " + x[1].str() + " of X " + x.str() +
-                     " do not equal group (" + std::to_string(group) + ") * W.shape[1] (" +
-                     w[1].str() + ") of W " + w.str());
+    return ctx.error("input channels " + x[1].str() + " of X " + x.str() + " do not equal group (" +
+                     std::to_string(group) + ") * W.shape[1] (" + w[1].str() + ") of W " + w.str());
   if (m.isStatic() && m.value() % group != 0)
     return ctx.error("output channels " + m.str() + " (W.shape[0]) are not divisible by group " +
                      std::to_string(group));
@@ -78,8 +77,7 @@ Status inferConv(InferenceContext &ctx) {
       out.push_back(ir::Dim::unknown());
       continue;
     }
-    DTC_ASSIGN_OR_RETURN(ir::Dim d,
-                         nn::windowOutputDim(x[2 + i], win, i, false, node.where()));
+    DTC_ASSIGN_OR_RETURN(ir::Dim d, nn::windowOutputDim(x[2 + i], win, i, false, node.where()));
     out.push_back(d);
   }
   ctx.setOutputShape(0, ir::Shape(std::move(out)));

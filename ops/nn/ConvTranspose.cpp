@@ -45,9 +45,9 @@ Status inferConvTranspose(InferenceContext &ctx) {
         kernel.push_back(w[2 + i].value());
     }
   }
-  DTC_ASSIGN_OR_RETURN(nn::Window win,
-                       nn::readWindow(node, spatial,
-                                      kernelKnown ? kernel : std::vector<int64_t>(spatial, 1)));
+  DTC_ASSIGN_OR_RETURN(
+      nn::Window win,
+      nn::readWindow(node, spatial, kernelKnown ? kernel : std::vector<int64_t>(spatial, 1)));
   std::vector<int64_t> outputPadding =
       node.attrInts("output_padding", std::vector<int64_t>(spatial, 0));
   if (outputPadding.size() != spatial)
@@ -56,16 +56,15 @@ Status inferConvTranspose(InferenceContext &ctx) {
   for (size_t i = 0; i < spatial; ++i)
     if (outputPadding[i] < 0 ||
         (outputPadding[i] >= win.strides[i] && outputPadding[i] >= win.dilations[i]))
-      return ctx.error("output_padding[" + std::to_string(i) + "] = " +
-                       std::to_string(outputPadding[i]) +
+      return ctx.error("output_padding[" + std::to_string(i) +
+                       "] = " + std::to_string(outputPadding[i]) +
                        " must be non-negative and smaller than the stride or the dilation");
   std::vector<int64_t> outputShape = node.attrInts("output_shape");
   // output_shape lists the spatial sizes; a full-rank list (N, C, spatial...) is accepted too.
   if (!outputShape.empty() && outputShape.size() != spatial) {
     if (outputShape.size() != rank)
       return ctx.error("output_shape has " + std::to_string(outputShape.size()) +
-                       " values; expected " + std::to_string(spatial) +
-                       " (one per spatial axis)");
+                       " values; expected " + std::to_string(spatial) + " (one per spatial axis)");
     outputShape.erase(outputShape.begin(), outputShape.begin() + 2);
   }
 

@@ -22,8 +22,7 @@ Status inferLayerNorm(InferenceContext &ctx) {
     if (x.rank() == 0)
       return ctx.error("X must have rank >= 1");
     DTC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(node.attrInt("axis", -1),
-                                                     static_cast<int64_t>(x.rank()),
-                                                     node.where()));
+                                                     static_cast<int64_t>(x.rank()), node.where()));
     std::vector<ir::Dim> dims = x.dims();
     for (size_t i = static_cast<size_t>(axis); i < dims.size(); ++i)
       dims[i] = ir::Dim::fixed(1);
@@ -32,8 +31,7 @@ Status inferLayerNorm(InferenceContext &ctx) {
     ir::Shape tail(std::vector<ir::Dim>(x.dims().begin() + axis, x.dims().end()));
     for (size_t i = 1; i < 3 && i < ctx.numInputs(); ++i)
       if (ctx.hasInput(i) && ctx.inputShape(i).hasRank()) {
-        DTC_ASSIGN_OR_RETURN(ir::Shape b, broadcastShapes({tail, ctx.inputShape(i)},
-                                                          node.where()));
+        DTC_ASSIGN_OR_RETURN(ir::Shape b, broadcastShapes({tail, ctx.inputShape(i)}, node.where()));
         if (b.rank() != tail.rank())
           return ctx.error(std::string(i == 1 ? "Scale " : "B ") + ctx.inputShape(i).str() +
                            " does not broadcast to the normalized shape " + tail.str());

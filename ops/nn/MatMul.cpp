@@ -22,8 +22,7 @@ Status inferMatMul(InferenceContext &ctx) {
     return Status::ok();
   }
   if (a.rank() == 0 || b.rank() == 0)
-    return ctx.error("MatMul operands must have rank >= 1, got A " + a.str() + " and B " +
-                     b.str());
+    return ctx.error("MatMul operands must have rank >= 1, got A " + a.str() + " and B " + b.str());
   std::vector<ir::Dim> da = a.dims(), db = b.dims();
   bool aVector = da.size() == 1, bVector = db.size() == 1;
   if (aVector)
@@ -33,8 +32,8 @@ Status inferMatMul(InferenceContext &ctx) {
   const ir::Dim &ka = da.back();
   const ir::Dim &kb = db[db.size() - 2];
   if (!dimsCompatible(ka, kb))
-    return ctx.error("inner dimensions do not match: A " + a.str() + " has K=" + ka.str() +
-                     ", B " + b.str() + " has K=" + kb.str());
+    return ctx.error("inner dimensions do not match: A " + a.str() + " has K=" + ka.str() + ", B " +
+                     b.str() + " has K=" + kb.str());
   ir::Shape batchA(std::vector<ir::Dim>(da.begin(), da.end() - 2));
   ir::Shape batchB(std::vector<ir::Dim>(db.begin(), db.end() - 2));
   DTC_ASSIGN_OR_RETURN(ir::Shape batch, broadcastShapes({batchA, batchB}, ctx.node().where()));

@@ -17,8 +17,10 @@ OpDef defineMaxPool() {
       .attr("pads", ir::AttrKind::kInts)
       .attr("strides", ir::AttrKind::kInts)
       .type("T", kFloatTypes & ~bit(ir::DType::kBFloat16));
-  d.version(8).optOut("Indices", "I").attr("storage_order", ir::AttrKind::kInt).type("I",
-                                                                                    kInt64Type);
+  d.version(8)
+      .optOut("Indices", "I")
+      .attr("storage_order", ir::AttrKind::kInt)
+      .type("I", kInt64Type);
   d.version(10).attr("ceil_mode", ir::AttrKind::kInt).attr("dilations", ir::AttrKind::kInts);
   d.version(11);
   d.version(12).type("T", (kFloatTypes & ~bit(ir::DType::kBFloat16)) | bit(ir::DType::kInt8) |

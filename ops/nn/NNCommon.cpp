@@ -98,9 +98,9 @@ Expected<ir::Dim> windowOutputDim(const ir::Dim &in, const Window &w, size_t i, 
     return stride == 1 ? in : ir::Dim::unknown();
   }
   size_t n = w.kernel.size();
-  DTC_ASSIGN_OR_RETURN(ir::Dim out, slidingWindowDim(in, w.kernel[i], stride, w.pads[i],
-                                                     w.pads[i + n], w.dilations[i], ceilMode,
-                                                     where));
+  DTC_ASSIGN_OR_RETURN(ir::Dim out,
+                       slidingWindowDim(in, w.kernel[i], stride, w.pads[i], w.pads[i + n],
+                                        w.dilations[i], ceilMode, where));
   if (!in.isStatic() && stride == 1) {
     int64_t effective = w.dilations[i] * (w.kernel[i] - 1) + 1;
     return affineDim(in, 1, w.pads[i] + w.pads[i + n] - effective + 1);
@@ -164,8 +164,8 @@ Status inferPool(InferenceContext &ctx) {
   DTC_ASSIGN_OR_RETURN(Window win, readWindow(node, spatial, kernel));
   for (size_t i = 0; i < spatial; ++i)
     if (win.pads[i] >= win.kernel[i] || win.pads[i + spatial] >= win.kernel[i])
-      return ctx.error("pads must be smaller than the kernel on spatial axis " +
-                       std::to_string(i) + " (kernel " + std::to_string(win.kernel[i]) + ")");
+      return ctx.error("pads must be smaller than the kernel on spatial axis " + std::to_string(i) +
+                       " (kernel " + std::to_string(win.kernel[i]) + ")");
   int64_t ceilMode = node.attrInt("ceil_mode", 0);
   if (ceilMode != 0 && ceilMode != 1)
     return ctx.error("ceil_mode must be 0 or 1, got " + std::to_string(ceilMode));
@@ -190,8 +190,7 @@ namespace dtc::ops::nn {
 
 ir::Dim scaledDim(const ir::Dim &in, float scale) {
   if (in.isStatic())
-    return ir::Dim::fixed(
-        static_cast<int64_t>(std::floor(static_cast<float>(in.value()) * scale)));
+    return ir::Dim::fixed(static_cast<int64_t>(std::floor(static_cast<float>(in.value()) * scale)));
   float whole = std::floor(scale);
   if (in.isSymbolic() && whole == scale && whole >= 1.0f && whole < 1e9f)
     return affineDim(in, static_cast<int64_t>(whole), 0);

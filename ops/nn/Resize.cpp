@@ -24,13 +24,13 @@ namespace dtc::ops {
 namespace {
 
 const std::vector<std::string> kModes = {"nearest", "linear", "cubic"};
-const std::vector<std::string> kNearestModes = {"round_prefer_floor", "round_prefer_ceil",
-                                                "floor", "ceil"};
+const std::vector<std::string> kNearestModes = {"round_prefer_floor", "round_prefer_ceil", "floor",
+                                                "ceil"};
 const std::vector<std::string> kPolicies = {"stretch", "not_larger", "not_smaller"};
 
 std::vector<std::string> transformModes(int64_t opset) {
-  std::vector<std::string> m = {"half_pixel", "pytorch_half_pixel", "align_corners",
-                                "asymmetric", "tf_crop_and_resize"};
+  std::vector<std::string> m = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+                                "tf_crop_and_resize"};
   if (opset < 13)
     m.push_back("tf_half_pixel_for_nn"); // removed in Resize-13
   if (opset >= 19)
@@ -177,8 +177,10 @@ OpDef defineResize() {
       .type("T", kAllTypes)
       .type("F", bit(ir::DType::kFloat32));
   OpVersion &v11 = d.version(11);
-  v11.inputs = {{"X", "T1", false, false}, {"roi", "T2", false, false},
-                {"scales", "F", false, false}, {"sizes", "I", true, false}};
+  v11.inputs = {{"X", "T1", false, false},
+                {"roi", "T2", false, false},
+                {"scales", "F", false, false},
+                {"sizes", "I", true, false}};
   v11.outputs = {{"Y", "T1", false, false}};
   v11.typeVars.clear();
   v11.attr("coordinate_transformation_mode", ir::AttrKind::kString)

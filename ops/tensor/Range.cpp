@@ -64,6 +64,14 @@ OpDef defineRange() {
             value.push_back(ir::Dim::fixed((*s)[0] + k * (*dl)[0]));
           ctx.setShapeValue(0, std::move(value));
         }
+      } else {
+        // Range(0, T, 1) on a symbolic T (positions of a dynamic sequence): length T.
+        const std::vector<ir::Dim> *sv = ctx.shapeValue(0), *lv = ctx.shapeValue(1),
+                                   *dv = ctx.shapeValue(2);
+        if (sv && lv && dv && sv->size() == 1 && lv->size() == 1 && dv->size() == 1 &&
+            (*sv)[0] == ir::Dim::fixed(0) && (*dv)[0] == ir::Dim::fixed(1) &&
+            !(*lv)[0].isUnknown())
+          length = (*lv)[0];
       }
     } else {
       ir::TensorDataPtr s = ctx.constantInput(0), l = ctx.constantInput(1),

@@ -108,8 +108,19 @@ OpDef defineSlice() {
       if (axes && (!ctx.hasInput(4) || steps)) {
         dims = in.dims();
         DTC_ASSIGN_OR_RETURN(std::vector<int64_t> norm, normalizeAxes(*axes, rank, where, "axes"));
-        for (int64_t a : norm)
+        // x[0:T] with a symbolic end T (GPT's causal mask sliced to the sequence length):
+        // the result has T elements, assuming T does not exceed the dim (as at run time).
+        const std::vector<ir::Dim> *sv = ctx.shapeValue(1), *ev = ctx.shapeValue(2);
+        const std::vector<ir::Dim> *stv = ctx.hasInput(4) ? ctx.shapeValue(4) : nullptr;
+        for (size_t i = 0; i < norm.size(); ++i) {
+          int64_t a = norm[i];
           dims[a] = ir::Dim::unknown();
+          if (sv && ev && sv->size() == norm.size() && ev->size() == norm.size() &&
+              (*sv)[i] == ir::Dim::fixed(0) && (*ev)[i].isSymbolic() &&
+              (!ctx.hasInput(4) || (stv && stv->size() == norm.size() &&
+                                    (*stv)[i] == ir::Dim::fixed(1))))
+            dims[a] = (*ev)[i];
+        }
       }
       ctx.setOutputShape(0, ir::Shape(std::move(dims)));
       return Status::ok();

@@ -359,6 +359,21 @@ g (float[2] x) => (float[2] y) { y = Relu(x, x) }
   EXPECT_EQ(e.rfind("node 'Relu_0' (Relu): expects at most 1 inputs in opset 13", 0), 0u) << e;
 }
 
+TEST(Importer, NodesAreNormalizedToTheCanonicalForm) {
+  auto g = importText(R"(
+<ir_version: 7, opset_import: ["" : 11]>
+g (float[1, 3] x) => (y) { y = Squeeze<axes = [0]>(x) }
+)");
+  ASSERT_TRUE(g) << errorOf(g);
+  ASSERT_EQ((*g)->numNodes(), 1u);
+  ir::Node *sq = (*g)->nodes()[0];
+  EXPECT_FALSE(sq->hasAttr("axes"));
+  ASSERT_EQ(sq->numInputs(), 2u);
+  ASSERT_NE(sq->input(1), nullptr);
+  ASSERT_TRUE(sq->input(1)->isConstant());
+  EXPECT_EQ(*sq->input(1)->initializer()->toInt64s(), (std::vector<int64_t>{0}));
+}
+
 TEST(Importer, GraphAttributeIsRejected) {
   onnx::ModelProto m = parseText(R"(
 <ir_version: 8, opset_import: ["" : 13]>

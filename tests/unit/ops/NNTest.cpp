@@ -46,8 +46,8 @@ struct G {
     return v;
   }
   ir::Value *ints(const std::string &name, const std::vector<int64_t> &values) {
-    return g.addConstant(name, ir::TensorData::fromInt64s(
-                                   name, {static_cast<int64_t>(values.size())}, values));
+    return g.addConstant(
+        name, ir::TensorData::fromInt64s(name, {static_cast<int64_t>(values.size())}, values));
   }
   ir::Value *floats(const std::string &name, const std::vector<float> &values) {
     return g.addConstant(
@@ -108,8 +108,8 @@ struct G {
 #define EXPECT_ERROR(s, part)                                                                      \
   do {                                                                                             \
     Status st_ = (s);                                                                              \
-    ASSERT_FALSE(st_.isOk()) << "expected an error containing: " << (part);                      \
-    EXPECT_NE(st_.message().find(part), std::string::npos) << st_.message();                     \
+    ASSERT_FALSE(st_.isOk()) << "expected an error containing: " << (part);                        \
+    EXPECT_NE(st_.message().find(part), std::string::npos) << st_.message();                       \
   } while (0)
 
 #define ASSERT_OK(s)                                                                               \
@@ -212,9 +212,10 @@ TEST(NNConv, StridesDilationsAnd1D3D) {
          {{"strides", std::vector<int64_t>{2, 2}}}, "a");
   t.node("Conv", {t.in("x1", "N,4,10"), t.in("w1", "6,4,3")}, {"y1"},
          {{"dilations", std::vector<int64_t>{2}}}, "b");
-  t.node("Conv", {t.in("x3", "2,4,8,8,8"), t.in("w3", "5,4,2,2,2")}, {"y3"},
-         {{"strides", std::vector<int64_t>{2, 2, 2}}, {"kernel_shape", std::vector<int64_t>{2, 2, 2}}},
-         "c");
+  t.node(
+      "Conv", {t.in("x3", "2,4,8,8,8"), t.in("w3", "5,4,2,2,2")}, {"y3"},
+      {{"strides", std::vector<int64_t>{2, 2, 2}}, {"kernel_shape", std::vector<int64_t>{2, 2, 2}}},
+      "c");
   ASSERT_OK(t.run());
   EXPECT_EQ(t.type("y"), "f32[N,8,15,15]");
   EXPECT_EQ(t.type("y1"), "f32[N,6,6]"); // 10 - 2*(3-1) = 6
@@ -223,10 +224,10 @@ TEST(NNConv, StridesDilationsAnd1D3D) {
 
 TEST(NNConv, AutoPadAndGroups) {
   G t(13);
-  t.node("Conv", {t.in("x", "N,8,31,31"), t.in("w", "8,2,3,3")}, {"y"},
-         {{"auto_pad", "SAME_UPPER"}, {"strides", std::vector<int64_t>{2, 2}},
-          {"group", int64_t{4}}},
-         "a");
+  t.node(
+      "Conv", {t.in("x", "N,8,31,31"), t.in("w", "8,2,3,3")}, {"y"},
+      {{"auto_pad", "SAME_UPPER"}, {"strides", std::vector<int64_t>{2, 2}}, {"group", int64_t{4}}},
+      "a");
   t.node("Conv", {t.in("x2", "N,3,7,7"), t.in("w2", "4,3,3,3")}, {"y2"},
          {{"auto_pad", "VALID"}, {"strides", std::vector<int64_t>{2, 2}}}, "b");
   t.node("Conv", {t.in("x3", "N,3,H,W"), t.in("w3", "4,3,3,3")}, {"y3"},
@@ -262,8 +263,7 @@ TEST(NNConv, Errors) {
   x.node("Conv", {x.in("x", "N,3,2,2"), x.in("w", "16,3,3,3")}, {"y"}, {}, "conv1");
   EXPECT_ERROR(x.run(), "node 'conv1' (Conv): window of size 3 is larger than the padded input 2");
   G b(13);
-  b.node("Conv", {b.in("x", "N,3,8,8"), b.in("w", "16,3,3,3"), b.in("b", "8")}, {"y"}, {},
-         "conv1");
+  b.node("Conv", {b.in("x", "N,3,8,8"), b.in("w", "16,3,3,3"), b.in("b", "8")}, {"y"}, {}, "conv1");
   EXPECT_ERROR(b.run(), "bias B [8] must be [M] with M = 16");
   G k(13);
   k.node("Conv", {k.in("x", "N,3,8,8"), k.in("w", "16,3,3,3")}, {"y"},
@@ -366,7 +366,8 @@ TEST(NNMaxPool, DilationsAndSamePadding) {
          {{"kernel_shape", std::vector<int64_t>{3, 3}}, {"dilations", std::vector<int64_t>{2, 2}}},
          "a");
   t.node("MaxPool", {t.in("x2", "N,3,H,9")}, {"y2"},
-         {{"kernel_shape", std::vector<int64_t>{3, 3}}, {"auto_pad", "SAME_LOWER"},
+         {{"kernel_shape", std::vector<int64_t>{3, 3}},
+          {"auto_pad", "SAME_LOWER"},
           {"strides", std::vector<int64_t>{1, 2}}},
          "b");
   ASSERT_OK(t.run());
@@ -378,8 +379,9 @@ TEST(NNMaxPool, FormsPerOpset) {
   G t(8);
   t.node("MaxPool", {t.in("x", "N,3,8,8")}, {"y"},
          {{"kernel_shape", std::vector<int64_t>{2, 2}}, {"ceil_mode", int64_t{1}}}, "pool");
-  EXPECT_ERROR(t.run(),
-               "node 'pool' (MaxPool): attribute 'ceil_mode' is not allowed for MaxPool in opset 8");
+  EXPECT_ERROR(
+      t.run(),
+      "node 'pool' (MaxPool): attribute 'ceil_mode' is not allowed for MaxPool in opset 8");
   G u(7);
   u.node("MaxPool", {u.in("x", "N,3,8,8")}, {"y", "i"},
          {{"kernel_shape", std::vector<int64_t>{2, 2}}}, "pool");
@@ -457,8 +459,8 @@ TEST(NNGlobalAveragePool, Inference) {
 TEST(NNBatchNorm, CanonicalInferenceAndTraining) {
   G t(15);
   t.node("BatchNormalization",
-         {t.in("x", "N,16,8,8", DType::kFloat16), t.in("s", "16"), t.in("b", "16"),
-          t.in("m", "16"), t.in("v", "16")},
+         {t.in("x", "N,16,8,8", DType::kFloat16), t.in("s", "16"), t.in("b", "16"), t.in("m", "16"),
+          t.in("v", "16")},
          {"y", "rm", "rv"}, {{"training_mode", int64_t{1}}});
   ASSERT_OK(t.run());
   EXPECT_EQ(t.type("y"), "f16[N,16,8,8]");
@@ -497,10 +499,10 @@ TEST(NNBatchNorm, Opset9TrainingFormBecomesTrainingMode) {
                            "BatchNormalization \"bn\" (%x, %s, %b, %m, %v) {training_mode=1}");
   EXPECT_EQ(t.type("sm"), "<missing>");
   G u(9);
-  ir::Node *n = u.node("BatchNormalization",
-                       {u.in("x", "N,4,8,8"), u.in("s", "4"), u.in("b", "4"), u.in("m", "4"),
-                        u.in("v", "4")},
-                       {"y", "mean", "var", "sm"}, {}, "bn");
+  ir::Node *n =
+      u.node("BatchNormalization",
+             {u.in("x", "N,4,8,8"), u.in("s", "4"), u.in("b", "4"), u.in("m", "4"), u.in("v", "4")},
+             {"y", "mean", "var", "sm"}, {}, "bn");
   u.g.addOutput(n->output(3));
   EXPECT_ERROR(u.run(), "node 'bn' (BatchNormalization): output 3 ('sm', saved_mean/saved_var of "
                         "the opset 9 training form) is used");
@@ -530,7 +532,8 @@ TEST(NNBatchNorm, Errors) {
 
 TEST(NNLayerNorm, OutputsAndStatShapes) {
   G t(17);
-  t.node("LayerNormalization", {t.in("x", "N,S,512", DType::kFloat16), t.in("g", "512", DType::kFloat16)},
+  t.node("LayerNormalization",
+         {t.in("x", "N,S,512", DType::kFloat16), t.in("g", "512", DType::kFloat16)},
          {"y", "mean", "inv"}, {{"axis", int64_t{-1}}});
   ASSERT_OK(t.run());
   EXPECT_EQ(t.type("y"), "f16[N,S,512]");
@@ -548,8 +551,8 @@ TEST(NNLayerNorm, Errors) {
   t.node("LayerNormalization", {t.in("x", "N,8"), t.in("g", "8")}, {"y"}, {}, "ln");
   EXPECT_ERROR(t.import(), "node 'ln' (LayerNormalization): op does not exist in this opset");
   G u(17);
-  u.node("LayerNormalization", {u.in("x", "N,8"), u.in("g", "8")}, {"y"},
-         {{"axis", int64_t{2}}}, "ln");
+  u.node("LayerNormalization", {u.in("x", "N,8"), u.in("g", "8")}, {"y"}, {{"axis", int64_t{2}}},
+         "ln");
   EXPECT_ERROR(u.run(), "node 'ln' (LayerNormalization): axis 2 is out of range for rank 2");
   G w(17);
   w.node("LayerNormalization", {w.in("x", "N,8"), w.in("g", "8")}, {"y"},
@@ -592,14 +595,14 @@ TEST(NNResize, SymbolicDimsWithIntegerScales) {
 
 TEST(NNResize, ConstantAndPropagatedSizes) {
   G t(13);
-  t.node("Resize", {t.in("x", "N,3,16,16"), nullptr, nullptr, t.ints("sz", {1, 3, 20, 24})},
-         {"y"}, {}, "a");
+  t.node("Resize", {t.in("x", "N,3,16,16"), nullptr, nullptr, t.ints("sz", {1, 3, 20, 24})}, {"y"},
+         {}, "a");
   // torchvision style: sizes computed from Shape/Slice/Concat, known by data propagation.
   ir::Value *sizes = t.in("dyn", "4", DType::kInt64);
   t.shapeValues[sizes] = {ir::Dim::symbol("N"), ir::Dim::fixed(21), ir::Dim::fixed(64),
                           ir::Dim::fixed(64)};
-  t.node("Resize", {t.in("f", "N,21,16,16"), nullptr, nullptr, sizes}, {"y2"},
-         {{"mode", "linear"}}, "b");
+  t.node("Resize", {t.in("f", "N,21,16,16"), nullptr, nullptr, sizes}, {"y2"}, {{"mode", "linear"}},
+         "b");
   t.node("Resize", {t.in("f3", "N,21,16,16"), nullptr, nullptr, t.in("unk", "4", DType::kInt64)},
          {"y3"}, {}, "c");
   ASSERT_OK(t.run());
@@ -610,15 +613,15 @@ TEST(NNResize, ConstantAndPropagatedSizes) {
 
 TEST(NNResize, EmptyRoiAndScalesAreAbsent) {
   G t(11);
-  t.node("Resize",
-         {t.in("x", "N,3,16,16"), t.floats("roi", {}), t.floats("sc", {}),
-          t.ints("sz", {2, 3, 8, 8})},
-         {"y"}, {{"mode", "cubic"}}, "rs");
+  t.node(
+      "Resize",
+      {t.in("x", "N,3,16,16"), t.floats("roi", {}), t.floats("sc", {}), t.ints("sz", {2, 3, 8, 8})},
+      {"y"}, {{"mode", "cubic"}}, "rs");
   ASSERT_OK(t.run());
   EXPECT_EQ(t.print("rs"), "%y : f32[2,3,8,8] = Resize \"rs\" (%x, _, _, %sz) {mode=\"cubic\"}");
   G u(13); // trailing empty sizes dropped as omitted; scales kept
-  u.node("Resize", {u.in("x", "N,3,4,4"), u.floats("roi", {}), u.floats("sc", {1, 1, 2, 2})},
-         {"y"}, {}, "rs");
+  u.node("Resize", {u.in("x", "N,3,4,4"), u.floats("roi", {}), u.floats("sc", {1, 1, 2, 2})}, {"y"},
+         {}, "rs");
   ASSERT_OK(u.run());
   EXPECT_EQ(u.print("rs"), "%y : f32[N,3,8,8] = Resize \"rs\" (%x, _, %sc)");
 }
@@ -626,11 +629,9 @@ TEST(NNResize, EmptyRoiAndScalesAreAbsent) {
 TEST(NNResize, AxesAndAspectRatioPolicy) {
   G t(18);
   t.node("Resize", {t.in("x", "N,3,20,10"), nullptr, nullptr, t.ints("sz", {8, 8})}, {"y"},
-         {{"axes", std::vector<int64_t>{2, -1}}, {"keep_aspect_ratio_policy", "not_larger"}},
-         "a");
+         {{"axes", std::vector<int64_t>{2, -1}}, {"keep_aspect_ratio_policy", "not_larger"}}, "a");
   t.node("Resize", {t.in("x2", "N,3,20,10"), nullptr, nullptr, t.ints("sz2", {8, 8})}, {"y2"},
-         {{"axes", std::vector<int64_t>{2, 3}}, {"keep_aspect_ratio_policy", "not_smaller"}},
-         "b");
+         {{"axes", std::vector<int64_t>{2, 3}}, {"keep_aspect_ratio_policy", "not_smaller"}}, "b");
   t.node("Resize", {t.in("x3", "N,3,20,10"), nullptr, t.floats("sc3", {0.5f})}, {"y3"},
          {{"axes", std::vector<int64_t>{3}}}, "c");
   ASSERT_OK(t.run());
@@ -661,12 +662,11 @@ TEST(NNResize, FormsPerOpset) {
          {{"axes", std::vector<int64_t>{2, 3}}}, "rs");
   EXPECT_ERROR(w.run(), "attribute 'axes' is not allowed for Resize in opset 13");
   G x(12);
-  x.node("Resize", {x.in("x", "N,3,4,4"), nullptr, x.floats("sc", {1, 1, 2, 2})}, {"y"}, {},
-         "rs");
+  x.node("Resize", {x.in("x", "N,3,4,4"), nullptr, x.floats("sc", {1, 1, 2, 2})}, {"y"}, {}, "rs");
   EXPECT_ERROR(x.run(), "node 'rs' (Resize): required input 1 ('roi') is missing");
   G m(10);
-  m.node("Resize", {m.in("x", "N,3,4,4"), m.floats("sc", {1, 1, 2, 2})}, {"y"},
-         {{"mode", "cubic"}}, "rs");
+  m.node("Resize", {m.in("x", "N,3,4,4"), m.floats("sc", {1, 1, 2, 2})}, {"y"}, {{"mode", "cubic"}},
+         "rs");
   EXPECT_ERROR(m.run(), "attribute mode=\"cubic\" is not one of: nearest, linear");
 }
 
@@ -683,8 +683,7 @@ TEST(NNResize, Errors) {
   v.node("Resize", {v.in("x", "N,3,4,4"), nullptr, v.floats("sc", {2, 2})}, {"y"}, {}, "rs");
   EXPECT_ERROR(v.run(), "scales has 2 values; expected 4");
   G w(13);
-  w.node("Resize", {w.in("x", "N,3,4,4"), nullptr, w.floats("sc", {1, 1, 0, 2})}, {"y"}, {},
-         "rs");
+  w.node("Resize", {w.in("x", "N,3,4,4"), nullptr, w.floats("sc", {1, 1, 0, 2})}, {"y"}, {}, "rs");
   EXPECT_ERROR(w.run(), "scales must be positive");
   G a(18);
   a.node("Resize", {a.in("x", "N,3,4,4"), nullptr, a.floats("sc", {2, 2})}, {"y"},
@@ -741,8 +740,8 @@ TEST(NNUpsample, Errors) {
          "up");
   EXPECT_ERROR(u.run(), "node 'up' (Upsample): scales must be >= 1");
   G w(7);
-  w.node("Upsample", {w.in("x", "N,3,8,8")}, {"y"}, {{"mode", "bicubic"}, {"scales", std::vector<float>{1, 1, 2, 2}}},
-         "up");
+  w.node("Upsample", {w.in("x", "N,3,8,8")}, {"y"},
+         {{"mode", "bicubic"}, {"scales", std::vector<float>{1, 1, 2, 2}}}, "up");
   EXPECT_ERROR(w.run(), "node 'up' (Upsample): attribute mode=\"bicubic\" is not one of");
   G v(7);
   v.node("Upsample", {v.in("x", "N,3,8,8")}, {"y"}, {{"scales", std::vector<float>{2, 2}}}, "up");
