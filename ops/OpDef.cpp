@@ -90,8 +90,8 @@ ir::Value *NormalizeContext::int64Constant(const ir::Node &node, const std::stri
   std::vector<int64_t> dims;
   if (!scalar)
     dims.push_back(static_cast<int64_t>(values.size()));
-  return graph_.addConstant(node.name() + "." + what,
-                            ir::TensorData::fromInt64s(node.name() + "." + what, dims, values));
+  std::string name = (node.name().empty() ? node.opType() : node.name()) + "." + what;
+  return graph_.addConstant(name, ir::TensorData::fromInt64s(name, dims, values));
 }
 
 ir::Value *NormalizeContext::floatConstant(const ir::Node &node, const std::string &what,
@@ -99,8 +99,8 @@ ir::Value *NormalizeContext::floatConstant(const ir::Node &node, const std::stri
   std::vector<int64_t> dims;
   if (!scalar)
     dims.push_back(static_cast<int64_t>(values.size()));
-  return graph_.addConstant(node.name() + "." + what,
-                            ir::TensorData::fromFloats(node.name() + "." + what, dims, values));
+  std::string name = (node.name().empty() ? node.opType() : node.name()) + "." + what;
+  return graph_.addConstant(name, ir::TensorData::fromFloats(name, dims, values));
 }
 
 void NormalizeContext::attrToInput(ir::Node &node, const std::string &attrName, size_t index) {

@@ -2,6 +2,7 @@
 #include "compiler/ir/Attribute.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 namespace dtc::ir {
 
@@ -18,9 +19,14 @@ const char *attrKindName(AttrKind k) {
   return "?";
 }
 
+/// Shortest decimal that reads back as the same float (0.9f prints "0.9", not "0.899999976").
 static std::string floatStr(float f) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(f));
+  for (int precision = 6; precision <= 9; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, static_cast<double>(f));
+    if (std::strtof(buf, nullptr) == f)
+      break;
+  }
   return buf;
 }
 

@@ -28,6 +28,15 @@ void Value::replaceAllUsesWith(Value *other) {
   }
 }
 
+void Node::setName(std::string n) {
+  if (n == name_)
+    return;
+  DTC_CHECK(!graph_->nodeByName_.count(n), "duplicate node name '" + n + "'");
+  graph_->nodeByName_.erase(name_);
+  name_ = std::move(n);
+  graph_->nodeByName_[name_] = this;
+}
+
 std::string Node::where() const { return "node '" + name_ + "' (" + opType_ + ")"; }
 
 void Node::removeUse(size_t inputIndex) {

@@ -92,7 +92,8 @@ private:
 class Node {
 public:
   const std::string &name() const { return name_; }
-  void setName(std::string n) { name_ = std::move(n); }
+  /// Renames the node; `n` must not name another node of the graph.
+  void setName(std::string n);
   const std::string &opType() const { return opType_; }
   const std::string &domain() const { return domain_; }
   /// "node 'conv1' (Conv)": the `where` part of error messages.

@@ -83,26 +83,31 @@ Status setAttribute(onnx::AttributeProto *ap, const std::string &name, const ir:
   return Status::ok();
 }
 
-/// True when two versions of an op take the same inputs, outputs and attributes (they may
-/// differ in type constraints only): a node in one form is valid in the other.
-bool sameForm(const ops::OpVersion &a, const ops::OpVersion &b) {
-  auto sameArgs = [](const std::vector<ops::ArgSpec> &x, const std::vector<ops::ArgSpec> &y) {
-    if (x.size() != y.size())
-      return false;
-    for (size_t i = 0; i < x.size(); ++i)
-      if (x[i].optional != y[i].optional || x[i].variadic != y[i].variadic)
-        return false;
-    return true;
-  };
-  if (!sameArgs(a.inputs, b.inputs) || !sameArgs(a.outputs, b.outputs) ||
-      a.attrs.size() != b.attrs.size())
-    return false;
-  for (const ops::AttrSpec &attr : a.attrs) {
-    const ops::AttrSpec *other = b.findAttr(attr.name);
-    if (!other || other->kind != attr.kind)
-      return false;
+/// The lowest ai.onnx opset >= `floor` at which every standard-domain node's form (inputs,
+/// outputs, attributes) is valid. Canonical forms are the newest forms, so a model whose ops
+/// were normalized from an old opset may need a newer one (ReduceMean axes as an input: 18).
+/// Softmax/LogSoftmax changed meaning at 13 without changing form: they need 13.
+int64_t exportOpset(const ir::Graph &g, int64_t floor) {
+  constexpr int64_t kNewest = 21;
+  for (int64_t opset = std::max<int64_t>(floor, 7); opset <= kNewest; ++opset) {
+    bool valid = true;
+    for (const ir::Node *n : g.nodes()) {
+      if (!n->domain().empty())
+        continue;
+      const ops::OpDef *def = ops::lookupOp("", n->opType());
+      if (!def)
+        continue;
+      const ops::OpVersion *v = def->versionFor(opset);
+      if (!v || !ops::checkForm(*n, *v, opset).isOk() ||
+          ((n->opType() == "Softmax" || n->opType() == "LogSoftmax") && opset < 13)) {
+        valid = false;
+        break;
+      }
+    }
+    if (valid)
+      return opset;
   }
-  return true;
+  return kNewest;
 }
 
 /// IR version the ONNX checker requires for an ai.onnx opset (onnx/docs/Versioning.md).
@@ -126,20 +131,11 @@ Expected<onnx::ModelProto> exportModel(const ir::Graph &g) {
   if (!info.docString.empty())
     model.set_doc_string(info.docString);
 
-  // The canonical forms are the newest ONNX forms: export at an opset where every node's form
-  // is in force, and never below the model's own.
   std::map<std::string, int64_t> opsets = g.opsets();
-  int64_t onnxOpset = g.onnxOpset();
-  for (const ir::Node *n : g.nodes()) {
-    if (n->domain().empty()) {
-      const ops::OpDef *def = ops::lookupOp("", n->opType());
-      const ops::OpVersion *declared = def ? def->versionFor(onnxOpset) : nullptr;
-      if (def && (!declared || !sameForm(*declared, def->canonical())))
-        onnxOpset = std::max<int64_t>(onnxOpset, def->canonical().since);
-    } else if (!opsets.count(n->domain())) {
+  for (const ir::Node *n : g.nodes())
+    if (!n->domain().empty() && !opsets.count(n->domain()))
       opsets[n->domain()] = 1;
-    }
-  }
+  int64_t onnxOpset = exportOpset(g, g.onnxOpset());
   opsets[""] = std::max<int64_t>(onnxOpset, 7);
   for (const auto &[domain, version] : opsets) {
     onnx::OperatorSetIdProto *op = model.add_opset_import();

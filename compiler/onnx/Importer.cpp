@@ -27,21 +27,36 @@ std::string domainText(const std::string &d) { return d.empty() ? "ai.onnx" : d;
 
 const char *attrTypeName(int t) {
   switch (t) {
-  case onnx::AttributeProto::FLOAT: return "FLOAT";
-  case onnx::AttributeProto::INT: return "INT";
-  case onnx::AttributeProto::STRING: return "STRING";
-  case onnx::AttributeProto::TENSOR: return "TENSOR";
-  case onnx::AttributeProto::GRAPH: return "GRAPH";
-  case onnx::AttributeProto::SPARSE_TENSOR: return "SPARSE_TENSOR";
-  case onnx::AttributeProto::TYPE_PROTO: return "TYPE_PROTO";
-  case onnx::AttributeProto::FLOATS: return "FLOATS";
-  case onnx::AttributeProto::INTS: return "INTS";
-  case onnx::AttributeProto::STRINGS: return "STRINGS";
-  case onnx::AttributeProto::TENSORS: return "TENSORS";
-  case onnx::AttributeProto::GRAPHS: return "GRAPHS";
-  case onnx::AttributeProto::SPARSE_TENSORS: return "SPARSE_TENSORS";
-  case onnx::AttributeProto::TYPE_PROTOS: return "TYPE_PROTOS";
-  default: return "UNDEFINED";
+  case onnx::AttributeProto::FLOAT:
+    return "FLOAT";
+  case onnx::AttributeProto::INT:
+    return "INT";
+  case onnx::AttributeProto::STRING:
+    return "STRING";
+  case onnx::AttributeProto::TENSOR:
+    return "TENSOR";
+  case onnx::AttributeProto::GRAPH:
+    return "GRAPH";
+  case onnx::AttributeProto::SPARSE_TENSOR:
+    return "SPARSE_TENSOR";
+  case onnx::AttributeProto::TYPE_PROTO:
+    return "TYPE_PROTO";
+  case onnx::AttributeProto::FLOATS:
+    return "FLOATS";
+  case onnx::AttributeProto::INTS:
+    return "INTS";
+  case onnx::AttributeProto::STRINGS:
+    return "STRINGS";
+  case onnx::AttributeProto::TENSORS:
+    return "TENSORS";
+  case onnx::AttributeProto::GRAPHS:
+    return "GRAPHS";
+  case onnx::AttributeProto::SPARSE_TENSORS:
+    return "SPARSE_TENSORS";
+  case onnx::AttributeProto::TYPE_PROTOS:
+    return "TYPE_PROTOS";
+  default:
+    return "UNDEFINED";
   }
 }
 
@@ -131,12 +146,10 @@ private:
         if (v < kMinOnnxOpset || v > kMaxOnnxOpset)
           return fileError("opset_import: ai.onnx version " + std::to_string(v) +
                            " is not supported; dtc supports ai.onnx opsets " +
-                           std::to_string(kMinOnnxOpset) + " to " +
-                           std::to_string(kMaxOnnxOpset));
+                           std::to_string(kMinOnnxOpset) + " to " + std::to_string(kMaxOnnxOpset));
       } else if (d != ir::kDtcDomain && d != "ai.onnx.ml" && !functionDomains_.count(d)) {
-        return fileError("opset_import: unknown domain '" + d + "' (version " +
-                         std::to_string(v) + "); dtc supports the domains ai.onnx and " +
-                         ir::kDtcDomain);
+        return fileError("opset_import: unknown domain '" + d + "' (version " + std::to_string(v) +
+                         "); dtc supports the domains ai.onnx and " + ir::kDtcDomain);
       } else if (v < 1) {
         return fileError("opset_import: domain '" + d + "' has invalid version " +
                          std::to_string(v));
@@ -171,7 +184,8 @@ private:
     for (const auto &o : graphProto_.output())
       modelNames_.insert(o.name());
     // Declared symbols, so fresh unk__N symbols never clash with them.
-    for (const auto *list : {&graphProto_.input(), &graphProto_.output(), &graphProto_.value_info()})
+    for (const auto *list :
+         {&graphProto_.input(), &graphProto_.output(), &graphProto_.value_info()})
       for (const auto &vi : *list)
         if (vi.type().has_tensor_type() && vi.type().tensor_type().has_shape())
           for (const auto &d : vi.type().tensor_type().shape().dim())
@@ -203,8 +217,10 @@ private:
   Expected<ir::TensorType> convertType(const onnx::TypeProto &tp, const std::string &where,
                                        bool fresh) {
     switch (tp.value_case()) {
-    case onnx::TypeProto::kTensorType: break;
-    case onnx::TypeProto::VALUE_NOT_SET: return ir::TensorType{};
+    case onnx::TypeProto::kTensorType:
+      break;
+    case onnx::TypeProto::VALUE_NOT_SET:
+      return ir::TensorType{};
     case onnx::TypeProto::kSequenceType:
       return Status::error(where, "sequence types are not supported (only tensors)");
     case onnx::TypeProto::kMapType:
@@ -213,7 +229,8 @@ private:
       return Status::error(where, "optional types are not supported (only tensors)");
     case onnx::TypeProto::kSparseTensorType:
       return Status::error(where, "sparse tensor types are not supported (only dense tensors)");
-    default: return Status::error(where, "this kind of type is not supported (only tensors)");
+    default:
+      return Status::error(where, "this kind of type is not supported (only tensors)");
     }
     const onnx::TypeProto_Tensor &tt = tp.tensor_type();
     ir::TensorType out;
@@ -312,9 +329,12 @@ private:
                                           "', which is only valid inside a function body");
     int kind = attrType(a);
     switch (kind) {
-    case onnx::AttributeProto::INT: return ir::Attribute(static_cast<int64_t>(a.i()));
-    case onnx::AttributeProto::FLOAT: return ir::Attribute(a.f());
-    case onnx::AttributeProto::STRING: return ir::Attribute(a.s());
+    case onnx::AttributeProto::INT:
+      return ir::Attribute(static_cast<int64_t>(a.i()));
+    case onnx::AttributeProto::FLOAT:
+      return ir::Attribute(a.f());
+    case onnx::AttributeProto::STRING:
+      return ir::Attribute(a.s());
     case onnx::AttributeProto::INTS:
       return ir::Attribute(std::vector<int64_t>(a.ints().begin(), a.ints().end()));
     case onnx::AttributeProto::FLOATS:
@@ -419,8 +439,8 @@ private:
 
       // Domain, control flow, functions, then the op itself.
       if (functions_.count({domain, opType}))
-        return Status::error(where, "calls the model-local function '" + domainText(domain) +
-                                        "." + opType +
+        return Status::error(where, "calls the model-local function '" + domainText(domain) + "." +
+                                        opType +
                                         "'; functions are not supported (inline them before "
                                         "import)");
       if (!opsets_.count(domain) && domain != ir::kDtcDomain)
@@ -438,8 +458,8 @@ private:
       bool isConstant = domain.empty() && opType == "Constant";
       if (!isConstant && !ops::lookupOp(domain, opType))
         return Status::error(where, "unsupported operator '" + opType + "' in domain '" +
-                                        domainText(domain) + "'; supported operators: " +
-                                        supported);
+                                        domainText(domain) +
+                                        "'; supported operators: " + supported);
 
       // Outputs: trailing omitted outputs are dropped, omitted ones before a present one get a
       // generated name.
@@ -464,8 +484,8 @@ private:
         outNames.push_back(o);
       }
       if (isConstant && outNames.size() != 1)
-        return Status::error(where, "needs exactly one output, got " +
-                                        std::to_string(outNames.size()));
+        return Status::error(where,
+                             "needs exactly one output, got " + std::to_string(outNames.size()));
 
       ir::TensorDataPtr constant;
       std::map<std::string, ir::Attribute> attrs;
@@ -560,8 +580,8 @@ private:
     for (ir::Node *n : graph_->nodes()) {
       const ops::OpDef *def = ops::lookupOp(n->domain(), n->opType());
       if (!def)
-        return Status::error(n->where(), "unsupported operator '" + n->opType() +
-                                             "' in domain '" + domainText(n->domain()) + "'");
+        return Status::error(n->where(), "unsupported operator '" + n->opType() + "' in domain '" +
+                                             domainText(n->domain()) + "'");
       auto it = opsets_.find(n->domain());
       int64_t opset = it == opsets_.end() ? 1 : it->second;
       const ops::OpVersion *v = def->versionFor(opset);
@@ -569,8 +589,8 @@ private:
         std::string since = def->versions.empty() ? "?" : std::to_string(def->versions[0].since);
         return Status::error(n->where(), n->opType() + " does not exist in " +
                                              (n->domain().empty() ? "" : n->domain() + " ") +
-                                             "opset " + std::to_string(opset) + " (since " +
-                                             since + ")");
+                                             "opset " + std::to_string(opset) + " (since " + since +
+                                             ")");
       }
       DTC_RETURN_IF_ERROR(ops::checkForm(*n, *v, opset));
       if (def->normalize) {

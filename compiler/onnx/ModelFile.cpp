@@ -92,18 +92,52 @@ bool hasTextExtension(const std::string &path) {
 bool modelField(uint32_t number, const char **name, int *wireType) {
   using WT = google::protobuf::internal::WireFormatLite;
   switch (number) {
-  case 1: *name = "ir_version"; *wireType = WT::WIRETYPE_VARINT; return true;
-  case 2: *name = "producer_name"; *wireType = WT::WIRETYPE_LENGTH_DELIMITED; return true;
-  case 3: *name = "producer_version"; *wireType = WT::WIRETYPE_LENGTH_DELIMITED; return true;
-  case 4: *name = "domain"; *wireType = WT::WIRETYPE_LENGTH_DELIMITED; return true;
-  case 5: *name = "model_version"; *wireType = WT::WIRETYPE_VARINT; return true;
-  case 6: *name = "doc_string"; *wireType = WT::WIRETYPE_LENGTH_DELIMITED; return true;
-  case 7: *name = "graph"; *wireType = WT::WIRETYPE_LENGTH_DELIMITED; return true;
-  case 8: *name = "opset_import"; *wireType = WT::WIRETYPE_LENGTH_DELIMITED; return true;
-  case 14: *name = "metadata_props"; *wireType = WT::WIRETYPE_LENGTH_DELIMITED; return true;
-  case 20: *name = "training_info"; *wireType = WT::WIRETYPE_LENGTH_DELIMITED; return true;
-  case 25: *name = "functions"; *wireType = WT::WIRETYPE_LENGTH_DELIMITED; return true;
-  default: return false;
+  case 1:
+    *name = "ir_version";
+    *wireType = WT::WIRETYPE_VARINT;
+    return true;
+  case 2:
+    *name = "producer_name";
+    *wireType = WT::WIRETYPE_LENGTH_DELIMITED;
+    return true;
+  case 3:
+    *name = "producer_version";
+    *wireType = WT::WIRETYPE_LENGTH_DELIMITED;
+    return true;
+  case 4:
+    *name = "domain";
+    *wireType = WT::WIRETYPE_LENGTH_DELIMITED;
+    return true;
+  case 5:
+    *name = "model_version";
+    *wireType = WT::WIRETYPE_VARINT;
+    return true;
+  case 6:
+    *name = "doc_string";
+    *wireType = WT::WIRETYPE_LENGTH_DELIMITED;
+    return true;
+  case 7:
+    *name = "graph";
+    *wireType = WT::WIRETYPE_LENGTH_DELIMITED;
+    return true;
+  case 8:
+    *name = "opset_import";
+    *wireType = WT::WIRETYPE_LENGTH_DELIMITED;
+    return true;
+  case 14:
+    *name = "metadata_props";
+    *wireType = WT::WIRETYPE_LENGTH_DELIMITED;
+    return true;
+  case 20:
+    *name = "training_info";
+    *wireType = WT::WIRETYPE_LENGTH_DELIMITED;
+    return true;
+  case 25:
+    *name = "functions";
+    *wireType = WT::WIRETYPE_LENGTH_DELIMITED;
+    return true;
+  default:
+    return false;
   }
 }
 
@@ -144,8 +178,8 @@ Status diagnoseBinary(const std::string &path, int64_t fileSize) {
     }
     uint32_t length = 0;
     if (!cis.ReadVarint32(&length))
-      return Status::error(path, "is truncated: the file ends inside field '" +
-                                     std::string(name) + "' at byte " + std::to_string(pos));
+      return Status::error(path, "is truncated: the file ends inside field '" + std::string(name) +
+                                     "' at byte " + std::to_string(pos));
     int64_t remaining = fileSize - cis.CurrentPosition();
     if (static_cast<int64_t>(length) > remaining)
       return Status::error(path, "is truncated: field '" + std::string(name) + "' at byte " +

@@ -46,12 +46,17 @@ template <typename Dst, typename Field> std::string pack(const Field &src) {
 /// The typed field that holds elements of `t` (ONNX spec), and its name.
 const char *typedFieldFor(ir::DType t) {
   switch (t) {
-  case ir::DType::kFloat32: return "float_data";
-  case ir::DType::kFloat64: return "double_data";
-  case ir::DType::kInt64: return "int64_data";
+  case ir::DType::kFloat32:
+    return "float_data";
+  case ir::DType::kFloat64:
+    return "double_data";
+  case ir::DType::kInt64:
+    return "int64_data";
   case ir::DType::kUInt32:
-  case ir::DType::kUInt64: return "uint64_data";
-  default: return "int32_data";
+  case ir::DType::kUInt64:
+    return "uint64_data";
+  default:
+    return "int32_data";
   }
 }
 
@@ -60,8 +65,8 @@ Expected<int64_t> parseNonNegative(const std::string &where, const std::string &
   int64_t v = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || ptr != text.data() + text.size() || v < 0)
-    return Status::error(where, "external data " + key + " '" + text +
-                                    "' is not a non-negative integer");
+    return Status::error(where,
+                         "external data " + key + " '" + text + "' is not a non-negative integer");
   return v;
 }
 
@@ -95,12 +100,12 @@ Expected<ir::TensorDataPtr> importExternal(const onnx::TensorProto &t, const std
   std::error_code ec;
   fs::path dir = fs::absolute(modelDir.empty() ? fs::path(".") : fs::path(modelDir), ec);
   if (ec)
-    return Status::error(where, "cannot resolve the model folder '" + modelDir +
-                                    "': " + ec.message());
+    return Status::error(where,
+                         "cannot resolve the model folder '" + modelDir + "': " + ec.message());
   fs::path base = fs::weakly_canonical(dir, ec);
   if (ec)
-    return Status::error(where, "cannot resolve the model folder '" + dir.string() +
-                                    "': " + ec.message());
+    return Status::error(where,
+                         "cannot resolve the model folder '" + dir.string() + "': " + ec.message());
   fs::path target = fs::weakly_canonical(base / loc, ec);
   if (ec)
     return Status::error(where, "cannot resolve external data location '" + location +
@@ -112,11 +117,11 @@ Expected<ir::TensorDataPtr> importExternal(const onnx::TensorProto &t, const std
                                     base.string() + "' (through '..' or a symbolic link)");
   fs::file_status st = fs::status(target, ec);
   if (!fs::exists(st))
-    return Status::error(where, "external data file '" + location + "' does not exist (looked for '" +
-                                    target.string() + "')");
+    return Status::error(where, "external data file '" + location +
+                                    "' does not exist (looked for '" + target.string() + "')");
   if (!fs::is_regular_file(st))
-    return Status::error(where, "external data location '" + location + "' ('" +
-                                    target.string() + "') is not a regular file");
+    return Status::error(where, "external data location '" + location + "' ('" + target.string() +
+                                    "') is not a regular file");
   uintmax_t fileSizeU = fs::file_size(target, ec);
   if (ec)
     return Status::error(where, "cannot get the size of external data file '" + target.string() +
@@ -132,12 +137,11 @@ Expected<ir::TensorDataPtr> importExternal(const onnx::TensorProto &t, const std
   if (length < 0)
     length = byteSize;
   if (offset > fileSize || length > fileSize - offset)
-    return Status::error(where, "external data offset " + std::to_string(offset) +
-                                    " + length " + std::to_string(length) +
-                                    " is past the end of '" + location + "' (" +
-                                    std::to_string(fileSize) + " bytes)");
-  return ir::TensorDataPtr(ir::TensorData::fromExternal(name, dtype, std::move(dims),
-                                                        target.string(), offset, length));
+    return Status::error(where, "external data offset " + std::to_string(offset) + " + length " +
+                                    std::to_string(length) + " is past the end of '" + location +
+                                    "' (" + std::to_string(fileSize) + " bytes)");
+  return ir::TensorDataPtr(
+      ir::TensorData::fromExternal(name, dtype, std::move(dims), target.string(), offset, length));
 }
 
 } // namespace
@@ -160,8 +164,7 @@ Expected<ir::TensorDataPtr> importTensor(onnx::TensorProto &t, const std::string
                                       dimsText(dims));
   std::optional<int64_t> count = ir::checkedProduct(dims);
   if (!count)
-    return Status::error(where, "dims " + dimsText(dims) +
-                                    " have more elements than fit in int64");
+    return Status::error(where, "dims " + dimsText(dims) + " have more elements than fit in int64");
   int64_t elemSize = ir::dtypeSize(dtype);
   if (*count > std::numeric_limits<int64_t>::max() / elemSize)
     return Status::error(where, "dims " + dimsText(dims) + " of " + ir::dtypeName(dtype) +
@@ -211,30 +214,62 @@ Expected<ir::TensorDataPtr> importTensor(onnx::TensorProto &t, const std::string
                                       " is used");
     int64_t n = 0;
     switch (dtype) {
-    case ir::DType::kFloat32: n = t.float_data_size(); break;
-    case ir::DType::kFloat64: n = t.double_data_size(); break;
-    case ir::DType::kInt64: n = t.int64_data_size(); break;
+    case ir::DType::kFloat32:
+      n = t.float_data_size();
+      break;
+    case ir::DType::kFloat64:
+      n = t.double_data_size();
+      break;
+    case ir::DType::kInt64:
+      n = t.int64_data_size();
+      break;
     case ir::DType::kUInt32:
-    case ir::DType::kUInt64: n = t.uint64_data_size(); break;
-    default: n = t.int32_data_size(); break;
+    case ir::DType::kUInt64:
+      n = t.uint64_data_size();
+      break;
+    default:
+      n = t.int32_data_size();
+      break;
     }
     if (n != *count)
-      return Status::error(where, field + " has " + std::to_string(n) + " values, but " +
-                                      typeText + " needs " + std::to_string(*count));
+      return Status::error(where, field + " has " + std::to_string(n) + " values, but " + typeText +
+                                      " needs " + std::to_string(*count));
     switch (dtype) {
-    case ir::DType::kFloat32: bytes = pack<float>(t.float_data()); break;
-    case ir::DType::kFloat64: bytes = pack<double>(t.double_data()); break;
-    case ir::DType::kInt64: bytes = pack<int64_t>(t.int64_data()); break;
-    case ir::DType::kUInt32: bytes = pack<uint32_t>(t.uint64_data()); break;
-    case ir::DType::kUInt64: bytes = pack<uint64_t>(t.uint64_data()); break;
-    case ir::DType::kInt32: bytes = pack<int32_t>(t.int32_data()); break;
-    case ir::DType::kInt16: bytes = pack<int16_t>(t.int32_data()); break;
-    case ir::DType::kInt8: bytes = pack<int8_t>(t.int32_data()); break;
-    case ir::DType::kUInt8: bytes = pack<uint8_t>(t.int32_data()); break;
-    case ir::DType::kBool: bytes = pack<bool>(t.int32_data()); break;
+    case ir::DType::kFloat32:
+      bytes = pack<float>(t.float_data());
+      break;
+    case ir::DType::kFloat64:
+      bytes = pack<double>(t.double_data());
+      break;
+    case ir::DType::kInt64:
+      bytes = pack<int64_t>(t.int64_data());
+      break;
+    case ir::DType::kUInt32:
+      bytes = pack<uint32_t>(t.uint64_data());
+      break;
+    case ir::DType::kUInt64:
+      bytes = pack<uint64_t>(t.uint64_data());
+      break;
+    case ir::DType::kInt32:
+      bytes = pack<int32_t>(t.int32_data());
+      break;
+    case ir::DType::kInt16:
+      bytes = pack<int16_t>(t.int32_data());
+      break;
+    case ir::DType::kInt8:
+      bytes = pack<int8_t>(t.int32_data());
+      break;
+    case ir::DType::kUInt8:
+      bytes = pack<uint8_t>(t.int32_data());
+      break;
+    case ir::DType::kBool:
+      bytes = pack<bool>(t.int32_data());
+      break;
     case ir::DType::kUInt16:
     case ir::DType::kFloat16:
-    case ir::DType::kBFloat16: bytes = pack<uint16_t>(t.int32_data()); break;
+    case ir::DType::kBFloat16:
+      bytes = pack<uint16_t>(t.int32_data());
+      break;
     default:
       return Status::error(where, "element type " + onnxTypeName(dt) + " is not supported");
     }

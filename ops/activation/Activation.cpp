@@ -118,27 +118,55 @@ template <typename T> void put(char *p, T x) { std::memcpy(p, &x, sizeof(T)); }
 } // namespace
 
 ir::TensorDataPtr tensorOfType(const std::string &name, ir::DType dtype,
-                               const std::vector<int64_t> &dims, const std::vector<double> &values) {
+                               const std::vector<int64_t> &dims,
+                               const std::vector<double> &values) {
   int64_t size = ir::dtypeSize(dtype);
   std::string bytes(values.size() * size, '\0');
   for (size_t i = 0; i < values.size(); ++i) {
     char *p = bytes.data() + i * size;
     double v = values[i];
     switch (dtype) {
-    case ir::DType::kFloat32: put(p, static_cast<float>(v)); break;
-    case ir::DType::kFloat64: put(p, v); break;
-    case ir::DType::kFloat16: put(p, floatToHalf(static_cast<float>(v))); break;
-    case ir::DType::kBFloat16: put(p, floatToBFloat16(static_cast<float>(v))); break;
-    case ir::DType::kInt8: put(p, toIntChecked<int8_t>(v)); break;
-    case ir::DType::kInt16: put(p, toIntChecked<int16_t>(v)); break;
-    case ir::DType::kInt32: put(p, toIntChecked<int32_t>(v)); break;
-    case ir::DType::kInt64: put(p, toIntChecked<int64_t>(v)); break;
-    case ir::DType::kUInt8: put(p, toIntChecked<uint8_t>(v)); break;
-    case ir::DType::kUInt16: put(p, toIntChecked<uint16_t>(v)); break;
-    case ir::DType::kUInt32: put(p, toIntChecked<uint32_t>(v)); break;
-    case ir::DType::kUInt64: put(p, toIntChecked<uint64_t>(v)); break;
-    case ir::DType::kBool: put(p, static_cast<uint8_t>(v != 0 ? 1 : 0)); break;
-    default: break;
+    case ir::DType::kFloat32:
+      put(p, static_cast<float>(v));
+      break;
+    case ir::DType::kFloat64:
+      put(p, v);
+      break;
+    case ir::DType::kFloat16:
+      put(p, floatToHalf(static_cast<float>(v)));
+      break;
+    case ir::DType::kBFloat16:
+      put(p, floatToBFloat16(static_cast<float>(v)));
+      break;
+    case ir::DType::kInt8:
+      put(p, toIntChecked<int8_t>(v));
+      break;
+    case ir::DType::kInt16:
+      put(p, toIntChecked<int16_t>(v));
+      break;
+    case ir::DType::kInt32:
+      put(p, toIntChecked<int32_t>(v));
+      break;
+    case ir::DType::kInt64:
+      put(p, toIntChecked<int64_t>(v));
+      break;
+    case ir::DType::kUInt8:
+      put(p, toIntChecked<uint8_t>(v));
+      break;
+    case ir::DType::kUInt16:
+      put(p, toIntChecked<uint16_t>(v));
+      break;
+    case ir::DType::kUInt32:
+      put(p, toIntChecked<uint32_t>(v));
+      break;
+    case ir::DType::kUInt64:
+      put(p, toIntChecked<uint64_t>(v));
+      break;
+    case ir::DType::kBool:
+      put(p, static_cast<uint8_t>(v != 0 ? 1 : 0));
+      break;
+    default:
+      break;
     }
   }
   return ir::TensorData::fromBytes(name, dtype, dims, std::move(bytes));
@@ -188,8 +216,8 @@ Status normalizeSoftmaxFamily(ir::Node &node, NormalizeContext &ctx) {
                                        {g.uniqueName(yName + ".2d")}, node.domain(), base + "/2d");
   inner->setAttr("axis", ir::Attribute(int64_t{1}));
   inner->output(0)->setType(flat->output(0)->type());
-  ir::Node *reshape = g.insertNodeBefore(&node, "Reshape", {inner->output(0), shape->output(0)},
-                                         {}, "", base + "/reshape");
+  ir::Node *reshape = g.insertNodeBefore(&node, "Reshape", {inner->output(0), shape->output(0)}, {},
+                                         "", base + "/reshape");
   g.transferOutputs(&node, reshape);
   g.eraseNode(&node);
   return Status::ok();
@@ -210,18 +238,17 @@ Status inferSoftmaxFamily(InferenceContext &ctx) {
 OpDef softmaxFamilyDef(const std::string &name) {
   OpDef d;
   d.name = name;
-  d.version(1).in("input", "T").out("output", "T").attr("axis", ir::AttrKind::kInt).type(
-      "T", bit(ir::DType::kFloat16) | bit(ir::DType::kFloat32) | bit(ir::DType::kFloat64));
+  d.version(1)
+      .in("input", "T")
+      .out("output", "T")
+      .attr("axis", ir::AttrKind::kInt)
+      .type("T", bit(ir::DType::kFloat16) | bit(ir::DType::kFloat32) | bit(ir::DType::kFloat64));
   d.version(11); // negative axis allowed; same form
   d.version(13).type("T", kFloatTypes);
   d.normalize = normalizeSoftmaxFamily;
   d.infer = inferSoftmaxFamily;
   return d;
 }
-
-} // namespace dtc::ops
-
-namespace dtc::ops {
 
 Status checkScalarInput(InferenceContext &ctx, size_t i, const std::string &what) {
   if (!ctx.hasInput(i))

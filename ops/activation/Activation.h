@@ -35,10 +35,6 @@ ir::TensorDataPtr tensorOfType(const std::string &name, ir::DType dtype,
 /// forms are normalized as described in Activation.cpp (normalizeSoftmaxFamily).
 OpDef softmaxFamilyDef(const std::string &name);
 
-} // namespace dtc::ops
-
-namespace dtc::ops {
-
 /// Errors (naming the node) when optional input `i` is present, its shape is static and it
 /// holds other than exactly one element (Clip bounds, Dropout ratio and training_mode must be
 /// scalars; a 1-element 1-D tensor is accepted as exporters emit those).

@@ -1,6 +1,6 @@
 // Cast: converts elements to the dtype named by the `to` attribute (an ONNX TensorProto
 // DataType number). ONNX Cast-6 (`to`), Cast-9/13 (more types), Cast-19 (`saturate`, which
-// only affects float8 targets dtc does not have), Cast-21 (4-bit types). Folds on constants.
+// only affects float8 targets dtc does not have; Cast-21 only adds 4-bit types). Folds.
 #include "ops/activation/Activation.h"
 
 #include <cstring>
@@ -35,16 +35,35 @@ ir::TensorDataPtr castIntegers(const std::string &name, ir::DType to,
   for (size_t i = 0; i < values.size(); ++i) {
     int64_t v = values[i];
     switch (to) {
-    case ir::DType::kInt8: putInt<int8_t>(bytes, i, v); break;
-    case ir::DType::kInt16: putInt<int16_t>(bytes, i, v); break;
-    case ir::DType::kInt32: putInt<int32_t>(bytes, i, v); break;
-    case ir::DType::kInt64: putInt<int64_t>(bytes, i, v); break;
-    case ir::DType::kUInt8: putInt<uint8_t>(bytes, i, v); break;
-    case ir::DType::kUInt16: putInt<uint16_t>(bytes, i, v); break;
-    case ir::DType::kUInt32: putInt<uint32_t>(bytes, i, v); break;
-    case ir::DType::kUInt64: putInt<uint64_t>(bytes, i, v); break;
-    case ir::DType::kBool: putInt<uint8_t>(bytes, i, v != 0 ? 1 : 0); break;
-    default: break;
+    case ir::DType::kInt8:
+      putInt<int8_t>(bytes, i, v);
+      break;
+    case ir::DType::kInt16:
+      putInt<int16_t>(bytes, i, v);
+      break;
+    case ir::DType::kInt32:
+      putInt<int32_t>(bytes, i, v);
+      break;
+    case ir::DType::kInt64:
+      putInt<int64_t>(bytes, i, v);
+      break;
+    case ir::DType::kUInt8:
+      putInt<uint8_t>(bytes, i, v);
+      break;
+    case ir::DType::kUInt16:
+      putInt<uint16_t>(bytes, i, v);
+      break;
+    case ir::DType::kUInt32:
+      putInt<uint32_t>(bytes, i, v);
+      break;
+    case ir::DType::kUInt64:
+      putInt<uint64_t>(bytes, i, v);
+      break;
+    case ir::DType::kBool:
+      putInt<uint8_t>(bytes, i, v != 0 ? 1 : 0);
+      break;
+    default:
+      break;
     }
   }
   return ir::TensorData::fromBytes(name, to, dims, std::move(bytes));
@@ -61,13 +80,13 @@ OpDef defineCast() {
       .in("input", "T1")
       .out("output", "T2")
       .attr("to", ir::AttrKind::kInt, /*required=*/true)
-      .type("T1", kNumericTypes & ~bit(ir::DType::kBFloat16))
-      .type("T2", kNumericTypes & ~bit(ir::DType::kBFloat16));
-  d.version(9).type("T1", kAllTypes & ~bit(ir::DType::kBFloat16))
+      .type("T1", (kNumericTypes | kBoolType) & ~bit(ir::DType::kBFloat16))
+      .type("T2", (kNumericTypes | kBoolType) & ~bit(ir::DType::kBFloat16));
+  d.version(9)
+      .type("T1", kAllTypes & ~bit(ir::DType::kBFloat16))
       .type("T2", kAllTypes & ~bit(ir::DType::kBFloat16));
   d.version(13).type("T1", kAllTypes).type("T2", kAllTypes);
   d.version(19).attr("saturate", ir::AttrKind::kInt);
-  d.version(21);
   // Every form is canonical; normalization only checks `to` early (at import).
   d.normalize = [](ir::Node &node, NormalizeContext &) -> Status {
     return targetType(node).status();

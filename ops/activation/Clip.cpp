@@ -22,9 +22,9 @@ Status normalizeClip(ir::Node &node, NormalizeContext &ctx) {
     const ir::Attribute *a = node.attr(names[k]);
     if (!a)
       continue;
-    std::string base = node.name() + "." + names[k];
-    bounds[k] = ctx.graph().addConstant(
-        base, tensorOfType(base, dtype, {}, {static_cast<double>(a->f())}));
+    std::string base = (node.name().empty() ? node.opType() : node.name()) + "." + names[k];
+    bounds[k] =
+        ctx.graph().addConstant(base, tensorOfType(base, dtype, {}, {static_cast<double>(a->f())}));
     node.removeAttr(names[k]);
   }
   node.truncateInputs(1);

@@ -42,8 +42,11 @@ OpDef defineDropout() {
   v12.attrs.clear();
   v12.outputs[1].typeVar = "T2";
   v12.typeVars.erase("T1");
-  v12.optIn("ratio", "T1").optIn("training_mode", "T2").attr("seed", ir::AttrKind::kInt)
-      .type("T1", kFloatNoBf16Types).type("T2", kBoolType);
+  v12.optIn("ratio", "T1")
+      .optIn("training_mode", "T2")
+      .attr("seed", ir::AttrKind::kInt)
+      .type("T1", kFloatNoBf16Types)
+      .type("T2", kBoolType);
   d.version(13).type("T", kFloatTypes);
   d.normalize = normalizeDropout;
   d.infer = [](InferenceContext &ctx) -> Status {

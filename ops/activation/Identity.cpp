@@ -8,7 +8,10 @@ namespace dtc::ops {
 OpDef defineIdentity() {
   OpDef d;
   d.name = "Identity";
-  d.version(1).in("input", "T").out("output", "T").type("T", kAllTypes & ~bit(ir::DType::kBFloat16));
+  d.version(1)
+      .in("input", "T")
+      .out("output", "T")
+      .type("T", kAllTypes & ~bit(ir::DType::kBFloat16));
   d.version(13).type("T", kAllTypes);
   d.infer = [](InferenceContext &ctx) -> Status {
     ctx.setOutputShape(0, ctx.inputShape(0));

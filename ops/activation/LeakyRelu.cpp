@@ -8,8 +8,11 @@ namespace dtc::ops {
 OpDef defineLeakyRelu() {
   OpDef d;
   d.name = "LeakyRelu";
-  d.version(6).in("X", "T").out("Y", "T").attr("alpha", ir::AttrKind::kFloat).type(
-      "T", kFloatNoBf16Types);
+  d.version(6)
+      .in("X", "T")
+      .out("Y", "T")
+      .attr("alpha", ir::AttrKind::kFloat)
+      .type("T", kFloatNoBf16Types);
   d.version(16).type("T", kFloatTypes);
   d.infer = inferSameShape;
   return d;

@@ -149,8 +149,8 @@ Status inferLoss(InferenceContext &ctx) {
       DTC_ASSIGN_OR_RETURN(ir::Dim d,
                            mergeDims(labels[i], scores[j], ctx,
                                      labelsName + " " + labels.str() + " does not match " +
-                                         scoresName + " " + scores.str() + " at " +
-                                         labelsName + " axis " + std::to_string(i)));
+                                         scoresName + " " + scores.str() + " at " + labelsName +
+                                         " axis " + std::to_string(i)));
       dims.push_back(d);
     }
     perSample = ir::Shape(dims);

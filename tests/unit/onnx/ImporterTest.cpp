@@ -477,14 +477,18 @@ TEST(Importer, NonTensorInputIsAnError) {
   onnx::TypeProto *t = m.mutable_graph()->mutable_input(0)->mutable_type();
   t->Clear();
   t->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(1);
-  EXPECT_EQ(errorOf(importProto(m)),
-            "input 'x': sequence types are not supported (only tensors)");
+  EXPECT_EQ(errorOf(importProto(m)), "input 'x': sequence types are not supported (only tensors)");
 }
 
 TEST(Importer, NegativeAndOverflowingDimsAreErrors) {
   onnx::ModelProto m = parseText(kAddModel);
-  m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()
-      ->mutable_dim(1)->set_dim_value(-3);
+  m.mutable_graph()
+      ->mutable_input(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(1)
+      ->set_dim_value(-3);
   EXPECT_EQ(errorOf(importProto(m)), "input 'x': negative dimension -3 in its declared shape");
   auto g = importText(R"(
 <ir_version: 8, opset_import: ["" : 13]>
@@ -541,8 +545,7 @@ TEST(Importer, EveryStorageFormIsPacked) {
     onnx::ModelProto m = modelWithInitializer(t);
     auto g = importProto(m);
     ASSERT_TRUE(g) << errorOf(g);
-    EXPECT_EQ(*(*g)->findValue("f")->initializer()->toDoubles(),
-              (std::vector<double>{1.5, -2.0}));
+    EXPECT_EQ(*(*g)->findValue("f")->initializer()->toDoubles(), (std::vector<double>{1.5, -2.0}));
   }
   struct IntCase {
     int dtype;
@@ -646,7 +649,8 @@ TEST(Importer, BadInitializersAreErrorsNamingTheTensor) {
     EXPECT_EQ(errorOf(importProto(m)), "tensor 'c': element type COMPLEX64 is not supported");
   }
   {
-    onnx::TensorProto t = tensor("big", onnx::TensorProto::FLOAT, {int64_t{1} << 40, int64_t{1} << 40});
+    onnx::TensorProto t =
+        tensor("big", onnx::TensorProto::FLOAT, {int64_t{1} << 40, int64_t{1} << 40});
     onnx::ModelProto m = modelWithInitializer(t);
     EXPECT_EQ(errorOf(importProto(m)), "tensor 'big': dims [1099511627776,1099511627776] have "
                                        "more elements than fit in int64");
@@ -717,9 +721,9 @@ TEST(Importer, ExternalDataEscapesAndBadRangesAreErrors) {
   check(externalTensor("../outside.bin"),
         "tensor 'w': external data location '../outside.bin' resolves to '" +
             (dir.path() / "outside.bin").string() + "', outside the model's folder");
-  check(externalTensor((dir.path() / "m/w.bin").string()),
-        "tensor 'w': external data location '" + (dir.path() / "m/w.bin").string() +
-            "' is an absolute path");
+  check(externalTensor((dir.path() / "m/w.bin").string()), "tensor 'w': external data location '" +
+                                                               (dir.path() / "m/w.bin").string() +
+                                                               "' is an absolute path");
   check(externalTensor("missing.bin"),
         "tensor 'w': external data file 'missing.bin' does not exist");
   check(externalTensor("w.bin", "4"),

@@ -1,9 +1,9 @@
 // Unit tests of the activation family (ops/activation/): forms per opset, normalization of the
 // older forms (Clip attributes, Dropout ratio, pre-13 Softmax/LogSoftmax), shape and type
 // inference with symbolic dims, Cast/Identity folding, and every error.
+#include "ops/activation/Activation.h"
 #include "compiler/ir/Graph.h"
 #include "ops/OpDef.h"
-#include "ops/activation/Activation.h"
 #include "passes/Passes.h"
 
 #include <gtest/gtest.h>
@@ -20,9 +20,9 @@ namespace {
 TensorType ty(const std::string &dtype, const std::vector<std::string> &dims) {
   std::vector<Dim> ds;
   for (const std::string &d : dims)
-    ds.push_back(d == "?" ? Dim::unknown()
+    ds.push_back(d == "?"                                         ? Dim::unknown()
                  : std::isdigit(static_cast<unsigned char>(d[0])) ? Dim::fixed(std::stoll(d))
-                                                                   : Dim::symbol(d));
+                                                                  : Dim::symbol(d));
   return TensorType{*dtypeFromName(dtype), Shape(ds)};
 }
 
@@ -97,9 +97,9 @@ std::vector<double> doubles(const TensorDataPtr &t) { return *ops::elementsAsDou
 // --- unary ops --------------------------------------------------------------------------------
 
 TEST(ActivationUnary, SameShapeAndTypeWithSymbolicDims) {
-  for (const char *op : {"Sqrt", "Exp", "Log", "Neg", "Abs", "Reciprocal", "Erf", "Relu",
-                         "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Gelu",
-                         "Identity"}) {
+  for (const char *op :
+       {"Sqrt", "Exp", "Log", "Neg", "Abs", "Reciprocal", "Erf", "Relu", "LeakyRelu", "Sigmoid",
+        "Tanh", "HardSigmoid", "HardSwish", "Gelu", "Identity"}) {
     OneOp t(21);
     t.op(op, {t.in("x", ty("f32", {"N", "3", "?"}))});
     ASSERT_TRUE(t.run().isOk()) << op << ": " << errorOf(t.run());
@@ -155,7 +155,8 @@ TEST(ActivationUnary, GeluApproximate) {
 TEST(ActivationUnary, AttributeKindsChecked) {
   OneOp t(13);
   t.op("LeakyRelu", {t.in("x", ty("f32", {"2"}))})->setAttr("alpha", int64_t{1});
-  EXPECT_EQ(errorOf(t.normalize()), "node 'n' (LeakyRelu): attribute 'alpha' must be float, got int");
+  EXPECT_EQ(errorOf(t.normalize()),
+            "node 'n' (LeakyRelu): attribute 'alpha' must be float, got int");
   OneOp h(13);
   Node *n = h.op("HardSigmoid", {h.in("x", ty("f32", {"2"}))});
   n->setAttr("alpha", 0.1f);
@@ -209,7 +210,8 @@ TEST(ActivationClip, AbsentAttributeIsOmittedInput) {
 TEST(ActivationClip, CanonicalFormAndErrors) {
   OneOp t(13);
   Value *x = t.in("x", ty("i32", {"N"}));
-  t.op("Clip", {x, t.constant("lo", TensorData::fromBytes("lo", DType::kInt32, {}, std::string(4, '\0')))});
+  t.op("Clip",
+       {x, t.constant("lo", TensorData::fromBytes("lo", DType::kInt32, {}, std::string(4, '\0')))});
   ASSERT_TRUE(t.run().isOk()) << errorOf(t.run());
   EXPECT_EQ(t.type("y"), "i32[N]");
 
