@@ -5,6 +5,7 @@
 #include "compiler/ir/Graph.h"
 #include "ops/OpDef.h"
 #include "passes/Passes.h"
+#include "tests/unit/ops/TestUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -14,71 +15,11 @@
 using namespace dtc;
 using namespace dtc::ir;
 
+using test::errorOf;
+using test::OneOp;
+using test::ty;
+
 namespace {
-
-/// "f32", {"N", "3", "?"}: symbols, static sizes and unknown dims.
-TensorType ty(const std::string &dtype, const std::vector<std::string> &dims) {
-  std::vector<Dim> ds;
-  for (const std::string &d : dims)
-    ds.push_back(d == "?"                                         ? Dim::unknown()
-                 : std::isdigit(static_cast<unsigned char>(d[0])) ? Dim::fixed(std::stoll(d))
-                                                                  : Dim::symbol(d));
-  return TensorType{*dtypeFromName(dtype), Shape(ds)};
-}
-
-/// A one-op graph at a given opset, driven like the importer and shape-inference pass do.
-struct OneOp {
-  std::unique_ptr<Graph> g = std::make_unique<Graph>();
-  Node *node = nullptr;
-  int64_t opset;
-  Diagnostics diags;
-
-  explicit OneOp(int64_t opsetVersion) : opset(opsetVersion) { g->setOpset("", opset); }
-  Value *in(const std::string &name, TensorType t) {
-    Value *v = g->createValue(name, std::move(t));
-    g->addInput(v);
-    return v;
-  }
-  Value *constant(const std::string &name, TensorDataPtr data) {
-    return g->addConstant(name, std::move(data));
-  }
-  Node *op(const std::string &type, std::vector<Value *> inputs,
-           std::vector<std::string> outputs = {"y"}) {
-    node = g->addNode(type, inputs, outputs, "", "n");
-    for (Value *o : node->outputs())
-      g->addOutput(o);
-    return node;
-  }
-  /// Form check against the declared opset, then normalization (the importer's job).
-  Status normalize() {
-    const ops::OpDef *def = ops::lookupOp("", node->opType());
-    if (!def)
-      return Status::error("no def");
-    const ops::OpVersion *v = def->versionFor(opset);
-    if (!v)
-      return Status::error(node->where(), "not in opset " + std::to_string(opset));
-    DTC_RETURN_IF_ERROR(ops::checkForm(*node, *v, opset));
-    if (def->normalize) {
-      ops::NormalizeContext nctx(*g, opset, diags);
-      DTC_RETURN_IF_ERROR(def->normalize(*node, nctx));
-    }
-    return Status::ok();
-  }
-  Status infer() {
-    passes::PassContext ctx;
-    return passes::createPassByName("shape-inference")->run(*g, ctx);
-  }
-  Status run() {
-    DTC_RETURN_IF_ERROR(normalize());
-    return infer();
-  }
-  std::string type(const std::string &name) const {
-    const Value *v = g->findValue(name);
-    return v ? v->type().str() : "<missing>";
-  }
-};
-
-std::string errorOf(const Status &s) { return s.isOk() ? "<ok>" : s.message(); }
 
 Expected<std::vector<TensorDataPtr>> fold(const Node &n, std::vector<TensorDataPtr> inputs) {
   const ops::OpDef *def = ops::lookupOp("", n.opType());
