@@ -124,7 +124,9 @@ void NormalizeContext::attrToInput(ir::Node &node, const std::string &attrName, 
 
 ir::TensorDataPtr InferenceContext::constantInput(size_t i) const {
   const ir::Value *v = node_.input(i);
-  if (!v || !v->isInitializer() || v->isGraphInput())
+  // Parameters with a default value (initializers listed as inputs, as exports with
+  // keep_initializers_as_inputs have for every weight and shape tensor) count as constants.
+  if (!v || !v->isInitializer())
     return nullptr;
   return v->initializer();
 }

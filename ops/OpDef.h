@@ -125,8 +125,8 @@ public:
   const ir::TensorType &inputType(size_t i) const { return node_.input(i)->type(); }
   const ir::Shape &inputShape(size_t i) const { return node_.input(i)->shape(); }
   ir::DType inputDType(size_t i) const { return node_.input(i)->dtype(); }
-  /// Contents of input i when it is a constant or parameter initializer (not an overridable
-  /// graph input); nullptr otherwise.
+  /// Contents of input i when it is an initializer (constant, parameter, or parameter with a
+  /// default value); nullptr otherwise.
   ir::TensorDataPtr constantInput(size_t i) const;
   /// Integer contents of input i when known: from a constant, or from data propagation
   /// (elements may then be symbolic). nullptr when unknown.

@@ -2,6 +2,7 @@
 #include "ops/ShapeHelpers.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace dtc::ops {
 
@@ -57,16 +58,26 @@ Expected<ir::Dim> slidingWindowDim(const ir::Dim &in, int64_t kernel, int64_t st
     return Status::error(where, "pads must be non-negative");
   if (!in.isStatic())
     return ir::Dim::unknown();
-  int64_t effective = dilation * (kernel - 1) + 1;
-  int64_t span = in.value() + padBegin + padEnd - effective;
+  // 128-bit arithmetic: attribute values come from the model and may be near INT64_MAX.
+  using Wide = __int128;
+  constexpr Wide kMax = std::numeric_limits<int64_t>::max();
+  Wide effective = Wide(dilation) * (kernel - 1) + 1;
+  Wide padded = Wide(in.value()) + padBegin + padEnd;
+  if (effective > kMax || padded > kMax)
+    return Status::error(where, "window (kernel " + std::to_string(kernel) + ", dilation " +
+                                    std::to_string(dilation) + ") or padded input (size " +
+                                    std::to_string(in.value()) + ", pads " +
+                                    std::to_string(padBegin) + " and " + std::to_string(padEnd) +
+                                    ") is larger than int64");
+  Wide span = padded - effective;
   if (span < 0)
-    return Status::error(where, "window of size " + std::to_string(effective) +
+    return Status::error(where, "window of size " + std::to_string(int64_t(effective)) +
                                     " is larger than the padded input " +
-                                    std::to_string(in.value() + padBegin + padEnd));
-  int64_t out = (ceilMode ? (span + stride - 1) / stride : span / stride) + 1;
-  if (ceilMode && (out - 1) * stride >= in.value() + padBegin)
+                                    std::to_string(int64_t(padded)));
+  Wide out = (ceilMode ? (span + stride - 1) / stride : span / stride) + 1;
+  if (ceilMode && (out - 1) * stride >= Wide(in.value()) + padBegin)
     --out; // the last window would start in the right padding only
-  return ir::Dim::fixed(out);
+  return ir::Dim::fixed(static_cast<int64_t>(out));
 }
 
 } // namespace dtc::ops

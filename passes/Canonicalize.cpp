@@ -15,10 +15,11 @@ namespace {
 constexpr int64_t kMaxFoldElements = int64_t{1} << 20;
 
 /// A value whose contents are known at compile time and may be folded into: constants, and
-/// non-float initializers (shape tensors; integers are never trained). Float parameters are
-/// trained, so folding through them would freeze them.
+/// non-float initializers (shape tensors; integers are never trained), including those listed
+/// as inputs with a default value. Float parameters are trained, so folding through them would
+/// freeze them.
 bool isFoldable(const ir::Value *v) {
-  if (!v || !v->isInitializer() || v->isGraphInput())
+  if (!v || !v->isInitializer())
     return false;
   return v->isConstant() || !ir::isFloat(v->dtype());
 }

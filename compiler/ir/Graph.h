@@ -63,9 +63,10 @@ public:
   bool isInitializer() const { return initializer_ != nullptr; }
   bool isGraphInput() const { return isGraphInput_; }
   bool isGraphOutput() const { return isGraphOutput_; }
-  /// An initializer that is not also a graph input: a trainable or constant weight.
-  /// (ONNX: an initializer listed as an input is an input with a default value.)
-  bool isParameter() const { return initializer_ && !isGraphInput_ && !isConstant_; }
+  /// A model weight (an initializer that is not a folded constant). An initializer also
+  /// listed as a graph input is a parameter with a default value: it is trained like any other,
+  /// and a caller may feed a value for it instead (ONNX IR spec, "initializer" section).
+  bool isParameter() const { return initializer_ && !isConstant_; }
   /// An initializer made from a Constant node or by constant folding: never trained.
   bool isConstant() const { return initializer_ && isConstant_; }
 

@@ -89,6 +89,30 @@ int attrType(const onnx::AttributeProto &a) {
   return onnx::AttributeProto::UNDEFINED;
 }
 
+/// Whether a declared shape admits a tensor with these static dims (unknown rank: any).
+bool shapeAccepts(const ir::Shape &declared, const std::vector<int64_t> &dims) {
+  if (!declared.hasRank())
+    return true;
+  if (declared.rank() != dims.size())
+    return false;
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (declared[i].isStatic() && declared[i].value() != dims[i])
+      return false;
+  return true;
+}
+
+/// Whether two shapes can describe the same tensor (ranks agree, static sizes agree).
+bool shapesCompatible(const ir::Shape &a, const ir::Shape &b) {
+  if (!a.hasRank() || !b.hasRank())
+    return true;
+  if (a.rank() != b.rank())
+    return false;
+  for (size_t i = 0; i < a.rank(); ++i)
+    if (a[i].isStatic() && b[i].isStatic() && a[i].value() != b[i].value())
+      return false;
+  return true;
+}
+
 class Importer {
 public:
   Importer(onnx::ModelProto &model, const std::string &modelDir, const std::string &displayName,
@@ -310,6 +334,11 @@ private:
                                std::string("declared ") + ir::dtypeName(declared) +
                                    " but its default value (initializer) is " +
                                    ir::dtypeName(data->dtype()));
+        if (!shapeAccepts(input->type().shape, data->dims()))
+          return Status::error("input '" + t.name() + "'",
+                               "declared with shape " + input->type().shape.str() +
+                                   " but its default value (initializer) has dims " +
+                                   dimsText(data->dims()));
         graph_->setInitializer(input, std::move(data), /*isConstant=*/false);
         continue;
       }
@@ -568,8 +597,21 @@ private:
       if (!v)
         return Status::error(where, "is not produced by any node, graph input or initializer");
       DTC_ASSIGN_OR_RETURN(ir::TensorType t, convertType(vi.type(), where, false));
-      if (v->producer())
+      if (v->producer()) {
         mergeInto(*v, t);
+      } else {
+        // A graph input or initializer passed straight through: nothing infers its type later,
+        // so a conflicting declaration is reported here.
+        if (t.dtype != ir::DType::kUndefined && v->dtype() != ir::DType::kUndefined &&
+            t.dtype != v->dtype())
+          return Status::error(where, std::string("declared ") + ir::dtypeName(t.dtype) +
+                                          " but it is " + definedBy_[vi.name()] + " of type " +
+                                          ir::dtypeName(v->dtype()));
+        if (!shapesCompatible(t.shape, v->type().shape))
+          return Status::error(where, "declared with shape " + t.shape.str() + " but it is " +
+                                          definedBy_[vi.name()] + " of shape " +
+                                          v->type().shape.str());
+      }
       graph_->addOutput(v);
     }
     return Status::ok();

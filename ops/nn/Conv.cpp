@@ -57,7 +57,7 @@ Status inferConv(InferenceContext &ctx) {
   // Channels: C_in == group * W[1]; M divisible by group; B is [M].
   ir::Dim m = w.hasRank() ? w[0] : ir::Dim::unknown();
   if (x.hasRank() && w.hasRank() && x[1].isStatic() && w[1].isStatic() &&
-      x[1].value() != group * w[1].value())
+      __int128(x[1].value()) != __int128(group) * w[1].value())
     return ctx.error("input channels " + x[1].str() + " of X " + x.str() + " do not equal group (" +
                      std::to_string(group) + ") * W.shape[1] (" + w[1].str() + ") of W " + w.str());
   if (m.isStatic() && m.value() % group != 0)

@@ -7,6 +7,8 @@
 #include "ops/OpDef.h"
 #include "ops/nn/NNCommon.h"
 
+#include <limits>
+
 namespace dtc::ops {
 
 namespace {
@@ -99,17 +101,24 @@ Status inferConvTranspose(InferenceContext &ctx) {
     }
     const ir::Dim &in = x[2 + i];
     int64_t stride = win.strides[i];
-    if (win.autoPad == "SAME_UPPER" || win.autoPad == "SAME_LOWER") {
-      out.push_back(nn::affineDim(in, stride, 0));
-      continue;
-    }
-    if (!kernelKnown) {
+    bool same = win.autoPad == "SAME_UPPER" || win.autoPad == "SAME_LOWER";
+    if (!same && !kernelKnown) {
       out.push_back(ir::Dim::unknown());
       continue;
     }
-    int64_t effective = win.dilations[i] * (win.kernel[i] - 1) + 1;
-    int64_t offset = -stride + outputPadding[i] + effective - win.pads[i] - win.pads[i + spatial];
-    ir::Dim d = nn::affineDim(in, stride, offset);
+    // 128-bit arithmetic: strides, dilations and pads come from the model unbounded.
+    using Wide = __int128;
+    Wide offset = 0;
+    if (!same)
+      offset = -Wide(stride) + outputPadding[i] + Wide(win.dilations[i]) * (win.kernel[i] - 1) +
+               1 - win.pads[i] - win.pads[i + spatial];
+    Wide size = in.isStatic() ? Wide(stride) * in.value() + offset : offset;
+    if (offset > std::numeric_limits<int64_t>::max() ||
+        offset < std::numeric_limits<int64_t>::min() ||
+        size > std::numeric_limits<int64_t>::max())
+      return ctx.error("output size on spatial axis " + std::to_string(i) +
+                       " does not fit in int64 (strides, dilations or pads too large)");
+    ir::Dim d = nn::affineDim(in, stride, static_cast<int64_t>(offset));
     if (d.isStatic() && d.value() < 1)
       return ctx.error("output size " + std::to_string(d.value()) + " on spatial axis " +
                        std::to_string(i) + " is not positive (pads too large)");

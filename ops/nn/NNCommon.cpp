@@ -5,6 +5,7 @@
 #include "ops/ShapeHelpers.h"
 
 #include <cmath>
+#include <limits>
 
 namespace dtc::ops::nn {
 
@@ -93,8 +94,8 @@ Expected<ir::Dim> windowOutputDim(const ir::Dim &in, const Window &w, size_t i, 
                                   const std::string &where) {
   int64_t stride = w.strides[i];
   if (w.autoPad == "SAME_UPPER" || w.autoPad == "SAME_LOWER") {
-    if (in.isStatic())
-      return ir::Dim::fixed((in.value() + stride - 1) / stride);
+    if (in.isStatic()) // ceil(in / stride) without overflowing in + stride - 1
+      return ir::Dim::fixed(in.value() / stride + (in.value() % stride != 0 ? 1 : 0));
     return stride == 1 ? in : ir::Dim::unknown();
   }
   size_t n = w.kernel.size();
@@ -102,8 +103,14 @@ Expected<ir::Dim> windowOutputDim(const ir::Dim &in, const Window &w, size_t i, 
                        slidingWindowDim(in, w.kernel[i], stride, w.pads[i], w.pads[i + n],
                                         w.dilations[i], ceilMode, where));
   if (!in.isStatic() && stride == 1) {
-    int64_t effective = w.dilations[i] * (w.kernel[i] - 1) + 1;
-    return affineDim(in, 1, w.pads[i] + w.pads[i + n] - effective + 1);
+    // slidingWindowDim succeeded, so the effective window and the pads each fit in int64.
+    __int128 effective = __int128(w.dilations[i]) * (w.kernel[i] - 1) + 1;
+    __int128 offset = __int128(w.pads[i]) + w.pads[i + n] - effective + 1;
+    if (offset > std::numeric_limits<int64_t>::max() ||
+        offset < std::numeric_limits<int64_t>::min())
+      return Status::error(where, "pads on spatial axis " + std::to_string(i) +
+                                      " are larger than int64");
+    return affineDim(in, 1, static_cast<int64_t>(offset));
   }
   return out;
 }
@@ -189,8 +196,13 @@ Status inferPool(InferenceContext &ctx) {
 namespace dtc::ops::nn {
 
 ir::Dim scaledDim(const ir::Dim &in, float scale) {
-  if (in.isStatic())
-    return ir::Dim::fixed(static_cast<int64_t>(std::floor(static_cast<float>(in.value()) * scale)));
+  if (in.isStatic()) {
+    float size = std::floor(static_cast<float>(in.value()) * scale);
+    // Callers reject such scales; never convert an out-of-range float (undefined behavior).
+    if (!(size >= 0.0f && size < 9.2e18f))
+      return ir::Dim::unknown();
+    return ir::Dim::fixed(static_cast<int64_t>(size));
+  }
   float whole = std::floor(scale);
   if (in.isSymbolic() && whole == scale && whole >= 1.0f && whole < 1e9f)
     return affineDim(in, static_cast<int64_t>(whole), 0);

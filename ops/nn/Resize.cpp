@@ -156,7 +156,13 @@ Status inferResize(InferenceContext &ctx) {
       for (size_t i = 0; i < axes.size(); ++i) {
         if (!(scales[i] > 0))
           return ctx.error("scales must be positive, got " + std::to_string(scales[i]));
-        out[axes[i]] = nn::scaledDim(x[axes[i]], static_cast<float>(scales[i]));
+        const ir::Dim &in = x[axes[i]];
+        float scale = static_cast<float>(scales[i]);
+        if (!std::isfinite(scale) ||
+            (in.isStatic() && !(std::floor(static_cast<float>(in.value()) * scale) < 9.2e18f)))
+          return ctx.error("scale " + std::to_string(scales[i]) + " on axis " +
+                           std::to_string(axes[i]) + " gives a size that does not fit in int64");
+        out[axes[i]] = nn::scaledDim(in, scale);
       }
     }
   }

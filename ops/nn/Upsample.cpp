@@ -10,6 +10,8 @@
 #include "ops/OpDef.h"
 #include "ops/nn/NNCommon.h"
 
+#include <cmath>
+
 namespace dtc::ops {
 
 namespace {
@@ -57,8 +59,14 @@ Status inferUpsample(InferenceContext &ctx) {
     return ctx.error("scales has " + std::to_string(scales.size()) + " values; expected " +
                      std::to_string(x.rank()) + " (the rank of X)");
   std::vector<ir::Dim> out;
-  for (size_t i = 0; i < x.rank(); ++i)
-    out.push_back(nn::scaledDim(x[i], static_cast<float>(scales[i])));
+  for (size_t i = 0; i < x.rank(); ++i) {
+    float scale = static_cast<float>(scales[i]);
+    if (!std::isfinite(scale) ||
+        (x[i].isStatic() && !(std::floor(static_cast<float>(x[i].value()) * scale) < 9.2e18f)))
+      return ctx.error("scale " + std::to_string(scales[i]) + " on axis " + std::to_string(i) +
+                       " gives a size that does not fit in int64");
+    out.push_back(nn::scaledDim(x[i], scale));
+  }
   ctx.setOutputShape(0, ir::Shape(std::move(out)));
   return Status::ok();
 }

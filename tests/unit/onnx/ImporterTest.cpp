@@ -119,7 +119,7 @@ g (float[?, 3, ?] x, float[unk__0] z) => (float[?, 3, ?] y) { y = Relu(x) }
   EXPECT_EQ((*g)->findValue("y")->type().str(), "f32[?,3,?]");
 }
 
-TEST(Importer, InitializerListedAsInputIsInputWithDefault) {
+TEST(Importer, InitializerListedAsInputIsParameterWithDefault) {
   auto g = importText(R"(
 <ir_version: 8, opset_import: ["" : 13]>
 g (float[3] x, float[3] b = {1.0, 2.0, 3.0}) => (float[3] y) { y = Add(x, b) }
@@ -129,7 +129,7 @@ g (float[3] x, float[3] b = {1.0, 2.0, 3.0}) => (float[3] y) { y = Add(x, b) }
   ASSERT_NE(b, nullptr);
   EXPECT_TRUE(b->isGraphInput());
   EXPECT_TRUE(b->isInitializer());
-  EXPECT_FALSE(b->isParameter());
+  EXPECT_TRUE(b->isParameter());
   EXPECT_FALSE(b->isConstant());
   EXPECT_EQ((*g)->inputs().size(), 2u);
 }
