@@ -19,6 +19,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 
 namespace dtc::onnxio {
 
@@ -258,6 +259,11 @@ Status parseModelText(const std::string &text, const std::string &displayName,
       return Status::error(displayName, "ONNX text syntax error at " +
                                             positionText(parser.GetCurrentPos()) +
                                             ": unexpected text after the graph");
+  } catch (const std::out_of_range &e) {
+    // libonnx's parser converts numbers with std::stoll & co., which throw on overflow.
+    return Status::error(displayName, std::string("ONNX text syntax error: a number does not "
+                                                  "fit in its type (") +
+                                          e.what() + " out of range)");
   } catch (const std::exception &e) {
     return Status::error(displayName, std::string("ONNX text syntax error: ") + e.what());
   } catch (...) {

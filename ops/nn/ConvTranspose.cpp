@@ -110,12 +110,11 @@ Status inferConvTranspose(InferenceContext &ctx) {
     using Wide = __int128;
     Wide offset = 0;
     if (!same)
-      offset = -Wide(stride) + outputPadding[i] + Wide(win.dilations[i]) * (win.kernel[i] - 1) +
-               1 - win.pads[i] - win.pads[i + spatial];
+      offset = -Wide(stride) + outputPadding[i] + Wide(win.dilations[i]) * (win.kernel[i] - 1) + 1 -
+               win.pads[i] - win.pads[i + spatial];
     Wide size = in.isStatic() ? Wide(stride) * in.value() + offset : offset;
     if (offset > std::numeric_limits<int64_t>::max() ||
-        offset < std::numeric_limits<int64_t>::min() ||
-        size > std::numeric_limits<int64_t>::max())
+        offset < std::numeric_limits<int64_t>::min() || size > std::numeric_limits<int64_t>::max())
       return ctx.error("output size on spatial axis " + std::to_string(i) +
                        " does not fit in int64 (strides, dilations or pads too large)");
     ir::Dim d = nn::affineDim(in, stride, static_cast<int64_t>(offset));

@@ -108,8 +108,8 @@ Expected<ir::Dim> windowOutputDim(const ir::Dim &in, const Window &w, size_t i, 
     __int128 offset = __int128(w.pads[i]) + w.pads[i + n] - effective + 1;
     if (offset > std::numeric_limits<int64_t>::max() ||
         offset < std::numeric_limits<int64_t>::min())
-      return Status::error(where, "pads on spatial axis " + std::to_string(i) +
-                                      " are larger than int64");
+      return Status::error(where,
+                           "pads on spatial axis " + std::to_string(i) + " are larger than int64");
     return affineDim(in, 1, static_cast<int64_t>(offset));
   }
   return out;
