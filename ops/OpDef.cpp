@@ -196,8 +196,11 @@ Status checkForm(const ir::Node &node, const OpVersion &v, int64_t opset) {
   size_t nOut = node.numOutputs();
   if (nOut < v.minOutputs() || nOut > v.maxOutputs())
     return Status::error(where, "has " + std::to_string(nOut) + " outputs; expects " +
-                                    std::to_string(v.minOutputs()) + " to " +
-                                    std::to_string(v.outputs.size()) + inOpset);
+                                    (v.maxOutputs() == SIZE_MAX
+                                         ? "at least " + std::to_string(v.minOutputs())
+                                         : std::to_string(v.minOutputs()) + " to " +
+                                               std::to_string(v.maxOutputs())) +
+                                    inOpset);
   for (const auto &[name, a] : node.attributes()) {
     const AttrSpec *spec = v.findAttr(name);
     if (!spec)

@@ -19,18 +19,33 @@ static bool plainName(const std::string &s) {
   return true;
 }
 
+/// "text" with quotes, backslashes and control characters escaped (\", \\, \n, \xNN).
+static std::string quote(const std::string &s) {
+  std::string out = "\"";
+  for (char c : s) {
+    unsigned char u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (u < 0x20 || u == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
 static std::string valueRef(const Value *v) {
   if (!v)
     return "_";
   if (plainName(v->name()))
     return "%" + v->name();
-  std::string out = "%\"";
-  for (char c : v->name()) {
-    if (c == '"' || c == '\\')
-      out += '\\';
-    out += c;
-  }
-  return out + "\"";
+  return "%" + quote(v->name());
 }
 
 /// Values of a small loaded constant: [1,2,3] (scalars without brackets).
@@ -63,7 +78,7 @@ std::string printNode(const Node &n) {
   out += " = ";
   if (!n.domain().empty())
     out += n.domain() + ".";
-  out += n.opType() + " \"" + n.name() + "\" (";
+  out += n.opType() + " " + quote(n.name()) + " (";
   for (size_t i = 0; i < n.numInputs(); ++i)
     out += (i ? ", " : "") + valueRef(n.input(i));
   out += ")";

@@ -2,6 +2,7 @@
 #include "compiler/ir/Types.h"
 
 #include <algorithm>
+#include <cctype>
 
 namespace dtc::ir {
 
@@ -105,8 +106,15 @@ std::string Dim::str() const {
   if (symbols_.empty())
     return std::to_string(coeff_);
   std::string out = coeff_ == 1 ? "" : std::to_string(coeff_) + "*";
-  for (size_t i = 0; i < symbols_.size(); ++i)
-    out += (i ? "*" : "") + symbols_[i];
+  for (size_t i = 0; i < symbols_.size(); ++i) {
+    out += i ? "*" : "";
+    // Symbols come from dim_param strings: keep the printed shape on one line and parseable.
+    for (char c : symbols_[i])
+      out += (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-' ||
+              c == ':' || c == '/')
+                 ? c
+                 : '_';
+  }
   return out;
 }
 

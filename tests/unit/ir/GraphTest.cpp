@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -178,4 +179,17 @@ TEST(TensorData, ExternalDataIsReadLazilyAndChecked) {
   auto missing = TensorData::fromExternal("m", DType::kFloat32, {3}, path + ".nope", 0, 12);
   EXPECT_FALSE(missing->bytes().hasValue());
   std::remove(path.c_str());
+}
+
+TEST(Printer, EscapesNodeNamesAndSanitizesSymbols) {
+  Graph g;
+  Value *x = g.createValue("x", f32({Dim::symbol("batch size\n%"), Dim::fixed(2)}));
+  g.addInput(x);
+  Node *n = g.addNode("Relu", {x}, {"y"}, "", "a\"b\nc");
+  g.addOutput(n->output(0));
+  std::string text = printGraph(g);
+  EXPECT_NE(text.find("input %x : f32[batch_size__,2]"), std::string::npos) << text;
+  EXPECT_NE(text.find("Relu \"a\\\"b\\nc\" (%x)"), std::string::npos) << text;
+  // One line per entry: the hostile names add no line breaks.
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 4);
 }
