@@ -4,6 +4,7 @@
 #include "compiler/driver/Driver.h"
 #include "compiler/ir/Printer.h"
 #include "compiler/onnx/Exporter.h"
+#include "passes/Passes.h"
 
 #include <CLI/CLI.hpp>
 
@@ -15,14 +16,32 @@
 
 namespace {
 
+/// "a, b,,c" -> {"a", "b", "c"}: items trimmed, empty ones dropped.
 std::vector<std::string> splitComma(const std::string &s) {
   std::vector<std::string> out;
   std::stringstream ss(s);
   std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty())
-      out.push_back(item);
+  while (std::getline(ss, item, ',')) {
+    size_t b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
+    if (b != std::string::npos)
+      out.push_back(item.substr(b, e - b + 1));
+  }
   return out;
+}
+
+/// Usage error (exit 2) for a pass name that does not exist.
+bool checkPassNames(const std::vector<std::string> &names, const char *flag, bool allowAll) {
+  for (const std::string &n : names) {
+    if ((allowAll && n == "all") || dtc::passes::createPassByName(n))
+      continue;
+    std::string known;
+    for (const std::string &k : dtc::passes::allPassNames())
+      known += (known.empty() ? "" : ", ") + k;
+    std::fprintf(stderr, "error: %s: unknown pass '%s' (known: %s%s)\n", flag, n.c_str(),
+                 known.c_str(), allowAll ? ", all" : "");
+    return false;
+  }
+  return true;
 }
 
 int fail(const std::string &message) {
@@ -33,6 +52,8 @@ int fail(const std::string &message) {
 /// Writes `text` to `path` through a temporary file + rename: never a partial output file.
 dtc::Status writeTextAtomically(const std::string &path, const std::string &text) {
   std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return dtc::Status::error(path, "is a directory");
   if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
     // A device or pipe (/dev/null, /dev/stdout): write straight to it, never rename over it.
     std::ofstream out(path, std::ios::binary);
@@ -93,6 +114,10 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "error: --emit onnx needs an output file (-o)\n");
     return 2;
   }
+
+  if (!checkPassNames(splitComma(passes), "--passes", false) ||
+      !checkPassNames(splitComma(printAfter), "--print-after", true))
+    return 2;
 
   dtc::driver::CompileOptions opts;
   opts.modelPath = model;

@@ -215,8 +215,11 @@ Status writeFile(const std::string &tmp, const std::string &path,
 } // namespace
 
 Status writeModelFile(const ir::Graph &g, const std::string &path, const ExportOptions &opts) {
-  DTC_ASSIGN_OR_RETURN(onnx::ModelProto model, exportModel(g));
   namespace fs = std::filesystem;
+  std::error_code dirError;
+  if (fs::is_directory(path, dirError))
+    return Status::error(path, "is a directory");
+  DTC_ASSIGN_OR_RETURN(onnx::ModelProto model, exportModel(g));
   onnx::GraphProto *gp = model.mutable_graph();
   int64_t total = 0;
   for (const onnx::TensorProto &t : gp->initializer())

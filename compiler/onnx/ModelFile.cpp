@@ -251,8 +251,19 @@ Status parseModelText(const std::string &text, const std::string &displayName,
       if (!where.empty())
         out += " at " + where;
       out += ": " + what;
-      if (!context.empty())
+      if (!context.empty()) {
+        // The context is the whole offending line, which may hold every weight value.
+        if (context.size() > 120)
+          context = context.substr(0, 117) + "...";
         out += " (near: " + context + ")";
+      }
+      // onnx >= 1.16's printer quotes names that are not identifiers ("net.0.weight");
+      // libonnx 1.12's parser, which dtc uses, does not read quoted names.
+      if (what.find("Identifier expected") != std::string::npos &&
+          context.find('"') != std::string::npos)
+        out += "; note: quoted names (as newer onnx printers write them) are not supported by "
+               "this ONNX text parser: rename them to plain identifiers, or use the binary "
+               ".onnx file";
       return Status::error(displayName, out);
     }
     if (!parser.EndOfInput())
