@@ -37,10 +37,13 @@ public:
   }
 
   Status run(ir::Graph &graph, PassContext &ctx) override {
-    for (int round = 0; round < 16; ++round) {
+    // Each round re-infers types (folding needs them) and folds what became constant; the
+    // loop ends on the first round that changes nothing, whose inference is then current.
+    bool changed = true;
+    for (int round = 0; round < 16 && changed; ++round) {
       ops::ShapeValueMap shapeValues;
       DTC_RETURN_IF_ERROR(inferShapes(graph, ctx.diags, &shapeValues));
-      bool changed = false;
+      changed = false;
       for (ir::Node *n : graph.nodes()) {
         if (removeIdentity(graph, n) || foldShapeValues(graph, n, shapeValues) ||
             foldConstants(graph, n, ctx) || rewriteReshapeTarget(graph, n, shapeValues)) {
@@ -48,11 +51,10 @@ public:
         }
       }
       changed |= removeDeadNodes(graph);
-      if (!changed)
-        break;
     }
     graph.removeDeadValues();
-    DTC_RETURN_IF_ERROR(inferShapes(graph, ctx.diags));
+    if (changed) // stopped by the round limit: bring the types up to date
+      DTC_RETURN_IF_ERROR(inferShapes(graph, ctx.diags));
     warnHardCodedBatch(graph, ctx.diags);
     return Status::ok();
   }

@@ -15,6 +15,8 @@ std::unique_ptr<Pass> createPassByName(const std::string &name) {
 
 std::vector<std::string> allPassNames() { return {"canonicalize", "shape-inference", "verify"}; }
 
-std::vector<std::string> defaultPipeline() { return {"shape-inference", "canonicalize"}; }
+// canonicalize re-infers shapes as it folds and ends with every type inferred, so a separate
+// shape-inference pass would only repeat its last round.
+std::vector<std::string> defaultPipeline() { return {"canonicalize"}; }
 
 } // namespace dtc::passes

@@ -15,7 +15,7 @@ namespace dtc::passes {
 std::unique_ptr<Pass> createShapeInferencePass();
 /// canonicalize: constant folding (including Shape->Gather->Unsqueeze->Concat->Reshape chains
 /// on symbolic batches), Identity removal, dead-node removal; warns when a constant shape
-/// hard-codes the batch size.
+/// hard-codes the batch size. Runs shape inference itself, and leaves every type inferred.
 std::unique_ptr<Pass> createCanonicalizePass();
 /// verify: runs the IR verifier (useful in --passes lists).
 std::unique_ptr<Pass> createVerifyPass();
@@ -24,7 +24,8 @@ std::unique_ptr<Pass> createVerifyPass();
 std::unique_ptr<Pass> createPassByName(const std::string &name);
 /// Every pass name, in pipeline order.
 std::vector<std::string> allPassNames();
-/// The default pipeline for this stage of the project: canonicalize, shape-inference.
+/// The default pipeline for this stage of the project: canonicalize (which leaves every value's
+/// type inferred).
 std::vector<std::string> defaultPipeline();
 
 } // namespace dtc::passes

@@ -325,7 +325,7 @@ private:
       std::string where = "tensor '" + t.name() + "'";
       if (!seenInitializers_.insert(t.name()).second)
         return Status::error(where, "two initializers have this name");
-      DTC_ASSIGN_OR_RETURN(ir::TensorDataPtr data, importTensor(t, t.name(), modelDir_));
+      DTC_ASSIGN_OR_RETURN(ir::TensorDataPtr data, importTensor(t, t.name(), modelDir_, &externalFiles_));
       if (ir::Value *input = graph_->findValue(t.name())) {
         // An initializer listed as a graph input: an input with a default value.
         ir::DType declared = input->dtype();
@@ -372,7 +372,7 @@ private:
       return ir::Attribute(std::vector<std::string>(a.strings().begin(), a.strings().end()));
     case onnx::AttributeProto::TENSOR: {
       std::string tname = a.t().name().empty() ? nodeName + "." + a.name() : a.t().name();
-      auto data = importTensor(*a.mutable_t(), tname, modelDir_);
+      auto data = importTensor(*a.mutable_t(), tname, modelDir_, &externalFiles_);
       if (!data)
         return data.status().withContext(where);
       return ir::Attribute(data.takeValue());
@@ -419,7 +419,7 @@ private:
     const std::string &n = a.name();
     if (n == "value") {
       DTC_RETURN_IF_ERROR(kindIs(onnx::AttributeProto::TENSOR));
-      auto data = importTensor(*a.mutable_t(), outName, modelDir_);
+      auto data = importTensor(*a.mutable_t(), outName, modelDir_, &externalFiles_);
       if (!data)
         return data.status().withContext(where);
       return data.takeValue();
@@ -646,6 +646,7 @@ private:
   onnx::ModelProto &model_;
   onnx::GraphProto &graphProto_;
   std::string modelDir_;
+  ExternalFileCache externalFiles_;
   std::string display_;
   Diagnostics &diags_;
   std::unique_ptr<ir::Graph> graph_;

@@ -70,9 +70,15 @@ Expected<int64_t> parseNonNegative(const std::string &where, const std::string &
   return v;
 }
 
+/// Resolves `location` against `modelDir`: the checked absolute path and the file's size.
+Expected<std::pair<std::string, int64_t>> resolveExternalFile(const std::string &where,
+                                                              const std::string &location,
+                                                              const std::string &modelDir);
+
 Expected<ir::TensorDataPtr> importExternal(const onnx::TensorProto &t, const std::string &name,
                                            ir::DType dtype, std::vector<int64_t> dims,
-                                           int64_t byteSize, const std::string &modelDir) {
+                                           int64_t byteSize, const std::string &modelDir,
+                                           ExternalFileCache *cache) {
   std::string where = "tensor '" + name + "'";
   std::string location;
   bool hasLocation = false;
@@ -92,6 +98,35 @@ Expected<ir::TensorDataPtr> importExternal(const onnx::TensorProto &t, const std
     return Status::error(where, "data_location is EXTERNAL but external_data has no 'location'");
   if (location.find('\0') != std::string::npos)
     return Status::error(where, "external data location contains a NUL character");
+  std::pair<std::string, int64_t> file;
+  auto cached = cache ? cache->find(location) : ExternalFileCache::iterator{};
+  if (cache && cached != cache->end()) {
+    file = cached->second;
+  } else {
+    DTC_ASSIGN_OR_RETURN(file, resolveExternalFile(where, location, modelDir));
+    if (cache)
+      (*cache)[location] = file;
+  }
+  const std::string &targetPath = file.first;
+  int64_t fileSize = file.second;
+  if (length >= 0 && length != byteSize)
+    return Status::error(where, "external data length " + std::to_string(length) +
+                                    " does not match the " + std::to_string(byteSize) +
+                                    " bytes of its type and shape " + ir::dtypeName(dtype) +
+                                    dimsText(dims));
+  if (length < 0)
+    length = byteSize;
+  if (offset > fileSize || length > fileSize - offset)
+    return Status::error(where, "external data offset " + std::to_string(offset) + " + length " +
+                                    std::to_string(length) + " is past the end of '" + location +
+                                    "' (" + std::to_string(fileSize) + " bytes)");
+  return ir::TensorDataPtr(
+      ir::TensorData::fromExternal(name, dtype, std::move(dims), targetPath, offset, length));
+}
+
+Expected<std::pair<std::string, int64_t>> resolveExternalFile(const std::string &where,
+                                                              const std::string &location,
+                                                              const std::string &modelDir) {
   fs::path loc(location);
   if (loc.is_absolute() || loc.has_root_directory() || loc.has_root_name())
     return Status::error(where, "external data location '" + location +
@@ -129,25 +164,13 @@ Expected<ir::TensorDataPtr> importExternal(const onnx::TensorProto &t, const std
   int64_t fileSize = fileSizeU > static_cast<uintmax_t>(std::numeric_limits<int64_t>::max())
                          ? std::numeric_limits<int64_t>::max()
                          : static_cast<int64_t>(fileSizeU);
-  if (length >= 0 && length != byteSize)
-    return Status::error(where, "external data length " + std::to_string(length) +
-                                    " does not match the " + std::to_string(byteSize) +
-                                    " bytes of its type and shape " + ir::dtypeName(dtype) +
-                                    dimsText(dims));
-  if (length < 0)
-    length = byteSize;
-  if (offset > fileSize || length > fileSize - offset)
-    return Status::error(where, "external data offset " + std::to_string(offset) + " + length " +
-                                    std::to_string(length) + " is past the end of '" + location +
-                                    "' (" + std::to_string(fileSize) + " bytes)");
-  return ir::TensorDataPtr(
-      ir::TensorData::fromExternal(name, dtype, std::move(dims), target.string(), offset, length));
+  return std::make_pair(target.string(), fileSize);
 }
 
 } // namespace
 
 Expected<ir::TensorDataPtr> importTensor(onnx::TensorProto &t, const std::string &name,
-                                         const std::string &modelDir) {
+                                         const std::string &modelDir, ExternalFileCache *cache) {
   std::string where = "tensor '" + name + "'";
   int32_t dt = t.data_type();
   if (dt == 0)
@@ -173,7 +196,7 @@ Expected<ir::TensorDataPtr> importTensor(onnx::TensorProto &t, const std::string
   std::string typeText = std::string(ir::dtypeName(dtype)) + dimsText(dims);
 
   if (t.data_location() == onnx::TensorProto_DataLocation_EXTERNAL)
-    return importExternal(t, name, dtype, std::move(dims), byteSize, modelDir);
+    return importExternal(t, name, dtype, std::move(dims), byteSize, modelDir, cache);
 
   // Which storage fields hold data.
   std::vector<std::string> used;

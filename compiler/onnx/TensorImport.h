@@ -7,6 +7,7 @@
 #include "compiler/support/Status.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -24,8 +25,14 @@ namespace dtc::onnxio {
 ///    locations, locations outside that folder (through '..' or symbolic links), missing files
 ///    and ranges past the end of the file are errors; the bytes are not read.
 /// The data size must match dims * element size; string and complex types are errors.
+/// External data files already resolved during one import: location -> (checked absolute path,
+/// file size). Models keep all weights in one or a few files, so each is resolved (symlinks,
+/// escapes, size) once instead of once per tensor.
+using ExternalFileCache = std::map<std::string, std::pair<std::string, int64_t>>;
+
 Expected<ir::TensorDataPtr> importTensor(onnx::TensorProto &t, const std::string &name,
-                                         const std::string &modelDir);
+                                         const std::string &modelDir,
+                                         ExternalFileCache *cache = nullptr);
 
 /// ONNX's name of an element type number ("FLOAT", "STRING", "COMPLEX64"), or "type <n>".
 std::string onnxTypeName(int32_t dataType);
