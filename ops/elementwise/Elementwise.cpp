@@ -2,6 +2,7 @@
 #include "ops/elementwise/Elementwise.h"
 
 #include "ops/ShapeHelpers.h"
+#include "ops/activation/Activation.h"
 
 #include <cmath>
 #include <cstring>
@@ -51,27 +52,7 @@ Status inferSameShape(InferenceContext &ctx) {
 
 ir::TensorDataPtr makeTensor(const std::string &name, ir::DType dtype,
                              const std::vector<int64_t> &dims, const std::vector<double> &values) {
-  int64_t size = ir::dtypeSize(dtype);
-  std::string bytes(values.size() * size, '\0');
-  for (size_t i = 0; i < values.size(); ++i) {
-    char *p = bytes.data() + i * size;
-    double v = values[i];
-    switch (dtype) {
-    case ir::DType::kFloat32: { float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
-    case ir::DType::kFloat64: std::memcpy(p, &v, 8); break;
-    case ir::DType::kInt64: { int64_t x = static_cast<int64_t>(v); std::memcpy(p, &x, 8); break; }
-    case ir::DType::kInt32: { int32_t x = static_cast<int32_t>(v); std::memcpy(p, &x, 4); break; }
-    case ir::DType::kInt16: { int16_t x = static_cast<int16_t>(v); std::memcpy(p, &x, 2); break; }
-    case ir::DType::kInt8: { int8_t x = static_cast<int8_t>(v); std::memcpy(p, &x, 1); break; }
-    case ir::DType::kUInt8: { uint8_t x = static_cast<uint8_t>(v); std::memcpy(p, &x, 1); break; }
-    case ir::DType::kUInt16: { uint16_t x = static_cast<uint16_t>(v); std::memcpy(p, &x, 2); break; }
-    case ir::DType::kUInt32: { uint32_t x = static_cast<uint32_t>(v); std::memcpy(p, &x, 4); break; }
-    case ir::DType::kUInt64: { uint64_t x = static_cast<uint64_t>(v); std::memcpy(p, &x, 8); break; }
-    case ir::DType::kBool: { uint8_t x = v != 0 ? 1 : 0; std::memcpy(p, &x, 1); break; }
-    default: break;
-    }
-  }
-  return ir::TensorData::fromBytes(name, dtype, dims, std::move(bytes));
+  return tensorOfType(name, dtype, dims, values);
 }
 
 Expected<std::vector<ir::TensorDataPtr>>

@@ -22,7 +22,7 @@ foldBinary(FoldContext &ctx, const std::function<Expected<int64_t>(int64_t, int6
            const std::function<double(double, double)> &floatFn,
            ir::DType outType = ir::DType::kUndefined);
 
-/// Writes doubles as a tensor of `dtype` (f32, f64, any integer, bool).
+/// Writes doubles as a tensor of `dtype` (see tensorOfType in ops/activation/Activation.h).
 ir::TensorDataPtr makeTensor(const std::string &name, ir::DType dtype,
                              const std::vector<int64_t> &dims, const std::vector<double> &values);
 
