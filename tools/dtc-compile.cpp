@@ -137,12 +137,8 @@ int main(int argc, char **argv) {
   diags.flush();
   if (!graph)
     return fail(graph.status().message());
-  dtc::ir::Graph *graphPtr = graph->get();
 
-  // The process ends right after writing: do not spend time freeing the graph node by node
-  // (as clang's -disable-free); the OS reclaims it.
-  (void)graph->release();
-  const dtc::ir::Graph &g = *graphPtr;
+  const dtc::ir::Graph &g = **graph;
   if (emit == "onnx") {
     dtc::Status s = dtc::onnxio::writeModelFile(g, output);
     return s.isOk() ? 0 : fail(s.message());
