@@ -49,13 +49,7 @@ OpDef defineSqueeze() {
   OpVersion &v13 = d.version(13);
   v13.attrs.clear();
   v13.optIn("axes", "TAxes").type("TAxes", kInt64Type);
-  d.normalize = [](ir::Node &node, NormalizeContext &ctx) -> Status {
-    if (ctx.opset() >= 13)
-      return Status::ok();
-    DTC_RETURN_IF_ERROR(rejectNegativeAttrBefore11(node, ctx.opset(), "axes"));
-    ctx.attrToInput(node, "axes", 1);
-    return Status::ok();
-  };
+  d.normalize = normalizeAxesAttribute;
   d.infer = [](InferenceContext &ctx) -> Status {
     const ir::Shape &in = ctx.inputShape(0);
     std::optional<std::vector<int64_t>> axes;

@@ -241,4 +241,12 @@ std::string intsText(const std::vector<int64_t> &v) {
   return out + "]";
 }
 
+Status normalizeAxesAttribute(ir::Node &node, NormalizeContext &ctx) {
+  if (ctx.opset() >= 13)
+    return Status::ok();
+  DTC_RETURN_IF_ERROR(rejectNegativeAttrBefore11(node, ctx.opset(), "axes"));
+  ctx.attrToInput(node, "axes", 1);
+  return Status::ok();
+}
+
 } // namespace dtc::ops

@@ -47,6 +47,10 @@ Expected<std::vector<int64_t>> normalizeAxes(const std::vector<int64_t> &axes, i
 /// Normalization helper: before opset 11, `attrName` (int or ints) must not be negative.
 Status rejectNegativeAttrBefore11(const ir::Node &node, int64_t opset, const std::string &attrName);
 
+/// Squeeze/Unsqueeze before opset 13: the `axes` attribute becomes the int64 input 1
+/// (negative axes are an error before opset 11).
+Status normalizeAxesAttribute(ir::Node &node, NormalizeContext &ctx);
+
 /// Reshape's output dims (ONNX Reshape-14): 0 copies the input dim (or is a real 0 with
 /// allowZero), one -1 is inferred from the element count (exact for symbolic monomials, unknown
 /// when not computable). Errors: two -1s, a value < -1, 0 past the input rank, -1 together with
