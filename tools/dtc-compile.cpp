@@ -4,6 +4,7 @@
 #include "compiler/driver/Driver.h"
 #include "compiler/ir/Printer.h"
 #include "compiler/onnx/Exporter.h"
+#include "compiler/plan/Lowering.h"
 #include "passes/Passes.h"
 
 #include <CLI/CLI.hpp>
@@ -86,12 +87,24 @@ dtc::Status writeTextAtomically(const std::string &path, const std::string &text
 int main(int argc, char **argv) {
   CLI::App app{"dtc-compile: compile an ONNX model for (distributed) training"};
   app.set_version_flag("--version", "dtc-compile 0.1.0");
-  std::string model, output, emit = "ir", passes, printAfter;
-  bool verifyEach = false, timePasses = false;
+  std::string model, output, emit, passes, printAfter;
+  std::vector<std::string> dimFlags;
+  int64_t batchSize = 0;
+  int rank = -1;
+  bool verifyEach = false, timePasses = false, inference = false, noMemoryReuse = false;
   app.add_option("model", model, "ONNX model (.onnx binary or .onnxtxt text)")->required();
   app.add_option("-o,--output", output, "output file (default: standard output for ir/dot)");
-  app.add_option("--emit", emit, "what to write: ir, onnx, dot or summary")
-      ->check(CLI::IsMember({"ir", "onnx", "dot", "summary"}));
+  app.add_option("--emit", emit,
+                 "what to write: ir, onnx, dot, summary, plan (binary, the default with "
+                 "--inference) or plan-text (its canonical text)")
+      ->check(CLI::IsMember({"ir", "onnx", "dot", "summary", "plan", "plan-text"}));
+  app.add_flag("--inference", inference, "compile a forward-only plan (for dtc-run --infer)");
+  app.add_option("--batch-size", batchSize,
+                 "bind the symbolic leading (batch) dim of the graph inputs to this size");
+  app.add_option("--dim", dimFlags, "bind a symbolic dim: --dim T=16 (repeatable)");
+  app.add_option("--rank", rank, "with --emit plan-text: print only this rank's program");
+  app.add_flag("--no-memory-reuse", noMemoryReuse,
+               "give every buffer its own arena bytes (for debugging the memory planner)");
   app.add_option("--passes", passes,
                  "comma-separated pass list to run instead of the default pipeline "
                  "(empty: import only)");
@@ -110,10 +123,36 @@ int main(int argc, char **argv) {
     return 2;
   }
 
-  if (emit == "onnx" && output.empty()) {
-    std::fprintf(stderr, "error: --emit onnx needs an output file (-o)\n");
+  if (emit.empty())
+    emit = inference ? "plan" : "ir";
+  const bool wantsPlan = emit == "plan" || emit == "plan-text";
+  if ((emit == "onnx" || emit == "plan") && (output.empty() || output == "-")) {
+    std::fprintf(stderr, "error: --emit %s needs an output file (-o)\n", emit.c_str());
     return 2;
   }
+  if (wantsPlan && !inference) {
+    std::fprintf(stderr, "error: --emit %s: only forward-only plans exist in this version; add "
+                         "--inference\n", emit.c_str());
+    return 2;
+  }
+  if (rank >= 0 && emit != "plan-text") {
+    std::fprintf(stderr, "error: --rank applies to --emit plan-text\n");
+    return 2;
+  }
+  dtc::plan::LowerOptions lowerOpts;
+  if (app.count("--batch-size"))
+    lowerOpts.batchSize = batchSize;
+  for (const std::string &d : dimFlags) {
+    size_t eq = d.find('=');
+    char *end = nullptr;
+    long long v = eq == std::string::npos ? 0 : std::strtoll(d.c_str() + eq + 1, &end, 10);
+    if (eq == std::string::npos || eq == 0 || !end || *end || end == d.c_str() + eq + 1) {
+      std::fprintf(stderr, "error: --dim %s: expected NAME=SIZE, e.g. --dim T=16\n", d.c_str());
+      return 2;
+    }
+    lowerOpts.dims[d.substr(0, eq)] = v;
+  }
+  lowerOpts.reuseMemory = !noMemoryReuse;
 
   if (!checkPassNames(splitComma(passes), "--passes", false) ||
       !checkPassNames(splitComma(printAfter), "--print-after", true))
@@ -138,7 +177,49 @@ int main(int argc, char **argv) {
   if (!graph)
     return fail(graph.status().message());
 
-  const dtc::ir::Graph &g = **graph;
+  dtc::ir::Graph &g = **graph;
+  if (inference || lowerOpts.batchSize || !lowerOpts.dims.empty()) {
+    dtc::Status s = dtc::plan::bindDims(g, lowerOpts, diags);
+    diags.flush();
+    if (!s.isOk())
+      return fail(s.message());
+  }
+  if (wantsPlan) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    // The plan names the model relative to its own folder, so the pair can move together.
+    fs::path base = emit == "plan" ? fs::absolute(output, ec).parent_path() : fs::current_path(ec);
+    fs::path rel = fs::absolute(model, ec).lexically_normal().lexically_relative(base);
+    lowerOpts.modelPath = rel.empty() ? fs::absolute(model, ec).string() : rel.string();
+    lowerOpts.modelFile = model;
+    auto plan = dtc::plan::lowerInference(g, lowerOpts);
+    if (!plan)
+      return fail(plan.status().message());
+    if (emit == "plan") {
+      dtc::Status s = dtc::plan::writePlanFile(*plan, output);
+      if (!s.isOk())
+        return fail(s.message());
+      for (const auto &r : plan->ranks())
+        std::fprintf(stderr, "%s: rank %d: %d instructions, %d buffers, arena %llu bytes (without "
+                             "reuse %llu bytes)\n",
+                     output.c_str(), r.rank(), r.instructions_size(), r.buffers_size(),
+                     static_cast<unsigned long long>(r.arena_bytes()),
+                     static_cast<unsigned long long>(r.no_reuse_bytes()));
+      return 0;
+    }
+    if (rank >= plan->world_size())
+      return fail("--rank " + std::to_string(rank) + ": the plan has " +
+                  std::to_string(plan->world_size()) + " rank(s)");
+    std::string text =
+        dtc::plan::planText(*plan, rank >= 0 ? std::optional<int>(rank) : std::nullopt);
+    if (output.empty() || output == "-") {
+      std::cout << text;
+      std::cout.flush();
+      return std::cout ? 0 : fail("<stdout>: write failed");
+    }
+    dtc::Status s = writeTextAtomically(output, text);
+    return s.isOk() ? 0 : fail(s.message());
+  }
   if (emit == "onnx") {
     dtc::Status s = dtc::onnxio::writeModelFile(g, output);
     return s.isOk() ? 0 : fail(s.message());

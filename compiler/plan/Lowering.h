@@ -1,0 +1,44 @@
+// Lowering of the IR to a plan (DESIGN.md sections 5 and 7): bind the symbolic dims to sizes,
+// schedule (a deterministic topological order), check that every node has a CPU kernel, plan the
+// arena (liveness-based reuse, views and in-place results sharing bytes) and emit one rank's
+// program.
+#pragma once
+
+#include "compiler/ir/Graph.h"
+#include "compiler/plan/Plan.h"
+#include "compiler/support/Diagnostics.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace dtc::plan {
+
+struct LowerOptions {
+  /// Sizes of symbolic dims ("N" -> 8, "T" -> 16).
+  std::map<std::string, int64_t> dims;
+  /// Binds the leading dim of every graph input that is symbolic (the batch axis exporters
+  /// mark dynamic), unless `dims` names that symbol.
+  std::optional<int64_t> batchSize;
+  /// The model as the plan refers to it (relative to the plan's folder, or absolute).
+  std::string modelPath;
+  /// The model file whose checksum and size go into the plan.
+  std::string modelFile;
+  std::string producer = "dtc-compile 0.1.0";
+  /// Reuse memory whose value is dead (off: every buffer gets its own bytes; for debugging).
+  bool reuseMemory = true;
+};
+
+/// Replaces every symbolic dim by its size from `opts` (an unbound symbol on a graph input is an
+/// error naming the input, the symbol and the flags that bind it; a size < 1 is an error) and
+/// re-runs canonicalize so that shape computations fold with the now static sizes. On return
+/// `opts.dims` holds every bound symbol (including those bound through batchSize).
+Status bindDims(ir::Graph &graph, LowerOptions &opts, Diagnostics &diags);
+
+/// Lowers a graph whose shapes are all static (bindDims first) to a one-rank forward-only plan.
+/// Errors name the node or value: an op without a CPU kernel or with an unsupported dtype or
+/// attribute, a value whose shape is still not static, an unreadable model file.
+Expected<Plan> lowerInference(const ir::Graph &graph, const LowerOptions &opts);
+
+} // namespace dtc::plan

@@ -1,0 +1,183 @@
+// Plan files: binary protobuf reading (with the format-version check) and atomic writing
+// (temporary file + fsync + rename), and the SHA-256 helpers used for model checksums and the
+// plan fingerprint (llvm/Support/SHA256.h; files are hashed in chunks, never read whole).
+#include "compiler/plan/Plan.h"
+
+#include <google/protobuf/stubs/logging.h>
+#include <llvm/ADT/StringExtras.h>
+#include <llvm/Support/SHA256.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <fcntl.h>
+#include <filesystem>
+#include <memory>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace dtc::plan {
+namespace {
+
+/// Protobuf cannot parse or serialize messages of 2 GiB or more.
+constexpr uint64_t kMaxPlanBytes = static_cast<uint64_t>(INT_MAX);
+
+std::string errnoText(int err) { return std::strerror(err); }
+
+bool isDirectory(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/// Closes a file descriptor when it goes out of scope (unless released).
+struct FdCloser {
+  int fd = -1;
+  ~FdCloser() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+};
+
+struct FileCloser {
+  void operator()(std::FILE *f) const { std::fclose(f); }
+};
+using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
+
+} // namespace
+
+Expected<Plan> parsePlan(const std::string &bytes, const std::string &where) {
+  if (bytes.empty())
+    return Status::error(where, "not a dtc plan (empty file)");
+  if (bytes.size() > kMaxPlanBytes)
+    return Status::error(where, "plan of " + std::to_string(bytes.size()) +
+                                    " bytes is above protobuf's limit of " +
+                                    std::to_string(kMaxPlanBytes) + " bytes");
+  Plan plan;
+  bool parsed = false;
+  try {
+    // Bytes that are not a plan are an ordinary user error, reported by us: keep protobuf's
+    // own log lines (invalid UTF-8 in a string field, ...) off stderr.
+    google::protobuf::LogSilencer silencer;
+    parsed = plan.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()));
+  } catch (const std::exception &e) {
+    return Status::error(where, std::string("not a dtc plan (cannot parse: ") + e.what() + ")");
+  }
+  if (!parsed)
+    return Status::error(where, "not a dtc plan (cannot parse)");
+  if (plan.format_version() == 0)
+    return Status::error(where, "not a dtc plan (no format version)");
+  if (plan.format_version() != kPlanFormatVersion)
+    return Status::error(where, "plan format version " + std::to_string(plan.format_version()) +
+                                    ", this dtc reads version " +
+                                    std::to_string(kPlanFormatVersion));
+  return plan;
+}
+
+Expected<Plan> readPlanFile(const std::string &path) {
+  if (isDirectory(path))
+    return Status::error(path, "is a directory");
+  FilePtr file(std::fopen(path.c_str(), "rb"));
+  if (!file)
+    return Status::error(path, "cannot open: " + errnoText(errno));
+  struct stat st;
+  if (::fstat(::fileno(file.get()), &st) != 0)
+    return Status::error(path, "cannot read: " + errnoText(errno));
+  if (st.st_size < 0 || static_cast<uint64_t>(st.st_size) > kMaxPlanBytes)
+    return Status::error(path, "plan of " + std::to_string(st.st_size) +
+                                   " bytes is above protobuf's limit of " +
+                                   std::to_string(kMaxPlanBytes) + " bytes");
+  std::string bytes;
+  char chunk[1 << 16];
+  for (;;) {
+    size_t n = std::fread(chunk, 1, sizeof chunk, file.get());
+    bytes.append(chunk, n);
+    if (bytes.size() > kMaxPlanBytes)
+      return Status::error(path, "plan is above protobuf's limit of " +
+                                     std::to_string(kMaxPlanBytes) + " bytes");
+    if (n < sizeof chunk)
+      break;
+  }
+  if (std::ferror(file.get()))
+    return Status::error(path, "cannot read: " + errnoText(errno));
+  return parsePlan(bytes, path);
+}
+
+Status writePlanFile(const Plan &plan, const std::string &path) {
+  if (path.empty())
+    return Status::error("<empty path>", "cannot write a plan to an empty path");
+  if (isDirectory(path))
+    return Status::error(path, "is a directory");
+  size_t size = plan.ByteSizeLong();
+  if (size > kMaxPlanBytes)
+    return Status::error(path, "plan of " + std::to_string(size) +
+                                   " bytes is above protobuf's limit of " +
+                                   std::to_string(kMaxPlanBytes) + " bytes");
+  std::string bytes;
+  try {
+    if (!plan.SerializeToString(&bytes))
+      return Status::error(path, "cannot serialize the plan");
+  } catch (const std::exception &e) {
+    return Status::error(path, std::string("cannot serialize the plan: ") + e.what());
+  }
+
+  const std::string tmp = path + ".tmp";
+  auto fail = [&](const std::string &what, int err) {
+    ::unlink(tmp.c_str());
+    return Status::error(path, what + ": " + errnoText(err));
+  };
+  {
+    FdCloser fd{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
+    if (fd.fd < 0)
+      return Status::error(path, "cannot create " + tmp + ": " + errnoText(errno));
+    size_t done = 0;
+    while (done < bytes.size()) {
+      ssize_t n = ::write(fd.fd, bytes.data() + done, bytes.size() - done);
+      if (n < 0) {
+        if (errno == EINTR)
+          continue;
+        return fail("cannot write " + tmp, errno);
+      }
+      done += static_cast<size_t>(n);
+    }
+    if (::fsync(fd.fd) != 0)
+      return fail("cannot sync " + tmp, errno);
+    int fdValue = fd.fd;
+    fd.fd = -1;
+    if (::close(fdValue) != 0)
+      return fail("cannot close " + tmp, errno);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    return fail("cannot rename " + tmp + " to " + path, errno);
+  return Status::ok();
+}
+
+Expected<std::string> sha256File(const std::string &path) {
+  if (isDirectory(path))
+    return Status::error(path, "is a directory");
+  FilePtr file(std::fopen(path.c_str(), "rb"));
+  if (!file)
+    return Status::error(path, "cannot open: " + errnoText(errno));
+  llvm::SHA256 hasher;
+  constexpr size_t kChunk = 1 << 20;
+  std::unique_ptr<uint8_t[]> chunk(new uint8_t[kChunk]);
+  for (;;) {
+    size_t n = std::fread(chunk.get(), 1, kChunk, file.get());
+    if (n > 0)
+      hasher.update(llvm::ArrayRef<uint8_t>(chunk.get(), n));
+    if (n < kChunk)
+      break;
+  }
+  if (std::ferror(file.get()))
+    return Status::error(path, "cannot read: " + errnoText(errno));
+  return llvm::toHex(hasher.final(), /*LowerCase=*/true);
+}
+
+std::string sha256Hex(const std::string &bytes) {
+  llvm::SHA256 hasher;
+  hasher.update(llvm::StringRef(bytes));
+  return llvm::toHex(hasher.final(), /*LowerCase=*/true);
+}
+
+} // namespace dtc::plan

@@ -1,0 +1,342 @@
+// The plan's canonical text form (golden tests, `dtc-compile --emit plan-text`) and its
+// fingerprint. The text is a pure function of the plan's fields: names are quoted and escaped so
+// that no name can break a line, floats print with %.9g, maps print sorted, constant bytes print
+// as values (8 elements or fewer) or a SHA-256 prefix. It is total: invalid plans print too.
+#include "compiler/ir/Types.h"
+#include "compiler/plan/Plan.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+namespace dtc::plan {
+namespace {
+
+/// Hex digits of a constant's SHA-256 shown in the text.
+constexpr size_t kHashPrefix = 16;
+/// Constants with at most this many elements print their values.
+constexpr uint64_t kMaxShownElements = 8;
+
+/// True when `s` is well-formed UTF-8 (so bytes >= 0x80 can be printed as they are).
+bool isValidUtf8(const std::string &s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t len;
+    uint32_t cp;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + len > s.size())
+      return false;
+    for (size_t k = 1; k < len; ++k) {
+      unsigned char cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80)
+        return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    // Overlong forms, surrogates and values past U+10FFFF are not UTF-8.
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+        (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
+      return false;
+    i += len;
+  }
+  return true;
+}
+
+/// `s` in double quotes; quotes, backslashes and control bytes escaped (\n, \t, \r, \xHH).
+/// Bytes >= 0x80 are kept when the string is valid UTF-8 and escaped otherwise.
+std::string quote(const std::string &s) {
+  const bool keepHigh = isValidUtf8(s);
+  std::string out = "\"";
+  for (char ch : s) {
+    unsigned char c = static_cast<unsigned char>(ch);
+    switch (c) {
+    case '"': out += "\\\""; break;
+    case '\\': out += "\\\\"; break;
+    case '\n': out += "\\n"; break;
+    case '\t': out += "\\t"; break;
+    case '\r': out += "\\r"; break;
+    default:
+      if (c < 0x20 || c == 0x7F || (c >= 0x80 && !keepHigh)) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\x%02x", c);
+        out += buf;
+      } else {
+        out += ch;
+      }
+    }
+  }
+  out += '"';
+  return out;
+}
+
+/// An identifier-like token (op type, attribute name) as is; anything else quoted.
+std::string token(const std::string &s) {
+  bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           ch == '_' || ch == '.' || ch == '-';
+  });
+  return plain ? s : quote(s);
+}
+
+std::string formatFloat(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+std::string formatDouble(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+std::string dtypeText(int32_t dtype) {
+  if (ir::isKnownDType(dtype))
+    return ir::dtypeName(static_cast<ir::DType>(dtype));
+  return "dtype(" + std::to_string(dtype) + ")";
+}
+
+std::string shapeText(const google::protobuf::RepeatedField<int64_t> &shape) {
+  std::string out = "[";
+  for (int i = 0; i < shape.size(); ++i) {
+    if (i)
+      out += ',';
+    out += std::to_string(shape[i]);
+  }
+  return out + "]";
+}
+
+std::string modeText(int mode) {
+  switch (mode) {
+  case MODE_UNSPECIFIED: return "unspecified";
+  case MODE_INFERENCE: return "inference";
+  case MODE_TRAINING: return "training";
+  default: return "mode(" + std::to_string(mode) + ")";
+  }
+}
+
+std::string deviceText(const Device &d) {
+  std::string type;
+  switch (d.type()) {
+  case DEVICE_UNSPECIFIED: type = "unspecified"; break;
+  case DEVICE_CPU: type = "cpu"; break;
+  case DEVICE_CUDA: type = "cuda"; break;
+  default: type = "device(" + std::to_string(d.type()) + ")"; break;
+  }
+  return type + ":" + std::to_string(d.index());
+}
+
+std::string kindText(int kind) {
+  switch (kind) {
+  case BUFFER_KIND_UNSPECIFIED: return "unspecified";
+  case BUFFER_PARAMETER: return "param";
+  case BUFFER_GRADIENT: return "grad";
+  case BUFFER_ACTIVATION: return "activation";
+  case BUFFER_OPTIMIZER_STATE: return "opt_state";
+  case BUFFER_INPUT: return "input";
+  case BUFFER_OUTPUT: return "output";
+  case BUFFER_CONSTANT: return "constant";
+  default: return "kind(" + std::to_string(kind) + ")";
+  }
+}
+
+/// Element count of a shape; nullopt for negative dims or overflow.
+std::optional<uint64_t> elementCount(const google::protobuf::RepeatedField<int64_t> &shape) {
+  uint64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n))
+      return std::nullopt;
+  }
+  return n;
+}
+
+template <typename T> T load(const std::string &data, size_t i) {
+  T v;
+  std::memcpy(&v, data.data() + i * sizeof(T), sizeof(T));
+  return v;
+}
+
+/// "[1, 2, 3]" for small tensors of printable element types whose data has the right size,
+/// otherwise "sha256:<prefix>".
+std::string dataText(int32_t dtype, const google::protobuf::RepeatedField<int64_t> &shape,
+                     const std::string &data) {
+  std::optional<uint64_t> count = elementCount(shape);
+  const int64_t elemSize = ir::isKnownDType(dtype) ? ir::dtypeSize(static_cast<ir::DType>(dtype))
+                                                   : 0;
+  uint64_t bytes = 0;
+  bool printable = count && elemSize > 0 && *count <= kMaxShownElements &&
+                   !__builtin_mul_overflow(*count, static_cast<uint64_t>(elemSize), &bytes) &&
+                   bytes == data.size();
+  auto dt = static_cast<ir::DType>(dtype);
+  if (dt == ir::DType::kFloat16 || dt == ir::DType::kBFloat16)
+    printable = false;
+  if (!printable)
+    return "sha256:" + sha256Hex(data).substr(0, kHashPrefix);
+  std::string out = "[";
+  for (uint64_t i = 0; i < *count; ++i) {
+    if (i)
+      out += ", ";
+    switch (dt) {
+    case ir::DType::kFloat32: out += formatFloat(load<float>(data, i)); break;
+    case ir::DType::kFloat64: out += formatDouble(load<double>(data, i)); break;
+    case ir::DType::kUInt8: out += std::to_string(load<uint8_t>(data, i)); break;
+    case ir::DType::kInt8: out += std::to_string(load<int8_t>(data, i)); break;
+    case ir::DType::kBool: out += std::to_string(load<uint8_t>(data, i)); break;
+    case ir::DType::kUInt16: out += std::to_string(load<uint16_t>(data, i)); break;
+    case ir::DType::kInt16: out += std::to_string(load<int16_t>(data, i)); break;
+    case ir::DType::kUInt32: out += std::to_string(load<uint32_t>(data, i)); break;
+    case ir::DType::kInt32: out += std::to_string(load<int32_t>(data, i)); break;
+    case ir::DType::kUInt64: out += std::to_string(load<uint64_t>(data, i)); break;
+    case ir::DType::kInt64: out += std::to_string(load<int64_t>(data, i)); break;
+    default: out += "?"; break;
+    }
+  }
+  return out + "]";
+}
+
+std::string attrText(const Attr &a) {
+  std::string out = token(a.name()) + "=";
+  switch (a.value_case()) {
+  case Attr::kI: return out + std::to_string(a.i());
+  case Attr::kF: return out + formatFloat(a.f());
+  case Attr::kS: return out + quote(a.s());
+  case Attr::kInts: {
+    out += "[";
+    for (int i = 0; i < a.ints().values_size(); ++i)
+      out += (i ? ", " : "") + std::to_string(a.ints().values(i));
+    return out + "]";
+  }
+  case Attr::kFloats: {
+    out += "[";
+    for (int i = 0; i < a.floats().values_size(); ++i)
+      out += (i ? ", " : "") + formatFloat(a.floats().values(i));
+    return out + "]";
+  }
+  case Attr::kStrings: {
+    out += "[";
+    for (int i = 0; i < a.strings().values_size(); ++i)
+      out += (i ? ", " : "") + quote(a.strings().values(i));
+    return out + "]";
+  }
+  case Attr::kT: {
+    const TensorValue &t = a.t();
+    return out + dtypeText(t.dtype()) + shapeText(t.shape()) + " " +
+           dataText(t.dtype(), t.shape(), t.data());
+  }
+  case Attr::VALUE_NOT_SET: return out + "?";
+  }
+  return out + "?";
+}
+
+std::string operand(int32_t index) { return index < 0 ? "_" : "%" + std::to_string(index); }
+
+void appendRank(std::string &out, const RankProgram &r) {
+  out += "rank " + std::to_string(r.rank()) + " device=" + deviceText(r.device()) +
+         " arena=" + std::to_string(r.arena_bytes()) +
+         " no_reuse=" + std::to_string(r.no_reuse_bytes()) +
+         " alignment=" + std::to_string(r.alignment()) + "\n";
+  for (int i = 0; i < r.buffers_size(); ++i) {
+    const Buffer &b = r.buffers(i);
+    out += "  buffer %" + std::to_string(i) + " " + quote(b.name()) + " " + kindText(b.kind()) +
+           " " + dtypeText(b.dtype()) + shapeText(b.shape()) + " @" + std::to_string(b.offset()) +
+           "+" + std::to_string(b.size_bytes());
+    if (!b.source().empty())
+      out += " source=" + quote(b.source());
+    if (b.kind() == BUFFER_CONSTANT || !b.data().empty())
+      out += " data=" + dataText(b.dtype(), b.shape(), b.data());
+    out += "\n";
+  }
+  for (const Binding &in : r.inputs())
+    out += "  input " + quote(in.name()) + " -> " + operand(in.buffer()) + "\n";
+  for (const Binding &o : r.outputs())
+    out += "  output " + quote(o.name()) + " -> " + operand(o.buffer()) + "\n";
+  for (int i = 0; i < r.instructions_size(); ++i) {
+    const Instruction &inst = r.instructions(i);
+    out += "  " + std::to_string(i) + ": ";
+    switch (inst.kind_case()) {
+    case Instruction::kKernel: {
+      const KernelCall &k = inst.kernel();
+      for (int j = 0; j < k.outputs_size(); ++j)
+        out += (j ? ", " : "") + operand(k.outputs(j));
+      if (k.outputs_size() > 0)
+        out += " = ";
+      if (!k.domain().empty())
+        out += token(k.domain()) + "::";
+      out += token(k.op()) + "(";
+      for (int j = 0; j < k.inputs_size(); ++j)
+        out += (j ? ", " : "") + operand(k.inputs(j));
+      out += ")";
+      if (k.attributes_size() > 0) {
+        out += " {";
+        for (int j = 0; j < k.attributes_size(); ++j)
+          out += (j ? ", " : "") + attrText(k.attributes(j));
+        out += "}";
+      }
+      if (!k.node().empty())
+        out += " node=" + quote(k.node());
+      break;
+    }
+    case Instruction::kCopy:
+      out += "copy " + operand(inst.copy().src()) + " -> " + operand(inst.copy().dst());
+      break;
+    case Instruction::KIND_NOT_SET: out += "<empty>"; break;
+    }
+    out += "\n";
+  }
+}
+
+} // namespace
+
+std::string planText(const Plan &plan, std::optional<int> rank) {
+  std::string out = "plan v" + std::to_string(plan.format_version()) +
+                    " mode=" + modeText(plan.mode()) +
+                    " world_size=" + std::to_string(plan.world_size()) + "\n";
+  const ModelRef &m = plan.model();
+  out += "model " + quote(m.path()) + " sha256=" + token(m.sha256()) +
+         " size=" + std::to_string(m.size_bytes()) + "\n";
+  // Protobuf map iteration order is unspecified: print sorted.
+  std::vector<std::pair<std::string, int64_t>> bound(plan.bound_dims().begin(),
+                                                     plan.bound_dims().end());
+  std::sort(bound.begin(), bound.end());
+  for (const auto &[name, value] : bound)
+    out += "bound " + token(name) + "=" + std::to_string(value) + "\n";
+  for (const CommGroup &g : plan.groups()) {
+    out += "group " + quote(g.name()) + " [";
+    for (int i = 0; i < g.ranks_size(); ++i)
+      out += (i ? ", " : "") + std::to_string(g.ranks(i));
+    out += "]\n";
+  }
+  for (const DataBinding &d : plan.data_bindings())
+    out += "data " + quote(d.array()) + " -> input " + quote(d.input()) +
+           " shard_axis=" + std::to_string(d.shard_axis()) + "\n";
+  if (plan.has_hyperparameters())
+    out += "hyperparameters batch_size=" + std::to_string(plan.hyperparameters().batch_size()) +
+           "\n";
+  for (int i = 0; i < plan.ranks_size(); ++i) {
+    if (rank && *rank != i)
+      continue;
+    appendRank(out, plan.ranks(i));
+  }
+  return out;
+}
+
+std::string fingerprint(const Plan &plan) { return sha256Hex(planText(plan)); }
+
+} // namespace dtc::plan

@@ -1,0 +1,312 @@
+// Structural validation of a plan before anything runs (DESIGN.md section 7): a corrupt or
+// hostile plan gets an error naming the rank, buffer or instruction, never an out-of-bounds
+// access later. All size arithmetic is overflow-checked (__builtin_*_overflow).
+#include "compiler/ir/Types.h"
+#include "compiler/plan/Plan.h"
+
+#include <cstdio>
+#include <set>
+#include <string>
+
+namespace dtc::plan {
+namespace {
+
+/// Largest world size a plan may declare.
+constexpr int32_t kMaxWorldSize = 65536;
+/// Sanity cap on one rank's arena: 1 TiB.
+constexpr uint64_t kMaxArenaBytes = uint64_t{1} << 40;
+
+std::string str(uint64_t v) { return std::to_string(v); }
+std::string str(int64_t v) { return std::to_string(v); }
+std::string str(int32_t v) { return std::to_string(v); }
+
+/// 'name' for messages, control bytes escaped so a message stays one line.
+std::string q(const std::string &s) {
+  std::string out = "'";
+  for (char ch : s) {
+    unsigned char c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7F) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out + "'";
+}
+
+bool isPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+bool isLowerHex64(const std::string &s) {
+  if (s.size() != 64)
+    return false;
+  for (char c : s)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+      return false;
+  return true;
+}
+
+std::string bufferWhere(int index, const Buffer &b) {
+  return "buffer %" + std::to_string(index) + " " + q(b.name());
+}
+
+Status checkBuffer(const RankProgram &r, int index) {
+  const Buffer &b = r.buffers(index);
+  const std::string where = bufferWhere(index, b);
+  auto fail = [&](const std::string &what) { return Status::error(where, what); };
+
+  if (!ir::isKnownDType(b.dtype()))
+    return fail("unknown dtype " + str(b.dtype()));
+  const int64_t elemSize = ir::dtypeSize(static_cast<ir::DType>(b.dtype()));
+  if (elemSize <= 0)
+    return fail("dtype " + std::string(ir::dtypeName(static_cast<ir::DType>(b.dtype()))) +
+                " has no fixed element size");
+  uint64_t elements = 1;
+  for (int d = 0; d < b.shape_size(); ++d) {
+    if (b.shape(d) < 0)
+      return fail("dim " + std::to_string(d) + " is " + str(b.shape(d)) + ", below 0");
+    if (__builtin_mul_overflow(elements, static_cast<uint64_t>(b.shape(d)), &elements))
+      return fail("element count overflows (dim " + std::to_string(d) + " is " +
+                  str(b.shape(d)) + ")");
+  }
+  uint64_t bytes = 0;
+  if (__builtin_mul_overflow(elements, static_cast<uint64_t>(elemSize), &bytes))
+    return fail("size in bytes overflows (" + str(elements) + " elements of " + str(elemSize) +
+                " bytes)");
+  if (bytes != b.size_bytes())
+    return fail("size_bytes is " + str(b.size_bytes()) + ", but " + str(elements) +
+                " elements of " + str(elemSize) + " bytes take " + str(bytes));
+  if (b.offset() % r.alignment() != 0)
+    return fail("offset " + str(b.offset()) + " is not a multiple of the alignment (" +
+                str(r.alignment()) + ")");
+  uint64_t end = 0;
+  if (__builtin_add_overflow(b.offset(), b.size_bytes(), &end))
+    return fail("offset " + str(b.offset()) + " + size " + str(b.size_bytes()) + " overflows");
+  if (end > r.arena_bytes())
+    return fail("ends at byte " + str(end) + ", past the arena (" + str(r.arena_bytes()) +
+                " bytes)");
+
+  switch (b.kind()) {
+  case BUFFER_PARAMETER:
+    if (b.source().empty())
+      return fail("parameter without a source (initializer name)");
+    break;
+  case BUFFER_CONSTANT:
+    if (b.data().size() != b.size_bytes())
+      return fail("constant carries " + str(uint64_t{b.data().size()}) +
+                  " bytes of data, but its size is " + str(b.size_bytes()) + " bytes");
+    break;
+  case BUFFER_GRADIENT:
+  case BUFFER_ACTIVATION:
+  case BUFFER_OPTIMIZER_STATE:
+  case BUFFER_INPUT:
+  case BUFFER_OUTPUT: break;
+  case BUFFER_KIND_UNSPECIFIED: return fail("buffer kind is not set");
+  default: return fail("unknown buffer kind " + std::to_string(b.kind()));
+  }
+  if (b.kind() != BUFFER_CONSTANT && !b.data().empty())
+    return fail("data on a buffer that is not a constant");
+  return Status::ok();
+}
+
+Status checkAttr(const Attr &a) {
+  const std::string where = "attribute " + q(a.name());
+  if (a.name().empty())
+    return Status::error("attribute without a name");
+  if (a.value_case() == Attr::VALUE_NOT_SET)
+    return Status::error(where, "no value");
+  if (a.value_case() != Attr::kT)
+    return Status::ok();
+  const TensorValue &t = a.t();
+  if (!ir::isKnownDType(t.dtype()))
+    return Status::error(where, "unknown dtype " + str(t.dtype()));
+  const int64_t elemSize = ir::dtypeSize(static_cast<ir::DType>(t.dtype()));
+  if (elemSize <= 0)
+    return Status::error(where, "tensor dtype has no fixed element size");
+  uint64_t elements = 1;
+  for (int64_t d : t.shape())
+    if (d < 0 || __builtin_mul_overflow(elements, static_cast<uint64_t>(d), &elements))
+      return Status::error(where, "bad tensor shape (negative dim or overflow)");
+  uint64_t bytes = 0;
+  if (__builtin_mul_overflow(elements, static_cast<uint64_t>(elemSize), &bytes) ||
+      bytes != t.data().size())
+    return Status::error(where, "tensor carries " + str(uint64_t{t.data().size()}) +
+                                    " bytes of data, but its shape needs " + str(elements) +
+                                    " elements of " + str(elemSize) + " bytes");
+  return Status::ok();
+}
+
+std::string operandRange(const char *what, int j, int32_t index, const RankProgram &r) {
+  return std::string(what) + " " + std::to_string(j) + " is buffer " + str(index) + ", but rank " +
+         str(r.rank()) + " has " + std::to_string(r.buffers_size()) + " buffers";
+}
+
+Status checkInstruction(const RankProgram &r, int index, const KernelCheck &kernelCheck) {
+  const Instruction &inst = r.instructions(index);
+  const int n = r.buffers_size();
+  const std::string at = "instruction " + std::to_string(index);
+  switch (inst.kind_case()) {
+  case Instruction::kKernel: {
+    const KernelCall &k = inst.kernel();
+    if (k.op().empty())
+      return Status::error(at, "kernel call without an op");
+    std::string where = at + " (" + k.op();
+    if (!k.node().empty())
+      where += ", node " + q(k.node());
+    where += ")";
+    for (int j = 0; j < k.inputs_size(); ++j)
+      if (k.inputs(j) < -1 || k.inputs(j) >= n)
+        return Status::error(where, operandRange("input", j, k.inputs(j), r));
+    for (int j = 0; j < k.outputs_size(); ++j) {
+      if (k.outputs(j) == -1)
+        return Status::error(where, "output " + std::to_string(j) +
+                                        " is -1 (only optional inputs may be omitted)");
+      if (k.outputs(j) < 0 || k.outputs(j) >= n)
+        return Status::error(where, operandRange("output", j, k.outputs(j), r));
+    }
+    std::set<std::string> names;
+    for (const Attr &a : k.attributes()) {
+      DTC_RETURN_IF_ERROR(checkAttr(a).withContext(where));
+      if (!names.insert(a.name()).second)
+        return Status::error(where, "attribute " + q(a.name()) + " appears twice");
+    }
+    if (kernelCheck)
+      DTC_RETURN_IF_ERROR(kernelCheck(r, k).withContext(at));
+    return Status::ok();
+  }
+  case Instruction::kCopy: {
+    const Copy &c = inst.copy();
+    const std::string where = at + " (copy)";
+    if (c.src() < 0 || c.src() >= n)
+      return Status::error(where, "source is buffer " + str(c.src()) + ", but rank " +
+                                      str(r.rank()) + " has " + std::to_string(n) + " buffers");
+    if (c.dst() < 0 || c.dst() >= n)
+      return Status::error(where, "destination is buffer " + str(c.dst()) + ", but rank " +
+                                      str(r.rank()) + " has " + std::to_string(n) + " buffers");
+    const uint64_t srcBytes = r.buffers(c.src()).size_bytes();
+    const uint64_t dstBytes = r.buffers(c.dst()).size_bytes();
+    if (srcBytes != dstBytes)
+      return Status::error(where, "copies buffer %" + str(c.src()) + " (" + str(srcBytes) +
+                                      " bytes) into buffer %" + str(c.dst()) + " (" +
+                                      str(dstBytes) + " bytes): sizes differ");
+    return Status::ok();
+  }
+  case Instruction::KIND_NOT_SET: return Status::error(at, "empty instruction");
+  }
+  return Status::error(at, "unknown instruction kind");
+}
+
+Status checkBindings(const RankProgram &r, bool inputs) {
+  const auto &bindings = inputs ? r.inputs() : r.outputs();
+  const char *what = inputs ? "input binding" : "output binding";
+  std::set<std::string> names;
+  for (const Binding &b : bindings) {
+    const std::string where = std::string(what) + " " + q(b.name());
+    if (b.name().empty())
+      return Status::error(std::string(what) + " without a name");
+    if (!names.insert(b.name()).second)
+      return Status::error(where, "name appears twice");
+    if (b.buffer() < 0 || b.buffer() >= r.buffers_size())
+      return Status::error(where, "is buffer " + str(b.buffer()) + ", but rank " + str(r.rank()) +
+                                      " has " + std::to_string(r.buffers_size()) + " buffers");
+    if (inputs && r.buffers(b.buffer()).kind() != BUFFER_INPUT)
+      return Status::error(where, "is buffer %" + str(b.buffer()) + " " +
+                                      q(r.buffers(b.buffer()).name()) +
+                                      ", which is not an input buffer");
+  }
+  return Status::ok();
+}
+
+Status checkRank(const RankProgram &r, const KernelCheck &kernelCheck) {
+  if (r.device().type() != DEVICE_CPU && r.device().type() != DEVICE_CUDA)
+    return Status::error("device type " + std::to_string(r.device().type()) +
+                         " is not cpu or cuda");
+  if (r.device().index() < 0)
+    return Status::error("device index " + str(r.device().index()) + " is below 0");
+  if (!isPowerOfTwo(r.alignment()))
+    return Status::error("alignment " + str(r.alignment()) + " is not a power of two");
+  if (r.arena_bytes() > kMaxArenaBytes)
+    return Status::error("arena of " + str(r.arena_bytes()) + " bytes is above the limit of " +
+                         str(kMaxArenaBytes) + " bytes (1 TiB)");
+  for (int i = 0; i < r.buffers_size(); ++i)
+    DTC_RETURN_IF_ERROR(checkBuffer(r, i));
+  // Bindings before instructions: kernel checks may rely on them.
+  DTC_RETURN_IF_ERROR(checkBindings(r, /*inputs=*/true));
+  DTC_RETURN_IF_ERROR(checkBindings(r, /*inputs=*/false));
+  for (int i = 0; i < r.instructions_size(); ++i)
+    DTC_RETURN_IF_ERROR(checkInstruction(r, i, kernelCheck));
+  return Status::ok();
+}
+
+Status checkPlan(const Plan &plan, const KernelCheck &kernelCheck) {
+  if (plan.format_version() != kPlanFormatVersion)
+    return Status::error("plan format version " + std::to_string(plan.format_version()) +
+                         ", this dtc reads version " + std::to_string(kPlanFormatVersion));
+  if (plan.mode() != MODE_INFERENCE && plan.mode() != MODE_TRAINING)
+    return Status::error("mode " + std::to_string(plan.mode()) +
+                         " is not inference (1) or training (2)");
+  if (!plan.model().sha256().empty() && !isLowerHex64(plan.model().sha256()))
+    return Status::error("model checksum " + q(plan.model().sha256()) +
+                         " is not 64 lowercase hex digits");
+  const int32_t world = plan.world_size();
+  if (world < 1 || world > kMaxWorldSize)
+    return Status::error("world size " + str(world) + " is not in [1, " + str(kMaxWorldSize) +
+                         "]");
+  if (plan.ranks_size() != world)
+    return Status::error("world size is " + str(world) + ", but the plan has " +
+                         std::to_string(plan.ranks_size()) + " rank programs");
+  for (const auto &[name, value] : plan.bound_dims()) {
+    if (name.empty())
+      return Status::error("bound dim without a name");
+    if (value < 0)
+      return Status::error("bound dim " + q(name) + " is " + str(value) + ", below 0");
+  }
+  if (plan.hyperparameters().batch_size() < 0)
+    return Status::error("batch size " + str(plan.hyperparameters().batch_size()) +
+                         " is below 0");
+  for (int g = 0; g < plan.groups_size(); ++g) {
+    const CommGroup &group = plan.groups(g);
+    const std::string where = "group " + std::to_string(g) + " " + q(group.name());
+    if (group.ranks_size() == 0)
+      return Status::error(where, "has no ranks");
+    std::set<int32_t> seen;
+    for (int32_t rank : group.ranks()) {
+      if (rank < 0 || rank >= world)
+        return Status::error(where, "rank " + str(rank) + " is not in [0, " + str(world) + ")");
+      if (!seen.insert(rank).second)
+        return Status::error(where, "rank " + str(rank) + " appears twice");
+    }
+  }
+  for (int i = 0; i < world; ++i) {
+    const RankProgram &r = plan.ranks(i);
+    if (r.rank() != i)
+      return Status::error("rank program " + std::to_string(i) + " is for rank " + str(r.rank()));
+    DTC_RETURN_IF_ERROR(checkRank(r, kernelCheck).withContext("rank " + std::to_string(i)));
+  }
+  std::set<std::string> graphInputs;
+  for (const RankProgram &r : plan.ranks())
+    for (const Binding &b : r.inputs())
+      graphInputs.insert(b.name());
+  std::set<std::string> fed;
+  for (const DataBinding &d : plan.data_bindings()) {
+    const std::string where = "data binding " + q(d.array()) + " -> " + q(d.input());
+    if (d.array().empty())
+      return Status::error(where, "no array name");
+    if (!graphInputs.count(d.input()))
+      return Status::error(where, "no rank has a graph input named " + q(d.input()));
+    if (!fed.insert(d.input()).second)
+      return Status::error(where, "input " + q(d.input()) + " is fed twice");
+    if (d.shard_axis() < -1)
+      return Status::error(where, "shard axis " + str(d.shard_axis()) + " is below -1");
+  }
+  return Status::ok();
+}
+
+} // namespace
+
+Status validatePlan(const Plan &plan, const std::string &where, const KernelCheck &kernelCheck) {
+  return checkPlan(plan, kernelCheck).withContext(where.empty() ? "plan" : "plan " + where);
+}
+
+} // namespace dtc::plan

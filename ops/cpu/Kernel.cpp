@@ -1,0 +1,339 @@
+// The CPU kernel registry: looks kernels up by (domain, op) in Kernels.def, implements the
+// KernelSpec/TensorDesc helpers, the checks shared by all op families, and the wrapper that
+// validates a run's operand pointers before a kernel sees them.
+#include "ops/cpu/Kernel.h"
+
+#include "ops/cpu/OneDnnUtil.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+namespace dtc::ops::cpu {
+
+// ---- TensorDesc / KernelSpec ---------------------------------------------------------------
+
+int64_t TensorDesc::numElements() const {
+  auto n = ir::checkedProduct(shape);
+  return n ? *n : 0;
+}
+
+std::string TensorDesc::str() const { return std::string(ir::dtypeName(dtype)) + shapeStr(shape); }
+
+std::string KernelSpec::where() const {
+  std::string opName = domain.empty() ? op : domain + "." + op;
+  return "node '" + node + "' (" + opName + ")";
+}
+
+// Accessors return the default when the attribute is absent or of another kind; checks that
+// care about a kind mismatch report it (see checkAttrKinds in the families).
+int64_t KernelSpec::attrInt(const std::string &name, int64_t dflt) const {
+  auto it = attrs.find(name);
+  return it != attrs.end() && it->second.kind() == ir::AttrKind::kInt ? it->second.i() : dflt;
+}
+
+float KernelSpec::attrFloat(const std::string &name, float dflt) const {
+  auto it = attrs.find(name);
+  if (it == attrs.end())
+    return dflt;
+  if (it->second.kind() == ir::AttrKind::kFloat)
+    return it->second.f();
+  if (it->second.kind() == ir::AttrKind::kInt)
+    return static_cast<float>(it->second.i());
+  return dflt;
+}
+
+std::string KernelSpec::attrString(const std::string &name, const std::string &dflt) const {
+  auto it = attrs.find(name);
+  return it != attrs.end() && it->second.kind() == ir::AttrKind::kString ? it->second.s() : dflt;
+}
+
+std::vector<int64_t> KernelSpec::attrInts(const std::string &name,
+                                          std::vector<int64_t> dflt) const {
+  auto it = attrs.find(name);
+  return it != attrs.end() && it->second.kind() == ir::AttrKind::kInts ? it->second.ints() : dflt;
+}
+
+std::vector<float> KernelSpec::attrFloats(const std::string &name, std::vector<float> dflt) const {
+  auto it = attrs.find(name);
+  return it != attrs.end() && it->second.kind() == ir::AttrKind::kFloats ? it->second.floats()
+                                                                         : dflt;
+}
+
+// ---- shared checks and helpers ---------------------------------------------------------------
+
+std::string shapeStr(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+Status checkArity(const KernelSpec &spec, size_t minIn, size_t maxIn, size_t outs) {
+  auto range = [](size_t lo, size_t hi) {
+    return lo == hi ? std::to_string(lo) : std::to_string(lo) + " to " + std::to_string(hi);
+  };
+  if (spec.inputs.size() < minIn || spec.inputs.size() > maxIn)
+    return spec.error("expected " + range(minIn, maxIn) + " inputs, got " +
+                      std::to_string(spec.inputs.size()));
+  if (spec.outputs.size() != outs)
+    return spec.error("expected " + std::to_string(outs) + " output(s), got " +
+                      std::to_string(spec.outputs.size()));
+  for (size_t i = 0; i < minIn; ++i)
+    if (!spec.inputs[i].present())
+      return spec.error("input " + std::to_string(i) + " is required");
+  for (size_t i = 0; i < outs; ++i)
+    if (!spec.outputs[i].present())
+      return spec.error("output " + std::to_string(i) + " has no dtype");
+  return Status::ok();
+}
+
+Status checkDType(const KernelSpec &spec, bool input, size_t index,
+                  const std::vector<ir::DType> &allowed) {
+  const TensorDesc &t = input ? spec.inputs.at(index) : spec.outputs.at(index);
+  if (std::find(allowed.begin(), allowed.end(), t.dtype) != allowed.end())
+    return Status::ok();
+  std::string names;
+  for (size_t i = 0; i < allowed.size(); ++i)
+    names += std::string(i ? (i + 1 == allowed.size() ? " or " : ", ") : "") +
+             ir::dtypeName(allowed[i]);
+  return spec.error(std::string(input ? "input " : "output ") + std::to_string(index) +
+                    " has dtype " + ir::dtypeName(t.dtype) + "; the CPU kernel supports " + names);
+}
+
+Status checkShapes(const KernelSpec &spec, size_t maxRank) {
+  auto one = [&](const TensorDesc &t, const std::string &what) -> Status {
+    if (!t.present())
+      return Status::ok();
+    if (t.shape.size() > maxRank)
+      return spec.error(what + " has rank " + std::to_string(t.shape.size()) +
+                        "; the CPU kernel supports rank <= " + std::to_string(maxRank));
+    auto n = ir::checkedProduct(t.shape);
+    int64_t size = ir::dtypeSize(t.dtype);
+    if (!n || size <= 0 || *n > std::numeric_limits<int64_t>::max() / size)
+      return spec.error(what + " has an invalid shape or dtype " + t.str());
+    return Status::ok();
+  };
+  for (size_t i = 0; i < spec.inputs.size(); ++i)
+    DTC_RETURN_IF_ERROR(one(spec.inputs[i], "input " + std::to_string(i)));
+  for (size_t i = 0; i < spec.outputs.size(); ++i)
+    DTC_RETURN_IF_ERROR(one(spec.outputs[i], "output " + std::to_string(i)));
+  return Status::ok();
+}
+
+Status checkOutputShape(const KernelSpec &spec, const std::vector<int64_t> &expected) {
+  if (spec.outputs.at(0).shape != expected)
+    return spec.error("output 0 has shape " + shapeStr(spec.outputs[0].shape) + ", expected " +
+                      shapeStr(expected));
+  return Status::ok();
+}
+
+bool broadcastShapes(const std::vector<int64_t> &a, const std::vector<int64_t> &b,
+                     std::vector<int64_t> &out) {
+  size_t rank = std::max(a.size(), b.size());
+  out.assign(rank, 1);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return false;
+    out[i] = da == 1 ? db : da;
+  }
+  return true;
+}
+
+std::vector<int64_t> rowMajorStrides(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;)
+    strides[i - 1] = strides[i] * shape[i];
+  return strides;
+}
+
+dnnl::memory::dims dnnlDims(const std::vector<int64_t> &shape) {
+  if (shape.empty())
+    return {1};
+  return dnnl::memory::dims(shape.begin(), shape.end());
+}
+
+dnnl::memory::desc plainDesc(const std::vector<int64_t> &shape, dnnl::memory::data_type dt) {
+  dnnl::memory::dims dims = dnnlDims(shape);
+  std::vector<int64_t> s = rowMajorStrides(std::vector<int64_t>(dims.begin(), dims.end()));
+  return dnnl::memory::desc(dims, dt, dnnl::memory::dims(s.begin(), s.end()));
+}
+
+Status dnnlStatus(const KernelSpec &spec, const dnnl::error &e) {
+  return spec.error(std::string("oneDNN: ") + e.what() + " (status " +
+                    std::to_string(static_cast<int>(e.status)) + ")");
+}
+
+int noInPlace(const KernelSpec &) { return -1; }
+
+// ---- PrimitiveRunner ---------------------------------------------------------------------------
+
+void PrimitiveRunner::input(int arg, const dnnl::memory::desc &md, size_t index) {
+  dnnl::memory mem(md, ctx_->engine, DNNL_MEMORY_NONE);
+  operands_.push_back({arg, Operand::Kind::kInput, index, mem});
+  argMap_[arg] = mem;
+}
+
+void PrimitiveRunner::output(int arg, const dnnl::memory::desc &md, size_t index) {
+  dnnl::memory mem(md, ctx_->engine, DNNL_MEMORY_NONE);
+  operands_.push_back({arg, Operand::Kind::kOutput, index, mem});
+  argMap_[arg] = mem;
+}
+
+void PrimitiveRunner::fixed(int arg, const dnnl::memory &mem) { argMap_[arg] = mem; }
+
+void PrimitiveRunner::execute(const KernelArgs &args) {
+  for (Operand &op : operands_) {
+    void *ptr = op.kind == Operand::Kind::kInput ? const_cast<void *>(args.inputs[op.index])
+                                                 : args.outputs[op.index];
+    op.mem.set_data_handle(ptr);
+  }
+  prim_.execute(ctx_->stream, argMap_);
+}
+
+Status SinglePrimitiveKernel::run(const KernelArgs &args) {
+  try {
+    runner_.execute(args);
+    ctx_.stream.wait();
+  } catch (const dnnl::error &e) {
+    return Status::error(where_, std::string("oneDNN: ") + e.what());
+  }
+  return Status::ok();
+}
+
+// ---- registry ----------------------------------------------------------------------------------
+
+namespace {
+
+struct Entry {
+  const char *domain;
+  const char *op;
+  Status (*check)(const KernelSpec &);
+  Expected<KernelPtr> (*create)(const KernelSpec &, CpuContext &);
+  int (*inPlace)(const KernelSpec &);
+  bool view;
+};
+
+constexpr Entry kEntries[] = {
+#define DTC_CPU_KERNEL(domain, op, check, create, inPlace, view)                                   \
+  {domain, op, &check, &create, &inPlace, view},
+#include "ops/cpu/Kernels.def"
+#undef DTC_CPU_KERNEL
+};
+
+const Entry *findEntry(const std::string &domain, const std::string &op) {
+  // "ai.onnx" is the same domain as "".
+  const std::string d = domain == "ai.onnx" ? "" : domain;
+  for (const Entry &e : kEntries)
+    if (d == e.domain && op == e.op)
+      return &e;
+  return nullptr;
+}
+
+/// Checks a run's operand pointers against the spec, then runs the kernel with an input array
+/// as long as spec.inputs (omitted trailing optional inputs filled with nullptr).
+class CheckedKernel : public Kernel {
+public:
+  CheckedKernel(const KernelSpec &spec, KernelPtr inner)
+      : where_(spec.where()), inner_(std::move(inner)), inputs_(spec.inputs.size(), nullptr) {
+    for (const TensorDesc &t : spec.inputs)
+      required_.push_back(t.present() && t.byteSize() > 0);
+    for (const TensorDesc &t : spec.outputs)
+      outputBytes_.push_back(t.byteSize());
+  }
+
+  Status run(const KernelArgs &args) override {
+    if (args.numInputs > inputs_.size() || (args.numInputs > 0 && !args.inputs))
+      return Status::error(where_, "run with " + std::to_string(args.numInputs) +
+                                       " inputs; the kernel has " +
+                                       std::to_string(inputs_.size()));
+    if (args.numOutputs != outputBytes_.size() || (args.numOutputs > 0 && !args.outputs))
+      return Status::error(where_, "run with " + std::to_string(args.numOutputs) +
+                                       " outputs; the kernel has " +
+                                       std::to_string(outputBytes_.size()));
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      inputs_[i] = i < args.numInputs ? args.inputs[i] : nullptr;
+      if (required_[i] && !inputs_[i])
+        return Status::error(where_, "input " + std::to_string(i) + " has no buffer");
+    }
+    for (size_t i = 0; i < outputBytes_.size(); ++i)
+      if (outputBytes_[i] > 0 && !args.outputs[i])
+        return Status::error(where_, "output " + std::to_string(i) + " has no buffer");
+    // Nothing to compute for empty outputs (a zero-sized dim).
+    bool anyOutput = std::any_of(outputBytes_.begin(), outputBytes_.end(),
+                                 [](int64_t b) { return b > 0; });
+    if (!anyOutput)
+      return Status::ok();
+    KernelArgs inner{inputs_.data(), inputs_.size(), args.outputs, args.numOutputs};
+    return inner_->run(inner);
+  }
+
+private:
+  std::string where_;
+  KernelPtr inner_;
+  std::vector<const void *> inputs_;
+  std::vector<bool> required_;
+  std::vector<int64_t> outputBytes_;
+};
+
+/// Stands in for a kernel whose outputs are all empty.
+class NoOpKernel : public Kernel {
+public:
+  Status run(const KernelArgs &) override { return Status::ok(); }
+};
+
+} // namespace
+
+Status checkKernel(const KernelSpec &spec) {
+  const Entry *e = findEntry(spec.domain, spec.op);
+  if (!e) {
+    std::string opName = spec.domain.empty() ? spec.op : spec.domain + "." + spec.op;
+    return spec.error("no CPU kernel for op '" + opName + "'");
+  }
+  return e->check(spec);
+}
+
+Expected<std::unique_ptr<Kernel>> createKernel(const KernelSpec &spec, CpuContext &ctx) {
+  DTC_RETURN_IF_ERROR(checkKernel(spec));
+  const Entry *e = findEntry(spec.domain, spec.op);
+  bool anyOutput = std::any_of(spec.outputs.begin(), spec.outputs.end(),
+                               [](const TensorDesc &t) { return t.byteSize() > 0; });
+  KernelPtr inner;
+  if (!anyOutput) {
+    inner = std::make_unique<NoOpKernel>();
+  } else {
+    DTC_ASSIGN_OR_RETURN(inner, e->create(spec, ctx));
+  }
+  return KernelPtr(std::make_unique<CheckedKernel>(spec, std::move(inner)));
+}
+
+bool hasKernel(const std::string &domain, const std::string &op) {
+  return findEntry(domain, op) != nullptr;
+}
+
+int inPlaceInput(const KernelSpec &spec) {
+  const Entry *e = findEntry(spec.domain, spec.op);
+  if (!e || !checkKernel(spec).isOk())
+    return -1;
+  return e->inPlace(spec);
+}
+
+bool isViewOp(const std::string &domain, const std::string &op) {
+  const Entry *e = findEntry(domain, op);
+  return e && e->view;
+}
+
+std::vector<std::string> kernelOpNames() {
+  std::vector<std::pair<std::string, std::string>> names;
+  for (const Entry &e : kEntries)
+    names.emplace_back(e.domain, e.op);
+  std::sort(names.begin(), names.end());
+  std::vector<std::string> out;
+  for (auto &[domain, op] : names)
+    out.push_back(op);
+  return out;
+}
+
+} // namespace dtc::ops::cpu

@@ -1,0 +1,94 @@
+// The CPU kernel interface (DESIGN.md section 8): a kernel is made once per plan instruction
+// from a KernelSpec (op, attributes, static input/output types), then run on every step with
+// pointers into the rank's arena. Kernels are looked up by (domain, op) in ops/cpu/Kernels.def.
+#pragma once
+
+#include "compiler/ir/Attribute.h"
+#include "compiler/ir/Types.h"
+#include "compiler/support/Status.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dtc::ops::cpu {
+
+/// Static type of one kernel operand. An omitted optional input has dtype kUndefined.
+struct TensorDesc {
+  ir::DType dtype = ir::DType::kUndefined;
+  std::vector<int64_t> shape;
+
+  bool present() const { return dtype != ir::DType::kUndefined; }
+  int64_t numElements() const;
+  int64_t byteSize() const { return numElements() * ir::dtypeSize(dtype); }
+  /// "f32[2,3]".
+  std::string str() const;
+};
+
+/// Everything a kernel is built from. Shapes are static: the plan binds every symbolic dim.
+struct KernelSpec {
+  std::string op;
+  std::string domain; ///< "" for ai.onnx
+  std::string node;   ///< IR node name, for messages
+  std::vector<TensorDesc> inputs;
+  std::vector<TensorDesc> outputs;
+  std::map<std::string, ir::Attribute> attrs;
+
+  /// "node 'conv1' (Conv)": the `where` part of errors.
+  std::string where() const;
+  /// Attribute accessors with defaults (the canonical forms in ops/ set every attribute a
+  /// kernel needs, so defaults matter only for hand-written plans and tests).
+  int64_t attrInt(const std::string &name, int64_t dflt) const;
+  float attrFloat(const std::string &name, float dflt) const;
+  std::string attrString(const std::string &name, const std::string &dflt) const;
+  std::vector<int64_t> attrInts(const std::string &name, std::vector<int64_t> dflt = {}) const;
+  std::vector<float> attrFloats(const std::string &name, std::vector<float> dflt = {}) const;
+  /// An error "<where>: <what>".
+  Status error(const std::string &what) const { return Status::error(where(), what); }
+};
+
+/// The CPU device a kernel runs on: one oneDNN engine and one in-order stream per rank.
+struct CpuContext {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+};
+
+/// Operand pointers for one run. inputs[i] is nullptr for an omitted optional input. Every
+/// pointer is 64-byte aligned (the plan's arena alignment). An output may alias an input when
+/// the plan chose in-place reuse (KernelDef::inPlaceInput) or a view.
+struct KernelArgs {
+  const void *const *inputs;
+  size_t numInputs;
+  void *const *outputs;
+  size_t numOutputs;
+};
+
+class Kernel {
+public:
+  virtual ~Kernel() = default;
+  /// Computes the outputs from the inputs. Errors only for data-dependent failures (an index
+  /// out of range); shape and dtype problems are caught when the kernel is made.
+  virtual Status run(const KernelArgs &args) = 0;
+};
+
+/// Checks that a kernel exists for the spec and supports its dtypes and attributes; used by the
+/// compiler so that an unsupported op is a compile-time error naming the node.
+Status checkKernel(const KernelSpec &spec);
+/// Makes the kernel (checkKernel first). Errors name the node.
+Expected<std::unique_ptr<Kernel>> createKernel(const KernelSpec &spec, CpuContext &ctx);
+/// True when (domain, op) has a CPU kernel at all.
+bool hasKernel(const std::string &domain, const std::string &op);
+/// Input index whose buffer the output 0 may overwrite in place (same dtype and size), or -1.
+/// The memory planner uses it only when that input is dead after the instruction.
+int inPlaceInput(const KernelSpec &spec);
+/// True for ops whose output 0 is a view of input 0 (same bytes, new shape): Reshape, Flatten,
+/// Squeeze, Unsqueeze, Identity. Their kernels copy only when the planner could not alias.
+bool isViewOp(const std::string &domain, const std::string &op);
+/// Every (op) with a CPU kernel, sorted ("Add", "Conv", ...), ai.onnx domain first.
+std::vector<std::string> kernelOpNames();
+
+} // namespace dtc::ops::cpu

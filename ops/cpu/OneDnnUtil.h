@@ -1,0 +1,105 @@
+// Internal helpers of the CPU kernels (not a public interface): the per-op check/create
+// declarations generated from Kernels.def, spec checks shared by the op families, and a small
+// adapter that binds kernel operands to oneDNN memories and runs one primitive.
+#pragma once
+
+#include "ops/cpu/Kernel.h"
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace dtc::ops::cpu {
+
+using KernelPtr = std::unique_ptr<Kernel>;
+
+// One `check*`, `create*` and in-place rule per Kernels.def line (shared by several ops).
+#define DTC_CPU_KERNEL(domain, op, check, create, inPlace, view)                                   \
+  Status check(const KernelSpec &spec);                                                            \
+  Expected<KernelPtr> create(const KernelSpec &spec, CpuContext &ctx);                             \
+  int inPlace(const KernelSpec &spec);
+#include "ops/cpu/Kernels.def"
+#undef DTC_CPU_KERNEL
+// noInPlace (declared above through the table): the rule of ops that never write over an input.
+
+/// Errors unless the spec has between minIn and maxIn inputs (present or omitted) and exactly
+/// `outs` outputs, and inputs [0, minIn) are present.
+Status checkArity(const KernelSpec &spec, size_t minIn, size_t maxIn, size_t outs);
+/// Errors unless input (or output) `index` has one of `allowed` dtypes:
+/// "input 0 has dtype f64; the CPU kernel supports f32".
+Status checkDType(const KernelSpec &spec, bool input, size_t index,
+                  const std::vector<ir::DType> &allowed);
+/// Errors unless every dim of every operand is >= 0, every present operand's element count
+/// and byte size fit in int64, and ranks are at most `maxRank`.
+Status checkShapes(const KernelSpec &spec, size_t maxRank = 12);
+/// Errors unless output 0 has exactly `expected` as shape.
+Status checkOutputShape(const KernelSpec &spec, const std::vector<int64_t> &expected);
+/// "[2,3]".
+std::string shapeStr(const std::vector<int64_t> &shape);
+/// Numpy (ONNX multidirectional) broadcast of two shapes; false when incompatible.
+bool broadcastShapes(const std::vector<int64_t> &a, const std::vector<int64_t> &b,
+                     std::vector<int64_t> &out);
+/// Row-major strides (in elements) of `shape`.
+std::vector<int64_t> rowMajorStrides(const std::vector<int64_t> &shape);
+/// The oneDNN dims of a shape; a scalar (rank 0) becomes [1].
+dnnl::memory::dims dnnlDims(const std::vector<int64_t> &shape);
+/// A dense row-major oneDNN memory descriptor of `shape` (rank 0 becomes [1]).
+dnnl::memory::desc plainDesc(const std::vector<int64_t> &shape,
+                             dnnl::memory::data_type dt = dnnl::memory::data_type::f32);
+/// Turns a oneDNN exception into "<where>: oneDNN: <what> (status N)".
+Status dnnlStatus(const KernelSpec &spec, const dnnl::error &e);
+
+/// The operands of one oneDNN primitive: each bound to a kernel input, a kernel output, or a
+/// memory the kernel owns (scratch). Memories are made once; run() only sets data handles.
+class PrimitiveRunner {
+public:
+  PrimitiveRunner() = default;
+  PrimitiveRunner(dnnl::primitive prim, CpuContext &ctx) : prim_(std::move(prim)), ctx_(&ctx) {}
+  /// Binds oneDNN argument `arg` to kernel input `index` with layout `md`.
+  void input(int arg, const dnnl::memory::desc &md, size_t index);
+  /// Binds `arg` to kernel output `index`.
+  void output(int arg, const dnnl::memory::desc &md, size_t index);
+  /// Binds `arg` to a memory that is not a kernel operand (scratch, reordered weights).
+  void fixed(int arg, const dnnl::memory &mem);
+  /// Sets the data handles from `args` and executes the primitive (no stream wait).
+  /// May throw dnnl::error; callers catch.
+  void execute(const KernelArgs &args);
+
+private:
+  struct Operand {
+    int arg;
+    enum class Kind { kInput, kOutput, kFixed } kind;
+    size_t index;
+    dnnl::memory mem;
+  };
+  dnnl::primitive prim_;
+  CpuContext *ctx_ = nullptr;
+  std::vector<Operand> operands_;
+  std::unordered_map<int, dnnl::memory> argMap_;
+};
+
+/// A kernel that runs one primitive bound by a PrimitiveRunner.
+class SinglePrimitiveKernel : public Kernel {
+public:
+  SinglePrimitiveKernel(const KernelSpec &spec, CpuContext &ctx, PrimitiveRunner runner)
+      : where_(spec.where()), ctx_(ctx), runner_(std::move(runner)) {}
+  Status run(const KernelArgs &args) override;
+
+private:
+  std::string where_;
+  CpuContext &ctx_;
+  PrimitiveRunner runner_;
+};
+
+/// Runs `fn` (which builds oneDNN objects) and turns a dnnl::error into a Status naming the node.
+template <typename Fn> Expected<KernelPtr> buildKernel(const KernelSpec &spec, Fn &&fn) {
+  try {
+    return fn();
+  } catch (const dnnl::error &e) {
+    return dnnlStatus(spec, e);
+  }
+}
+
+} // namespace dtc::ops::cpu

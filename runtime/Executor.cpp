@@ -1,0 +1,284 @@
+// Plan loading and execution on one device (see Executor.h).
+#include "runtime/Executor.h"
+
+#include "compiler/onnx/Importer.h"
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <unordered_map>
+
+namespace dtc::rt {
+
+namespace {
+
+std::string typeStr(ir::DType dtype, const std::vector<int64_t> &shape) {
+  std::string s = std::string(ir::dtypeName(dtype)) + "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::vector<int64_t> shapeOf(const plan::Buffer &b) {
+  return std::vector<int64_t>(b.shape().begin(), b.shape().end());
+}
+
+ir::Attribute toIrAttr(const plan::Attr &a) {
+  switch (a.value_case()) {
+  case plan::Attr::kI:
+    return ir::Attribute(static_cast<int64_t>(a.i()));
+  case plan::Attr::kF:
+    return ir::Attribute(a.f());
+  case plan::Attr::kS:
+    return ir::Attribute(a.s());
+  case plan::Attr::kInts:
+    return ir::Attribute(std::vector<int64_t>(a.ints().values().begin(), a.ints().values().end()));
+  case plan::Attr::kFloats:
+    return ir::Attribute(
+        std::vector<float>(a.floats().values().begin(), a.floats().values().end()));
+  case plan::Attr::kStrings:
+    return ir::Attribute(
+        std::vector<std::string>(a.strings().values().begin(), a.strings().values().end()));
+  case plan::Attr::kT: {
+    const plan::TensorValue &t = a.t();
+    return ir::Attribute(ir::TensorDataPtr(ir::TensorData::fromBytes(
+        a.name(), static_cast<ir::DType>(t.dtype()),
+        std::vector<int64_t>(t.shape().begin(), t.shape().end()), t.data())));
+  }
+  case plan::Attr::VALUE_NOT_SET:
+    break;
+  }
+  return ir::Attribute();
+}
+
+} // namespace
+
+Expected<ops::cpu::KernelSpec> kernelSpecOf(const plan::RankProgram &rank,
+                                            const plan::KernelCall &call) {
+  ops::cpu::KernelSpec spec;
+  spec.op = call.op();
+  spec.domain = call.domain();
+  spec.node = call.node();
+  for (int32_t b : call.inputs()) {
+    ops::cpu::TensorDesc d;
+    if (b >= 0) {
+      d.dtype = static_cast<ir::DType>(rank.buffers(b).dtype());
+      d.shape = shapeOf(rank.buffers(b));
+    }
+    spec.inputs.push_back(std::move(d));
+  }
+  for (int32_t b : call.outputs()) {
+    ops::cpu::TensorDesc d;
+    if (b >= 0) {
+      d.dtype = static_cast<ir::DType>(rank.buffers(b).dtype());
+      d.shape = shapeOf(rank.buffers(b));
+    }
+    spec.outputs.push_back(std::move(d));
+  }
+  for (const plan::Attr &a : call.attributes()) {
+    if (a.value_case() == plan::Attr::VALUE_NOT_SET)
+      return spec.error("attribute '" + a.name() + "' has no value");
+    if (a.value_case() == plan::Attr::kT) {
+      const plan::TensorValue &t = a.t();
+      if (!ir::isKnownDType(t.dtype()) || ir::dtypeSize(static_cast<ir::DType>(t.dtype())) == 0)
+        return spec.error("attribute '" + a.name() + "': unknown tensor dtype");
+      std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
+      std::optional<int64_t> n = ir::checkedProduct(shape);
+      int64_t bytes = 0;
+      if (!n || __builtin_mul_overflow(*n, ir::dtypeSize(static_cast<ir::DType>(t.dtype())),
+                                       &bytes) ||
+          static_cast<uint64_t>(bytes) != t.data().size())
+        return spec.error("attribute '" + a.name() + "': tensor data does not match its shape");
+    }
+    spec.attrs[a.name()] = toIrAttr(a);
+  }
+  return spec;
+}
+
+Executor::Executor(plan::Plan plan, const ExecutorOptions &opts)
+    : plan_(std::move(plan)), opts_(opts) {}
+Executor::~Executor() = default;
+
+Expected<std::unique_ptr<Executor>> Executor::create(plan::Plan plan,
+                                                     const ExecutorOptions &opts) {
+  std::unique_ptr<Executor> ex(new Executor(std::move(plan), opts));
+  DTC_RETURN_IF_ERROR(ex->load());
+  return ex;
+}
+
+Status Executor::load() {
+  const std::string where = opts_.planPath.empty() ? "plan" : opts_.planPath;
+  DTC_RETURN_IF_ERROR(plan::validatePlan(
+      plan_, where, [](const plan::RankProgram &rank, const plan::KernelCall &call) -> Status {
+        DTC_ASSIGN_OR_RETURN(ops::cpu::KernelSpec spec, kernelSpecOf(rank, call));
+        return ops::cpu::checkKernel(spec);
+      }));
+  if (opts_.rank < 0 || opts_.rank >= plan_.world_size())
+    return Status::error(where, "rank " + std::to_string(opts_.rank) +
+                                    " is outside the plan's world (size " +
+                                    std::to_string(plan_.world_size()) + ")");
+  const plan::RankProgram &rp = program();
+  const std::string rankWhere = where + ": rank " + std::to_string(opts_.rank);
+  if (rp.device().type() != plan::DEVICE_CPU)
+    return Status::error(rankWhere, "the plan targets a CUDA device; this dtc-run runs CPU plans");
+
+  // Weights: re-read from the source model after checking it is the file the plan was made from.
+  bool needsModel = false;
+  for (const plan::Buffer &b : rp.buffers())
+    needsModel = needsModel || b.kind() == plan::BUFFER_PARAMETER;
+  std::unique_ptr<ir::Graph> model;
+  if (needsModel) {
+    std::filesystem::path modelPath = plan_.model().path();
+    if (modelPath.empty())
+      return Status::error(where, "the plan has parameters but names no source model");
+    if (modelPath.is_relative() && !opts_.planPath.empty())
+      modelPath = std::filesystem::path(opts_.planPath).parent_path() / modelPath;
+    const std::string modelFile = modelPath.lexically_normal().string();
+    if (!opts_.skipChecksum && !plan_.model().sha256().empty()) {
+      DTC_ASSIGN_OR_RETURN(std::string sha, plan::sha256File(modelFile));
+      if (sha != plan_.model().sha256())
+        return Status::error(modelFile, "checksum " + sha.substr(0, 16) +
+                                            "... differs from the one the plan was compiled "
+                                            "against (" +
+                                            plan_.model().sha256().substr(0, 16) +
+                                            "...); recompile the plan");
+    }
+    Diagnostics diags;
+    DTC_ASSIGN_OR_RETURN(model, onnxio::importModelFile(modelFile, diags));
+  }
+
+  device_ = createCpuDevice(opts_.threads);
+  DTC_RETURN_IF_ERROR(device_->allocateArena(rp.arena_bytes(), rp.alignment()));
+
+  for (int b = 0; b < rp.buffers_size(); ++b) {
+    const plan::Buffer &buf = rp.buffers(b);
+    if (buf.kind() == plan::BUFFER_CONSTANT) {
+      DTC_RETURN_IF_ERROR(device_->upload(buf.offset(), buf.data().data(), buf.size_bytes()));
+    } else if (buf.kind() == plan::BUFFER_PARAMETER) {
+      const std::string bw = rankWhere + ": parameter '" + buf.source() + "'";
+      ir::Value *v = model->findValue(buf.source());
+      if (!v || !v->isInitializer())
+        return Status::error(bw, "not found among the model's initializers");
+      const ir::TensorData &t = *v->initializer();
+      if (static_cast<int32_t>(t.dtype()) != buf.dtype() || t.dims() != shapeOf(buf))
+        return Status::error(bw, "the model has " + typeStr(t.dtype(), t.dims()) +
+                                     ", the plan expects " +
+                                     typeStr(static_cast<ir::DType>(buf.dtype()), shapeOf(buf)));
+      DTC_ASSIGN_OR_RETURN(const std::string *bytes, t.bytes());
+      DTC_RETURN_IF_ERROR(device_->upload(buf.offset(), bytes->data(), buf.size_bytes()));
+    }
+  }
+  model.reset();
+
+  std::vector<Profiler::Entry> entries;
+  for (int i = 0; i < rp.instructions_size(); ++i) {
+    const plan::Instruction &ins = rp.instructions(i);
+    Step step;
+    if (ins.has_copy()) {
+      step.inputs.push_back(device_->arenaAt(rp.buffers(ins.copy().src()).offset()));
+      step.outputs.push_back(device_->arenaAt(rp.buffers(ins.copy().dst()).offset()));
+      step.copyBytes = rp.buffers(ins.copy().src()).size_bytes();
+      entries.push_back({"copy", "", 0, 0});
+    } else {
+      const plan::KernelCall &call = ins.kernel();
+      DTC_ASSIGN_OR_RETURN(ops::cpu::KernelSpec spec, kernelSpecOf(rp, call));
+      auto kernel = device_->createKernel(spec);
+      if (!kernel)
+        return kernel.status().withContext(rankWhere + ": instruction " + std::to_string(i));
+      step.kernel = kernel.takeValue();
+      for (int32_t b : call.inputs())
+        step.inputs.push_back(b < 0 ? nullptr : device_->arenaAt(rp.buffers(b).offset()));
+      for (int32_t b : call.outputs())
+        step.outputs.push_back(b < 0 ? nullptr : device_->arenaAt(rp.buffers(b).offset()));
+      entries.push_back({call.op(), call.node(), 0, 0});
+    }
+    steps_.push_back(std::move(step));
+  }
+  profiler_.reset(std::move(entries));
+  inputSet_.assign(rp.inputs_size(), false);
+  return Status::ok();
+}
+
+Status Executor::setInput(const HostArray &array) {
+  const plan::RankProgram &rp = program();
+  for (int i = 0; i < rp.inputs_size(); ++i) {
+    if (rp.inputs(i).name() != array.name)
+      continue;
+    const plan::Buffer &buf = rp.buffers(rp.inputs(i).buffer());
+    std::vector<int64_t> shape = shapeOf(buf);
+    if (static_cast<int32_t>(array.dtype) != buf.dtype() || array.shape != shape)
+      return Status::error("input '" + array.name + "'",
+                           "got " + typeStr(array.dtype, array.shape) + ", the plan expects " +
+                               typeStr(static_cast<ir::DType>(buf.dtype()), shape) +
+                               (array.shape.size() == shape.size() && !shape.empty() &&
+                                        array.shape[0] != shape[0]
+                                    ? " (the batch size is fixed when the plan is compiled: "
+                                      "recompile with --batch-size " +
+                                          std::to_string(array.shape[0]) + ")"
+                                    : ""));
+    if (array.bytes.size() != buf.size_bytes())
+      return Status::error("input '" + array.name + "'", "data size does not match its shape");
+    DTC_RETURN_IF_ERROR(device_->upload(buf.offset(), array.bytes.data(), buf.size_bytes()));
+    inputSet_[i] = true;
+    return Status::ok();
+  }
+  std::string expected;
+  for (const plan::Binding &b : rp.inputs())
+    expected += (expected.empty() ? "" : ", ") + b.name() + " " +
+                typeStr(static_cast<ir::DType>(rp.buffers(b.buffer()).dtype()),
+                        shapeOf(rp.buffers(b.buffer())));
+  return Status::error("input '" + array.name + "'",
+                       "the plan has no input of that name (expected: " +
+                           (expected.empty() ? std::string("none") : expected) + ")");
+}
+
+Status Executor::run() {
+  const plan::RankProgram &rp = program();
+  for (int i = 0; i < rp.inputs_size(); ++i)
+    if (!inputSet_[i]) {
+      const plan::Buffer &buf = rp.buffers(rp.inputs(i).buffer());
+      return Status::error("input '" + rp.inputs(i).name() + "'",
+                           "not given (expected " +
+                               typeStr(static_cast<ir::DType>(buf.dtype()), shapeOf(buf)) + ")");
+    }
+  using Clock = std::chrono::steady_clock;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    Step &s = steps_[i];
+    Clock::time_point t0;
+    if (opts_.profile)
+      t0 = Clock::now();
+    if (s.kernel) {
+      ops::cpu::KernelArgs args{s.inputs.data(), s.inputs.size(), s.outputs.data(),
+                                s.outputs.size()};
+      Status st = s.kernel->run(args);
+      if (!st.isOk())
+        return st.withContext("rank " + std::to_string(opts_.rank) + ": instruction " +
+                              std::to_string(i));
+    } else if (s.outputs[0] != s.inputs[0] && s.copyBytes) {
+      std::memmove(s.outputs[0], s.inputs[0], s.copyBytes);
+    }
+    if (opts_.profile) {
+      DTC_RETURN_IF_ERROR(device_->synchronize());
+      profiler_.add(i, std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+  }
+  return device_->synchronize();
+}
+
+Expected<std::vector<HostArray>> Executor::outputs() {
+  const plan::RankProgram &rp = program();
+  std::vector<HostArray> out;
+  for (const plan::Binding &b : rp.outputs()) {
+    const plan::Buffer &buf = rp.buffers(b.buffer());
+    HostArray a;
+    a.name = b.name();
+    a.dtype = static_cast<ir::DType>(buf.dtype());
+    a.shape = shapeOf(buf);
+    a.bytes.resize(buf.size_bytes());
+    DTC_RETURN_IF_ERROR(device_->download(buf.offset(), a.bytes.data(), buf.size_bytes()));
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+} // namespace dtc::rt

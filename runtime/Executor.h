@@ -1,0 +1,74 @@
+// The executor (DESIGN.md section 8): loads one rank's program from a validated plan onto a
+// device (arena, weights from the source model, constants, one kernel per instruction) and runs
+// it step by step. Inference: setInput for every graph input, run(), then outputs().
+#pragma once
+
+#include "compiler/plan/Plan.h"
+#include "runtime/Device.h"
+#include "runtime/Profiler.h"
+#include "runtime/io/Npy.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dtc::rt {
+
+struct ExecutorOptions {
+  /// The plan file, for messages and to resolve a relative model path against its folder.
+  std::string planPath;
+  int rank = 0;
+  /// OpenMP threads for the CPU kernels (0: the OpenMP default).
+  int threads = 0;
+  /// Time every instruction (see Profiler).
+  bool profile = false;
+  /// Skip the model checksum comparison (for plans written without one, e.g. in tests).
+  bool skipChecksum = false;
+};
+
+class Executor {
+public:
+  /// Validates `plan` (structure and every instruction against the kernel registry), checks the
+  /// source model's checksum, allocates the arena, uploads weights and constants and makes the
+  /// kernels. Errors name the plan, rank, buffer, instruction or model file.
+  static Expected<std::unique_ptr<Executor>> create(plan::Plan plan, const ExecutorOptions &opts);
+  ~Executor();
+
+  const plan::Plan &plan() const { return plan_; }
+  const plan::RankProgram &program() const { return plan_.ranks(opts_.rank); }
+
+  /// Copies `array` into the input named `array.name`. Errors: "input 'x': ..." for an unknown
+  /// name (listing the expected inputs), a different dtype or shape (showing what is expected).
+  Status setInput(const HostArray &array);
+  /// Runs every instruction once. Errors: an input that was never set, a kernel failure
+  /// ("rank 0: instruction 3 (node 'x' (Gather)): ...").
+  Status run();
+  /// Copies every graph output to host arrays, in the plan's output order.
+  Expected<std::vector<HostArray>> outputs();
+
+  const Profiler &profiler() const { return profiler_; }
+  uint64_t arenaBytes() const { return program().arena_bytes(); }
+
+private:
+  Executor(plan::Plan plan, const ExecutorOptions &opts);
+  Status load();
+  plan::Plan plan_;
+  ExecutorOptions opts_;
+  std::unique_ptr<Device> device_;
+  struct Step {
+    std::unique_ptr<ops::cpu::Kernel> kernel; // null for a Copy
+    std::vector<const void *> inputs;
+    std::vector<void *> outputs;
+    uint64_t copyBytes = 0;
+  };
+  std::vector<Step> steps_;
+  std::vector<bool> inputSet_;
+  Profiler profiler_;
+};
+
+/// Builds the kernel spec of a plan instruction (op, attributes, operand types from the buffers).
+/// Operand indices must already be validated.
+Expected<ops::cpu::KernelSpec> kernelSpecOf(const plan::RankProgram &rank,
+                                            const plan::KernelCall &call);
+
+} // namespace dtc::rt

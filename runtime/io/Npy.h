@@ -1,0 +1,41 @@
+// NumPy array files: .npy (one array; format spec in numpy/lib/format.py, versions 1.0-3.0) and
+// .npz (a zip of .npy members, stored or deflated, read and written through libzip). dtc-run
+// reads inputs and datasets from them and writes outputs to them.
+#pragma once
+
+#include "compiler/ir/Types.h"
+#include "compiler/support/Status.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dtc::rt {
+
+/// One array in host memory: dense, C order, little-endian.
+struct HostArray {
+  std::string name;
+  ir::DType dtype = ir::DType::kUndefined;
+  std::vector<int64_t> shape;
+  std::string bytes; ///< numElements * dtypeSize(dtype) bytes
+
+  int64_t numElements() const;
+};
+
+/// Parses a whole .npy file. Supported descrs: <f4 <f8 <f2 <i1 <i2 <i4 <i8 |u1 <u2 <u4 <u8 |b1
+/// (and '|' or '=' byte-order marks where unambiguous); fortran_order must be False. Errors name
+/// `where` and the problem (bad magic, header too long, unsupported dtype, big-endian data,
+/// Fortran order, data shorter or longer than the shape needs, size overflow).
+Expected<HostArray> parseNpy(std::string_view bytes, const std::string &where);
+/// Serializes one array as a version 1.0 .npy file (header padded to 64 bytes).
+std::string serializeNpy(const HostArray &array);
+
+/// Reads every array of a .npz file (or the single array of a .npy file, named after the file
+/// stem). Member names drop their ".npy" suffix. Errors: "<path>: ..." and, for a bad member,
+/// "<path>: array '<name>': ...".
+Expected<std::vector<HostArray>> readArrays(const std::string &path);
+/// Writes arrays as an uncompressed .npz (what numpy.savez writes), atomically.
+Status writeNpz(const std::string &path, const std::vector<HostArray> &arrays);
+
+} // namespace dtc::rt

@@ -1,0 +1,1 @@
+set(DTC_CPU_KERNEL_TEST_SOURCES unit/cpu/KernelTest.cpp)
