@@ -20,6 +20,7 @@ struct HostArray {
   std::vector<int64_t> shape;
   std::string bytes; ///< numElements * dtypeSize(dtype) bytes
 
+  /// Product of the shape; -1 on overflow or a negative dim.
   int64_t numElements() const;
 };
 
@@ -28,10 +29,11 @@ struct HostArray {
 /// `where` and the problem (bad magic, header too long, unsupported dtype, big-endian data,
 /// Fortran order, data shorter or longer than the shape needs, size overflow).
 Expected<HostArray> parseNpy(std::string_view bytes, const std::string &where);
-/// Serializes one array as a version 1.0 .npy file (header padded to 64 bytes).
+/// Serializes one array as a version 1.0 .npy file (header padded to 64 bytes). The array must
+/// be valid (a dtype numpy has, bytes matching the shape): an invalid one is an internal error.
 std::string serializeNpy(const HostArray &array);
 
-/// Reads every array of a .npz file (or the single array of a .npy file, named after the file
+/// Reads every array of a .npz file (members up to 16 GiB each) (or the single array of a .npy file, named after the file
 /// stem). Member names drop their ".npy" suffix. Errors: "<path>: ..." and, for a bad member,
 /// "<path>: array '<name>': ...".
 Expected<std::vector<HostArray>> readArrays(const std::string &path);

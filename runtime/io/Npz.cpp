@@ -34,6 +34,17 @@ struct ZipFileCloser {
 };
 using ZipFile = std::unique_ptr<zip_file_t, ZipFileCloser>;
 
+/// Why zip_open refused an archive; libzip reports duplicate member names as "file exists".
+std::string openErrorText(int code) {
+  if (code == ZIP_ER_EXISTS)
+    return "duplicate member names in the zip archive";
+  zip_error_t ze;
+  zip_error_init_with_code(&ze, code);
+  std::string text = zip_error_strerror(&ze);
+  zip_error_fini(&ze);
+  return text;
+}
+
 std::string zipErrorText(int code) {
   zip_error_t ze;
   zip_error_init_with_code(&ze, code);
@@ -174,7 +185,9 @@ Expected<std::vector<HostArray>> readArraysImpl(const std::string &path) {
     if (fileSize > kMaxNpzMemberBytes + (1u << 20))
       return Status::error(path,
                            "file is " + std::to_string(fileSize) + " bytes, over the 16 GiB limit");
-    DTC_ASSIGN_OR_RETURN(std::string rest, readPrefix(file.fd, fileSize - head.size(), path));
+    DTC_ASSIGN_OR_RETURN(
+        std::string rest,
+        readPrefix(file.fd, fileSize - std::min<uint64_t>(fileSize, head.size()), path));
     DTC_ASSIGN_OR_RETURN(HostArray array, parseNpy(head + rest, path));
     array.name = fsPath.stem().string();
     std::vector<HostArray> arrays;
@@ -184,7 +197,7 @@ Expected<std::vector<HostArray>> readArraysImpl(const std::string &path) {
   int code = 0;
   ZipArchive za(zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &code));
   if (!za)
-    return Status::error(path, "not a readable .npz (zip) file: " + zipErrorText(code));
+    return Status::error(path, "not a readable .npz (zip) file: " + openErrorText(code));
   return readArchive(za.get(), path);
 }
 
@@ -282,7 +295,7 @@ Expected<std::vector<HostArray>> readNpzFromMemory(std::string_view bytes,
     }
     zip_t *raw = zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &ze);
     if (!raw) {
-      std::string why = zip_error_strerror(&ze);
+      std::string why = openErrorText(zip_error_code_zip(&ze));
       zip_error_fini(&ze);
       zip_source_free(src);
       return Status::error(where, "not a readable .npz (zip) file: " + why);

@@ -616,7 +616,8 @@ TEST(NpzTest, RejectsDuplicateMembers) {
   auto r = readNpzFromMemory(fromHex(kDuplicateZipHex), "in.npz");
   ASSERT_FALSE(r);
   EXPECT_EQ(r.status().message().rfind("in.npz: ", 0), 0u) << r.status().message();
-  EXPECT_NE(r.status().message().find("duplicate"), std::string::npos) << r.status().message();
+  EXPECT_EQ(r.status().message(),
+            "in.npz: not a readable .npz (zip) file: duplicate member names in the zip archive");
 }
 
 TEST(NpzTest, BadMemberErrorNamesTheArray) {
