@@ -67,11 +67,21 @@ std::string quote(const std::string &s) {
   for (char ch : s) {
     unsigned char c = static_cast<unsigned char>(ch);
     switch (c) {
-    case '"': out += "\\\""; break;
-    case '\\': out += "\\\\"; break;
-    case '\n': out += "\\n"; break;
-    case '\t': out += "\\t"; break;
-    case '\r': out += "\\r"; break;
+    case '"':
+      out += "\\\"";
+      break;
+    case '\\':
+      out += "\\\\";
+      break;
+    case '\n':
+      out += "\\n";
+      break;
+    case '\t':
+      out += "\\t";
+      break;
+    case '\r':
+      out += "\\r";
+      break;
     default:
       if (c < 0x20 || c == 0x7F || (c >= 0x80 && !keepHigh)) {
         char buf[8];
@@ -125,35 +135,56 @@ std::string shapeText(const google::protobuf::RepeatedField<int64_t> &shape) {
 
 std::string modeText(int mode) {
   switch (mode) {
-  case MODE_UNSPECIFIED: return "unspecified";
-  case MODE_INFERENCE: return "inference";
-  case MODE_TRAINING: return "training";
-  default: return "mode(" + std::to_string(mode) + ")";
+  case MODE_UNSPECIFIED:
+    return "unspecified";
+  case MODE_INFERENCE:
+    return "inference";
+  case MODE_TRAINING:
+    return "training";
+  default:
+    return "mode(" + std::to_string(mode) + ")";
   }
 }
 
 std::string deviceText(const Device &d) {
   std::string type;
   switch (d.type()) {
-  case DEVICE_UNSPECIFIED: type = "unspecified"; break;
-  case DEVICE_CPU: type = "cpu"; break;
-  case DEVICE_CUDA: type = "cuda"; break;
-  default: type = "device(" + std::to_string(d.type()) + ")"; break;
+  case DEVICE_UNSPECIFIED:
+    type = "unspecified";
+    break;
+  case DEVICE_CPU:
+    type = "cpu";
+    break;
+  case DEVICE_CUDA:
+    type = "cuda";
+    break;
+  default:
+    type = "device(" + std::to_string(d.type()) + ")";
+    break;
   }
   return type + ":" + std::to_string(d.index());
 }
 
 std::string kindText(int kind) {
   switch (kind) {
-  case BUFFER_KIND_UNSPECIFIED: return "unspecified";
-  case BUFFER_PARAMETER: return "param";
-  case BUFFER_GRADIENT: return "grad";
-  case BUFFER_ACTIVATION: return "activation";
-  case BUFFER_OPTIMIZER_STATE: return "opt_state";
-  case BUFFER_INPUT: return "input";
-  case BUFFER_OUTPUT: return "output";
-  case BUFFER_CONSTANT: return "constant";
-  default: return "kind(" + std::to_string(kind) + ")";
+  case BUFFER_KIND_UNSPECIFIED:
+    return "unspecified";
+  case BUFFER_PARAMETER:
+    return "param";
+  case BUFFER_GRADIENT:
+    return "grad";
+  case BUFFER_ACTIVATION:
+    return "activation";
+  case BUFFER_OPTIMIZER_STATE:
+    return "opt_state";
+  case BUFFER_INPUT:
+    return "input";
+  case BUFFER_OUTPUT:
+    return "output";
+  case BUFFER_CONSTANT:
+    return "constant";
+  default:
+    return "kind(" + std::to_string(kind) + ")";
   }
 }
 
@@ -178,8 +209,8 @@ template <typename T> T load(const std::string &data, size_t i) {
 std::string dataText(int32_t dtype, const google::protobuf::RepeatedField<int64_t> &shape,
                      const std::string &data) {
   std::optional<uint64_t> count = elementCount(shape);
-  const int64_t elemSize = ir::isKnownDType(dtype) ? ir::dtypeSize(static_cast<ir::DType>(dtype))
-                                                   : 0;
+  const int64_t elemSize =
+      ir::isKnownDType(dtype) ? ir::dtypeSize(static_cast<ir::DType>(dtype)) : 0;
   uint64_t bytes = 0;
   bool printable = count && elemSize > 0 && *count <= kMaxShownElements &&
                    !__builtin_mul_overflow(*count, static_cast<uint64_t>(elemSize), &bytes) &&
@@ -194,18 +225,42 @@ std::string dataText(int32_t dtype, const google::protobuf::RepeatedField<int64_
     if (i)
       out += ", ";
     switch (dt) {
-    case ir::DType::kFloat32: out += formatFloat(load<float>(data, i)); break;
-    case ir::DType::kFloat64: out += formatDouble(load<double>(data, i)); break;
-    case ir::DType::kUInt8: out += std::to_string(load<uint8_t>(data, i)); break;
-    case ir::DType::kInt8: out += std::to_string(load<int8_t>(data, i)); break;
-    case ir::DType::kBool: out += std::to_string(load<uint8_t>(data, i)); break;
-    case ir::DType::kUInt16: out += std::to_string(load<uint16_t>(data, i)); break;
-    case ir::DType::kInt16: out += std::to_string(load<int16_t>(data, i)); break;
-    case ir::DType::kUInt32: out += std::to_string(load<uint32_t>(data, i)); break;
-    case ir::DType::kInt32: out += std::to_string(load<int32_t>(data, i)); break;
-    case ir::DType::kUInt64: out += std::to_string(load<uint64_t>(data, i)); break;
-    case ir::DType::kInt64: out += std::to_string(load<int64_t>(data, i)); break;
-    default: out += "?"; break;
+    case ir::DType::kFloat32:
+      out += formatFloat(load<float>(data, i));
+      break;
+    case ir::DType::kFloat64:
+      out += formatDouble(load<double>(data, i));
+      break;
+    case ir::DType::kUInt8:
+      out += std::to_string(load<uint8_t>(data, i));
+      break;
+    case ir::DType::kInt8:
+      out += std::to_string(load<int8_t>(data, i));
+      break;
+    case ir::DType::kBool:
+      out += std::to_string(load<uint8_t>(data, i));
+      break;
+    case ir::DType::kUInt16:
+      out += std::to_string(load<uint16_t>(data, i));
+      break;
+    case ir::DType::kInt16:
+      out += std::to_string(load<int16_t>(data, i));
+      break;
+    case ir::DType::kUInt32:
+      out += std::to_string(load<uint32_t>(data, i));
+      break;
+    case ir::DType::kInt32:
+      out += std::to_string(load<int32_t>(data, i));
+      break;
+    case ir::DType::kUInt64:
+      out += std::to_string(load<uint64_t>(data, i));
+      break;
+    case ir::DType::kInt64:
+      out += std::to_string(load<int64_t>(data, i));
+      break;
+    default:
+      out += "?";
+      break;
     }
   }
   return out + "]";
@@ -214,9 +269,12 @@ std::string dataText(int32_t dtype, const google::protobuf::RepeatedField<int64_
 std::string attrText(const Attr &a) {
   std::string out = token(a.name()) + "=";
   switch (a.value_case()) {
-  case Attr::kI: return out + std::to_string(a.i());
-  case Attr::kF: return out + formatFloat(a.f());
-  case Attr::kS: return out + quote(a.s());
+  case Attr::kI:
+    return out + std::to_string(a.i());
+  case Attr::kF:
+    return out + formatFloat(a.f());
+  case Attr::kS:
+    return out + quote(a.s());
   case Attr::kInts: {
     out += "[";
     for (int i = 0; i < a.ints().values_size(); ++i)
@@ -240,7 +298,8 @@ std::string attrText(const Attr &a) {
     return out + dtypeText(t.dtype()) + shapeText(t.shape()) + " " +
            dataText(t.dtype(), t.shape(), t.data());
   }
-  case Attr::VALUE_NOT_SET: return out + "?";
+  case Attr::VALUE_NOT_SET:
+    return out + "?";
   }
   return out + "?";
 }
@@ -296,7 +355,9 @@ void appendRank(std::string &out, const RankProgram &r) {
     case Instruction::kCopy:
       out += "copy " + operand(inst.copy().src()) + " -> " + operand(inst.copy().dst());
       break;
-    case Instruction::KIND_NOT_SET: out += "<empty>"; break;
+    case Instruction::KIND_NOT_SET:
+      out += "<empty>";
+      break;
     }
     out += "\n";
   }
@@ -327,8 +388,8 @@ std::string planText(const Plan &plan, std::optional<int> rank) {
     out += "data " + quote(d.array()) + " -> input " + quote(d.input()) +
            " shard_axis=" + std::to_string(d.shard_axis()) + "\n";
   if (plan.has_hyperparameters())
-    out += "hyperparameters batch_size=" + std::to_string(plan.hyperparameters().batch_size()) +
-           "\n";
+    out +=
+        "hyperparameters batch_size=" + std::to_string(plan.hyperparameters().batch_size()) + "\n";
   for (int i = 0; i < plan.ranks_size(); ++i) {
     if (rank && *rank != i)
       continue;

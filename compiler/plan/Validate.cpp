@@ -5,6 +5,7 @@
 #include "compiler/plan/Plan.h"
 
 #include <cstdio>
+#include <map>
 #include <set>
 #include <string>
 
@@ -67,8 +68,8 @@ Status checkBuffer(const RankProgram &r, int index) {
     if (b.shape(d) < 0)
       return fail("dim " + std::to_string(d) + " is " + str(b.shape(d)) + ", below 0");
     if (__builtin_mul_overflow(elements, static_cast<uint64_t>(b.shape(d)), &elements))
-      return fail("element count overflows (dim " + std::to_string(d) + " is " +
-                  str(b.shape(d)) + ")");
+      return fail("element count overflows (dim " + std::to_string(d) + " is " + str(b.shape(d)) +
+                  ")");
   }
   uint64_t bytes = 0;
   if (__builtin_mul_overflow(elements, static_cast<uint64_t>(elemSize), &bytes))
@@ -101,9 +102,12 @@ Status checkBuffer(const RankProgram &r, int index) {
   case BUFFER_ACTIVATION:
   case BUFFER_OPTIMIZER_STATE:
   case BUFFER_INPUT:
-  case BUFFER_OUTPUT: break;
-  case BUFFER_KIND_UNSPECIFIED: return fail("buffer kind is not set");
-  default: return fail("unknown buffer kind " + std::to_string(b.kind()));
+  case BUFFER_OUTPUT:
+    break;
+  case BUFFER_KIND_UNSPECIFIED:
+    return fail("buffer kind is not set");
+  default:
+    return fail("unknown buffer kind " + std::to_string(b.kind()));
   }
   if (b.kind() != BUFFER_CONSTANT && !b.data().empty())
     return fail("data on a buffer that is not a constant");
@@ -192,7 +196,8 @@ Status checkInstruction(const RankProgram &r, int index, const KernelCheck &kern
                                       str(dstBytes) + " bytes): sizes differ");
     return Status::ok();
   }
-  case Instruction::KIND_NOT_SET: return Status::error(at, "empty instruction");
+  case Instruction::KIND_NOT_SET:
+    return Status::error(at, "empty instruction");
   }
   return Status::error(at, "unknown instruction kind");
 }
@@ -243,28 +248,22 @@ Status checkPlan(const Plan &plan, const KernelCheck &kernelCheck) {
   if (plan.format_version() != kPlanFormatVersion)
     return Status::error("plan format version " + std::to_string(plan.format_version()) +
                          ", this dtc reads version " + std::to_string(kPlanFormatVersion));
-  if (plan.mode() != MODE_INFERENCE && plan.mode() != MODE_TRAINING)
-    return Status::error("mode " + std::to_string(plan.mode()) +
-                         " is not inference (1) or training (2)");
-  if (!plan.model().sha256().empty() && !isLowerHex64(plan.model().sha256()))
-    return Status::error("model checksum " + q(plan.model().sha256()) +
-                         " is not 64 lowercase hex digits");
   const int32_t world = plan.world_size();
   if (world < 1 || world > kMaxWorldSize)
-    return Status::error("world size " + str(world) + " is not in [1, " + str(kMaxWorldSize) +
-                         "]");
+    return Status::error("world size " + str(world) + " is not in [1, " + str(kMaxWorldSize) + "]");
   if (plan.ranks_size() != world)
     return Status::error("world size is " + str(world) + ", but the plan has " +
                          std::to_string(plan.ranks_size()) + " rank programs");
-  for (const auto &[name, value] : plan.bound_dims()) {
+  // Sorted: protobuf map order is unspecified, and the first error must not depend on it.
+  std::map<std::string, int64_t> bound(plan.bound_dims().begin(), plan.bound_dims().end());
+  for (const auto &[name, value] : bound) {
     if (name.empty())
       return Status::error("bound dim without a name");
     if (value < 0)
       return Status::error("bound dim " + q(name) + " is " + str(value) + ", below 0");
   }
   if (plan.hyperparameters().batch_size() < 0)
-    return Status::error("batch size " + str(plan.hyperparameters().batch_size()) +
-                         " is below 0");
+    return Status::error("batch size " + str(plan.hyperparameters().batch_size()) + " is below 0");
   for (int g = 0; g < plan.groups_size(); ++g) {
     const CommGroup &group = plan.groups(g);
     const std::string where = "group " + std::to_string(g) + " " + q(group.name());
@@ -300,6 +299,13 @@ Status checkPlan(const Plan &plan, const KernelCheck &kernelCheck) {
     if (d.shard_axis() < -1)
       return Status::error(where, "shard axis " + str(d.shard_axis()) + " is below -1");
   }
+  // Metadata last, so that a fuzzer's mutations reach the structural checks above.
+  if (plan.mode() != MODE_INFERENCE && plan.mode() != MODE_TRAINING)
+    return Status::error("mode " + std::to_string(plan.mode()) +
+                         " is not inference (1) or training (2)");
+  if (!plan.model().sha256().empty() && !isLowerHex64(plan.model().sha256()))
+    return Status::error("model checksum " + q(plan.model().sha256()) +
+                         " is not 64 lowercase hex digits");
   return Status::ok();
 }
 

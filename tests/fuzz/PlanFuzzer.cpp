@@ -66,9 +66,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     __builtin_trap();
   (void)planText(*plan, 0);
 
-  KernelCheck acceptAll = [](const RankProgram &, const KernelCall &) {
-    return dtc::Status::ok();
-  };
+  KernelCheck acceptAll = [](const RankProgram &, const KernelCall &) { return dtc::Status::ok(); };
   dtc::Status status = validatePlan(*plan, "fuzz", acceptAll);
   if (status.isOk())
     checkValidatedInvariants(*plan);
