@@ -107,7 +107,7 @@ Expected<std::unique_ptr<Executor>> Executor::create(plan::Plan plan,
 }
 
 Status Executor::load() {
-  const std::string where = opts_.planPath.empty() ? "plan" : opts_.planPath;
+  const std::string where = opts_.planPath;
   DTC_RETURN_IF_ERROR(plan::validatePlan(
       plan_, where, [](const plan::RankProgram &rank, const plan::KernelCall &call) -> Status {
         DTC_ASSIGN_OR_RETURN(ops::cpu::KernelSpec spec, kernelSpecOf(rank, call));
@@ -118,7 +118,8 @@ Status Executor::load() {
                                     " is outside the plan's world (size " +
                                     std::to_string(plan_.world_size()) + ")");
   const plan::RankProgram &rp = program();
-  const std::string rankWhere = where + ": rank " + std::to_string(opts_.rank);
+  const std::string rankWhere =
+      (where.empty() ? "" : where + ": ") + "rank " + std::to_string(opts_.rank);
   if (rp.device().type() != plan::DEVICE_CPU)
     return Status::error(rankWhere, "the plan targets a CUDA device; this dtc-run runs CPU plans");
 

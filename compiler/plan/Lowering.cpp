@@ -212,7 +212,9 @@ Expected<Plan> lowerInference(const ir::Graph &graph, const LowerOptions &opts) 
     s.last = std::max(first, lastUse[b]);
     s.persistent = v->isInitializer();
     s.external = v->isGraphInput() || v->isGraphOutput();
-    if (s.persistent)
+    // Weights are never written; graph inputs stay intact so that a plan can run again on the
+    // same inputs (benchmarks, --repeat).
+    if (s.persistent || v->isGraphInput())
       s.last = MemoryRequest::kForever;
     storageOf[b] = static_cast<int>(storages.size());
     storages.push_back(s);
@@ -294,7 +296,8 @@ Expected<Plan> lowerInference(const ir::Graph &graph, const LowerOptions &opts) 
 
   std::vector<MemoryRequest> requests;
   for (const Storage &s : storages)
-    requests.push_back({s.size, s.first, s.last});
+    requests.push_back(opts.reuseMemory ? MemoryRequest{s.size, s.first, s.last}
+                                        : MemoryRequest{s.size, -1, MemoryRequest::kForever});
   MemoryPlan mp = planMemory(requests, kCpuAlignment);
   rp->set_arena_bytes(mp.arenaBytes);
   rp->set_no_reuse_bytes(mp.noReuseBytes);

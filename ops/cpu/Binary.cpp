@@ -1,8 +1,7 @@
-// CPU kernels of Add, Sub, Mul, Div with numpy (ONNX multidirectional) broadcasting. f32: a
-// oneDNN binary primitive when one operand has the output's shape (src1 broadcast; Add/Mul swap
-// operands when only input 1 has it), else a broadcast loop; i64: the loop always. Integer Div
-// truncates toward zero (C++ '/', as onnxruntime does); a zero divisor is a run-time error;
-// i64 overflow wraps (two's complement), INT64_MIN / -1 gives INT64_MIN.
+// CPU kernels of Add, Sub, Mul, Div with numpy broadcasting: oneDNN binary (f32) when an operand
+// has the output's shape (Add/Mul may swap operands), else a broadcast loop (always for i64).
+// i64 Div truncates toward zero (C++ '/', like onnxruntime); a zero divisor is a run error;
+// overflow wraps (two's complement) and INT64_MIN / -1 gives INT64_MIN.
 #include "ops/cpu/OneDnnUtil.h"
 
 #include <limits>

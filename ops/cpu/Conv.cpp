@@ -44,6 +44,10 @@ Expected<ConvParams> convParams(const KernelSpec &spec) {
     return spec.error("weights " + shapeStr(w) + " and input " + shapeStr(x) +
                       " have different ranks");
   p.spatial = x.size() - 2;
+  for (size_t i = 1; i < x.size(); ++i)
+    if (x[i] == 0 || w[i] == 0)
+      return spec.error("input " + shapeStr(x) + " or weights " + shapeStr(w) +
+                        " have a zero-sized channel or spatial dim");
   std::string autoPad = spec.attrString("auto_pad", "NOTSET");
   if (autoPad != "NOTSET")
     return spec.error("auto_pad=" + autoPad +
@@ -58,17 +62,17 @@ Expected<ConvParams> convParams(const KernelSpec &spec) {
                       shapeStr(w));
   if (p.strides.size() != p.spatial || p.dilations.size() != p.spatial ||
       p.pads.size() != 2 * p.spatial)
-    return spec.error("strides, dilations and pads must have " + std::to_string(p.spatial) +
-                      ", " + std::to_string(p.spatial) + " and " +
-                      std::to_string(2 * p.spatial) + " values");
+    return spec.error("strides, dilations and pads must have " + std::to_string(p.spatial) + ", " +
+                      std::to_string(p.spatial) + " and " + std::to_string(2 * p.spatial) +
+                      " values");
   for (size_t i = 0; i < p.spatial; ++i)
     if (p.strides[i] < 1 || p.dilations[i] < 1 || p.pads[i] < 0 || p.pads[i + p.spatial] < 0 ||
         p.strides[i] > (1 << 20) || p.dilations[i] > (1 << 20) || p.pads[i] > (1 << 20) ||
         p.pads[i + p.spatial] > (1 << 20))
       return spec.error("strides and dilations must be in [1, 2^20] and pads in [0, 2^20]");
   if (p.group < 1 || x[1] % p.group != 0 || w[0] % p.group != 0 || w[1] * p.group != x[1])
-    return spec.error("group " + std::to_string(p.group) + " does not fit input " +
-                      shapeStr(x) + " and weights " + shapeStr(w));
+    return spec.error("group " + std::to_string(p.group) + " does not fit input " + shapeStr(x) +
+                      " and weights " + shapeStr(w));
   if (spec.inputs.size() == 3 && spec.inputs[2].present() &&
       spec.inputs[2].shape != std::vector<int64_t>{w[0]})
     return spec.error("bias has shape " + shapeStr(spec.inputs[2].shape) + ", expected [" +

@@ -28,8 +28,8 @@ Status checkEltwise(const KernelSpec &spec) {
 Expected<KernelPtr> createEltwise(const KernelSpec &spec, CpuContext &ctx) {
   return buildKernel(spec, [&]() -> KernelPtr {
     dnnl::memory::desc md = plainDesc(spec.inputs[0].shape);
-    dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, eltwiseAlgorithm(spec.op),
-                                  md, 0.f, 0.f);
+    dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, eltwiseAlgorithm(spec.op), md,
+                                  0.f, 0.f);
     dnnl::eltwise_forward::primitive_desc pd(d, ctx.engine);
     PrimitiveRunner r(dnnl::eltwise_forward(pd), ctx);
     r.input(DNNL_ARG_SRC, md, 0);

@@ -95,8 +95,8 @@ Status checkDType(const KernelSpec &spec, bool input, size_t index,
     return Status::ok();
   std::string names;
   for (size_t i = 0; i < allowed.size(); ++i)
-    names += std::string(i ? (i + 1 == allowed.size() ? " or " : ", ") : "") +
-             ir::dtypeName(allowed[i]);
+    names +=
+        std::string(i ? (i + 1 == allowed.size() ? " or " : ", ") : "") + ir::dtypeName(allowed[i]);
   return spec.error(std::string(input ? "input " : "output ") + std::to_string(index) +
                     " has dtype " + ir::dtypeName(t.dtype) + "; the CPU kernel supports " + names);
 }
@@ -247,8 +247,7 @@ public:
   Status run(const KernelArgs &args) override {
     if (args.numInputs > inputs_.size() || (args.numInputs > 0 && !args.inputs))
       return Status::error(where_, "run with " + std::to_string(args.numInputs) +
-                                       " inputs; the kernel has " +
-                                       std::to_string(inputs_.size()));
+                                       " inputs; the kernel has " + std::to_string(inputs_.size()));
     if (args.numOutputs != outputBytes_.size() || (args.numOutputs > 0 && !args.outputs))
       return Status::error(where_, "run with " + std::to_string(args.numOutputs) +
                                        " outputs; the kernel has " +
@@ -262,8 +261,8 @@ public:
       if (outputBytes_[i] > 0 && !args.outputs[i])
         return Status::error(where_, "output " + std::to_string(i) + " has no buffer");
     // Nothing to compute for empty outputs (a zero-sized dim).
-    bool anyOutput = std::any_of(outputBytes_.begin(), outputBytes_.end(),
-                                 [](int64_t b) { return b > 0; });
+    bool anyOutput =
+        std::any_of(outputBytes_.begin(), outputBytes_.end(), [](int64_t b) { return b > 0; });
     if (!anyOutput)
       return Status::ok();
     KernelArgs inner{inputs_.data(), inputs_.size(), args.outputs, args.numOutputs};

@@ -139,8 +139,8 @@ Status checkGemm(const KernelSpec &spec) {
   int64_t m = transA ? a[1] : a[0], ka = transA ? a[0] : a[1];
   int64_t kb = transB ? b[1] : b[0], n = transB ? b[0] : b[1];
   if (ka != kb)
-    return spec.error("inner dimensions differ: A " + shapeStr(a) + " (transA=" +
-                      std::to_string(transA) + "), B " + shapeStr(b) +
+    return spec.error("inner dimensions differ: A " + shapeStr(a) +
+                      " (transA=" + std::to_string(transA) + "), B " + shapeStr(b) +
                       " (transB=" + std::to_string(transB) + ")");
   if (spec.inputs.size() == 3 && spec.inputs[2].present()) {
     const auto &c = spec.inputs[2].shape;

@@ -1,9 +1,7 @@
-// CPU kernels of MaxPool, AveragePool and GlobalAveragePool (1-D to 3-D): a oneDNN
-// pooling_v2_forward primitive (dilation d - 1). Output sizes follow ONNX (floor, or ceil with
-// ceil_mode=1 dropping a last window that would start in the right padding, as in
-// ops/ShapeHelpers.cpp); oneDNN gets the padding_r that produces them. AveragePool with
-// count_include_pad=1 whose ceil_mode windows reach past the explicit pads uses a plain loop:
-// its divisor counts the explicit pads but not the extension (onnxruntime's rule).
+// CPU kernels of MaxPool, AveragePool, GlobalAveragePool (1-D to 3-D): oneDNN pooling_v2_forward
+// (dilation d - 1) with the padding_r that yields ONNX's output size (ceil_mode as in
+// ops/ShapeHelpers.cpp). AveragePool with count_include_pad=1 whose ceil windows pass the pads
+// uses a loop: its divisor counts explicit pads, not the extension (onnxruntime's rule).
 #include "ops/cpu/OneDnnUtil.h"
 
 #include <algorithm>
@@ -27,6 +25,9 @@ Expected<PoolParams> poolParams(const KernelSpec &spec) {
     return spec.error("input 0 has rank " + std::to_string(x.size()) +
                       "; the CPU kernel supports 1-D to 3-D pooling (rank 3 to 5)");
   p.spatial = x.size() - 2;
+  for (size_t i = 2; i < x.size(); ++i)
+    if (x[i] == 0)
+      return spec.error("input 0 has shape " + shapeStr(x) + "; spatial dims must be non-zero");
   p.max = spec.op == "MaxPool";
   p.global = spec.op == "GlobalAveragePool";
   std::vector<int64_t> out = {x[0], x[1]};
@@ -58,14 +59,13 @@ Expected<PoolParams> poolParams(const KernelSpec &spec) {
   p.pads = spec.attrInts("pads", std::vector<int64_t>(2 * p.spatial, 0));
   if (p.kernel.size() != p.spatial || p.strides.size() != p.spatial ||
       p.dilations.size() != p.spatial || p.pads.size() != 2 * p.spatial)
-    return spec.error("kernel_shape, strides and dilations must have " +
-                      std::to_string(p.spatial) + " values and pads " +
-                      std::to_string(2 * p.spatial));
+    return spec.error("kernel_shape, strides and dilations must have " + std::to_string(p.spatial) +
+                      " values and pads " + std::to_string(2 * p.spatial));
   constexpr int64_t kLimit = 1 << 20;
   for (size_t i = 0; i < p.spatial; ++i) {
     int64_t pb = p.pads[i], pe = p.pads[i + p.spatial], k = p.kernel[i];
-    if (k < 1 || k > kLimit || p.strides[i] < 1 || p.strides[i] > kLimit ||
-        p.dilations[i] < 1 || p.dilations[i] > kLimit || pb < 0 || pe < 0 || pb >= k || pe >= k)
+    if (k < 1 || k > kLimit || p.strides[i] < 1 || p.strides[i] > kLimit || p.dilations[i] < 1 ||
+        p.dilations[i] > kLimit || pb < 0 || pe < 0 || pb >= k || pe >= k)
       return spec.error("kernel_shape, strides, dilations must be in [1, 2^20] and pads in "
                         "[0, kernel_shape)");
     int64_t eff = p.dilations[i] * (k - 1) + 1, in = x[2 + i], s = p.strides[i];
@@ -128,8 +128,7 @@ public:
             for (int64_t i0 = lo[0]; i0 <= hi[0]; i0 += d_[0])
               for (int64_t i1 = lo[1]; i1 <= hi[1]; i1 += d_[1])
                 for (int64_t i2 = lo[2]; i2 <= hi[2]; i2 += d_[2]) {
-                  if (i0 < 0 || i0 >= in_[0] || i1 < 0 || i1 >= in_[1] || i2 < 0 ||
-                      i2 >= in_[2])
+                  if (i0 < 0 || i0 >= in_[0] || i1 < 0 || i1 >= in_[1] || i2 < 0 || i2 >= in_[2])
                     continue;
                   sum += x[(i0 * in_[1] + i1) * in_[2] + i2];
                   ++count;
@@ -148,9 +147,9 @@ private:
 } // namespace
 
 Status checkPool(const KernelSpec &spec) {
-  DTC_RETURN_IF_ERROR(checkArity(spec, 1, 1, spec.outputs.size() == 2 ? 2 : 1));
-  if (spec.outputs.size() != 1)
+  if (spec.op == "MaxPool" && spec.outputs.size() == 2)
     return spec.error("the Indices output of MaxPool is not supported by the CPU kernel");
+  DTC_RETURN_IF_ERROR(checkArity(spec, 1, 1, 1));
   DTC_RETURN_IF_ERROR(checkDType(spec, true, 0, {ir::DType::kFloat32}));
   DTC_RETURN_IF_ERROR(checkDType(spec, false, 0, {ir::DType::kFloat32}));
   DTC_RETURN_IF_ERROR(checkShapes(spec));
@@ -171,10 +170,9 @@ Expected<KernelPtr> createPool(const KernelSpec &spec, CpuContext &ctx) {
     dnnl::algorithm alg = p.max          ? dnnl::algorithm::pooling_max
                           : p.includePad ? dnnl::algorithm::pooling_avg_include_padding
                                          : dnnl::algorithm::pooling_avg_exclude_padding;
-    dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, src, dst,
-                                     dims(p.strides.begin(), p.strides.end()),
-                                     dims(p.kernel.begin(), p.kernel.end()), dil, padL,
-                                     dims(p.padR.begin(), p.padR.end()));
+    dnnl::pooling_v2_forward::desc d(
+        dnnl::prop_kind::forward_inference, alg, src, dst, dims(p.strides.begin(), p.strides.end()),
+        dims(p.kernel.begin(), p.kernel.end()), dil, padL, dims(p.padR.begin(), p.padR.end()));
     dnnl::pooling_v2_forward::primitive_desc pd(d, ctx.engine);
     PrimitiveRunner r(dnnl::pooling_v2_forward(pd), ctx);
     r.input(DNNL_ARG_SRC, src, 0);

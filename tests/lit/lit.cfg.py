@@ -18,3 +18,5 @@ for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
 config.substitutions.append(("%dtc-compile", os.path.join(config.dtc_tools_dir, "dtc-compile")))
 config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+config.substitutions.append(("%dtc-run", os.path.join(config.dtc_tools_dir, "dtc-run")))
+config.substitutions.append(("%models", os.path.join(config.dtc_source_dir, "models")))

@@ -1,1 +1,6 @@
-set(DTC_CPU_KERNEL_TEST_SOURCES unit/cpu/KernelTest.cpp)
+# Sources of dtc_cpu_kernel_tests (paths relative to tests/).
+set(DTC_CPU_KERNEL_TEST_SOURCES
+  unit/cpu/ConvPoolTest.cpp
+  unit/cpu/KernelTest.cpp
+  unit/cpu/MathKernelTest.cpp
+)

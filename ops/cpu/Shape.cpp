@@ -1,0 +1,249 @@
+// CPU kernels of the data-movement ops: the views Flatten, Reshape, Squeeze, Unsqueeze and
+// Identity (a byte copy, skipped when the planner aliased output and input), Transpose (oneDNN
+// reorder with permuted strides for f32, a loop for other dtypes) and Concat (oneDNN concat for
+// f32, row copies otherwise). Any fixed-size dtype is accepted where only bytes move.
+#include "ops/cpu/OneDnnUtil.h"
+
+#include <cstring>
+#include <numeric>
+
+namespace dtc::ops::cpu {
+
+namespace {
+
+Status checkFixedSize(const KernelSpec &spec, bool input, size_t index) {
+  const TensorDesc &t = input ? spec.inputs[index] : spec.outputs[index];
+  if (ir::dtypeSize(t.dtype) > 0)
+    return Status::ok();
+  return spec.error(std::string(input ? "input " : "output ") + std::to_string(index) +
+                    " has dtype " + ir::dtypeName(t.dtype) +
+                    "; the CPU kernel supports fixed-size dtypes only");
+}
+
+class CopyKernel : public Kernel {
+public:
+  explicit CopyKernel(int64_t bytes) : bytes_(static_cast<size_t>(bytes)) {}
+  Status run(const KernelArgs &args) override {
+    if (args.outputs[0] != args.inputs[0])
+      std::memmove(args.outputs[0], args.inputs[0], bytes_);
+    return Status::ok();
+  }
+
+private:
+  size_t bytes_;
+};
+
+std::vector<int64_t> transposePerm(const KernelSpec &spec) {
+  size_t rank = spec.inputs[0].shape.size();
+  std::vector<int64_t> dflt(rank);
+  for (size_t i = 0; i < rank; ++i)
+    dflt[i] = static_cast<int64_t>(rank - 1 - i);
+  return spec.attrInts("perm", dflt);
+}
+
+/// Transpose of any element size: out[i...] = in[perm-mapped index], walking the output.
+class TransposeLoop : public Kernel {
+public:
+  TransposeLoop(const KernelSpec &spec, const std::vector<int64_t> &perm)
+      : elem_(static_cast<size_t>(ir::dtypeSize(spec.inputs[0].dtype))),
+        shape_(spec.outputs[0].shape) {
+    std::vector<int64_t> inStrides = rowMajorStrides(spec.inputs[0].shape);
+    for (int64_t p : perm)
+      strides_.push_back(inStrides[static_cast<size_t>(p)]);
+  }
+
+  Status run(const KernelArgs &args) override {
+    const char *in = static_cast<const char *>(args.inputs[0]);
+    char *out = static_cast<char *>(args.outputs[0]);
+    size_t rank = shape_.size();
+    int64_t total = 1;
+    for (int64_t d : shape_)
+      total *= d;
+    std::vector<int64_t> idx(rank, 0);
+    int64_t src = 0;
+    for (int64_t o = 0; o < total; ++o) {
+      std::memcpy(out + static_cast<size_t>(o) * elem_, in + static_cast<size_t>(src) * elem_,
+                  elem_);
+      for (size_t d = rank; d-- > 0;) {
+        src += strides_[d];
+        if (++idx[d] < shape_[d])
+          break;
+        src -= strides_[d] * shape_[d];
+        idx[d] = 0;
+      }
+    }
+    return Status::ok();
+  }
+
+private:
+  size_t elem_;
+  std::vector<int64_t> shape_, strides_;
+};
+
+int64_t concatAxis(const KernelSpec &spec) {
+  int64_t rank = static_cast<int64_t>(spec.inputs[0].shape.size());
+  int64_t axis = spec.attrInt("axis", 0);
+  return axis < 0 ? axis + rank : axis;
+}
+
+/// Concat by row copies: for each index of the dims before `axis`, each input's slab in turn.
+class ConcatLoop : public Kernel {
+public:
+  explicit ConcatLoop(const KernelSpec &spec) {
+    int64_t axis = concatAxis(spec);
+    const auto &out = spec.outputs[0].shape;
+    int64_t elem = ir::dtypeSize(spec.outputs[0].dtype);
+    outer_ = 1;
+    for (int64_t i = 0; i < axis; ++i)
+      outer_ *= out[static_cast<size_t>(i)];
+    for (const TensorDesc &t : spec.inputs) {
+      int64_t slab = elem;
+      for (size_t i = static_cast<size_t>(axis); i < t.shape.size(); ++i)
+        slab *= t.shape[i];
+      slabs_.push_back(static_cast<size_t>(slab));
+    }
+  }
+
+  Status run(const KernelArgs &args) override {
+    char *out = static_cast<char *>(args.outputs[0]);
+    for (int64_t o = 0; o < outer_; ++o)
+      for (size_t i = 0; i < slabs_.size(); ++i) {
+        if (slabs_[i] == 0)
+          continue;
+        std::memcpy(out, static_cast<const char *>(args.inputs[i]) + o * slabs_[i], slabs_[i]);
+        out += slabs_[i];
+      }
+    return Status::ok();
+  }
+
+private:
+  int64_t outer_ = 1;
+  std::vector<size_t> slabs_;
+};
+
+} // namespace
+
+// ---- views -------------------------------------------------------------------------------------
+
+Status checkView(const KernelSpec &spec) {
+  if (spec.op == "Reshape")
+    DTC_RETURN_IF_ERROR(checkArity(spec, 2, 2, 1));
+  else if (spec.op == "Squeeze" || spec.op == "Unsqueeze")
+    DTC_RETURN_IF_ERROR(checkArity(spec, 1, 2, 1));
+  else
+    DTC_RETURN_IF_ERROR(checkArity(spec, 1, 1, 1));
+  DTC_RETURN_IF_ERROR(checkFixedSize(spec, true, 0));
+  DTC_RETURN_IF_ERROR(checkDType(spec, false, 0, {spec.inputs[0].dtype}));
+  if (spec.inputs.size() == 2 && spec.inputs[1].present())
+    DTC_RETURN_IF_ERROR(checkDType(spec, true, 1, {ir::DType::kInt64}));
+  DTC_RETURN_IF_ERROR(checkShapes(spec, 64));
+  if (spec.inputs[0].numElements() != spec.outputs[0].numElements())
+    return spec.error("output " + spec.outputs[0].str() + " and input " + spec.inputs[0].str() +
+                      " have different element counts");
+  return Status::ok();
+}
+
+Expected<KernelPtr> createView(const KernelSpec &spec, CpuContext &) {
+  return KernelPtr(std::make_unique<CopyKernel>(spec.outputs[0].byteSize()));
+}
+
+// ---- Transpose ---------------------------------------------------------------------------------
+
+Status checkTranspose(const KernelSpec &spec) {
+  DTC_RETURN_IF_ERROR(checkArity(spec, 1, 1, 1));
+  DTC_RETURN_IF_ERROR(checkFixedSize(spec, true, 0));
+  DTC_RETURN_IF_ERROR(checkDType(spec, false, 0, {spec.inputs[0].dtype}));
+  DTC_RETURN_IF_ERROR(checkShapes(spec, 64));
+  const auto &in = spec.inputs[0].shape;
+  std::vector<int64_t> perm = transposePerm(spec);
+  std::vector<int64_t> sorted = perm;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<int64_t> iota(in.size());
+  std::iota(iota.begin(), iota.end(), 0);
+  if (sorted != iota)
+    return spec.error("perm " + shapeStr(perm) + " is not a permutation of the " +
+                      std::to_string(in.size()) + " axes");
+  std::vector<int64_t> out;
+  for (int64_t p : perm)
+    out.push_back(in[static_cast<size_t>(p)]);
+  return checkOutputShape(spec, out);
+}
+
+Expected<KernelPtr> createTranspose(const KernelSpec &spec, CpuContext &ctx) {
+  std::vector<int64_t> perm = transposePerm(spec);
+  if (spec.inputs[0].dtype != ir::DType::kFloat32 || perm.size() > 12 || perm.empty())
+    return KernelPtr(std::make_unique<TransposeLoop>(spec, perm));
+  return buildKernel(spec, [&]() -> KernelPtr {
+    std::vector<int64_t> inStrides = rowMajorStrides(spec.inputs[0].shape);
+    dnnl::memory::dims strides;
+    for (int64_t p : perm)
+      strides.push_back(inStrides[static_cast<size_t>(p)]);
+    const auto &out = spec.outputs[0].shape;
+    dnnl::memory::desc src(dnnl::memory::dims(out.begin(), out.end()), dnnl::memory::data_type::f32,
+                           strides);
+    dnnl::memory::desc dst = plainDesc(out);
+    dnnl::reorder::primitive_desc pd(ctx.engine, src, ctx.engine, dst);
+    PrimitiveRunner r(dnnl::reorder(pd), ctx);
+    r.input(DNNL_ARG_FROM, src, 0);
+    r.output(DNNL_ARG_TO, dst, 0);
+    return std::make_unique<SinglePrimitiveKernel>(spec, ctx, std::move(r));
+  });
+}
+
+// ---- Concat ------------------------------------------------------------------------------------
+
+Status checkConcat(const KernelSpec &spec) {
+  if (spec.inputs.empty())
+    return spec.error("expected at least 1 input, got 0");
+  DTC_RETURN_IF_ERROR(checkArity(spec, spec.inputs.size(), spec.inputs.size(), 1));
+  DTC_RETURN_IF_ERROR(checkFixedSize(spec, true, 0));
+  for (size_t i = 1; i < spec.inputs.size(); ++i)
+    DTC_RETURN_IF_ERROR(checkDType(spec, true, i, {spec.inputs[0].dtype}));
+  DTC_RETURN_IF_ERROR(checkDType(spec, false, 0, {spec.inputs[0].dtype}));
+  DTC_RETURN_IF_ERROR(checkShapes(spec, 64));
+  int64_t rank = static_cast<int64_t>(spec.inputs[0].shape.size());
+  int64_t axis = spec.attrInt("axis", 0);
+  if (rank == 0 || axis < -rank || axis >= rank)
+    return spec.error("axis " + std::to_string(axis) + " is out of range for rank " +
+                      std::to_string(rank));
+  axis = concatAxis(spec);
+  std::vector<int64_t> out = spec.inputs[0].shape;
+  out[static_cast<size_t>(axis)] = 0;
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    const auto &s = spec.inputs[i].shape;
+    bool ok = static_cast<int64_t>(s.size()) == rank;
+    for (size_t d = 0; ok && d < s.size(); ++d)
+      ok = d == static_cast<size_t>(axis) || s[d] == out[d];
+    if (!ok)
+      return spec.error("input " + std::to_string(i) + " has shape " + shapeStr(s) +
+                        ", which does not match input 0 " + shapeStr(spec.inputs[0].shape) +
+                        " outside axis " + std::to_string(axis));
+    out[static_cast<size_t>(axis)] += s[static_cast<size_t>(axis)];
+  }
+  return checkOutputShape(spec, out);
+}
+
+Expected<KernelPtr> createConcat(const KernelSpec &spec, CpuContext &ctx) {
+  int64_t axis = concatAxis(spec);
+  std::vector<size_t> nonEmpty;
+  for (size_t i = 0; i < spec.inputs.size(); ++i)
+    if (spec.inputs[i].numElements() > 0)
+      nonEmpty.push_back(i);
+  if (spec.inputs[0].dtype != ir::DType::kFloat32 || nonEmpty.size() < 2 ||
+      spec.inputs[0].shape.size() > 12)
+    return KernelPtr(std::make_unique<ConcatLoop>(spec));
+  return buildKernel(spec, [&]() -> KernelPtr {
+    std::vector<dnnl::memory::desc> srcs;
+    for (size_t i : nonEmpty)
+      srcs.push_back(plainDesc(spec.inputs[i].shape));
+    dnnl::memory::desc dst = plainDesc(spec.outputs[0].shape);
+    dnnl::concat::primitive_desc pd(dst, static_cast<int>(axis), srcs, ctx.engine);
+    PrimitiveRunner r(dnnl::concat(pd), ctx);
+    for (size_t j = 0; j < nonEmpty.size(); ++j)
+      r.input(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(j), srcs[j], nonEmpty[j]);
+    r.output(DNNL_ARG_DST, dst, 0);
+    return std::make_unique<SinglePrimitiveKernel>(spec, ctx, std::move(r));
+  });
+}
+
+} // namespace dtc::ops::cpu

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+# Inference benchmark: dtc-run --infer against onnxruntime (CPU execution provider) on the
+# bundled models, same thread count, same inputs, measured in the same run. dtc's latency is
+# dtc-run's own timing of `--repeat` forward passes after `--warmup` (plan loading excluded);
+# onnxruntime's is session.run timed in this process after the same warm-up. Prints latency,
+# throughput (samples/s) and the ratio ort_latency / dtc_latency (>1: dtc faster), then the
+# memory plan of every bundled model: arena bytes against the no-reuse total.
+#
+#     python3 tools/bench/infer_bench.py --build build [--models mlp,cnn,resnet]
+#         [--batches 1,32] [--threads 1,2] [--repeat 200]
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import tempfile
+import time
+
+import numpy as np
+import onnxruntime as ort
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ALL_MODELS = ["mlp", "mlp_digits", "cnn", "cnn_train", "resnet", "resnet_train", "unet",
+              "unet_train", "gpt", "gpt_train"]
+
+
+def ort_latency(path, feeds, threads, warmup, repeat):
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    for _ in range(warmup):
+        sess.run(None, feeds)
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        sess.run(None, feeds)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def dtc_latency(build, plan, inputs, threads, warmup, repeat):
+    r = subprocess.run([os.path.join(build, "tools", "dtc-run"), plan, "--infer", "--inputs",
+                        inputs, "--threads", str(threads), "--warmup", str(warmup), "--repeat",
+                        str(repeat)], capture_output=True, text=True, check=True)
+    m = re.search(r"median ([0-9.]+) ms", r.stderr)
+    return float(m.group(1)) / 1e3
+
+
+def compile_plan(build, model_path, batch, plan):
+    r = subprocess.run([os.path.join(build, "tools", "dtc-compile"), model_path, "--inference",
+                        "--batch-size", str(batch), "-o", plan], capture_output=True, text=True)
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(REPO, "build"))
+    ap.add_argument("--models", default="mlp,cnn,resnet")
+    ap.add_argument("--batches", default="1,32")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--repeat", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=20)
+    args = ap.parse_args()
+    rng = np.random.default_rng(0)
+    print(f"{'model':12} {'batch':>5} {'thr':>3} {'dtc ms':>9} {'ort ms':>9} "
+          f"{'dtc samples/s':>14} {'ort samples/s':>14} {'ort/dtc':>8}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for model in args.models.split(","):
+            path = os.path.join(REPO, "models", model + ".onnx")
+            sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+            for batch in [int(b) for b in args.batches.split(",")]:
+                feeds = {}
+                for i in sess.get_inputs():
+                    shape = [batch if isinstance(d, str) or d is None else d for d in i.shape]
+                    feeds[i.name] = rng.standard_normal(shape).astype(np.float32)
+                plan = os.path.join(tmp, f"{model}.dtc")
+                r = compile_plan(args.build, path, batch, plan)
+                if r.returncode != 0:
+                    print(f"{model:12} {batch:5}  dtc cannot compile: {r.stderr.strip()}")
+                    continue
+                inputs = os.path.join(tmp, "in.npz")
+                np.savez(inputs, **feeds)
+                for threads in [int(t) for t in args.threads.split(",")]:
+                    d = dtc_latency(args.build, plan, inputs, threads, args.warmup, args.repeat)
+                    o = ort_latency(path, feeds, threads, args.warmup, args.repeat)
+                    print(f"{model:12} {batch:5} {threads:3} {d * 1e3:9.3f} {o * 1e3:9.3f} "
+                          f"{batch / d:14.0f} {batch / o:14.0f} {o / d:8.2f}")
+        print()
+        print("memory plan (batch 32): arena bytes / bytes without reuse")
+        for model in ALL_MODELS:
+            path = os.path.join(REPO, "models", model + ".onnx")
+            r = compile_plan(args.build, path, 32, os.path.join(tmp, "m.dtc"))
+            m = re.search(r"arena (\d+) bytes \(without reuse (\d+) bytes\)", r.stderr)
+            if r.returncode != 0 or not m:
+                reason = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "?"
+                print(f"  {model:12} n/a: {reason}")
+                continue
+            arena, total = int(m.group(1)), int(m.group(2))
+            print(f"  {model:12} {arena:>12} / {total:>12} = {arena / total:.2f}")
+
+
+if __name__ == "__main__":
+    main()
