@@ -3,7 +3,8 @@
 #   1. Release build with -Werror: unit tests (GoogleTest) and lit golden/error tests (ctest);
 #   2. AddressSanitizer + UndefinedBehaviorSanitizer build (clang): unit tests and the
 #      bad-input lit tests under the sanitizers;
-#   3. libFuzzer target for the importer: a short run from the seed corpus.
+#   3. libFuzzer targets (ONNX importer, plan reader + validator, NPY/NPZ reader): short runs
+#      from their seed corpora.
 # Usage: tools/test.sh [--quick]   (--quick: step 1 only)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -30,10 +31,17 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ctest --test-dir build-asan --output-on-failure -j"$jobs" -L 'unit|badinput'
 
-echo "== fuzz (importer, 60 s) =="
-corpus=$(mktemp -d)
-cp tests/fuzz/corpus/* "$corpus"/ 2>/dev/null || true
-build-asan/tests/fuzz/fuzz_importer -max_total_time=60 -rss_limit_mb=4096 -timeout=10 \
-  -print_final_stats=0 "$corpus" 2>&1 | tail -n 3
-rm -rf "$corpus"
+# Each fuzzer starts from a copy of its seed corpus (new inputs stay out of the repository).
+fuzz() { # fuzz TARGET SEED_DIR SECONDS
+  local corpus
+  corpus=$(mktemp -d)
+  find "$2" -maxdepth 1 -type f -exec cp {} "$corpus"/ \;
+  echo "== fuzz ($1, $3 s) =="
+  build-asan/tests/fuzz/"$1" -max_total_time="$3" -rss_limit_mb=4096 -timeout=10 \
+    -print_final_stats=0 "$corpus" 2>&1 | tail -n 3
+  rm -rf "$corpus"
+}
+fuzz fuzz_importer tests/fuzz/corpus 60
+fuzz fuzz_plan tests/fuzz/corpus/plan 30
+fuzz fuzz_npy tests/fuzz/corpus/npy 30
 echo "all test stages passed"

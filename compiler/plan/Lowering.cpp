@@ -300,7 +300,12 @@ Expected<Plan> lowerInference(const ir::Graph &graph, const LowerOptions &opts) 
                                         : MemoryRequest{s.size, -1, MemoryRequest::kForever});
   MemoryPlan mp = planMemory(requests, kCpuAlignment);
   rp->set_arena_bytes(mp.arenaBytes);
-  rp->set_no_reuse_bytes(mp.noReuseBytes);
+  // Without reuse every value (views and in-place results included) has its own bytes.
+  uint64_t noReuse = 0;
+  for (const ir::Value *v : bufferValues)
+    noReuse += (static_cast<uint64_t>(*v->shape().numElements() * ir::dtypeSize(v->dtype())) +
+                kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
+  rp->set_no_reuse_bytes(noReuse);
 
   for (size_t b = 0; b < bufferValues.size(); ++b) {
     const ir::Value *v = bufferValues[b];

@@ -1,7 +1,10 @@
 // libFuzzer target fuzz_plan: arbitrary bytes through parsePlan, planText/fingerprint and
-// validatePlan (with a KernelCheck that accepts every call). Beyond "no crash" it checks that a
-// plan that validates really keeps every buffer inside its arena and every operand in range.
+// validatePlan (first accepting every kernel call, then with the CPU kernels' own checks).
+// Beyond "no crash" it checks that a validated plan keeps every buffer inside its arena and
+// every operand in range, and it runs small validated plans (no weights) on zeroed inputs, so
+// the kernels meet hostile shapes and attributes too.
 #include "compiler/plan/Plan.h"
+#include "runtime/Executor.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -68,9 +71,38 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   KernelCheck acceptAll = [](const RankProgram &, const KernelCall &) { return dtc::Status::ok(); };
   dtc::Status status = validatePlan(*plan, "fuzz", acceptAll);
-  if (status.isOk())
-    checkValidatedInvariants(*plan);
-  else if (status.message().rfind("plan fuzz: ", 0) != 0)
-    __builtin_trap();
+  if (!status.isOk()) {
+    if (status.message().rfind("plan fuzz: ", 0) != 0)
+      __builtin_trap();
+    return 0;
+  }
+  checkValidatedInvariants(*plan);
+
+  // Execute small weightless one-rank CPU plans: Executor::create runs the real kernel checks.
+  if (plan->world_size() != 1 || plan->ranks(0).arena_bytes() > (uint64_t{16} << 20) ||
+      plan->ranks(0).instructions_size() > 64 || plan->ranks(0).device().type() != DEVICE_CPU)
+    return 0;
+  for (const Buffer &b : plan->ranks(0).buffers())
+    if (b.kind() == BUFFER_PARAMETER)
+      return 0;
+  std::vector<dtc::rt::HostArray> inputs;
+  for (const Binding &in : plan->ranks(0).inputs()) {
+    const Buffer &b = plan->ranks(0).buffers(in.buffer());
+    dtc::rt::HostArray a;
+    a.name = in.name();
+    a.dtype = static_cast<dtc::ir::DType>(b.dtype());
+    a.shape.assign(b.shape().begin(), b.shape().end());
+    a.bytes.assign(b.size_bytes(), '\0');
+    inputs.push_back(std::move(a));
+  }
+  dtc::rt::ExecutorOptions opts;
+  opts.threads = 1;
+  auto ex = dtc::rt::Executor::create(std::move(*plan), opts);
+  if (!ex)
+    return 0;
+  for (const dtc::rt::HostArray &a : inputs)
+    if (!(*ex)->setInput(a).isOk())
+      return 0;
+  (void)(*ex)->run();
   return 0;
 }
