@@ -23,6 +23,15 @@ std::vector<int64_t> shapeOf(const plan::Buffer &b) {
   return std::vector<int64_t>(b.shape().begin(), b.shape().end());
 }
 
+ops::cpu::TensorDesc descOf(const plan::Buffer &b) {
+  ops::cpu::TensorDesc d;
+  d.dtype = static_cast<ir::DType>(b.dtype());
+  d.shape = shapeOf(b);
+  d.layout = b.layout() == plan::LAYOUT_CHANNELS_LAST ? ops::cpu::Layout::kChannelsLast
+                                                       : ops::cpu::Layout::kRowMajor;
+  return d;
+}
+
 ir::Attribute toIrAttr(const plan::Attr &a) {
   switch (a.value_case()) {
   case plan::Attr::kI:
@@ -61,18 +70,14 @@ Expected<ops::cpu::KernelSpec> kernelSpecOf(const plan::RankProgram &rank,
   spec.node = call.node();
   for (int32_t b : call.inputs()) {
     ops::cpu::TensorDesc d;
-    if (b >= 0) {
-      d.dtype = static_cast<ir::DType>(rank.buffers(b).dtype());
-      d.shape = shapeOf(rank.buffers(b));
-    }
+    if (b >= 0)
+      d = descOf(rank.buffers(b));
     spec.inputs.push_back(std::move(d));
   }
   for (int32_t b : call.outputs()) {
     ops::cpu::TensorDesc d;
-    if (b >= 0) {
-      d.dtype = static_cast<ir::DType>(rank.buffers(b).dtype());
-      d.shape = shapeOf(rank.buffers(b));
-    }
+    if (b >= 0)
+      d = descOf(rank.buffers(b));
     spec.outputs.push_back(std::move(d));
   }
   for (const plan::Attr &a : call.attributes()) {

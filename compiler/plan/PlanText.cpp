@@ -316,6 +316,10 @@ void appendRank(std::string &out, const RankProgram &r) {
     out += "  buffer %" + std::to_string(i) + " " + quote(b.name()) + " " + kindText(b.kind()) +
            " " + dtypeText(b.dtype()) + shapeText(b.shape()) + " @" + std::to_string(b.offset()) +
            "+" + std::to_string(b.size_bytes());
+    if (b.layout() == LAYOUT_CHANNELS_LAST)
+      out += " channels-last";
+    else if (b.layout() != LAYOUT_ROW_MAJOR)
+      out += " layout(" + std::to_string(b.layout()) + ")";
     if (!b.source().empty())
       out += " source=" + quote(b.source());
     if (b.kind() == BUFFER_CONSTANT || !b.data().empty())

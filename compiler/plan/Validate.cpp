@@ -111,6 +111,17 @@ Status checkBuffer(const RankProgram &r, int index) {
   }
   if (b.kind() != BUFFER_CONSTANT && !b.data().empty())
     return fail("data on a buffer that is not a constant");
+  if (b.layout() == LAYOUT_CHANNELS_LAST) {
+    if (b.shape_size() < 3)
+      return fail("channels-last layout needs rank >= 3, the shape has rank " +
+                  std::to_string(b.shape_size()));
+    if (b.kind() == BUFFER_CONSTANT || b.kind() == BUFFER_INPUT || b.kind() == BUFFER_OUTPUT ||
+        b.kind() == BUFFER_PARAMETER)
+      return fail("inputs, outputs, parameters and constants are row-major; this one is "
+                  "channels-last");
+  } else if (b.layout() != LAYOUT_ROW_MAJOR) {
+    return fail("unknown layout " + std::to_string(b.layout()));
+  }
   return Status::ok();
 }
 

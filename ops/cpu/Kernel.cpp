@@ -18,7 +18,14 @@ int64_t TensorDesc::numElements() const {
   return n ? *n : 0;
 }
 
-std::string TensorDesc::str() const { return std::string(ir::dtypeName(dtype)) + shapeStr(shape); }
+const char *layoutName(Layout l) {
+  return l == Layout::kChannelsLast ? "channels-last" : "row-major";
+}
+
+std::string TensorDesc::str() const {
+  std::string s = std::string(ir::dtypeName(dtype)) + shapeStr(shape);
+  return layout == Layout::kRowMajor ? s : s + " " + layoutName(layout);
+}
 
 std::string KernelSpec::where() const {
   std::string opName = domain.empty() ? op : domain + "." + op;
@@ -214,11 +221,12 @@ struct Entry {
   Expected<KernelPtr> (*create)(const KernelSpec &, CpuContext &);
   int (*inPlace)(const KernelSpec &);
   bool view;
+  bool channelsLast;
 };
 
 constexpr Entry kEntries[] = {
-#define DTC_CPU_KERNEL(domain, op, check, create, inPlace, view)                                   \
-  {domain, op, &check, &create, &inPlace, view},
+#define DTC_CPU_KERNEL(domain, op, check, create, inPlace, view, channelsLast)                     \
+  {domain, op, &check, &create, &inPlace, view, channelsLast},
 #include "ops/cpu/Kernels.def"
 #undef DTC_CPU_KERNEL
 };
@@ -291,6 +299,22 @@ Status checkKernel(const KernelSpec &spec) {
     std::string opName = spec.domain.empty() ? spec.op : spec.domain + "." + spec.op;
     return spec.error("no CPU kernel for op '" + opName + "'");
   }
+  auto checkLayouts = [&](const std::vector<TensorDesc> &ts, const char *kind) -> Status {
+    for (size_t i = 0; i < ts.size(); ++i) {
+      if (ts[i].layout == Layout::kRowMajor || !ts[i].present())
+        continue;
+      if (!e->channelsLast)
+        return spec.error(std::string(kind) + " " + std::to_string(i) +
+                          " is channels-last; the CPU kernel takes row-major operands only");
+      if (ts[i].shape.size() < 3)
+        return spec.error(std::string(kind) + " " + std::to_string(i) +
+                          " is channels-last but has rank " + std::to_string(ts[i].shape.size()) +
+                          " (needs rank >= 3)");
+    }
+    return Status::ok();
+  };
+  DTC_RETURN_IF_ERROR(checkLayouts(spec.inputs, "input"));
+  DTC_RETURN_IF_ERROR(checkLayouts(spec.outputs, "output"));
   return e->check(spec);
 }
 

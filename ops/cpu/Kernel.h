@@ -17,15 +17,25 @@
 
 namespace dtc::ops::cpu {
 
+/// Order of a tensor's bytes in memory. The shape is always the logical ONNX shape (N, C, D1,
+/// ..., Dk); only the order of the bytes differs.
+enum class Layout : uint8_t {
+  kRowMajor,     ///< dense row-major over the logical shape (ONNX's order)
+  kChannelsLast, ///< rank >= 3: N, D1, ..., Dk, C (NWC, NHWC, NDHWC): what oneDNN's fastest
+                 ///< convolutions and pools use on AVX-512
+};
+const char *layoutName(Layout l); ///< "row-major", "channels-last"
+
 /// Static type of one kernel operand. An omitted optional input has dtype kUndefined.
 struct TensorDesc {
   ir::DType dtype = ir::DType::kUndefined;
   std::vector<int64_t> shape;
+  Layout layout = Layout::kRowMajor;
 
   bool present() const { return dtype != ir::DType::kUndefined; }
   int64_t numElements() const;
   int64_t byteSize() const { return numElements() * ir::dtypeSize(dtype); }
-  /// "f32[2,3]".
+  /// "f32[2,3]", or "f32[2,3,4,4] channels-last".
   std::string str() const;
 };
 
@@ -70,13 +80,15 @@ struct KernelArgs {
 class Kernel {
 public:
   virtual ~Kernel() = default;
-  /// Computes the outputs from the inputs. Errors only for data-dependent failures (an index
+  /// Computes the outputs from the inputs. Not reentrant: one kernel object runs on one
+  /// stream at a time. Errors only for data-dependent failures (an index
   /// out of range); shape and dtype problems are caught when the kernel is made.
   virtual Status run(const KernelArgs &args) = 0;
 };
 
-/// Checks that a kernel exists for the spec and supports its dtypes and attributes; used by the
-/// compiler so that an unsupported op is a compile-time error naming the node.
+/// Checks that a kernel exists for the spec and supports its dtypes, layouts and attributes; used
+/// by the compiler so that an unsupported op is a compile-time error naming the node, and by the
+/// compiler's layout assignment to ask whether a kernel takes channels-last operands.
 Status checkKernel(const KernelSpec &spec);
 /// Makes the kernel (checkKernel first). Errors name the node.
 Expected<std::unique_ptr<Kernel>> createKernel(const KernelSpec &spec, CpuContext &ctx);

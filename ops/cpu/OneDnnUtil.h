@@ -16,7 +16,7 @@ namespace dtc::ops::cpu {
 using KernelPtr = std::unique_ptr<Kernel>;
 
 // One `check*`, `create*` and in-place rule per Kernels.def line (shared by several ops).
-#define DTC_CPU_KERNEL(domain, op, check, create, inPlace, view)                                   \
+#define DTC_CPU_KERNEL(domain, op, check, create, inPlace, view, channelsLast)                     \
   Status check(const KernelSpec &spec);                                                            \
   Expected<KernelPtr> create(const KernelSpec &spec, CpuContext &ctx);                             \
   int inPlace(const KernelSpec &spec);
