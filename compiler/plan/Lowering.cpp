@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <unordered_map>
 
 namespace dtc::plan {
@@ -125,16 +126,318 @@ Expected<Attr> toPlanAttr(const std::string &name, const ir::Attribute &a) {
   return out;
 }
 
-ops::cpu::TensorDesc descOf(const ir::Value *v) {
-  ops::cpu::TensorDesc d;
-  if (!v)
-    return d;
-  d.dtype = v->dtype();
-  d.shape = v->shape().staticSizes();
-  return d;
+using CpuLayout = ops::cpu::Layout;
+
+/// A buffer of the program being built: an IR value, or a value converted to another layout.
+struct LBuffer {
+  const ir::Value *value = nullptr; ///< the IR value it holds (for a converted copy: its source)
+  std::string name;
+  ir::DType dtype = ir::DType::kUndefined;
+  std::vector<int64_t> shape;
+  CpuLayout layout = CpuLayout::kRowMajor;
+  uint64_t bytes = 0;
+  /// Shares the bytes of buffer `aliasOf` (a layout change that does not move any byte).
+  int aliasOf = -1;
+};
+
+/// One instruction of the program being built.
+struct LInstr {
+  ops::cpu::KernelSpec spec;
+  std::vector<int> inputs;  ///< buffer ids, -1 for an omitted optional input
+  std::vector<int> outputs; ///< buffer ids
+};
+
+/// True when a channels-last tensor of `shape` has the bytes of the row-major one: every
+/// spatial dim is 1, or there is one channel.
+bool layoutIsTrivial(const std::vector<int64_t> &shape) {
+  if (shape.size() < 3 || shape[1] == 1)
+    return true;
+  for (size_t i = 2; i < shape.size(); ++i)
+    if (shape[i] != 1)
+      return false;
+  return true;
 }
 
-/// Storage: bytes shared by one or more values (a value, its views, in-place results).
+/// Ops that prefer channels-last activations (oneDNN's fastest kernels on AVX-512 use it).
+bool prefersChannelsLast(const std::string &op) {
+  return op == "Conv" || op == "FusedConv";
+}
+
+/// Builds the program: buffers and instructions in schedule order, with Conv+Relu and
+/// Conv+Add(+Relu) fused, layouts assigned and Reorder instructions at layout boundaries.
+class ProgramBuilder {
+public:
+  ProgramBuilder(const ir::Graph &graph, const LowerOptions &opts) : graph_(graph), opts_(opts) {}
+
+  Status build() {
+    for (const ir::Value *v : graph_.inputs())
+      if (!v->isInitializer())
+        valueBuffer(v);
+    for (const ir::Value *v : graph_.initializers())
+      if (v->isParameter() && (v->hasUses() || v->isGraphOutput()))
+        valueBuffer(v);
+    for (const ir::Value *v : graph_.initializers())
+      if (v->isConstant() && (v->hasUses() || v->isGraphOutput()))
+        valueBuffer(v);
+
+    std::vector<ir::Node *> order = graph_.nodes();
+    // Fusion: a Conv whose only consumer is a Relu, or an Add (whose only consumer may be a
+    // Relu), runs as one FusedConv at the position of the last node of the group (so that the
+    // Add's other operand is computed by then).
+    std::unordered_map<const ir::Node *, const ir::Node *> fusedInto; // Conv -> last node
+    std::unordered_map<const ir::Node *, const ir::Node *> groupOf;   // last node -> Conv
+    if (opts_.fuse)
+      for (const ir::Node *n : order)
+        if (const ir::Node *last = fusionGroupEnd(n); last && !groupOf.count(last)) {
+          // Two Convs may feed one Add (a residual with a projection): the first one fuses.
+          fusedInto[n] = last;
+          groupOf[last] = n;
+        }
+    std::unordered_map<const ir::Node *, bool> skipped;
+    for (const auto &[conv, last] : fusedInto) {
+      skipped[conv] = true;
+      const ir::Node *cur = conv->output(0)->uses()[0].node;
+      while (cur != last) {
+        skipped[cur] = true;
+        cur = cur->output(0)->uses()[0].node;
+      }
+    }
+    for (const ir::Node *n : order) {
+      if (skipped.count(n))
+        continue;
+      auto g = groupOf.find(n);
+      DTC_RETURN_IF_ERROR(g != groupOf.end() ? emitFused(g->second, n) : emitNode(n));
+    }
+    return Status::ok();
+  }
+
+  std::vector<LBuffer> buffers;
+  std::vector<LInstr> instrs;
+  std::unordered_map<const ir::Value *, int> bufferOfValue;
+
+private:
+  int valueBuffer(const ir::Value *v) {
+    auto it = bufferOfValue.find(v);
+    if (it != bufferOfValue.end())
+      return it->second;
+    LBuffer b;
+    b.value = v;
+    b.name = v->name();
+    b.dtype = v->dtype();
+    b.shape = v->shape().staticSizes();
+    b.bytes = static_cast<uint64_t>(*v->shape().numElements() * ir::dtypeSize(v->dtype()));
+    buffers.push_back(b);
+    bufferOfValue[v] = static_cast<int>(buffers.size()) - 1;
+    return static_cast<int>(buffers.size()) - 1;
+  }
+
+  /// The buffer holding buffer `b`'s value in `layout`: `b` itself, a free alias when the two
+  /// layouts have the same bytes, or the output of a Reorder instruction (made once).
+  int inLayout(int b, CpuLayout layout) {
+    if (buffers[b].layout == layout)
+      return b;
+    auto key = std::make_pair(b, layout);
+    auto it = converted_.find(key);
+    if (it != converted_.end())
+      return it->second;
+    LBuffer c = buffers[b];
+    c.layout = layout;
+    c.name = buffers[b].name + (layout == CpuLayout::kChannelsLast ? ".channels_last" : ".row_major");
+    c.aliasOf = -1;
+    const bool trivial = layoutIsTrivial(c.shape);
+    if (trivial)
+      c.aliasOf = b;
+    buffers.push_back(c);
+    int id = static_cast<int>(buffers.size()) - 1;
+    converted_[key] = id;
+    if (!trivial) {
+      LInstr r;
+      r.spec.op = "Reorder";
+      r.spec.domain = ir::kDtcDomain;
+      r.spec.node = c.name;
+      r.spec.inputs = {descOf(b)};
+      r.spec.outputs = {descOf(id)};
+      r.inputs = {b};
+      r.outputs = {id};
+      instrs.push_back(std::move(r));
+    }
+    return id;
+  }
+
+  ops::cpu::TensorDesc descOf(int b) const {
+    ops::cpu::TensorDesc d;
+    if (b < 0)
+      return d;
+    d.dtype = buffers[b].dtype;
+    d.shape = buffers[b].shape;
+    d.layout = buffers[b].layout;
+    return d;
+  }
+
+  /// The last node of a fusable group starting at Conv `n`, or nullptr.
+  const ir::Node *fusionGroupEnd(const ir::Node *n) const {
+    if (n->opType() != "Conv" || !n->domain().empty() || n->numOutputs() != 1)
+      return nullptr;
+    auto soleConsumer = [](const ir::Value *v) -> const ir::Node * {
+      if (!v || v->isGraphOutput() || v->uses().size() != 1)
+        return nullptr;
+      return v->uses()[0].node;
+    };
+    const ir::Node *next = soleConsumer(n->output(0));
+    if (!next || !next->domain().empty())
+      return nullptr;
+    if (next->opType() == "Relu")
+      return next;
+    if (next->opType() != "Add" || next->numInputs() != 2 || next->input(0) == next->input(1))
+      return nullptr;
+    const ir::Value *z = next->input(0) == n->output(0) ? next->input(1) : next->input(0);
+    if (!z || z->type() != n->output(0)->type() || next->output(0)->type() != z->type())
+      return nullptr;
+    const ir::Node *relu = soleConsumer(next->output(0));
+    return relu && relu->opType() == "Relu" && relu->domain().empty() ? relu : next;
+  }
+
+  Status emitFused(const ir::Node *conv, const ir::Node *last) {
+    LInstr in;
+    in.spec.op = "FusedConv";
+    in.spec.domain = ir::kDtcDomain;
+    in.spec.node = conv->name();
+    in.spec.attrs = conv->attributes();
+    std::string activation;
+    const ir::Value *z = nullptr;
+    const ir::Value *prev = conv->output(0);
+    for (const ir::Node *cur = prev->uses()[0].node;; cur = cur->output(0)->uses()[0].node) {
+      if (cur->opType() == "Relu")
+        activation = "Relu";
+      else
+        z = cur->input(0) == prev ? cur->input(1) : cur->input(0);
+      in.spec.node += "+" + cur->name();
+      prev = cur->output(0);
+      if (cur == last)
+        break;
+    }
+    in.spec.attrs["activation"] = ir::Attribute(activation);
+    std::vector<const ir::Value *> ins = {conv->input(0), conv->input(1), conv->input(2), z};
+    std::vector<const ir::Value *> outs = {last->output(0)};
+    Status s = emit(in, ins, outs, last);
+    if (s.isOk())
+      return s;
+    // The fused kernel does not take this case: emit the group's nodes one by one.
+    DTC_RETURN_IF_ERROR(emitNode(conv));
+    for (const ir::Node *cur = conv->output(0)->uses()[0].node;;
+         cur = cur->output(0)->uses()[0].node) {
+      DTC_RETURN_IF_ERROR(emitNode(cur));
+      if (cur == last)
+        break;
+    }
+    return Status::ok();
+  }
+
+  Status emitNode(const ir::Node *n) {
+    LInstr in;
+    in.spec.op = n->opType();
+    in.spec.domain = n->domain();
+    in.spec.node = n->name();
+    in.spec.attrs = n->attributes();
+    std::vector<const ir::Value *> ins(n->inputs().begin(), n->inputs().end());
+    std::vector<const ir::Value *> outs(n->outputs().begin(), n->outputs().end());
+    return emit(in, ins, outs, n);
+  }
+
+  /// Chooses layouts for one instruction and appends it (after any Reorder it needs). First
+  /// choice: inputs as they are, outputs channels-last when the op prefers it or its first
+  /// input is channels-last; fallback: everything row-major. The fallback's check error is the
+  /// one reported (it names the node and what the kernel does not support).
+  Status emit(LInstr in, const std::vector<const ir::Value *> &ins,
+              const std::vector<const ir::Value *> &outs, const ir::Node *where) {
+    std::vector<int> inBufs;
+    for (const ir::Value *v : ins)
+      inBufs.push_back(v ? bufferOfValue.at(v) : -1);
+    // Drop trailing omitted inputs (the kernel treats them as absent).
+    while (!inBufs.empty() && inBufs.back() < 0)
+      inBufs.pop_back();
+    for (const ir::Value *v : outs)
+      if (v) {
+        Status s = checkStatic(v, where->where());
+        if (!s.isOk())
+          return s;
+      }
+
+    auto trySpec = [&](const std::vector<CpuLayout> &inLayouts, CpuLayout outLayout) -> Status {
+      in.spec.inputs.clear();
+      for (size_t i = 0; i < inBufs.size(); ++i) {
+        ops::cpu::TensorDesc d = descOf(inBufs[i]);
+        if (inBufs[i] >= 0)
+          d.layout = inLayouts[i];
+        in.spec.inputs.push_back(d);
+      }
+      in.spec.outputs.clear();
+      for (const ir::Value *v : outs) {
+        ops::cpu::TensorDesc d;
+        if (v) {
+          d.dtype = v->dtype();
+          d.shape = v->shape().staticSizes();
+          d.layout = v->isGraphOutput() || d.shape.size() < 3 ? CpuLayout::kRowMajor : outLayout;
+        }
+        in.spec.outputs.push_back(d);
+      }
+      return ops::cpu::checkKernel(in.spec);
+    };
+
+    std::vector<CpuLayout> current;
+    bool anyChannelsLast = false;
+    for (int b : inBufs) {
+      current.push_back(b >= 0 ? buffers[b].layout : CpuLayout::kRowMajor);
+      anyChannelsLast = anyChannelsLast || (b >= 0 && buffers[b].layout == CpuLayout::kChannelsLast);
+    }
+    const bool firstIsChannelsLast = !inBufs.empty() && inBufs[0] >= 0 &&
+                                     buffers[inBufs[0]].layout == CpuLayout::kChannelsLast;
+    CpuLayout preferred = opts_.channelsLast && (prefersChannelsLast(in.spec.op) || firstIsChannelsLast)
+                           ? CpuLayout::kChannelsLast
+                           : CpuLayout::kRowMajor;
+    Status s = trySpec(current, preferred);
+    if (!s.isOk() && preferred == CpuLayout::kChannelsLast)
+      s = trySpec(current, CpuLayout::kRowMajor);
+    if (!s.isOk() && anyChannelsLast) {
+      s = trySpec(std::vector<CpuLayout>(inBufs.size(), CpuLayout::kRowMajor), CpuLayout::kRowMajor);
+      if (s.isOk())
+        for (int &b : inBufs)
+          if (b >= 0)
+            b = inLayout(b, CpuLayout::kRowMajor);
+    }
+    if (!s.isOk())
+      return s;
+    in.inputs = inBufs;
+    for (size_t o = 0; o < outs.size(); ++o) {
+      if (!outs[o]) {
+        in.outputs.push_back(-1);
+        continue;
+      }
+      int b = valueBuffer(outs[o]);
+      buffers[b].layout = in.spec.outputs[o].layout;
+      in.outputs.push_back(b);
+    }
+    instrs.push_back(std::move(in));
+    return Status::ok();
+  }
+
+  static Status checkStatic(const ir::Value *v, const std::string &where) {
+    if (v->dtype() == ir::DType::kUndefined || !v->shape().isStatic())
+      return Status::error(where, "value '" + v->name() + "' has type " + v->type().str() +
+                                      "; the plan needs a known dtype and static shape (bind "
+                                      "symbolic dims with --batch-size or --dim)");
+    if (!v->shape().numElements())
+      return Status::error(where, "value '" + v->name() + "' has too many elements");
+    return Status::ok();
+  }
+
+  const ir::Graph &graph_;
+  const LowerOptions &opts_;
+  std::map<std::pair<int, CpuLayout>, int> converted_;
+};
+
+/// Storage: bytes shared by one or more buffers (a value, its views, in-place results, free
+/// layout aliases).
 struct Storage {
   uint64_t size = 0;
   int64_t first = -1;
@@ -146,82 +449,122 @@ struct Storage {
 } // namespace
 
 Expected<Plan> lowerInference(const ir::Graph &graph, const LowerOptions &opts) {
-  // Every value the program touches must have a known dtype and a static shape.
-  auto checkStatic = [](const ir::Value *v, const std::string &where) -> Status {
-    if (v->dtype() == ir::DType::kUndefined || !v->shape().isStatic())
-      return Status::error(where, "value '" + v->name() + "' has type " + v->type().str() +
-                                      "; the plan needs a known dtype and static shape (bind "
-                                      "symbolic dims with --batch-size or --dim)");
-    if (!v->shape().numElements())
-      return Status::error(where, "value '" + v->name() + "' has too many elements");
-    return Status::ok();
-  };
-
-  std::vector<ir::Node *> order = graph.nodes(); // already topologically sorted
-  const int64_t numInstr = static_cast<int64_t>(order.size());
-
-  // Buffers: one per value, in a deterministic order (inputs, parameters, constants, then node
-  // outputs in schedule order).
-  std::vector<const ir::Value *> bufferValues;
-  std::unordered_map<const ir::Value *, int> bufferOf;
-  auto addBuffer = [&](const ir::Value *v) {
-    if (bufferOf.count(v))
-      return;
-    bufferOf[v] = static_cast<int>(bufferValues.size());
-    bufferValues.push_back(v);
-  };
   for (const ir::Value *v : graph.inputs())
-    if (!v->isInitializer())
-      addBuffer(v);
+    if (v->dtype() == ir::DType::kUndefined || !v->shape().isStatic())
+      return Status::error("input '" + v->name() + "'",
+                           "has type " + v->type().str() +
+                               "; the plan needs a known dtype and static shape");
   for (const ir::Value *v : graph.initializers())
-    if (v->isParameter() && (v->hasUses() || v->isGraphOutput()))
-      addBuffer(v);
-  for (const ir::Value *v : graph.initializers())
-    if (v->isConstant() && (v->hasUses() || v->isGraphOutput()))
-      addBuffer(v);
-  for (const ir::Node *n : order)
-    for (const ir::Value *v : n->outputs())
-      if (v)
-        addBuffer(v);
-  for (const ir::Value *v : bufferValues)
-    DTC_RETURN_IF_ERROR(checkStatic(v, v->producer() ? v->producer()->where()
-                                                     : "value '" + v->name() + "'"));
+    if (!v->shape().isStatic())
+      return Status::error("initializer '" + v->name() + "'", "shape is not static");
 
-  // Live ranges of each value: defined at its producer's index (-1 for inputs and weights),
-  // last read by its last consumer; graph outputs live to the end.
-  std::vector<int64_t> lastUse(bufferValues.size(), -1);
-  std::unordered_map<const ir::Node *, int64_t> indexOf;
-  for (int64_t i = 0; i < numInstr; ++i)
-    indexOf[order[i]] = i;
-  for (size_t b = 0; b < bufferValues.size(); ++b) {
-    const ir::Value *v = bufferValues[b];
-    for (const ir::Use &u : v->uses())
-      lastUse[b] = std::max(lastUse[b], indexOf.at(u.node));
-    if (v->isGraphOutput())
-      lastUse[b] = MemoryRequest::kForever;
+  ProgramBuilder pb(graph, opts);
+  DTC_RETURN_IF_ERROR(pb.build());
+  std::vector<LBuffer> &buffers = pb.buffers;
+  const std::vector<LInstr> &instrs = pb.instrs;
+  const int64_t numInstr = static_cast<int64_t>(instrs.size());
+
+  // Live ranges over the final instruction list: defined by the producing instruction (-1 for
+  // inputs and weights), last read by the last consumer; graph outputs live to the end.
+  std::vector<int64_t> def(buffers.size(), -1), lastUse(buffers.size(), -1);
+  for (int64_t i = 0; i < numInstr; ++i) {
+    for (int b : instrs[i].inputs)
+      if (b >= 0)
+        lastUse[b] = std::max(lastUse[b], i);
+    for (int b : instrs[i].outputs)
+      if (b >= 0)
+        def[b] = i;
   }
+  // A free alias is defined with its source, and keeps the source alive while it is read
+  // (aliases come after their sources in `buffers`).
+  for (size_t b = 0; b < buffers.size(); ++b)
+    if (buffers[b].aliasOf >= 0)
+      def[b] = def[buffers[b].aliasOf];
+  for (size_t b = buffers.size(); b-- > 0;)
+    if (buffers[b].aliasOf >= 0)
+      lastUse[buffers[b].aliasOf] = std::max(lastUse[buffers[b].aliasOf], lastUse[b]);
+  for (size_t b = 0; b < buffers.size(); ++b)
+    if (buffers[b].value && buffers[b].value->isGraphOutput() && buffers[b].aliasOf < 0 &&
+        pb.bufferOfValue.at(buffers[b].value) == static_cast<int>(b))
+      lastUse[b] = MemoryRequest::kForever;
 
-  // Storage groups. Views alias their input; an in-place result reuses a dead input's bytes.
-  std::vector<int> storageOf(bufferValues.size(), -1);
+  // Storage groups, in program order: a view (row-major Reshape & co.) or a free alias shares
+  // its source's storage; an in-place result reuses a dead input's storage.
+  std::vector<int> storageOf(buffers.size(), -1);
   std::vector<Storage> storages;
-  auto newStorage = [&](size_t b, int64_t first) {
-    const ir::Value *v = bufferValues[b];
+  auto newStorage = [&](size_t b) {
+    const LBuffer &lb = buffers[b];
+    const ir::Value *v = lb.value;
+    const bool original = v && pb.bufferOfValue.at(v) == static_cast<int>(b);
     Storage s;
-    s.size = static_cast<uint64_t>(*v->shape().numElements() * ir::dtypeSize(v->dtype()));
-    s.first = first;
-    s.last = std::max(first, lastUse[b]);
-    s.persistent = v->isInitializer();
-    s.external = v->isGraphInput() || v->isGraphOutput();
+    s.size = lb.bytes;
+    s.first = def[b];
+    s.last = std::max(def[b], lastUse[b]);
+    s.persistent = original && v->isInitializer();
+    s.external = original && (v->isGraphInput() || v->isGraphOutput());
     // Weights are never written; graph inputs stay intact so that a plan can run again on the
     // same inputs (benchmarks, --repeat).
-    if (s.persistent || v->isGraphInput())
+    if (s.persistent || (original && v->isGraphInput()))
       s.last = MemoryRequest::kForever;
     storageOf[b] = static_cast<int>(storages.size());
     storages.push_back(s);
   };
-  for (size_t b = 0; b < bufferValues.size(); ++b)
-    if (!bufferValues[b]->producer())
-      newStorage(b, -1);
+  auto join = [&](size_t b, int storage) {
+    storageOf[b] = storage;
+    Storage &st = storages[storage];
+    st.last = std::max(st.last, lastUse[b]);
+    const ir::Value *v = buffers[b].value;
+    st.external = st.external ||
+                  (v && v->isGraphOutput() && pb.bufferOfValue.at(v) == static_cast<int>(b));
+  };
+  for (size_t b = 0; b < buffers.size(); ++b)
+    if (def[b] < 0 && buffers[b].aliasOf < 0)
+      newStorage(b);
+  std::function<void(int)> placeAliases = [&](int source) {
+    for (size_t a = 0; a < buffers.size(); ++a)
+      if (buffers[a].aliasOf == source && storageOf[a] < 0) {
+        join(a, storageOf[source]);
+        placeAliases(static_cast<int>(a));
+      }
+  };
+  for (size_t b = 0; b < buffers.size(); ++b)
+    if (storageOf[b] >= 0)
+      placeAliases(static_cast<int>(b));
+  for (int64_t i = 0; i < numInstr; ++i) {
+    const LInstr &in = instrs[i];
+    int share = -1;
+    int out0 = in.outputs.empty() ? -1 : in.outputs[0];
+    if (opts.reuseMemory && out0 >= 0) {
+      if (ops::cpu::isViewOp(in.spec.domain, in.spec.op) && !in.inputs.empty() &&
+          in.inputs[0] >= 0) {
+        share = storageOf[in.inputs[0]];
+      } else if (int k = ops::cpu::inPlaceInput(in.spec);
+                 k >= 0 && k < static_cast<int>(in.inputs.size()) && in.inputs[k] >= 0) {
+        const int src = in.inputs[k];
+        const Storage &st = storages[storageOf[src]];
+        if (!st.persistent && !st.external && st.last == i &&
+            buffers[src].dtype == buffers[out0].dtype && st.size == buffers[out0].bytes &&
+            buffers[src].layout == buffers[out0].layout)
+          share = storageOf[src];
+      }
+    }
+    for (size_t o = 0; o < in.outputs.size(); ++o) {
+      int b = in.outputs[o];
+      if (b < 0)
+        continue;
+      if (o == 0 && share >= 0)
+        join(b, share);
+      else
+        newStorage(b);
+      placeAliases(b);
+    }
+  }
+
+  std::vector<MemoryRequest> requests;
+  for (const Storage &s : storages)
+    requests.push_back(opts.reuseMemory ? MemoryRequest{s.size, s.first, s.last}
+                                        : MemoryRequest{s.size, -1, MemoryRequest::kForever});
+  MemoryPlan mp = planMemory(requests, kCpuAlignment);
 
   Plan plan;
   plan.set_format_version(kPlanFormatVersion);
@@ -234,120 +577,72 @@ Expected<Plan> lowerInference(const ir::Graph &graph, const LowerOptions &opts) 
   rp->set_rank(0);
   rp->mutable_device()->set_type(DEVICE_CPU);
   rp->set_alignment(kCpuAlignment);
-
-  for (int64_t i = 0; i < numInstr; ++i) {
-    const ir::Node *n = order[i];
-    ops::cpu::KernelSpec spec;
-    spec.op = n->opType();
-    spec.domain = n->domain();
-    spec.node = n->name();
-    for (const ir::Value *v : n->inputs())
-      spec.inputs.push_back(descOf(v));
-    for (const ir::Value *v : n->outputs())
-      spec.outputs.push_back(descOf(v));
-    spec.attrs = n->attributes();
-    DTC_RETURN_IF_ERROR(ops::cpu::checkKernel(spec));
-
-    KernelCall *call = rp->add_instructions()->mutable_kernel();
-    call->set_op(n->opType());
-    call->set_domain(n->domain());
-    call->set_node(n->name());
-    for (const ir::Value *v : n->inputs())
-      call->add_inputs(v ? bufferOf.at(v) : -1);
-    for (const ir::Value *v : n->outputs())
-      call->add_outputs(v ? bufferOf.at(v) : -1);
-    for (const auto &[name, a] : n->attributes()) {
-      DTC_ASSIGN_OR_RETURN(Attr pa, toPlanAttr(name, a));
-      *call->add_attributes() = std::move(pa);
-    }
-
-    // Output 0 joins input 0's storage for a view, or input k's for an in-place result when
-    // that storage is an activation nobody reads after this instruction.
-    const ir::Value *out0 = n->numOutputs() > 0 ? n->output(0) : nullptr;
-    int share = -1;
-    if (opts.reuseMemory && out0) {
-      if (ops::cpu::isViewOp(n->domain(), n->opType()) && n->input(0)) {
-        share = storageOf[bufferOf.at(n->input(0))];
-      } else if (int k = ops::cpu::inPlaceInput(spec); k >= 0 && n->input(k)) {
-        const ir::Value *in = n->input(k);
-        int s = storageOf[bufferOf.at(in)];
-        const Storage &st = storages[s];
-        if (!st.persistent && !st.external && st.last == i && in->dtype() == out0->dtype() &&
-            st.size == static_cast<uint64_t>(*out0->shape().numElements() *
-                                              ir::dtypeSize(out0->dtype())))
-          share = s;
-      }
-    }
-    for (size_t o = 0; o < n->numOutputs(); ++o) {
-      const ir::Value *v = n->output(o);
-      if (!v)
-        continue;
-      size_t b = bufferOf.at(v);
-      if (o == 0 && share >= 0) {
-        storageOf[b] = share;
-        Storage &st = storages[share];
-        st.last = std::max(st.last, lastUse[b]);
-        st.external = st.external || v->isGraphOutput();
-      } else {
-        newStorage(b, i);
-      }
-    }
-  }
-
-  std::vector<MemoryRequest> requests;
-  for (const Storage &s : storages)
-    requests.push_back(opts.reuseMemory ? MemoryRequest{s.size, s.first, s.last}
-                                        : MemoryRequest{s.size, -1, MemoryRequest::kForever});
-  MemoryPlan mp = planMemory(requests, kCpuAlignment);
   rp->set_arena_bytes(mp.arenaBytes);
-  // Without reuse every value (views and in-place results included) has its own bytes.
+  // Without reuse every buffer (views and in-place results included) has its own bytes.
   uint64_t noReuse = 0;
-  for (const ir::Value *v : bufferValues)
-    noReuse += (static_cast<uint64_t>(*v->shape().numElements() * ir::dtypeSize(v->dtype())) +
-                kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
+  for (const LBuffer &b : buffers)
+    noReuse += (b.bytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
   rp->set_no_reuse_bytes(noReuse);
 
-  for (size_t b = 0; b < bufferValues.size(); ++b) {
-    const ir::Value *v = bufferValues[b];
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    const LBuffer &lb = buffers[b];
+    const ir::Value *v = lb.value;
+    const bool original = v && pb.bufferOfValue.at(v) == static_cast<int>(b);
     Buffer *buf = rp->add_buffers();
-    buf->set_name(v->name());
-    buf->set_dtype(static_cast<int32_t>(v->dtype()));
-    for (int64_t d : v->shape().staticSizes())
+    buf->set_name(lb.name);
+    buf->set_dtype(static_cast<int32_t>(lb.dtype));
+    for (int64_t d : lb.shape)
       buf->add_shape(d);
     buf->set_offset(mp.offsets[storageOf[b]]);
-    buf->set_size_bytes(static_cast<uint64_t>(*v->shape().numElements() *
-                                              ir::dtypeSize(v->dtype())));
-    if (v->isParameter()) {
+    buf->set_size_bytes(lb.bytes);
+    if (lb.layout == CpuLayout::kChannelsLast)
+      buf->set_layout(LAYOUT_CHANNELS_LAST);
+    if (original && v->isParameter()) {
       buf->set_kind(BUFFER_PARAMETER);
       buf->set_source(v->name());
-    } else if (v->isConstant()) {
+    } else if (original && v->isConstant()) {
       buf->set_kind(BUFFER_CONSTANT);
       DTC_ASSIGN_OR_RETURN(const std::string *bytes, v->initializer()->bytes());
       buf->set_data(*bytes);
-    } else if (v->isGraphInput()) {
+    } else if (original && v->isGraphInput()) {
       buf->set_kind(BUFFER_INPUT);
-    } else if (v->isGraphOutput()) {
+    } else if (original && v->isGraphOutput()) {
       buf->set_kind(BUFFER_OUTPUT);
     } else {
       buf->set_kind(BUFFER_ACTIVATION);
+    }
+  }
+  for (const LInstr &in : instrs) {
+    KernelCall *call = rp->add_instructions()->mutable_kernel();
+    call->set_op(in.spec.op);
+    call->set_domain(in.spec.domain);
+    call->set_node(in.spec.node);
+    for (int b : in.inputs)
+      call->add_inputs(b);
+    for (int b : in.outputs)
+      call->add_outputs(b);
+    for (const auto &[name, a] : in.spec.attrs) {
+      DTC_ASSIGN_OR_RETURN(Attr pa, toPlanAttr(name, a));
+      *call->add_attributes() = std::move(pa);
     }
   }
   for (const ir::Value *v : graph.inputs())
     if (!v->isInitializer()) {
       Binding *bd = rp->add_inputs();
       bd->set_name(v->name());
-      bd->set_buffer(bufferOf.at(v));
+      bd->set_buffer(pb.bufferOfValue.at(v));
     }
   std::vector<std::string> seenOutputs;
   for (const ir::Value *v : graph.outputs()) {
     if (std::find(seenOutputs.begin(), seenOutputs.end(), v->name()) != seenOutputs.end())
       continue;
     seenOutputs.push_back(v->name());
-    if (!bufferOf.count(v))
+    auto it = pb.bufferOfValue.find(v);
+    if (it == pb.bufferOfValue.end())
       return Status::error("output '" + v->name() + "'", "is not computed by the graph");
     Binding *bd = rp->add_outputs();
     bd->set_name(v->name());
-    bd->set_buffer(bufferOf.at(v));
+    bd->set_buffer(it->second);
   }
 
   ModelRef *model = plan.mutable_model();

@@ -28,6 +28,11 @@ struct LowerOptions {
   std::string producer = "dtc-compile 0.1.0";
   /// Reuse memory whose value is dead (off: every buffer gets its own bytes; for debugging).
   bool reuseMemory = true;
+  /// Fuse Conv+Relu and Conv+Add(+Relu) into ai.dtc.FusedConv where the kernel takes it.
+  bool fuse = true;
+  /// Keep activations between convolution-family ops channels-last (NHWC), with ai.dtc.Reorder
+  /// instructions at the boundaries, where the kernels take it.
+  bool channelsLast = true;
 };
 
 /// Replaces every symbolic dim by its size from `opts` (an unbound symbol on a graph input is an
