@@ -92,6 +92,7 @@ int main(int argc, char **argv) {
   int64_t batchSize = 0;
   int rank = -1;
   bool verifyEach = false, timePasses = false, inference = false, noMemoryReuse = false;
+  bool noFusion = false, noChannelsLast = false;
   app.add_option("model", model, "ONNX model (.onnx binary or .onnxtxt text)")->required();
   app.add_option("-o,--output", output, "output file (default: standard output for ir/dot)");
   app.add_option("--emit", emit,
@@ -105,6 +106,10 @@ int main(int argc, char **argv) {
   app.add_option("--rank", rank, "with --emit plan-text: print only this rank's program");
   app.add_flag("--no-memory-reuse", noMemoryReuse,
                "give every buffer its own arena bytes (for debugging the memory planner)");
+  app.add_flag("--no-fusion", noFusion,
+               "do not fuse Conv+Relu / Conv+Add(+Relu) into ai.dtc.FusedConv");
+  app.add_flag("--no-channels-last", noChannelsLast,
+               "keep every activation row-major (NCHW) instead of channels-last between convolutions");
   app.add_option("--passes", passes,
                  "comma-separated pass list to run instead of the default pipeline "
                  "(empty: import only)");
@@ -153,6 +158,8 @@ int main(int argc, char **argv) {
     lowerOpts.dims[d.substr(0, eq)] = v;
   }
   lowerOpts.reuseMemory = !noMemoryReuse;
+  lowerOpts.fuse = !noFusion;
+  lowerOpts.channelsLast = !noChannelsLast;
 
   if (!checkPassNames(splitComma(passes), "--passes", false) ||
       !checkPassNames(splitComma(printAfter), "--print-after", true))
