@@ -1,6 +1,7 @@
 // CPU kernel of BatchNormalization in inference mode (training_mode = 0): Y = scale * (X - mean)
 // / sqrt(var + epsilon) + B per channel (axis 1), a oneDNN batch_normalization_forward primitive
-// with use_global_stats | use_scale | use_shift; f32 only, X of rank 2 to 5.
+// with use_global_stats | use_scale | use_shift; f32 only, X of rank 2 to 5. X and Y share one
+// layout (row-major or channels-last); scale, B, mean and var are 1-D.
 #include "ops/cpu/OneDnnUtil.h"
 
 namespace dtc::ops::cpu {
@@ -22,12 +23,13 @@ Status checkBatchNorm(const KernelSpec &spec) {
       return spec.error("input " + std::to_string(i) + " has shape " +
                         shapeStr(spec.inputs[i].shape) + ", expected [" + std::to_string(x[1]) +
                         "]");
+  DTC_RETURN_IF_ERROR(checkSameLayout(spec, true, 0, false, 0));
   return checkOutputShape(spec, x);
 }
 
 Expected<KernelPtr> createBatchNorm(const KernelSpec &spec, CpuContext &ctx) {
   return buildKernel(spec, [&]() -> KernelPtr {
-    dnnl::memory::desc md = plainDesc(spec.inputs[0].shape);
+    dnnl::memory::desc md = layoutDesc(spec.inputs[0]);
     dnnl::memory::desc cmd = plainDesc(spec.inputs[1].shape);
     using F = dnnl::normalization_flags;
     dnnl::batch_normalization_forward::desc d(dnnl::prop_kind::forward_inference, md,

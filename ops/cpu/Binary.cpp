@@ -1,7 +1,8 @@
 // CPU kernels of Add, Sub, Mul, Div with numpy broadcasting: oneDNN binary (f32) when an operand
 // has the output's shape (Add/Mul may swap operands), else a broadcast loop (always for i64).
 // i64 Div truncates toward zero (C++ '/', like onnxruntime); a zero divisor is a run error;
-// overflow wraps (two's complement) and INT64_MIN / -1 gives INT64_MIN.
+// overflow wraps (two's complement) and INT64_MIN / -1 gives INT64_MIN. Channels-last operands
+// are allowed only when all three have one shape and one layout (a flat elementwise op).
 #include "ops/cpu/OneDnnUtil.h"
 
 #include <limits>
@@ -159,7 +160,15 @@ Status checkBinary(const KernelSpec &spec) {
   if (!broadcastShapes(spec.inputs[0].shape, spec.inputs[1].shape, out))
     return spec.error("input shapes " + shapeStr(spec.inputs[0].shape) + " and " +
                       shapeStr(spec.inputs[1].shape) + " do not broadcast");
-  return checkOutputShape(spec, out);
+  DTC_RETURN_IF_ERROR(checkOutputShape(spec, out));
+  const TensorDesc &a = spec.inputs[0], &b = spec.inputs[1], &y = spec.outputs[0];
+  bool anyChannelsLast = a.layout == Layout::kChannelsLast || b.layout == Layout::kChannelsLast ||
+                         y.layout == Layout::kChannelsLast;
+  if (anyChannelsLast && (a.shape != b.shape || a.layout != b.layout || a.layout != y.layout))
+    return spec.error("channels-last operands need one shape and one layout (no broadcasting); "
+                      "got " +
+                      a.str() + ", " + b.str() + " -> " + y.str());
+  return Status::ok();
 }
 
 Expected<KernelPtr> createBinary(const KernelSpec &spec, CpuContext &ctx) {

@@ -1,10 +1,13 @@
-// CPU kernel of Conv (1-D, 2-D, 3-D; groups; optional bias): a oneDNN convolution_forward
-// primitive. ONNX dilation d is oneDNN dilation d - 1; pads are [begin..., end...]. The
-// primitive may pick blocked layouts (format_tag::any); operands are then reordered on every
-// run through reorder primitives and scratch memories made once and owned by the kernel.
+// CPU kernels of Conv (1-D, 2-D, 3-D; groups; optional bias) and ai.dtc.FusedConv (Conv, then
+// + Z, then an optional Relu): a oneDNN convolution_forward primitive with sum / eltwise_relu
+// post-ops. ONNX dilation d is oneDNN dilation d - 1; pads are [begin..., end...]. Channels-last
+// src/dst are passed to oneDNN as nwc/nhwc/ndhwc; row-major ones and the weights may be laid out
+// by the primitive (format_tag::any) and are then reordered on every run through reorder
+// primitives and scratch memories made once and owned by the kernel.
 #include "ops/cpu/OneDnnUtil.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 
 namespace dtc::ops::cpu {
@@ -73,7 +76,7 @@ Expected<ConvParams> convParams(const KernelSpec &spec) {
   if (p.group < 1 || x[1] % p.group != 0 || w[0] % p.group != 0 || w[1] * p.group != x[1])
     return spec.error("group " + std::to_string(p.group) + " does not fit input " + shapeStr(x) +
                       " and weights " + shapeStr(w));
-  if (spec.inputs.size() == 3 && spec.inputs[2].present() &&
+  if (spec.inputs.size() >= 3 && spec.inputs[2].present() &&
       spec.inputs[2].shape != std::vector<int64_t>{w[0]})
     return spec.error("bias has shape " + shapeStr(spec.inputs[2].shape) + ", expected [" +
                       std::to_string(w[0]) + "]");
@@ -96,6 +99,12 @@ struct Reordered {
   dnnl::reorder reorder;
 };
 
+/// What FusedConv adds to Conv: the input index of Z (-1 without) and the activation.
+struct Fusion {
+  int zIndex = -1;
+  bool relu = false;
+};
+
 class ConvKernel : public Kernel {
 public:
   ConvKernel(const KernelSpec &spec, CpuContext &ctx) : where_(spec.where()), ctx_(ctx) {}
@@ -105,6 +114,17 @@ public:
       for (auto &[index, r] : inputReorders_) {
         r.user.set_data_handle(const_cast<void *>(args.inputs[index]));
         r.reorder.execute(ctx_.stream, r.user, r.scratch);
+      }
+      if (zIndex_ >= 0) {
+        // The sum post-op adds what dst holds: put Z there first (a no-op when the plan made
+        // the output overwrite Z in place).
+        const void *z = args.inputs[static_cast<size_t>(zIndex_)];
+        if (dstReorder_) {
+          zUser_.set_data_handle(const_cast<void *>(z));
+          zReorder_.execute(ctx_.stream, zUser_, dstReorder_->scratch);
+        } else if (z != args.outputs[0]) {
+          std::memmove(args.outputs[0], z, outBytes_);
+        }
       }
       runner_.execute(args);
       if (dstReorder_) {
@@ -123,30 +143,39 @@ public:
   PrimitiveRunner runner_;
   std::vector<std::pair<size_t, Reordered>> inputReorders_;
   std::optional<Reordered> dstReorder_;
+  int zIndex_ = -1;
+  size_t outBytes_ = 0;
+  dnnl::memory zUser_;     ///< Z in its own layout (used with dstReorder_)
+  dnnl::reorder zReorder_; ///< Z -> dstReorder_->scratch
 };
 
-} // namespace
-
-Status checkConv(const KernelSpec &spec) {
-  DTC_RETURN_IF_ERROR(checkArity(spec, 2, 3, 1));
+/// Checks shared by Conv and FusedConv: dtypes, the weights and bias row-major (the registry
+/// already limits channels-last to rank >= 3), the attributes and shapes.
+Status checkConvCommon(const KernelSpec &spec, size_t maxIn) {
+  DTC_RETURN_IF_ERROR(checkArity(spec, 2, maxIn, 1));
   for (size_t i = 0; i < spec.inputs.size(); ++i)
     if (spec.inputs[i].present())
       DTC_RETURN_IF_ERROR(checkDType(spec, true, i, {ir::DType::kFloat32}));
   DTC_RETURN_IF_ERROR(checkDType(spec, false, 0, {ir::DType::kFloat32}));
   DTC_RETURN_IF_ERROR(checkShapes(spec));
+  if (spec.inputs[1].layout != Layout::kRowMajor)
+    return spec.error("input 1 (weights) is " + std::string(layoutName(spec.inputs[1].layout)) +
+                      "; the CPU kernel takes row-major weights");
   return convParams(spec).status();
 }
 
-Expected<KernelPtr> createConv(const KernelSpec &spec, CpuContext &ctx) {
+Expected<KernelPtr> createConvKernel(const KernelSpec &spec, CpuContext &ctx,
+                                     const Fusion &fusion) {
   DTC_ASSIGN_OR_RETURN(ConvParams p, convParams(spec));
-  const auto &x = spec.inputs[0].shape, &w = spec.inputs[1].shape;
-  bool hasBias = spec.inputs.size() == 3 && spec.inputs[2].present();
+  const auto &w = spec.inputs[1].shape;
+  bool hasBias = spec.inputs.size() >= 3 && spec.inputs[2].present();
   ConvLayout layout = convLayout();
   return buildKernel(spec, [&]() -> KernelPtr {
     using dims = dnnl::memory::dims;
     using tag = dnnl::memory::format_tag;
     using dt = dnnl::memory::data_type;
-    dnnl::memory::desc srcUser = plainDesc(x), dstUser = plainDesc(spec.outputs[0].shape);
+    const TensorDesc &xDesc = spec.inputs[0], &yDesc = spec.outputs[0];
+    dnnl::memory::desc srcUser = layoutDesc(xDesc), dstUser = layoutDesc(yDesc);
     // Grouped weights are [G, M/G, C/G, k...], the same bytes as ONNX's [M, C/G, k...].
     std::vector<int64_t> wDims = w;
     if (p.group > 1) {
@@ -158,7 +187,11 @@ Expected<KernelPtr> createConv(const KernelSpec &spec, CpuContext &ctx) {
     auto anyOf = [](const dnnl::memory::desc &md) {
       return dnnl::memory::desc(md.dims(), dt::f32, tag::any);
     };
+    // Channels-last operands are what the fast convolutions use: pass them as they are, so
+    // nothing is reordered. Row-major ones follow the policy.
     bool anyAct = layout == ConvLayout::kAny, anyWei = layout != ConvLayout::kPlain;
+    bool anySrc = anyAct && xDesc.layout == Layout::kRowMajor;
+    bool anyDst = anyAct && yDesc.layout == Layout::kRowMajor;
     dims strides(p.strides.begin(), p.strides.end()), dil, padL, padR;
     for (size_t i = 0; i < p.spatial; ++i) {
       dil.push_back(p.dilations[i] - 1);
@@ -167,9 +200,16 @@ Expected<KernelPtr> createConv(const KernelSpec &spec, CpuContext &ctx) {
     }
     dnnl::convolution_forward::desc d(
         dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-        anyAct ? anyOf(srcUser) : srcUser, anyWei ? anyOf(weiUser) : weiUser, biasMd,
-        anyAct ? anyOf(dstUser) : dstUser, strides, dil, padL, padR);
-    dnnl::convolution_forward::primitive_desc pd(d, ctx.engine);
+        anySrc ? anyOf(srcUser) : srcUser, anyWei ? anyOf(weiUser) : weiUser, biasMd,
+        anyDst ? anyOf(dstUser) : dstUser, strides, dil, padL, padR);
+    dnnl::post_ops ops;
+    if (fusion.zIndex >= 0)
+      ops.append_sum(1.f);
+    if (fusion.relu)
+      ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(ops);
+    dnnl::convolution_forward::primitive_desc pd(d, attr, ctx.engine);
     auto k = std::make_unique<ConvKernel>(spec, ctx);
     k->runner_ = PrimitiveRunner(dnnl::convolution_forward(pd), ctx);
     auto bindInput = [&](int arg, const dnnl::memory::desc &user, const dnnl::memory::desc &want,
@@ -197,10 +237,63 @@ Expected<KernelPtr> createConv(const KernelSpec &spec, CpuContext &ctx) {
       r.scratch = dnnl::memory(pd.dst_desc(), ctx.engine);
       r.reorder = dnnl::reorder(r.scratch, r.user);
       k->runner_.fixed(DNNL_ARG_DST, r.scratch);
+      if (fusion.zIndex >= 0) {
+        // Z has the output's layout (checked), so the same user descriptor reads it.
+        k->zUser_ = dnnl::memory(dstUser, ctx.engine, DNNL_MEMORY_NONE);
+        k->zReorder_ = dnnl::reorder(k->zUser_, r.scratch);
+      }
       k->dstReorder_ = std::move(r);
     }
+    k->zIndex_ = fusion.zIndex;
+    k->outBytes_ = static_cast<size_t>(yDesc.byteSize());
     return k;
   });
+}
+
+/// The FusedConv operands and attributes beyond Conv's.
+Expected<Fusion> fusion(const KernelSpec &spec) {
+  Fusion f;
+  auto it = spec.attrs.find("activation");
+  if (it != spec.attrs.end() && it->second.kind() != ir::AttrKind::kString)
+    return spec.error("attribute 'activation' must be a string");
+  std::string act = spec.attrString("activation", "");
+  if (act != "" && act != "Relu")
+    return spec.error("activation '" + act +
+                      "' is not supported by the CPU kernel (expected \"\" or \"Relu\")");
+  f.relu = act == "Relu";
+  if (spec.inputs.size() == 4 && spec.inputs[3].present()) {
+    const TensorDesc &z = spec.inputs[3], &y = spec.outputs[0];
+    if (z.shape != y.shape || z.layout != y.layout)
+      return spec.error("input 3 (Z) is " + z.str() + "; expected the output's " + y.str());
+    f.zIndex = 3;
+  }
+  return f;
+}
+
+} // namespace
+
+Status checkConv(const KernelSpec &spec) { return checkConvCommon(spec, 3); }
+
+Expected<KernelPtr> createConv(const KernelSpec &spec, CpuContext &ctx) {
+  return createConvKernel(spec, ctx, Fusion{});
+}
+
+Status checkFusedConv(const KernelSpec &spec) {
+  DTC_RETURN_IF_ERROR(checkConvCommon(spec, 4));
+  return fusion(spec).status();
+}
+
+Expected<KernelPtr> createFusedConv(const KernelSpec &spec, CpuContext &ctx) {
+  DTC_ASSIGN_OR_RETURN(Fusion f, fusion(spec));
+  return createConvKernel(spec, ctx, f);
+}
+
+int inPlaceFusedConv(const KernelSpec &spec) {
+  // Output 0 overwrites Z: the kernel then skips copying Z into dst (see ConvKernel::run).
+  if (spec.inputs.size() < 4 || !spec.inputs[3].present())
+    return -1;
+  const TensorDesc &z = spec.inputs[3], &y = spec.outputs.at(0);
+  return z.dtype == y.dtype && z.shape == y.shape && z.layout == y.layout ? 3 : -1;
 }
 
 } // namespace dtc::ops::cpu

@@ -1,6 +1,7 @@
 // CPU kernels of the unary activations Relu, Sigmoid and Tanh: one oneDNN eltwise_forward
 // primitive each (eltwise_relu with alpha 0, eltwise_logistic, eltwise_tanh), f32 only.
-// oneDNN eltwise allows dst == src, so these run in place.
+// oneDNN eltwise allows dst == src, so these run in place. Input and output share one layout
+// (either: an elementwise op reads its operands as flat arrays).
 #include "ops/cpu/OneDnnUtil.h"
 
 namespace dtc::ops::cpu {
@@ -22,11 +23,13 @@ Status checkEltwise(const KernelSpec &spec) {
   DTC_RETURN_IF_ERROR(checkDType(spec, true, 0, {ir::DType::kFloat32}));
   DTC_RETURN_IF_ERROR(checkDType(spec, false, 0, {ir::DType::kFloat32}));
   DTC_RETURN_IF_ERROR(checkShapes(spec));
+  DTC_RETURN_IF_ERROR(checkSameLayout(spec, true, 0, false, 0));
   return checkOutputShape(spec, spec.inputs[0].shape);
 }
 
 Expected<KernelPtr> createEltwise(const KernelSpec &spec, CpuContext &ctx) {
   return buildKernel(spec, [&]() -> KernelPtr {
+    // Same layout for both operands, so the flat (row-major) view computes the same thing.
     dnnl::memory::desc md = plainDesc(spec.inputs[0].shape);
     dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, eltwiseAlgorithm(spec.op), md,
                                   0.f, 0.f);

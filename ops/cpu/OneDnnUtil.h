@@ -48,6 +48,20 @@ dnnl::memory::dims dnnlDims(const std::vector<int64_t> &shape);
 /// A dense row-major oneDNN memory descriptor of `shape` (rank 0 becomes [1]).
 dnnl::memory::desc plainDesc(const std::vector<int64_t> &shape,
                              dnnl::memory::data_type dt = dnnl::memory::data_type::f32);
+/// The dims of `t` in memory order: the shape for row-major; (N, D1, ..., Dk, C) for
+/// channels-last (rank >= 3).
+std::vector<int64_t> physicalShape(const TensorDesc &t);
+/// The memory-order position of logical axis `axis` (in [0, rank)) of a tensor with `layout`
+/// and `rank` dims: channels-last maps 0 -> 0, 1 -> rank - 1 and a >= 2 -> a - 1.
+size_t physicalAxis(size_t axis, Layout layout, size_t rank);
+/// A dense oneDNN memory descriptor of `t` over its logical dims honouring its layout: plainDesc
+/// for row-major (abc, abcd, abcde, ...); channels-last gets the strides of acb, acdb, acdeb (any
+/// rank >= 3). Zero-sized dims count as 1 in the strides.
+dnnl::memory::desc layoutDesc(const TensorDesc &t,
+                              dnnl::memory::data_type dt = dnnl::memory::data_type::f32);
+/// Errors unless operands `a` and `b` (each "input i" or "output i" by kind) have one layout:
+/// "input 0 is channels-last but output 0 is row-major; the CPU kernel needs one layout".
+Status checkSameLayout(const KernelSpec &spec, bool aInput, size_t a, bool bInput, size_t b);
 /// Turns a oneDNN exception into "<where>: oneDNN: <what> (status N)".
 Status dnnlStatus(const KernelSpec &spec, const dnnl::error &e);
 

@@ -1,7 +1,8 @@
 // CPU kernels of MaxPool, AveragePool, GlobalAveragePool (1-D to 3-D): oneDNN pooling_v2_forward
 // (dilation d - 1) with the padding_r that yields ONNX's output size (ceil_mode as in
 // ops/ShapeHelpers.cpp). AveragePool with count_include_pad=1 whose ceil windows pass the pads
-// uses a loop: its divisor counts explicit pads, not the extension (onnxruntime's rule).
+// uses a loop: its divisor counts explicit pads, not the extension (onnxruntime's rule). Input
+// and output share one layout, row-major or channels-last (nwc, nhwc, ndhwc).
 #include "ops/cpu/OneDnnUtil.h"
 
 #include <algorithm>
@@ -87,12 +88,16 @@ Expected<PoolParams> poolParams(const KernelSpec &spec) {
   return p;
 }
 
-/// AveragePool by a plain loop over NC and up to three spatial dims (padded to 3).
+/// AveragePool by a plain loop over N, C and up to three spatial dims (padded to 3); element
+/// (n, c, s) of a tensor with S spatial elements is at n*C*S + c*S + s (row-major) or
+/// n*C*S + s*C + c (channels-last).
 class AvgPoolLoop : public Kernel {
 public:
   AvgPoolLoop(const KernelSpec &spec, const PoolParams &p) {
     const auto &x = spec.inputs[0].shape, &y = spec.outputs[0].shape;
-    nc_ = x[0] * x[1];
+    n_ = x[0];
+    c_ = x[1];
+    channelsLast_ = spec.inputs[0].layout == Layout::kChannelsLast;
     for (size_t i = 0; i < 3; ++i) {
       bool real = i < p.spatial;
       in_[i] = real ? x[2 + i] : 1;
@@ -107,10 +112,16 @@ public:
   }
 
   Status run(const KernelArgs &args) override {
-    const float *x = static_cast<const float *>(args.inputs[0]);
-    float *y = static_cast<float *>(args.outputs[0]);
-    int64_t inSize = in_[0] * in_[1] * in_[2];
-    for (int64_t c = 0; c < nc_; ++c, x += inSize)
+    const float *xBase = static_cast<const float *>(args.inputs[0]);
+    float *yBase = static_cast<float *>(args.outputs[0]);
+    int64_t inSize = in_[0] * in_[1] * in_[2], outSize = out_[0] * out_[1] * out_[2];
+    // Strides of channel and spatial position inside one image.
+    int64_t xc = channelsLast_ ? 1 : inSize, xs = channelsLast_ ? c_ : 1;
+    int64_t yc = channelsLast_ ? 1 : outSize, ys = channelsLast_ ? c_ : 1;
+    for (int64_t nc = 0; nc < n_ * c_; ++nc) {
+      int64_t n = nc / c_, c = nc % c_;
+      const float *x = xBase + n * c_ * inSize + c * xc;
+      float *y = yBase + n * c_ * outSize + c * yc;
       for (int64_t o0 = 0; o0 < out_[0]; ++o0)
         for (int64_t o1 = 0; o1 < out_[1]; ++o1)
           for (int64_t o2 = 0; o2 < out_[2]; ++o2) {
@@ -130,18 +141,20 @@ public:
                 for (int64_t i2 = lo[2]; i2 <= hi[2]; i2 += d_[2]) {
                   if (i0 < 0 || i0 >= in_[0] || i1 < 0 || i1 >= in_[1] || i2 < 0 || i2 >= in_[2])
                     continue;
-                  sum += x[(i0 * in_[1] + i1) * in_[2] + i2];
+                  sum += x[((i0 * in_[1] + i1) * in_[2] + i2) * xs];
                   ++count;
                 }
             int64_t div = includePad_ ? padded : count;
-            *y++ = div > 0 ? sum / static_cast<float>(div) : 0.f;
+            y[((o0 * out_[1] + o1) * out_[2] + o2) * ys] =
+                div > 0 ? sum / static_cast<float>(div) : 0.f;
           }
+    }
     return Status::ok();
   }
 
 private:
-  int64_t nc_ = 0, in_[3], out_[3], k_[3], s_[3], d_[3], pb_[3], pe_[3];
-  bool includePad_ = false;
+  int64_t n_ = 0, c_ = 0, in_[3], out_[3], k_[3], s_[3], d_[3], pb_[3], pe_[3];
+  bool includePad_ = false, channelsLast_ = false;
 };
 
 } // namespace
@@ -153,6 +166,7 @@ Status checkPool(const KernelSpec &spec) {
   DTC_RETURN_IF_ERROR(checkDType(spec, true, 0, {ir::DType::kFloat32}));
   DTC_RETURN_IF_ERROR(checkDType(spec, false, 0, {ir::DType::kFloat32}));
   DTC_RETURN_IF_ERROR(checkShapes(spec));
+  DTC_RETURN_IF_ERROR(checkSameLayout(spec, true, 0, false, 0));
   return poolParams(spec).status();
 }
 
@@ -162,8 +176,8 @@ Expected<KernelPtr> createPool(const KernelSpec &spec, CpuContext &ctx) {
     return KernelPtr(std::make_unique<AvgPoolLoop>(spec, p));
   return buildKernel(spec, [&]() -> KernelPtr {
     using dims = dnnl::memory::dims;
-    dnnl::memory::desc src = plainDesc(spec.inputs[0].shape);
-    dnnl::memory::desc dst = plainDesc(spec.outputs[0].shape);
+    dnnl::memory::desc src = layoutDesc(spec.inputs[0]);
+    dnnl::memory::desc dst = layoutDesc(spec.outputs[0]);
     dims dil, padL(p.pads.begin(), p.pads.begin() + static_cast<long>(p.spatial));
     for (int64_t d : p.dilations)
       dil.push_back(d - 1);

@@ -1,7 +1,8 @@
 // CPU kernels of the data-movement ops: the views Flatten, Reshape, Squeeze, Unsqueeze and
 // Identity (a byte copy, skipped when the planner aliased output and input), Transpose (oneDNN
 // reorder with permuted strides for f32, a loop for other dtypes) and Concat (oneDNN concat for
-// f32, row copies otherwise). Any fixed-size dtype is accepted where only bytes move.
+// f32, row copies otherwise; the inputs and the output share one layout, row-major or
+// channels-last). Any fixed-size dtype is accepted where only bytes move.
 #include "ops/cpu/OneDnnUtil.h"
 
 #include <cstring>
@@ -86,20 +87,23 @@ int64_t concatAxis(const KernelSpec &spec) {
   return axis < 0 ? axis + rank : axis;
 }
 
-/// Concat by row copies: for each index of the dims before `axis`, each input's slab in turn.
+/// Concat by row copies: for each index of the dims before `axis`, each input's slab in turn;
+/// dims and axis are taken in memory order (physicalShape), so it serves either layout.
 class ConcatLoop : public Kernel {
 public:
   explicit ConcatLoop(const KernelSpec &spec) {
-    int64_t axis = concatAxis(spec);
-    const auto &out = spec.outputs[0].shape;
+    const std::vector<int64_t> out = physicalShape(spec.outputs[0]);
+    int64_t axis = static_cast<int64_t>(
+        physicalAxis(static_cast<size_t>(concatAxis(spec)), spec.outputs[0].layout, out.size()));
     int64_t elem = ir::dtypeSize(spec.outputs[0].dtype);
     outer_ = 1;
     for (int64_t i = 0; i < axis; ++i)
       outer_ *= out[static_cast<size_t>(i)];
     for (const TensorDesc &t : spec.inputs) {
+      const std::vector<int64_t> shape = physicalShape(t);
       int64_t slab = elem;
-      for (size_t i = static_cast<size_t>(axis); i < t.shape.size(); ++i)
-        slab *= t.shape[i];
+      for (size_t i = static_cast<size_t>(axis); i < shape.size(); ++i)
+        slab *= shape[i];
       slabs_.push_back(static_cast<size_t>(slab));
     }
   }
@@ -219,6 +223,7 @@ Status checkConcat(const KernelSpec &spec) {
                         ", which does not match input 0 " + shapeStr(spec.inputs[0].shape) +
                         " outside axis " + std::to_string(axis));
     out[static_cast<size_t>(axis)] += s[static_cast<size_t>(axis)];
+    DTC_RETURN_IF_ERROR(checkSameLayout(spec, true, i, false, 0));
   }
   return checkOutputShape(spec, out);
 }
@@ -235,8 +240,8 @@ Expected<KernelPtr> createConcat(const KernelSpec &spec, CpuContext &ctx) {
   return buildKernel(spec, [&]() -> KernelPtr {
     std::vector<dnnl::memory::desc> srcs;
     for (size_t i : nonEmpty)
-      srcs.push_back(plainDesc(spec.inputs[i].shape));
-    dnnl::memory::desc dst = plainDesc(spec.outputs[0].shape);
+      srcs.push_back(layoutDesc(spec.inputs[i]));
+    dnnl::memory::desc dst = layoutDesc(spec.outputs[0]);
     dnnl::concat::primitive_desc pd(dst, static_cast<int>(axis), srcs, ctx.engine);
     PrimitiveRunner r(dnnl::concat(pd), ctx);
     for (size_t j = 0; j < nonEmpty.size(); ++j)

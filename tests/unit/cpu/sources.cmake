@@ -2,5 +2,11 @@
 set(DTC_CPU_KERNEL_TEST_SOURCES
   unit/cpu/ConvPoolTest.cpp
   unit/cpu/KernelTest.cpp
+  unit/cpu/LayoutTest.cpp
   unit/cpu/MathKernelTest.cpp
+  unit/cpu/CompareTest.cpp
+  unit/cpu/UnaryTest.cpp
+  unit/cpu/IndexTest.cpp
+  unit/cpu/NNTest.cpp
+  unit/cpu/ResizeTest.cpp
 )

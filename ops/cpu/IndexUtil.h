@@ -1,0 +1,130 @@
+// Helpers of the CPU index and shape kernels (ops/cpu/Index.cpp): dtype checks for the
+// element-moving ops, reading int32/int64 index tensors at run time, ONNX Slice clamping, and
+// AxisRemap, a copy of a tensor whose output coordinates map axis by axis to input coordinates
+// (the common core of Gather, Slice, Expand, Tile and Pad).
+#pragma once
+
+#include "ops/cpu/OneDnnUtil.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace dtc::ops::cpu {
+
+/// Data dtypes of the element-moving kernels: they copy elements by size (1, 4 or 8 bytes).
+inline const std::vector<ir::DType> &indexDataDTypes() {
+  static const std::vector<ir::DType> kTypes = {ir::DType::kFloat32, ir::DType::kInt32,
+                                                ir::DType::kInt64, ir::DType::kBool};
+  return kTypes;
+}
+
+/// Errors unless input (or output) `index` is f32, i32, i64 or bool:
+/// "input 0 has dtype f64; the CPU kernel supports f32, i32, i64 or bool".
+inline Status checkIndexDataDType(const KernelSpec &spec, bool input, size_t index) {
+  return checkDType(spec, input, index, indexDataDTypes());
+}
+
+/// Errors unless input `index` is present (when `required`), has one of `allowed` dtypes and is
+/// 1-D: "input 1 must be 1-D, got shape [2,2]". An absent optional input is fine.
+inline Status checkIndexVector(const KernelSpec &spec, size_t index, bool required,
+                               const std::vector<ir::DType> &allowed) {
+  if (index >= spec.inputs.size() || !spec.inputs[index].present()) {
+    if (!required)
+      return Status::ok();
+    return spec.error("input " + std::to_string(index) + " is required");
+  }
+  DTC_RETURN_IF_ERROR(checkDType(spec, true, index, allowed));
+  if (spec.inputs[index].shape.size() != 1)
+    return spec.error("input " + std::to_string(index) + " must be 1-D, got shape " +
+                      shapeStr(spec.inputs[index].shape));
+  return Status::ok();
+}
+
+/// The `n` elements of an int32 or int64 tensor at `data`, widened to int64 (`data` may be null
+/// when n is 0).
+inline std::vector<int64_t> readIndexTensor(const void *data, ir::DType dtype, int64_t n) {
+  std::vector<int64_t> out(static_cast<size_t>(n > 0 ? n : 0));
+  if (out.empty())
+    return out;
+  if (dtype == ir::DType::kInt64) {
+    std::memcpy(out.data(), data, out.size() * sizeof(int64_t));
+  } else {
+    std::vector<int32_t> narrow(out.size());
+    std::memcpy(narrow.data(), data, narrow.size() * sizeof(int32_t));
+    for (size_t i = 0; i < out.size(); ++i)
+      out[i] = narrow[i];
+  }
+  return out;
+}
+
+/// Maps `axis` into [0, rank) (negative counts from the end); false when out of range.
+inline bool normalizeAxisValue(int64_t &axis, int64_t rank) {
+  if (axis < -rank || axis >= rank)
+    return false;
+  if (axis < 0)
+    axis += rank;
+  return true;
+}
+
+/// One axis of a slice: the first index taken and the number of elements.
+struct SliceAxis {
+  int64_t start = 0;
+  int64_t count = 0;
+};
+
+/// ONNX Slice-13 clamping for an axis of size `dim` (>= 0) and a non-zero `step`: negative
+/// start/end count from the end; for step > 0 both clamp to [0, dim]; for step < 0 start clamps
+/// to [0, dim-1] and end to [-1, dim-1]. So INT64_MAX / INT64_MIN ends mean "to the end".
+/// Same rule as dtc::ops::sliceRange (ops/tensor/TensorCommon.cpp), which folding uses.
+inline SliceAxis sliceAxis(int64_t dim, int64_t start, int64_t end, int64_t step) {
+  if (start < 0)
+    start += dim;
+  if (end < 0)
+    end += dim;
+  SliceAxis r;
+  if (step > 0) {
+    start = std::min(std::max<int64_t>(start, 0), dim);
+    end = std::min(std::max<int64_t>(end, 0), dim);
+    r.start = start;
+    r.count = end > start ? (end - start - 1) / step + 1 : 0;
+  } else {
+    start = std::min(std::max<int64_t>(start, 0), dim - 1);
+    end = std::min(std::max<int64_t>(end, -1), dim - 1);
+    r.start = start;
+    uint64_t s = step == INT64_MIN ? uint64_t{1} << 63 : static_cast<uint64_t>(-step);
+    r.count =
+        start > end ? static_cast<int64_t>(static_cast<uint64_t>(start - end - 1) / s) + 1 : 0;
+  }
+  return r;
+}
+
+/// A copy from a dense row-major input of shape `inShape` to a dense row-major output of shape
+/// `outShape` (same rank) where output element (c0, ..., c{r-1}) is input element
+/// (coords(0)[c0], ..., coords(r-1)[c{r-1}]), or the fill value when any coordinate is -1.
+/// Trailing axes that map identically are copied as contiguous blocks (memcpy).
+class AxisRemap {
+public:
+  AxisRemap() = default;
+  /// `elemSize` in bytes (> 0). Coordinates start as the identity where the dims agree, else 0.
+  AxisRemap(std::vector<int64_t> inShape, std::vector<int64_t> outShape, size_t elemSize);
+
+  /// Source coordinates of output axis `a`: outShape[a] entries, each in [0, inShape[a]) or -1
+  /// (fill). The caller guarantees the range (the kernels validate run-time values first).
+  std::vector<int64_t> &coords(size_t a) { return coords_[a]; }
+  /// Sets coords(a) to 0, 1, ..., outShape[a]-1.
+  void setIdentity(size_t a);
+
+  /// Copies `in` to `out`. `fill` points at one element (elemSize bytes) or is null (zeros).
+  /// `in` may be null when no element is read (an empty input).
+  void copy(const void *in, void *out, const void *fill) const;
+
+private:
+  std::vector<int64_t> inShape_, outShape_, inStrides_;
+  size_t elem_ = 1;
+  std::vector<std::vector<int64_t>> coords_;
+};
+
+} // namespace dtc::ops::cpu

@@ -1,0 +1,343 @@
+// CPU kernels of ReduceMean, ReduceSum and ReduceMax (canonical opset-18 form: data, optional
+// int64 axes input; keepdims, noop_with_empty_axes): a oneDNN reduction primitive for float32,
+// hand loops for int64 and empty inputs. The axes arrive at run time; the reduced axes implied
+// by the static shapes are checked against them on every run.
+#include "ops/cpu/OneDnnUtil.h"
+
+#include <cstring>
+#include <limits>
+#include <map>
+
+namespace dtc::ops::cpu {
+
+namespace {
+
+enum class ReduceOp { kMean, kSum, kMax };
+
+ReduceOp reduceOp(const std::string &op) {
+  return op == "ReduceMean" ? ReduceOp::kMean : op == "ReduceSum" ? ReduceOp::kSum : ReduceOp::kMax;
+}
+
+bool hasAxesInput(const KernelSpec &spec) {
+  return spec.inputs.size() == 2 && spec.inputs[1].present();
+}
+
+/// Ways to see `out` as `in` with some axes dropped (keepdims = 0): collects into `sets` the
+/// distinct sets of dropped axes of size != 1 (the ones that change values), stopping at two
+/// (ambiguous) or when `budget` steps are spent (then two placeholder sets: ambiguous).
+void dropEmbeddings(const std::vector<int64_t> &in, const std::vector<int64_t> &out, size_t i,
+                    size_t j, std::vector<bool> &cur, std::vector<std::vector<bool>> &sets,
+                    int &budget) {
+  if (sets.size() > 1)
+    return; // ambiguous already
+  if (--budget < 0) {
+    sets.assign(2, std::vector<bool>());
+    return;
+  }
+  if (j == out.size()) {
+    std::vector<bool> s = cur;
+    for (size_t k = i; k < in.size(); ++k)
+      s[k] = in[k] != 1;
+    if (std::find(sets.begin(), sets.end(), s) == sets.end())
+      sets.push_back(s);
+    return;
+  }
+  if (in.size() - i < out.size() - j)
+    return;
+  if (in[i] == out[j])
+    dropEmbeddings(in, out, i + 1, j + 1, cur, sets, budget);
+  cur[i] = in[i] != 1;
+  dropEmbeddings(in, out, i + 1, j, cur, sets, budget);
+  cur[i] = false;
+}
+
+/// Reduction over the axes flagged in `reduced` (size-1 axes never flagged), for one dtype.
+class ReduceImpl {
+public:
+  virtual ~ReduceImpl() = default;
+  virtual void run(const void *in, void *out) = 0;
+};
+
+/// a + b; integers wrap around on overflow (two's complement, as numpy does) instead of UB.
+template <typename A> A addWrapping(A a, A b) {
+  if constexpr (std::is_integral_v<A>)
+    return static_cast<A>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+  else
+    return a + b;
+}
+
+template <typename T> class ReduceLoop : public ReduceImpl {
+public:
+  ReduceLoop(ReduceOp op, const std::vector<int64_t> &in, const std::vector<bool> &reduced)
+      : op_(op), in_(in) {
+    std::vector<int64_t> keep = in;
+    for (size_t d = 0; d < in.size(); ++d)
+      if (reduced[d])
+        keep[d] = 1;
+    outStrides_ = rowMajorStrides(keep);
+    for (size_t d = 0; d < in.size(); ++d)
+      if (reduced[d])
+        outStrides_[d] = 0;
+    outCount_ = 1;
+    inCount_ = 1;
+    for (int64_t d : keep)
+      outCount_ *= d;
+    for (int64_t d : in)
+      inCount_ *= d;
+  }
+
+  void run(const void *inPtr, void *outPtr) override {
+    const T *x = static_cast<const T *>(inPtr);
+    T *y = static_cast<T *>(outPtr);
+    using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
+    std::vector<Acc> acc(static_cast<size_t>(outCount_),
+                         op_ == ReduceOp::kMax ? std::numeric_limits<Acc>::lowest() : Acc(0));
+    if (op_ == ReduceOp::kMax && std::numeric_limits<Acc>::has_infinity)
+      std::fill(acc.begin(), acc.end(), -std::numeric_limits<Acc>::infinity());
+    std::vector<int64_t> idx(in_.size(), 0);
+    int64_t o = 0;
+    for (int64_t i = 0; i < inCount_; ++i) {
+      Acc v = static_cast<Acc>(x[i]);
+      Acc &a = acc[static_cast<size_t>(o)];
+      if (op_ == ReduceOp::kMax)
+        a = (v > a || v != v) ? v : a; // NaN propagates
+      else
+        a = addWrapping(a, v);
+      for (size_t d = in_.size(); d-- > 0;) {
+        o += outStrides_[d];
+        if (++idx[d] < in_[d])
+          break;
+        o -= outStrides_[d] * in_[d];
+        idx[d] = 0;
+      }
+    }
+    int64_t n = outCount_ ? inCount_ / outCount_ : 0;
+    for (int64_t j = 0; j < outCount_; ++j) {
+      Acc a = acc[static_cast<size_t>(j)];
+      if (op_ == ReduceOp::kMean) {
+        if constexpr (std::is_floating_point_v<T>)
+          a = n ? a / static_cast<Acc>(n) : std::numeric_limits<Acc>::quiet_NaN();
+        else
+          a = n ? a / n : 0;
+      }
+      y[j] = static_cast<T>(a);
+    }
+  }
+
+private:
+  ReduceOp op_;
+  std::vector<int64_t> in_, outStrides_;
+  int64_t outCount_ = 1, inCount_ = 1;
+};
+
+class ReducePrimitive : public ReduceImpl {
+public:
+  ReducePrimitive(ReduceOp op, const std::vector<int64_t> &in, const std::vector<bool> &reduced,
+                  CpuContext &ctx)
+      : ctx_(ctx) {
+    std::vector<int64_t> keep = in;
+    for (size_t d = 0; d < in.size(); ++d)
+      if (reduced[d])
+        keep[d] = 1;
+    dnnl::algorithm alg = op == ReduceOp::kMean  ? dnnl::algorithm::reduction_mean
+                          : op == ReduceOp::kSum ? dnnl::algorithm::reduction_sum
+                                                 : dnnl::algorithm::reduction_max;
+    dnnl::memory::desc src = plainDesc(in), dst = plainDesc(keep);
+    dnnl::reduction::desc d(alg, src, dst, 0.f, 0.f);
+    dnnl::reduction::primitive_desc pd(d, ctx.engine);
+    prim_ = dnnl::reduction(pd);
+    src_ = dnnl::memory(src, ctx.engine, DNNL_MEMORY_NONE);
+    dst_ = dnnl::memory(dst, ctx.engine, DNNL_MEMORY_NONE);
+  }
+  void run(const void *in, void *out) override {
+    src_.set_data_handle(const_cast<void *>(in));
+    dst_.set_data_handle(out);
+    prim_.execute(ctx_.stream, {{DNNL_ARG_SRC, src_}, {DNNL_ARG_DST, dst_}});
+    ctx_.stream.wait();
+  }
+
+private:
+  CpuContext &ctx_;
+  dnnl::reduction prim_;
+  dnnl::memory src_, dst_;
+};
+
+class ReduceKernel : public Kernel {
+public:
+  ReduceKernel(const KernelSpec &spec, CpuContext &ctx)
+      : where_(spec.where()), ctx_(ctx), op_(reduceOp(spec.op)), dtype_(spec.inputs[0].dtype),
+        in_(spec.inputs[0].shape), out_(spec.outputs[0].shape),
+        keepdims_(spec.attrInt("keepdims", 1) != 0),
+        noop_(spec.attrInt("noop_with_empty_axes", 0) != 0), hasAxes_(hasAxesInput(spec)),
+        numAxes_(hasAxes_ ? spec.inputs[1].numElements() : 0),
+        bytes_(static_cast<size_t>(spec.outputs[0].byteSize())) {}
+
+  /// The effective reduced set (size-1 axes never flagged) and whether the op is a plain copy,
+  /// from the run-time axes; errors for bad axes or an output shape that does not match.
+  Expected<std::vector<bool>> reducedAxes(const int64_t *axes, bool &copy) const {
+    int64_t rank = static_cast<int64_t>(in_.size());
+    std::vector<bool> named(in_.size(), false);
+    copy = false;
+    if (numAxes_ == 0) {
+      if (noop_) {
+        copy = true;
+      } else {
+        named.assign(in_.size(), true);
+      }
+    } else {
+      for (int64_t i = 0; i < numAxes_; ++i) {
+        int64_t a = axes[i];
+        if (a < -rank || a >= rank)
+          return Status::error(where_, "axes value " + std::to_string(a) +
+                                           " is out of range for rank " + std::to_string(rank));
+        if (a < 0)
+          a += rank;
+        if (named[static_cast<size_t>(a)])
+          return Status::error(where_, "axes names axis " + std::to_string(a) + " twice");
+        named[static_cast<size_t>(a)] = true;
+      }
+    }
+    std::vector<int64_t> expected;
+    std::vector<bool> eff(in_.size(), false);
+    for (size_t d = 0; d < in_.size(); ++d) {
+      if (!named[d] || copy)
+        expected.push_back(in_[d]);
+      else if (keepdims_)
+        expected.push_back(1);
+      eff[d] = named[d] && !copy && in_[d] != 1;
+    }
+    if (expected != out_)
+      return Status::error(where_, "the run-time axes give output shape " + shapeStr(expected) +
+                                       " but the plan has " + shapeStr(out_));
+    return eff;
+  }
+
+  Status run(const KernelArgs &args) override {
+    bool copy = false;
+    DTC_ASSIGN_OR_RETURN(
+        std::vector<bool> eff,
+        reducedAxes(hasAxes_ ? static_cast<const int64_t *>(args.inputs[1]) : nullptr, copy));
+    if (copy || std::none_of(eff.begin(), eff.end(), [](bool b) { return b; })) {
+      // Nothing reduced, or only size-1 axes: the values are unchanged.
+      if (args.outputs[0] != args.inputs[0])
+        std::memmove(args.outputs[0], args.inputs[0], bytes_);
+      return Status::ok();
+    }
+    auto it = impls_.find(eff);
+    if (it == impls_.end()) {
+      DTC_ASSIGN_OR_RETURN(std::unique_ptr<ReduceImpl> impl, makeImpl(eff));
+      it = impls_.emplace(eff, std::move(impl)).first;
+    }
+    try {
+      it->second->run(args.inputs[0], args.outputs[0]);
+    } catch (const dnnl::error &e) {
+      return Status::error(where_, std::string("oneDNN: ") + e.what());
+    }
+    return Status::ok();
+  }
+
+  Expected<std::unique_ptr<ReduceImpl>> makeImpl(const std::vector<bool> &eff) {
+    bool empty = std::find(in_.begin(), in_.end(), 0) != in_.end();
+    if (dtype_ == ir::DType::kInt64)
+      return std::unique_ptr<ReduceImpl>(std::make_unique<ReduceLoop<int64_t>>(op_, in_, eff));
+    if (empty || in_.size() > 12)
+      return std::unique_ptr<ReduceImpl>(std::make_unique<ReduceLoop<float>>(op_, in_, eff));
+    try {
+      return std::unique_ptr<ReduceImpl>(std::make_unique<ReducePrimitive>(op_, in_, eff, ctx_));
+    } catch (const dnnl::error &e) {
+      return Status::error(where_, std::string("oneDNN: ") + e.what());
+    }
+  }
+
+  /// Builds the implementation the static shapes imply, when they imply one.
+  Status prebuild() {
+    std::vector<std::vector<bool>> sets;
+    if (!hasAxes_ || numAxes_ == 0) {
+      if (noop_)
+        return Status::ok(); // a copy
+      std::vector<bool> s(in_.size());
+      for (size_t d = 0; d < in_.size(); ++d)
+        s[d] = in_[d] != 1;
+      sets.push_back(s);
+    } else if (keepdims_) {
+      std::vector<bool> s(in_.size());
+      for (size_t d = 0; d < in_.size(); ++d)
+        s[d] = in_[d] != out_[d];
+      sets.push_back(s);
+    } else {
+      std::vector<bool> cur(in_.size(), false);
+      int budget = 10000;
+      dropEmbeddings(in_, out_, 0, 0, cur, sets, budget);
+    }
+    if (sets.size() != 1 || std::none_of(sets[0].begin(), sets[0].end(), [](bool b) { return b; }))
+      return Status::ok();
+    DTC_ASSIGN_OR_RETURN(std::unique_ptr<ReduceImpl> impl, makeImpl(sets[0]));
+    impls_.emplace(sets[0], std::move(impl));
+    return Status::ok();
+  }
+
+private:
+  std::string where_;
+  CpuContext &ctx_;
+  ReduceOp op_;
+  ir::DType dtype_;
+  std::vector<int64_t> in_, out_;
+  bool keepdims_, noop_, hasAxes_;
+  int64_t numAxes_;
+  size_t bytes_;
+  std::map<std::vector<bool>, std::unique_ptr<ReduceImpl>> impls_;
+};
+
+} // namespace
+
+Status checkReduce(const KernelSpec &spec) {
+  DTC_RETURN_IF_ERROR(checkArity(spec, 1, 2, 1));
+  DTC_RETURN_IF_ERROR(checkDType(spec, true, 0, {ir::DType::kFloat32, ir::DType::kInt64}));
+  DTC_RETURN_IF_ERROR(checkDType(spec, false, 0, {spec.inputs[0].dtype}));
+  if (hasAxesInput(spec)) {
+    DTC_RETURN_IF_ERROR(checkDType(spec, true, 1, {ir::DType::kInt64}));
+    if (spec.inputs[1].shape.size() != 1)
+      return spec.error("axes must be a 1-D tensor, got shape " + shapeStr(spec.inputs[1].shape));
+  }
+  DTC_RETURN_IF_ERROR(checkShapes(spec, 64));
+  const auto &in = spec.inputs[0].shape, &out = spec.outputs[0].shape;
+  bool keepdims = spec.attrInt("keepdims", 1) != 0;
+  bool noop = spec.attrInt("noop_with_empty_axes", 0) != 0;
+  int64_t numAxes = hasAxesInput(spec) ? spec.inputs[1].numElements() : 0;
+  if (numAxes > static_cast<int64_t>(in.size()))
+    return spec.error("axes has " + std::to_string(numAxes) + " values for an input of rank " +
+                      std::to_string(in.size()));
+  if (numAxes == 0) {
+    std::vector<int64_t> expected = noop       ? in
+                                    : keepdims ? std::vector<int64_t>(in.size(), 1)
+                                               : std::vector<int64_t>{};
+    return checkOutputShape(spec, expected);
+  }
+  bool ok;
+  if (keepdims) {
+    ok = out.size() == in.size();
+    for (size_t d = 0; ok && d < in.size(); ++d)
+      ok = out[d] == in[d] || out[d] == 1;
+  } else {
+    // `out` must be a subsequence of `in` (greedy matching decides it).
+    ok = out.size() + static_cast<size_t>(numAxes) == in.size();
+    size_t j = 0;
+    for (size_t d = 0; ok && d < in.size() && j < out.size(); ++d)
+      if (in[d] == out[j])
+        ++j;
+    ok = ok && j == out.size();
+  }
+  if (!ok)
+    return spec.error("output shape " + shapeStr(out) + " is not a reduction of input " +
+                      shapeStr(in) + " over " + std::to_string(numAxes) +
+                      " axes with keepdims=" + std::to_string(keepdims));
+  return Status::ok();
+}
+
+Expected<KernelPtr> createReduce(const KernelSpec &spec, CpuContext &ctx) {
+  auto k = std::make_unique<ReduceKernel>(spec, ctx);
+  DTC_RETURN_IF_ERROR(k->prebuild());
+  return KernelPtr(std::move(k));
+}
+
+} // namespace dtc::ops::cpu
