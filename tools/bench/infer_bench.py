@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # Inference benchmark: dtc-run --infer against onnxruntime (CPU execution provider) on the
-# bundled models, same thread count, same inputs, measured in the same run. dtc's latency is
+# bundled eval-mode models, same thread count, same inputs, measured in the same run. dtc's latency is
 # dtc-run's own timing of `--repeat` forward passes after `--warmup` (plan loading excluded);
 # onnxruntime's is session.run timed in this process after the same warm-up. Prints latency,
 # throughput (samples/s) and the ratio ort_latency / dtc_latency (>1: dtc faster), then the
@@ -56,7 +56,7 @@ def compile_plan(build, model_path, batch, plan):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(REPO, "build"))
-    ap.add_argument("--models", default="mlp,cnn,resnet")
+    ap.add_argument("--models", default="mlp,cnn,resnet,unet,gpt")
     ap.add_argument("--batches", default="1,32")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--repeat", type=int, default=200)
@@ -73,7 +73,10 @@ def main():
                 feeds = {}
                 for i in sess.get_inputs():
                     shape = [batch if isinstance(d, str) or d is None else d for d in i.shape]
-                    feeds[i.name] = rng.standard_normal(shape).astype(np.float32)
+                    if i.type == "tensor(int64)":  # token ids
+                        feeds[i.name] = rng.integers(0, 8, size=shape, dtype=np.int64)
+                    else:
+                        feeds[i.name] = rng.standard_normal(shape).astype(np.float32)
                 plan = os.path.join(tmp, f"{model}.dtc")
                 r = compile_plan(args.build, path, batch, plan)
                 if r.returncode != 0:
