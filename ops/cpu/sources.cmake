@@ -11,7 +11,6 @@ target_sources(dtc_ops_cpu PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/Softmax.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Cast.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Compare.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/LogSoftmax.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Unary.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Index.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Deconv.cpp
