@@ -140,15 +140,16 @@ Status Executor::load() {
     if (modelPath.is_relative() && !opts_.planPath.empty())
       modelPath = std::filesystem::path(opts_.planPath).parent_path() / modelPath;
     const std::string modelFile = modelPath.lexically_normal().string();
-    if (!opts_.skipChecksum && !plan_.model().sha256().empty()) {
-      DTC_ASSIGN_OR_RETURN(std::string sha, plan::sha256File(modelFile));
-      if (sha != plan_.model().sha256())
-        return Status::error(modelFile, "checksum " + sha.substr(0, 16) +
-                                            "... differs from the one the plan was compiled "
-                                            "against (" +
-                                            plan_.model().sha256().substr(0, 16) +
-                                            "...); recompile the plan");
-    }
+    if (plan_.model().sha256().empty())
+      return Status::error(where, "the plan reads parameters from " + modelFile +
+                                      " but records no checksum of it; recompile the plan");
+    DTC_ASSIGN_OR_RETURN(std::string sha, plan::sha256File(modelFile));
+    if (sha != plan_.model().sha256())
+      return Status::error(modelFile, "checksum " + sha.substr(0, 16) +
+                                          "... differs from the one the plan was compiled "
+                                          "against (" +
+                                          plan_.model().sha256().substr(0, 16) +
+                                          "...); recompile the plan");
     Diagnostics diags;
     DTC_ASSIGN_OR_RETURN(model, onnxio::importModelFile(modelFile, diags));
   }

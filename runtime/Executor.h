@@ -22,8 +22,6 @@ struct ExecutorOptions {
   int threads = 0;
   /// Time every instruction (see Profiler).
   bool profile = false;
-  /// Skip the model checksum comparison (for plans written without one, e.g. in tests).
-  bool skipChecksum = false;
 };
 
 class Executor {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <set>
 #include <unordered_map>
 
 namespace dtc::plan {
@@ -46,14 +47,36 @@ Status bindDims(ir::Graph &graph, LowerOptions &opts, Diagnostics &diags) {
       return Status::error("--dim " + name, "size must be at least 1, got " + std::to_string(size));
   if (opts.batchSize && *opts.batchSize < 1)
     return Status::error("--batch-size", "must be at least 1, got " + std::to_string(*opts.batchSize));
+  std::set<std::string> symbols;
+  for (ir::Value *in : graph.inputs())
+    if (in->shape().hasRank())
+      for (const ir::Dim &d : in->shape().dims())
+        symbols.insert(d.symbols().begin(), d.symbols().end());
+  for (const auto &[name, size] : opts.dims)
+    if (!symbols.count(name)) {
+      std::string known;
+      for (const std::string &sym : symbols)
+        known += (known.empty() ? "" : ", ") + sym;
+      return Status::error("--dim " + name, "the model's inputs have no symbolic dim '" + name +
+                                                "' (their symbols: " +
+                                                (known.empty() ? "none" : known) + ")");
+    }
   for (ir::Value *in : graph.inputs()) {
     const ir::Shape &s = in->shape();
     if (!s.hasRank() || s.rank() == 0 || !opts.batchSize)
       continue;
     const ir::Dim &lead = s[0];
-    if (lead.isSymbolic() && lead.coefficient() == 1 && lead.symbols().size() == 1 &&
-        !dims.count(lead.symbols()[0]))
-      dims[lead.symbols()[0]] = *opts.batchSize;
+    if (!lead.isSymbolic() || lead.coefficient() != 1 || lead.symbols().size() != 1)
+      continue;
+    const std::string &sym = lead.symbols()[0];
+    auto it = dims.find(sym);
+    if (it == dims.end())
+      dims[sym] = *opts.batchSize;
+    else if (it->second != *opts.batchSize)
+      return Status::error("--batch-size " + std::to_string(*opts.batchSize),
+                           "input '" + in->name() + "' has the batch dim '" + sym +
+                               "', which --dim " + sym + "=" + std::to_string(it->second) +
+                               " binds to another size");
   }
   for (ir::Value *in : graph.inputs()) {
     const ir::Shape &s = in->shape();
@@ -520,11 +543,15 @@ Expected<Plan> lowerInference(const ir::Graph &graph, const LowerOptions &opts) 
   for (size_t b = 0; b < buffers.size(); ++b)
     if (def[b] < 0 && buffers[b].aliasOf < 0)
       newStorage(b);
+  std::vector<std::vector<int>> aliasesOf(buffers.size());
+  for (size_t a = 0; a < buffers.size(); ++a)
+    if (buffers[a].aliasOf >= 0)
+      aliasesOf[buffers[a].aliasOf].push_back(static_cast<int>(a));
   std::function<void(int)> placeAliases = [&](int source) {
-    for (size_t a = 0; a < buffers.size(); ++a)
-      if (buffers[a].aliasOf == source && storageOf[a] < 0) {
+    for (int a : aliasesOf[source])
+      if (storageOf[a] < 0) {
         join(a, storageOf[source]);
-        placeAliases(static_cast<int>(a));
+        placeAliases(a);
       }
   };
   for (size_t b = 0; b < buffers.size(); ++b)
@@ -542,7 +569,13 @@ Expected<Plan> lowerInference(const ir::Graph &graph, const LowerOptions &opts) 
                  k >= 0 && k < static_cast<int>(in.inputs.size()) && in.inputs[k] >= 0) {
         const int src = in.inputs[k];
         const Storage &st = storages[storageOf[src]];
-        if (!st.persistent && !st.external && st.last == i &&
+        // Another operand in the same bytes (FusedConv(x, w, b, z=x), Add(x, view of x)) would
+        // be read while the result overwrites it.
+        bool readElsewhere = false;
+        for (size_t j = 0; j < in.inputs.size(); ++j)
+          readElsewhere = readElsewhere || (static_cast<int>(j) != k && in.inputs[j] >= 0 &&
+                                            storageOf[in.inputs[j]] == storageOf[src]);
+        if (!readElsewhere && !st.persistent && !st.external && st.last == i &&
             buffers[src].dtype == buffers[out0].dtype && st.size == buffers[out0].bytes &&
             buffers[src].layout == buffers[out0].layout)
           share = storageOf[src];
@@ -653,6 +686,11 @@ Expected<Plan> lowerInference(const ir::Graph &graph, const LowerOptions &opts) 
     std::error_code ec;
     model->set_size_bytes(std::filesystem::file_size(opts.modelFile, ec));
   }
+  // The plan must pass the runtime's own validation (for example the arena limit): never write
+  // a plan that dtc-run would refuse.
+  Status valid = validatePlan(plan, "");
+  if (!valid.isOk())
+    return Status::error(valid.message());
   return plan;
 }
 

@@ -32,39 +32,50 @@ std::string KernelSpec::where() const {
   return "node '" + node + "' (" + opName + ")";
 }
 
-// Accessors return the default when the attribute is absent or of another kind; checks that
-// care about a kind mismatch report it (see checkAttrKinds in the families).
+// Accessors return the default when the attribute is absent. An attribute of another kind is
+// a plan error (a hand-edited plan, or a compiler bug): the accessor returns the default and
+// records the mismatch, which checkKernel and createKernel report.
+namespace {
+
+const ir::Attribute *findAttr(const KernelSpec &spec, const std::string &name, ir::AttrKind kind) {
+  auto it = spec.attrs.find(name);
+  if (it == spec.attrs.end())
+    return nullptr;
+  if (it->second.kind() != kind) {
+    if (spec.attrKindError.empty())
+      spec.attrKindError = "attribute '" + name + "' is " + ir::attrKindName(it->second.kind()) +
+                           ", expected " + ir::attrKindName(kind);
+    return nullptr;
+  }
+  return &it->second;
+}
+
+} // namespace
+
 int64_t KernelSpec::attrInt(const std::string &name, int64_t dflt) const {
-  auto it = attrs.find(name);
-  return it != attrs.end() && it->second.kind() == ir::AttrKind::kInt ? it->second.i() : dflt;
+  const ir::Attribute *a = findAttr(*this, name, ir::AttrKind::kInt);
+  return a ? a->i() : dflt;
 }
 
 float KernelSpec::attrFloat(const std::string &name, float dflt) const {
-  auto it = attrs.find(name);
-  if (it == attrs.end())
-    return dflt;
-  if (it->second.kind() == ir::AttrKind::kFloat)
-    return it->second.f();
-  if (it->second.kind() == ir::AttrKind::kInt)
-    return static_cast<float>(it->second.i());
-  return dflt;
+  const ir::Attribute *a = findAttr(*this, name, ir::AttrKind::kFloat);
+  return a ? a->f() : dflt;
 }
 
 std::string KernelSpec::attrString(const std::string &name, const std::string &dflt) const {
-  auto it = attrs.find(name);
-  return it != attrs.end() && it->second.kind() == ir::AttrKind::kString ? it->second.s() : dflt;
+  const ir::Attribute *a = findAttr(*this, name, ir::AttrKind::kString);
+  return a ? a->s() : dflt;
 }
 
 std::vector<int64_t> KernelSpec::attrInts(const std::string &name,
                                           std::vector<int64_t> dflt) const {
-  auto it = attrs.find(name);
-  return it != attrs.end() && it->second.kind() == ir::AttrKind::kInts ? it->second.ints() : dflt;
+  const ir::Attribute *a = findAttr(*this, name, ir::AttrKind::kInts);
+  return a ? a->ints() : dflt;
 }
 
 std::vector<float> KernelSpec::attrFloats(const std::string &name, std::vector<float> dflt) const {
-  auto it = attrs.find(name);
-  return it != attrs.end() && it->second.kind() == ir::AttrKind::kFloats ? it->second.floats()
-                                                                         : dflt;
+  const ir::Attribute *a = findAttr(*this, name, ir::AttrKind::kFloats);
+  return a ? a->floats() : dflt;
 }
 
 // ---- shared checks and helpers ---------------------------------------------------------------
@@ -315,7 +326,11 @@ Status checkKernel(const KernelSpec &spec) {
   };
   DTC_RETURN_IF_ERROR(checkLayouts(spec.inputs, "input"));
   DTC_RETURN_IF_ERROR(checkLayouts(spec.outputs, "output"));
-  return e->check(spec);
+  spec.attrKindError.clear();
+  DTC_RETURN_IF_ERROR(e->check(spec));
+  if (!spec.attrKindError.empty())
+    return spec.error(spec.attrKindError);
+  return Status::ok();
 }
 
 Expected<std::unique_ptr<Kernel>> createKernel(const KernelSpec &spec, CpuContext &ctx) {
@@ -328,6 +343,8 @@ Expected<std::unique_ptr<Kernel>> createKernel(const KernelSpec &spec, CpuContex
     inner = std::make_unique<NoOpKernel>();
   } else {
     DTC_ASSIGN_OR_RETURN(inner, e->create(spec, ctx));
+    if (!spec.attrKindError.empty())
+      return spec.error(spec.attrKindError);
   }
   return KernelPtr(std::make_unique<CheckedKernel>(spec, std::move(inner)));
 }

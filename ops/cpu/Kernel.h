@@ -51,7 +51,9 @@ struct KernelSpec {
   /// "node 'conv1' (Conv)": the `where` part of errors.
   std::string where() const;
   /// Attribute accessors with defaults (the canonical forms in ops/ set every attribute a
-  /// kernel needs, so defaults matter only for hand-written plans and tests).
+  /// kernel needs, so defaults matter only for hand-written plans and tests). An attribute of
+  /// the wrong kind yields the default and is recorded in attrKindError, which checkKernel and
+  /// createKernel turn into an error naming the node and the attribute.
   int64_t attrInt(const std::string &name, int64_t dflt) const;
   float attrFloat(const std::string &name, float dflt) const;
   std::string attrString(const std::string &name, const std::string &dflt) const;
@@ -59,6 +61,9 @@ struct KernelSpec {
   std::vector<float> attrFloats(const std::string &name, std::vector<float> dflt = {}) const;
   /// An error "<where>: <what>".
   Status error(const std::string &what) const { return Status::error(where(), what); }
+  /// The first attribute-kind mismatch an accessor met ("attribute 'alpha' is string, expected
+  /// float"); empty when none.
+  mutable std::string attrKindError;
 };
 
 /// The CPU device a kernel runs on: one oneDNN engine and one in-order stream per rank.

@@ -274,8 +274,9 @@ Status writeNpzImpl(const std::string &path, const std::vector<HostArray> &array
   }
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
+    const std::string why = ec.message(); // remove() below overwrites ec
     std::filesystem::remove(tmp, ec);
-    return Status::error(path, "cannot rename " + tmp + " into place: " + ec.message());
+    return Status::error(path, "cannot rename " + tmp + " into place: " + why);
   }
   return Status::ok();
 }

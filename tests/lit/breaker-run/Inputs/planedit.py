@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+# Hand-edits a dtc plan (compiler/plan/plan.proto) at the protobuf wire level, so the lit tests
+# in tests/lit/breaker-run need neither protoc nor generated code:
+#   planedit.py IN OUT attr-float INSTR NAME VALUE   add float attribute NAME to instruction INSTR
+#   planedit.py IN OUT clear-sha                     empty ModelRef.sha256
+import struct
+import sys
+
+
+def varint(buf, pos):
+    shift = value = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return value, pos
+
+
+def enc_varint(v):
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def decode(buf):
+    """[field, wiretype, raw value] for every field of one message."""
+    fields, pos = [], 0
+    while pos < len(buf):
+        key, pos = varint(buf, pos)
+        field, wt = key >> 3, key & 7
+        if wt == 0:
+            val, pos = varint(buf, pos)
+        elif wt == 1:
+            val, pos = buf[pos:pos + 8], pos + 8
+        elif wt == 2:
+            n, pos = varint(buf, pos)
+            val, pos = buf[pos:pos + n], pos + n
+        elif wt == 5:
+            val, pos = buf[pos:pos + 4], pos + 4
+        else:
+            raise SystemExit("unsupported wire type %d" % wt)
+        fields.append([field, wt, val])
+    return fields
+
+
+def encode(fields):
+    out = bytearray()
+    for field, wt, val in fields:
+        out += enc_varint(field << 3 | wt)
+        if wt == 0:
+            out += enc_varint(val)
+        elif wt == 2:
+            out += enc_varint(len(val)) + val
+        else:
+            out += val
+    return bytes(out)
+
+
+def edit_sub(fields, number, index, fn):
+    """Applies fn to the decoded index-th submessage with field `number`."""
+    seen = 0
+    for f in fields:
+        if f[0] == number:
+            if seen == index:
+                sub = decode(f[2])
+                fn(sub)
+                f[2] = encode(sub)
+                return
+            seen += 1
+    raise SystemExit("no field %d #%d" % (number, index))
+
+
+def main():
+    src, dst, cmd, args = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+    plan = decode(open(src, "rb").read())
+    if cmd == "attr-float":
+        instr, name, value = int(args[0]), args[1].encode(), float(args[2])
+        attr = encode([[1, 2, name], [3, 5, struct.pack("<f", value)]])
+        # Plan.ranks(7)[0] -> RankProgram.instructions(7)[instr] -> Instruction.kernel(1)
+        edit_sub(plan, 7, 0, lambda rank: edit_sub(
+            rank, 7, instr, lambda ins: edit_sub(
+                ins, 1, 0, lambda call: call.append([6, 2, attr]))))
+    elif cmd == "clear-sha":
+        # Plan.model(4) -> ModelRef.sha256(2)
+        edit_sub(plan, 4, 0, lambda model: model.__setitem__(
+            slice(None), [f for f in model if f[0] != 2]))
+    else:
+        raise SystemExit("unknown command " + cmd)
+    open(dst, "wb").write(encode(plan))
+
+
+if __name__ == "__main__":
+    main()
