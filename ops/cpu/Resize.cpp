@@ -3,6 +3,12 @@
 // the N-linear interpolation), with the coordinate transforms of the ONNX operator text and its
 // reference implementation (onnx/reference/ops/op_resize.py); out-of-range neighbors take the
 // edge value. Scales or sizes are read at run time and must give the plan's output shape.
+// Input 0 and output 0 share one layout, row-major or channels-last: both passes walk the dims in
+// memory order, so in channels-last the innermost loop runs over C contiguous values (nearest
+// copies whole runs of unresized trailing dims with one memcpy). Linear resizes of the spatial
+// dims with half_pixel (or pytorch_half_pixel to lengths > 1) use oneDNN's linear resampling when
+// the run's scales equal out / in (oneDNN maps with exactly (x + 0.5) * in / out - 0.5 and the
+// same edge clamping): 5 us instead of 30 (nhwc) or 50 (nchw) for 1x32x16x16 -> 1x32x32x32.
 #include "ops/cpu/OneDnnUtil.h"
 
 #include <cmath>
@@ -102,17 +108,37 @@ struct AxisMap {
   bool identity = true;
 };
 
+/// True when oneDNN's linear resampling computes this Resize whenever scale = out / in on every
+/// axis: f32, rank 3 to 5, N and C not resized, half_pixel (pytorch_half_pixel equals it unless
+/// an output length is 1).
+bool oneDnnLinearFits(const KernelSpec &spec, const ResizeAttrs &a) {
+  const auto &in = spec.inputs[0].shape, &out = spec.outputs[0].shape;
+  if (!a.linear || in.size() < 3 || in.size() > 5 || in[0] != out[0] || in[1] != out[1])
+    return false;
+  if (a.transform != Transform::kHalfPixel && a.transform != Transform::kPytorchHalfPixel)
+    return false;
+  for (size_t d = 0; d < in.size(); ++d)
+    if (in[d] < 1 || (a.transform == Transform::kPytorchHalfPixel && out[d] < 2))
+      return false;
+  return true;
+}
+
 class ResizeKernel : public Kernel {
 public:
-  ResizeKernel(const KernelSpec &spec, ResizeAttrs attrs)
-      : where_(spec.where()), a_(std::move(attrs)), in_(spec.inputs[0].shape),
-        out_(spec.outputs[0].shape),
+  ResizeKernel(const KernelSpec &spec, ResizeAttrs attrs, CpuContext &ctx)
+      : where_(spec.where()), ctx_(ctx), a_(std::move(attrs)), in_(spec.inputs[0].shape),
+        out_(spec.outputs[0].shape), physIn_(physicalShape(spec.inputs[0])),
+        physOut_(physicalShape(spec.outputs[0])),
         elem_(static_cast<size_t>(ir::dtypeSize(spec.inputs[0].dtype))),
         hasScales_(inputGiven(spec, 2)) {
+    size_t rank = in_.size();
+    logicalOf_.resize(rank);
+    for (size_t d = 0; d < rank; ++d)
+      logicalOf_[physicalAxis(d, spec.inputs[0].layout, rank)] = d;
     size_t most = 0, n = 1;
-    std::vector<int64_t> s = in_;
-    for (size_t d = 0; d < in_.size(); ++d) { // largest intermediate of the linear passes
-      s[d] = out_[d];
+    std::vector<int64_t> s = physIn_;
+    for (size_t d = 0; d < rank; ++d) { // largest intermediate of the linear passes
+      s[d] = physOut_[d];
       n = 1;
       for (int64_t v : s)
         n *= static_cast<size_t>(v);
@@ -121,6 +147,18 @@ public:
     if (a_.linear) {
       bufA_.resize(most);
       bufB_.resize(most);
+    }
+    if (oneDnnLinearFits(spec, a_)) {
+      dnnl::memory::desc src = layoutDesc(spec.inputs[0]), dst = layoutDesc(spec.outputs[0]);
+      dnnl::resampling_forward::desc d(dnnl::prop_kind::forward_inference,
+                                       dnnl::algorithm::resampling_linear, src, dst);
+      dnnl::resampling_forward::primitive_desc pd(d, ctx.engine);
+      if (std::string(pd.impl_info_str()).find("ref") == std::string::npos) {
+        resampler_ = PrimitiveRunner(dnnl::resampling_forward(pd), ctx);
+        resampler_.input(DNNL_ARG_SRC, src, 0);
+        resampler_.output(DNNL_ARG_DST, dst, 0);
+        useResampler_ = true;
+      }
     }
   }
 
@@ -176,15 +214,34 @@ public:
           return Status::error(where_,
                                "sizes give a non-positive scale on axis " + std::to_string(d));
     }
-    std::vector<AxisMap> maps(rank);
-    for (size_t d = 0; d < rank; ++d)
-      maps[d] = axisMap(in_[d], out_[d], scale[d]);
+    if (useResampler_) {
+      bool fits = true;
+      for (size_t d = 0; d < rank; ++d)
+        fits = fits && scale[d] == static_cast<double>(out_[d]) / static_cast<double>(in_[d]);
+      if (fits) {
+        try {
+          resampler_.execute(args);
+          ctx_.stream.wait();
+        } catch (const dnnl::error &e) {
+          return Status::error(where_, std::string("oneDNN: ") + e.what());
+        }
+        return Status::ok();
+      }
+    }
+    if (scale != mapScale_) { // the maps depend only on the scales (in memory order of axes)
+      maps_.assign(rank, AxisMap());
+      for (size_t p = 0; p < rank; ++p) {
+        size_t d = logicalOf_[p];
+        maps_[p] = axisMap(in_[d], out_[d], scale[d]);
+      }
+      mapScale_ = scale;
+    }
     if (a_.linear)
       runLinear(static_cast<const float *>(args.inputs[0]), static_cast<float *>(args.outputs[0]),
-                maps);
+                maps_);
     else
       runNearest(static_cast<const char *>(args.inputs[0]), static_cast<char *>(args.outputs[0]),
-                 maps);
+                 maps_);
     return Status::ok();
   }
 
@@ -260,29 +317,40 @@ private:
     return m;
   }
 
+  /// Nearest: an odometer over the leading output dims (memory order); the trailing dims that
+  /// are not resized form one contiguous block copied with a memcpy.
   void runNearest(const char *x, char *y, const std::vector<AxisMap> &maps) const {
-    size_t rank = in_.size();
-    std::vector<int64_t> inStrides = rowMajorStrides(in_);
-    int64_t total = 1;
-    for (int64_t d : out_)
-      total *= d;
+    size_t rank = physIn_.size();
     if (rank == 0) {
       std::memcpy(y, x, elem_);
       return;
     }
-    // Odometer over the output; src is the sum of the per-axis source offsets.
-    std::vector<int64_t> idx(rank, 0), part(rank, 0);
+    std::vector<int64_t> inStrides = rowMajorStrides(physIn_);
+    size_t lead = rank, block = elem_;
+    while (lead > 0 && maps[lead - 1].identity) {
+      --lead;
+      block *= static_cast<size_t>(physIn_[lead]);
+    }
+    if (lead == 0) {
+      std::memcpy(y, x, block);
+      return;
+    }
+    int64_t total = 1;
+    for (size_t d = 0; d < lead; ++d)
+      total *= physOut_[d];
+    // Odometer over the output; src is the sum of the per-axis source offsets (in elements).
+    std::vector<int64_t> idx(lead, 0), part(lead, 0);
     auto offset = [&](size_t d) { return maps[d].i0[static_cast<size_t>(idx[d])] * inStrides[d]; };
     int64_t src = 0;
-    for (size_t d = 0; d < rank; ++d) {
+    for (size_t d = 0; d < lead; ++d) {
       part[d] = offset(d);
       src += part[d];
     }
     for (int64_t o = 0; o < total; ++o) {
-      std::memcpy(y + static_cast<size_t>(o) * elem_, x + static_cast<size_t>(src) * elem_, elem_);
-      for (size_t d = rank; d-- > 0;) {
+      std::memcpy(y + static_cast<size_t>(o) * block, x + static_cast<size_t>(src) * elem_, block);
+      for (size_t d = lead; d-- > 0;) {
         src -= part[d];
-        if (++idx[d] < out_[d]) {
+        if (++idx[d] < physOut_[d]) {
           part[d] = offset(d);
           src += part[d];
           break;
@@ -295,7 +363,7 @@ private:
   }
 
   void runLinear(const float *x, float *y, const std::vector<AxisMap> &maps) {
-    size_t rank = in_.size();
+    size_t rank = physIn_.size();
     std::vector<size_t> todo;
     for (size_t d = 0; d < rank; ++d)
       if (!maps[d].identity)
@@ -304,12 +372,12 @@ private:
       std::memcpy(y, x, static_cast<size_t>(ir::checkedProduct(out_).value_or(0)) * sizeof(float));
       return;
     }
-    std::vector<int64_t> shape = in_;
+    std::vector<int64_t> shape = physIn_;
     const float *src = x;
     for (size_t t = 0; t < todo.size(); ++t) {
       size_t d = todo[t];
       float *dst = t + 1 == todo.size() ? y : (t % 2 == 0 ? bufA_.data() : bufB_.data());
-      int64_t outer = 1, inner = 1, len = shape[d], outLen = out_[d];
+      int64_t outer = 1, inner = 1, len = shape[d], outLen = physOut_[d];
       for (size_t e = 0; e < d; ++e)
         outer *= shape[e];
       for (size_t e = d + 1; e < rank; ++e)
@@ -322,8 +390,11 @@ private:
           const float *b = src + (o * len + m.i1[ux]) * inner;
           float w = m.w[ux], w0 = 1.0f - w;
           float *out = dst + (o * outLen + xo) * inner;
-          for (int64_t i = 0; i < inner; ++i)
-            out[i] = w0 * a[i] + w * b[i];
+          if (inner == 1)
+            *out = w0 * *a + w * *b;
+          else
+            for (int64_t i = 0; i < inner; ++i)
+              out[i] = w0 * a[i] + w * b[i];
         }
       shape[d] = outLen;
       src = dst;
@@ -331,11 +402,18 @@ private:
   }
 
   std::string where_;
+  CpuContext &ctx_;
   ResizeAttrs a_;
-  std::vector<int64_t> in_, out_;
+  std::vector<int64_t> in_, out_;         ///< logical shapes
+  std::vector<int64_t> physIn_, physOut_; ///< shapes in memory order
+  std::vector<size_t> logicalOf_;         ///< memory-order axis -> logical axis
   size_t elem_;
   bool hasScales_;
   std::vector<float> bufA_, bufB_;
+  std::vector<double> mapScale_; ///< the scales maps_ was made for (empty: none yet)
+  std::vector<AxisMap> maps_;    ///< per memory-order axis
+  bool useResampler_ = false;    ///< oneDnnLinearFits and oneDNN has a non-reference kernel
+  PrimitiveRunner resampler_;
 };
 
 } // namespace
@@ -350,6 +428,7 @@ Status checkResize(const KernelSpec &spec) {
                       "; the CPU kernel supports fixed-size dtypes for mode=nearest");
   DTC_RETURN_IF_ERROR(checkDType(spec, false, 0, {spec.inputs[0].dtype}));
   DTC_RETURN_IF_ERROR(checkShapes(spec, 64));
+  DTC_RETURN_IF_ERROR(checkSameLayout(spec, true, 0, false, 0));
   bool scales = inputGiven(spec, 2), sizes = inputGiven(spec, 3);
   if (scales == sizes)
     return spec.error("exactly one of scales (input 2) and sizes (input 3) must be given");
@@ -380,9 +459,10 @@ Status checkResize(const KernelSpec &spec) {
   return Status::ok();
 }
 
-Expected<KernelPtr> createResize(const KernelSpec &spec, CpuContext &) {
+Expected<KernelPtr> createResize(const KernelSpec &spec, CpuContext &ctx) {
   DTC_ASSIGN_OR_RETURN(ResizeAttrs a, resizeAttrs(spec));
-  return KernelPtr(std::make_unique<ResizeKernel>(spec, std::move(a)));
+  return buildKernel(
+      spec, [&]() -> KernelPtr { return std::make_unique<ResizeKernel>(spec, std::move(a), ctx); });
 }
 
 } // namespace dtc::ops::cpu

@@ -1,8 +1,11 @@
 // CPU kernels of the data-movement ops: the views Flatten, Reshape, Squeeze, Unsqueeze and
 // Identity (a byte copy, skipped when the planner aliased output and input), Transpose (oneDNN
-// reorder with permuted strides for f32, a loop for other dtypes) and Concat (oneDNN concat for
-// f32, row copies otherwise; the inputs and the output share one layout, row-major or
-// channels-last). Any fixed-size dtype is accepted where only bytes move.
+// reorder with permuted strides for f32, a loop for other dtypes) and Concat (memcpy of
+// contiguous slabs in memory order; the inputs and the output share one layout, row-major or
+// channels-last). Any fixed-size dtype is accepted where only bytes move. Concat does not use
+// oneDNN's concat: oneDNN 2.6 picks its "simple:any" code, which measured 12-25x slower than
+// memcpy here (1x32x32x32 + 1x16x32x32 f32 on axis 1: 52-98 us vs 4 us in nchw, 13-29 us vs
+// 5 us in nhwc).
 #include "ops/cpu/OneDnnUtil.h"
 
 #include <cstring>
@@ -228,27 +231,8 @@ Status checkConcat(const KernelSpec &spec) {
   return checkOutputShape(spec, out);
 }
 
-Expected<KernelPtr> createConcat(const KernelSpec &spec, CpuContext &ctx) {
-  int64_t axis = concatAxis(spec);
-  std::vector<size_t> nonEmpty;
-  for (size_t i = 0; i < spec.inputs.size(); ++i)
-    if (spec.inputs[i].numElements() > 0)
-      nonEmpty.push_back(i);
-  if (spec.inputs[0].dtype != ir::DType::kFloat32 || nonEmpty.size() < 2 ||
-      spec.inputs[0].shape.size() > 12)
-    return KernelPtr(std::make_unique<ConcatLoop>(spec));
-  return buildKernel(spec, [&]() -> KernelPtr {
-    std::vector<dnnl::memory::desc> srcs;
-    for (size_t i : nonEmpty)
-      srcs.push_back(layoutDesc(spec.inputs[i]));
-    dnnl::memory::desc dst = layoutDesc(spec.outputs[0]);
-    dnnl::concat::primitive_desc pd(dst, static_cast<int>(axis), srcs, ctx.engine);
-    PrimitiveRunner r(dnnl::concat(pd), ctx);
-    for (size_t j = 0; j < nonEmpty.size(); ++j)
-      r.input(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(j), srcs[j], nonEmpty[j]);
-    r.output(DNNL_ARG_DST, dst, 0);
-    return std::make_unique<SinglePrimitiveKernel>(spec, ctx, std::move(r));
-  });
+Expected<KernelPtr> createConcat(const KernelSpec &spec, CpuContext &) {
+  return KernelPtr(std::make_unique<ConcatLoop>(spec));
 }
 
 } // namespace dtc::ops::cpu
