@@ -9,4 +9,5 @@ set(DTC_CPU_KERNEL_TEST_SOURCES
   unit/cpu/IndexTest.cpp
   unit/cpu/NNTest.cpp
   unit/cpu/ResizeTest.cpp
+  unit/cpu/LayoutUnetTest.cpp
 )
