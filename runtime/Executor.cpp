@@ -23,12 +23,15 @@ std::vector<int64_t> shapeOf(const plan::Buffer &b) {
   return std::vector<int64_t>(b.shape().begin(), b.shape().end());
 }
 
-ops::cpu::TensorDesc descOf(const plan::Buffer &b) {
+ops::cpu::TensorDesc descOf(const plan::Buffer &b, bool inference) {
   ops::cpu::TensorDesc d;
   d.dtype = static_cast<ir::DType>(b.dtype());
   d.shape = shapeOf(b);
   d.layout = b.layout() == plan::LAYOUT_CHANNELS_LAST ? ops::cpu::Layout::kChannelsLast
                                                        : ops::cpu::Layout::kRowMajor;
+  // Weights never change in an inference plan; constants never change at all.
+  d.constant = b.kind() == plan::BUFFER_CONSTANT ||
+               (inference && b.kind() == plan::BUFFER_PARAMETER);
   return d;
 }
 
@@ -63,7 +66,7 @@ ir::Attribute toIrAttr(const plan::Attr &a) {
 } // namespace
 
 Expected<ops::cpu::KernelSpec> kernelSpecOf(const plan::RankProgram &rank,
-                                            const plan::KernelCall &call) {
+                                            const plan::KernelCall &call, bool inference) {
   ops::cpu::KernelSpec spec;
   spec.op = call.op();
   spec.domain = call.domain();
@@ -71,13 +74,13 @@ Expected<ops::cpu::KernelSpec> kernelSpecOf(const plan::RankProgram &rank,
   for (int32_t b : call.inputs()) {
     ops::cpu::TensorDesc d;
     if (b >= 0)
-      d = descOf(rank.buffers(b));
+      d = descOf(rank.buffers(b), inference);
     spec.inputs.push_back(std::move(d));
   }
   for (int32_t b : call.outputs()) {
     ops::cpu::TensorDesc d;
     if (b >= 0)
-      d = descOf(rank.buffers(b));
+      d = descOf(rank.buffers(b), inference);
     spec.outputs.push_back(std::move(d));
   }
   for (const plan::Attr &a : call.attributes()) {
@@ -114,8 +117,9 @@ Expected<std::unique_ptr<Executor>> Executor::create(plan::Plan plan,
 Status Executor::load() {
   const std::string where = opts_.planPath;
   DTC_RETURN_IF_ERROR(plan::validatePlan(
-      plan_, where, [](const plan::RankProgram &rank, const plan::KernelCall &call) -> Status {
-        DTC_ASSIGN_OR_RETURN(ops::cpu::KernelSpec spec, kernelSpecOf(rank, call));
+      plan_, where, [&](const plan::RankProgram &rank, const plan::KernelCall &call) -> Status {
+        DTC_ASSIGN_OR_RETURN(ops::cpu::KernelSpec spec,
+                             kernelSpecOf(rank, call, plan_.mode() == plan::MODE_INFERENCE));
         return ops::cpu::checkKernel(spec);
       }));
   if (opts_.rank < 0 || opts_.rank >= plan_.world_size())
@@ -188,7 +192,8 @@ Status Executor::load() {
       entries.push_back({"copy", "", 0, 0});
     } else {
       const plan::KernelCall &call = ins.kernel();
-      DTC_ASSIGN_OR_RETURN(ops::cpu::KernelSpec spec, kernelSpecOf(rp, call));
+      DTC_ASSIGN_OR_RETURN(ops::cpu::KernelSpec spec,
+                           kernelSpecOf(rp, call, plan_.mode() == plan::MODE_INFERENCE));
       auto kernel = device_->createKernel(spec);
       if (!kernel)
         return kernel.status().withContext(rankWhere + ": instruction " + std::to_string(i));

@@ -64,9 +64,10 @@ private:
   Profiler profiler_;
 };
 
-/// Builds the kernel spec of a plan instruction (op, attributes, operand types from the buffers).
-/// Operand indices must already be validated.
+/// Builds the kernel spec of a plan instruction (op, attributes, operand types from the buffers;
+/// in an inference plan parameters are marked constant). Operand indices must already be
+/// validated.
 Expected<ops::cpu::KernelSpec> kernelSpecOf(const plan::RankProgram &rank,
-                                            const plan::KernelCall &call);
+                                            const plan::KernelCall &call, bool inference);
 
 } // namespace dtc::rt

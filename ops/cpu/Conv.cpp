@@ -93,12 +93,6 @@ Expected<ConvParams> convParams(const KernelSpec &spec) {
   return p;
 }
 
-/// One operand that the primitive wants in another layout: a scratch memory and a reorder.
-struct Reordered {
-  dnnl::memory user, scratch;
-  dnnl::reorder reorder;
-};
-
 /// What FusedConv adds to Conv: the input index of Z (-1 without) and the activation.
 struct Fusion {
   int zIndex = -1;
@@ -111,10 +105,7 @@ public:
 
   Status run(const KernelArgs &args) override {
     try {
-      for (auto &[index, r] : inputReorders_) {
-        r.user.set_data_handle(const_cast<void *>(args.inputs[index]));
-        r.reorder.execute(ctx_.stream, r.user, r.scratch);
-      }
+      inputReorders_.run(args, ctx_.stream);
       if (zIndex_ >= 0) {
         // The sum post-op adds what dst holds: put Z there first (a no-op when the plan made
         // the output overwrite Z in place).
@@ -141,7 +132,7 @@ public:
   std::string where_;
   CpuContext &ctx_;
   PrimitiveRunner runner_;
-  std::vector<std::pair<size_t, Reordered>> inputReorders_;
+  InputReorders inputReorders_;
   std::optional<Reordered> dstReorder_;
   int zIndex_ = -1;
   size_t outBytes_ = 0;
@@ -212,21 +203,10 @@ Expected<KernelPtr> createConvKernel(const KernelSpec &spec, CpuContext &ctx,
     dnnl::convolution_forward::primitive_desc pd(d, attr, ctx.engine);
     auto k = std::make_unique<ConvKernel>(spec, ctx);
     k->runner_ = PrimitiveRunner(dnnl::convolution_forward(pd), ctx);
-    auto bindInput = [&](int arg, const dnnl::memory::desc &user, const dnnl::memory::desc &want,
-                         size_t index) {
-      if (user == want) {
-        k->runner_.input(arg, user, index);
-        return;
-      }
-      Reordered r;
-      r.user = dnnl::memory(user, ctx.engine, DNNL_MEMORY_NONE);
-      r.scratch = dnnl::memory(want, ctx.engine); // owned by the kernel
-      r.reorder = dnnl::reorder(r.user, r.scratch);
-      k->runner_.fixed(arg, r.scratch);
-      k->inputReorders_.emplace_back(index, std::move(r));
-    };
-    bindInput(DNNL_ARG_SRC, srcUser, pd.src_desc(), 0);
-    bindInput(DNNL_ARG_WEIGHTS, weiUser, pd.weights_desc(), 1);
+    k->inputReorders_.bind(k->runner_, ctx, DNNL_ARG_SRC, srcUser, pd.src_desc(), 0,
+                           spec.inputs[0].constant);
+    k->inputReorders_.bind(k->runner_, ctx, DNNL_ARG_WEIGHTS, weiUser, pd.weights_desc(), 1,
+                           spec.inputs[1].constant);
     if (hasBias)
       k->runner_.input(DNNL_ARG_BIAS, biasMd, 2);
     if (pd.dst_desc() == dstUser) {

@@ -111,22 +111,13 @@ Expected<DeconvParams> deconvParams(const KernelSpec &spec) {
   return p;
 }
 
-/// One operand that the primitive wants in another layout: a scratch memory and a reorder.
-struct Reordered {
-  dnnl::memory user, scratch;
-  dnnl::reorder reorder;
-};
-
 class DeconvKernel : public Kernel {
 public:
   DeconvKernel(const KernelSpec &spec, CpuContext &ctx) : where_(spec.where()), ctx_(ctx) {}
 
   Status run(const KernelArgs &args) override {
     try {
-      for (auto &[index, r] : inputReorders_) {
-        r.user.set_data_handle(const_cast<void *>(args.inputs[index]));
-        r.reorder.execute(ctx_.stream, r.user, r.scratch);
-      }
+      inputReorders_.run(args, ctx_.stream);
       runner_.execute(args);
       if (dstReorder_) {
         dstReorder_->user.set_data_handle(args.outputs[0]);
@@ -142,7 +133,7 @@ public:
   std::string where_;
   CpuContext &ctx_;
   PrimitiveRunner runner_;
-  std::vector<std::pair<size_t, Reordered>> inputReorders_;
+  InputReorders inputReorders_;
   std::optional<Reordered> dstReorder_;
 };
 
@@ -165,12 +156,13 @@ bool nonOverlapping(const KernelSpec &spec, const DeconvParams &p) {
 /// oneDNN matmul; X is the channels-last input as is), then each row of T is scattered, with the
 /// bias added, into its input pixel's K1 x ... x Kk block of the channels-last output: Kk * OC
 /// contiguous values per step. W' is the ONNX weights [IC, OC, K...] reordered to [IC, K..., OC]
-/// on every run (the weights are an input and may change between runs).
+/// on every run, or once when the weights are constant (TensorDesc::constant).
 class DeconvGemmKernel : public Kernel {
 public:
   DeconvGemmKernel(const KernelSpec &spec, CpuContext &ctx, const DeconvParams &p)
       : where_(spec.where()), ctx_(ctx),
-        hasBias_(spec.inputs.size() == 3 && spec.inputs[2].present()) {
+        hasBias_(spec.inputs.size() == 3 && spec.inputs[2].present()),
+        weightsConstant_(spec.inputs[1].constant) {
     const auto &x = spec.inputs[0].shape, &w = spec.inputs[1].shape;
     size_t sp = p.spatial;
     oc_ = w[1];
@@ -233,8 +225,11 @@ public:
 
   Status run(const KernelArgs &args) override {
     try {
-      wUser_.set_data_handle(const_cast<void *>(args.inputs[1]));
-      wReorder_.execute(ctx_.stream, wUser_, wScratch_);
+      if (!weightsConstant_ || weightsDoneFor_ != args.inputs[1]) {
+        wUser_.set_data_handle(const_cast<void *>(args.inputs[1]));
+        wReorder_.execute(ctx_.stream, wUser_, wScratch_);
+        weightsDoneFor_ = args.inputs[1];
+      }
       src_.set_data_handle(const_cast<void *>(args.inputs[0]));
       matmul_.execute(ctx_.stream,
                       {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, wei_}, {DNNL_ARG_DST, t_}});
@@ -278,6 +273,8 @@ private:
   std::string where_;
   CpuContext &ctx_;
   bool hasBias_;
+  bool weightsConstant_;
+  const void *weightsDoneFor_ = nullptr; ///< constant weights already reordered from here
   int64_t oc_ = 0, blockLen_ = 0, rows_ = 0;
   std::vector<int64_t> pixelDims_, pixelSteps_, blockOffsets_;
   std::vector<float> biasRow_;
@@ -362,21 +359,10 @@ Expected<KernelPtr> createConvTranspose(const KernelSpec &spec, CpuContext &ctx)
         direct ? *direct : makePd(anyOf(srcUser), anyOf(dstUser));
     auto k = std::make_unique<DeconvKernel>(spec, ctx);
     k->runner_ = PrimitiveRunner(dnnl::deconvolution_forward(pd), ctx);
-    auto bindInput = [&](int arg, const dnnl::memory::desc &user, const dnnl::memory::desc &want,
-                         size_t index) {
-      if (user == want) {
-        k->runner_.input(arg, user, index);
-        return;
-      }
-      Reordered r;
-      r.user = dnnl::memory(user, ctx.engine, DNNL_MEMORY_NONE);
-      r.scratch = dnnl::memory(want, ctx.engine); // owned by the kernel
-      r.reorder = dnnl::reorder(r.user, r.scratch);
-      k->runner_.fixed(arg, r.scratch);
-      k->inputReorders_.emplace_back(index, std::move(r));
-    };
-    bindInput(DNNL_ARG_SRC, srcUser, pd.src_desc(), 0);
-    bindInput(DNNL_ARG_WEIGHTS, weiUser, pd.weights_desc(), 1);
+    k->inputReorders_.bind(k->runner_, ctx, DNNL_ARG_SRC, srcUser, pd.src_desc(), 0,
+                           spec.inputs[0].constant);
+    k->inputReorders_.bind(k->runner_, ctx, DNNL_ARG_WEIGHTS, weiUser, pd.weights_desc(), 1,
+                           spec.inputs[1].constant);
     if (hasBias)
       k->runner_.input(DNNL_ARG_BIAS, biasMd, 2);
     if (pd.dst_desc() == dstUser) {

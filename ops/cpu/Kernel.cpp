@@ -211,6 +211,32 @@ void PrimitiveRunner::execute(const KernelArgs &args) {
   prim_.execute(ctx_->stream, argMap_);
 }
 
+void InputReorders::bind(PrimitiveRunner &runner, CpuContext &ctx, int arg,
+                         const dnnl::memory::desc &user, const dnnl::memory::desc &want,
+                         size_t index, bool constant) {
+  if (user == want) {
+    runner.input(arg, user, index);
+    return;
+  }
+  Entry e{index, constant, nullptr, {}};
+  e.r.user = dnnl::memory(user, ctx.engine, DNNL_MEMORY_NONE);
+  e.r.scratch = dnnl::memory(want, ctx.engine);
+  e.r.reorder = dnnl::reorder(e.r.user, e.r.scratch);
+  runner.fixed(arg, e.r.scratch);
+  entries_.push_back(std::move(e));
+}
+
+void InputReorders::run(const KernelArgs &args, dnnl::stream &stream) {
+  for (Entry &e : entries_) {
+    const void *p = args.inputs[e.index];
+    if (e.constant && e.doneFor == p)
+      continue;
+    e.r.user.set_data_handle(const_cast<void *>(p));
+    e.r.reorder.execute(stream, e.r.user, e.r.scratch);
+    e.doneFor = p;
+  }
+}
+
 Status SinglePrimitiveKernel::run(const KernelArgs &args) {
   try {
     runner_.execute(args);

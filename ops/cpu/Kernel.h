@@ -31,6 +31,10 @@ struct TensorDesc {
   ir::DType dtype = ir::DType::kUndefined;
   std::vector<int64_t> shape;
   Layout layout = Layout::kRowMajor;
+  /// The operand holds the same bytes at the same address on every run (a weight of an
+  /// inference plan, or a constant): a kernel may keep work derived from it (re-laid-out
+  /// convolution weights) from the first run on.
+  bool constant = false;
 
   bool present() const { return dtype != ir::DType::kUndefined; }
   int64_t numElements() const;

@@ -94,6 +94,35 @@ private:
   std::unordered_map<int, dnnl::memory> argMap_;
 };
 
+/// One operand that a primitive wants in another layout than the plan's: a kernel-owned scratch
+/// memory and the reorder between the two.
+struct Reordered {
+  dnnl::memory user, scratch;
+  dnnl::reorder reorder;
+};
+
+/// The inputs a primitive reads through a reorder (format_tag::any picked another layout), run
+/// before the primitive. An input marked constant (TensorDesc::constant: weights of an
+/// inference plan) is reordered on the first run only, and again only if its address changes.
+class InputReorders {
+public:
+  /// Binds kernel input `index` as primitive argument `arg`: directly when `user` == `want`,
+  /// otherwise through a reorder into scratch memory owned by this object.
+  void bind(PrimitiveRunner &runner, CpuContext &ctx, int arg, const dnnl::memory::desc &user,
+            const dnnl::memory::desc &want, size_t index, bool constant);
+  /// Runs the reorders that are due (may throw dnnl::error; callers catch).
+  void run(const KernelArgs &args, dnnl::stream &stream);
+
+private:
+  struct Entry {
+    size_t index;
+    bool constant;
+    const void *doneFor = nullptr; ///< constant input already reordered from this address
+    Reordered r;
+  };
+  std::vector<Entry> entries_;
+};
+
 /// A kernel that runs one primitive bound by a PrimitiveRunner.
 class SinglePrimitiveKernel : public Kernel {
 public:

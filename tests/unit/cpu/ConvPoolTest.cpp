@@ -268,3 +268,44 @@ TEST(CpuBatchNorm, InferenceMode) {
 
 } // namespace
 } // namespace dtc::ops::cpu::test
+
+namespace dtc::ops::cpu::test {
+namespace {
+
+// Weights marked constant are re-laid-out once: changing their bytes behind the kernel's back
+// does not change the result (that is the contract inference plans rely on), while weights not
+// marked constant are re-read on every run.
+TEST(CpuConv, ConstantWeightsAreReorderedOnce) {
+  const std::vector<int64_t> xs = {2, 16, 8, 8}, ws = {16, 16, 3, 3}, ys = {2, 16, 8, 8};
+  const Win win{{3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}};
+  Buf<float> x = randomBuf(static_cast<size_t>(count(xs)), 31);
+  Buf<float> w = randomBuf(static_cast<size_t>(count(ws)), 32);
+  Buf<float> w2 = randomBuf(static_cast<size_t>(count(ws)), 33);
+  for (bool constant : {true, false}) {
+    SCOPED_TRACE(constant ? "constant weights" : "weights that may change");
+    TensorDesc wd = f32(ws);
+    wd.constant = constant;
+    KernelSpec s = makeSpec("Conv", {f32(xs), wd}, {f32(ys)},
+                            {{"kernel_shape", win.kernel},
+                             {"strides", win.strides},
+                             {"dilations", win.dilations},
+                             {"pads", win.pads},
+                             {"group", int64_t{1}}});
+    CpuContext ctx;
+    auto k = createKernel(s, ctx);
+    ASSERT_TRUE(k.hasValue()) << k.status().message();
+    Buf<float> wbuf(w.size());
+    std::copy(w.data(), w.data() + w.size(), wbuf.data());
+    Buf<float> y(static_cast<size_t>(count(ys)));
+    std::vector<const void *> ins = {x.data(), wbuf.data()};
+    std::vector<void *> outs = {y.data()};
+    ASSERT_TRUE((*k)->run({ins.data(), 2, outs.data(), 1}).isOk());
+    expectNear(y.data(), refConv(x, xs, w, ws, nullptr, win, 1, ys));
+    std::copy(w2.data(), w2.data() + w2.size(), wbuf.data());
+    ASSERT_TRUE((*k)->run({ins.data(), 2, outs.data(), 1}).isOk());
+    expectNear(y.data(), refConv(x, xs, constant ? w : w2, ws, nullptr, win, 1, ys));
+  }
+}
+
+} // namespace
+} // namespace dtc::ops::cpu::test
