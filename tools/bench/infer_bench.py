@@ -3,7 +3,8 @@
 # bundled eval-mode models, same thread count, same inputs, measured in the same run. dtc's latency is
 # dtc-run's own timing of `--repeat` forward passes after `--warmup` (plan loading excluded);
 # onnxruntime's is session.run timed in this process after the same warm-up. Prints latency,
-# throughput (samples/s) and the ratio ort_latency / dtc_latency (>1: dtc faster), then the
+# throughput (samples/s) and the ratios ort_latency / dtc_latency and torch_latency /
+# dtc_latency (>1: dtc faster), then the
 # memory plan of every bundled model: arena bytes against the no-reuse total.
 #
 #     python3 tools/bench/infer_bench.py --build build [--models mlp,cnn,resnet]
@@ -39,6 +40,44 @@ def ort_latency(path, feeds, threads, warmup, repeat):
     return statistics.median(times)
 
 
+TORCH_PY = "/usr/bin/python3"
+# Runs under Debian's python3 (torch 1.13): prints the median forward latency in seconds.
+TORCH_CHILD = r"""
+import sys, time, statistics
+sys.path.insert(0, sys.argv[1])
+import torch
+import export_models
+name, batch, threads, warmup, repeat = sys.argv[2], *map(int, sys.argv[3:7])
+torch.set_num_threads(threads)
+torch.manual_seed(0)
+ctor, make_input, _, _, _ = export_models.model_specs()[name]
+model = ctor().eval()
+x = make_input()
+x = x.repeat(batch, *([1] * (x.dim() - 1)))[:batch] if x.shape[0] < batch else x[:batch]
+with torch.no_grad():
+    for _ in range(warmup):
+        model(x)
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        model(x)
+        times.append(time.perf_counter() - t0)
+print(statistics.median(times))
+"""
+
+
+def torch_latency(model, batch, threads, warmup, repeat):
+    """Median PyTorch eager latency, or None when torch is not installed there."""
+    if not os.path.exists(TORCH_PY):
+        return None
+    r = subprocess.run([TORCH_PY, "-c", TORCH_CHILD, os.path.join(REPO, "models"), model,
+                        str(batch), str(threads), str(warmup), str(repeat)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return None
+    return float(r.stdout.strip())
+
+
 def dtc_latency(build, plan, inputs, threads, warmup, repeat):
     r = subprocess.run([os.path.join(build, "tools", "dtc-run"), plan, "--infer", "--inputs",
                         inputs, "--threads", str(threads), "--warmup", str(warmup), "--repeat",
@@ -63,8 +102,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=20)
     args = ap.parse_args()
     rng = np.random.default_rng(0)
-    print(f"{'model':12} {'batch':>5} {'thr':>3} {'dtc ms':>9} {'ort ms':>9} "
-          f"{'dtc samples/s':>14} {'ort samples/s':>14} {'ort/dtc':>8}")
+    print(f"{'model':12} {'batch':>5} {'thr':>3} {'dtc ms':>9} {'ort ms':>9} {'torch ms':>9} "
+          f"{'dtc samples/s':>14} {'ort samples/s':>14} {'ort/dtc':>8} {'torch/dtc':>9}")
     with tempfile.TemporaryDirectory() as tmp:
         for model in args.models.split(","):
             path = os.path.join(REPO, "models", model + ".onnx")
@@ -87,8 +126,11 @@ def main():
                 for threads in [int(t) for t in args.threads.split(",")]:
                     d = dtc_latency(args.build, plan, inputs, threads, args.warmup, args.repeat)
                     o = ort_latency(path, feeds, threads, args.warmup, args.repeat)
-                    print(f"{model:12} {batch:5} {threads:3} {d * 1e3:9.3f} {o * 1e3:9.3f} "
-                          f"{batch / d:14.0f} {batch / o:14.0f} {o / d:8.2f}")
+                    t = torch_latency(model, batch, threads, args.warmup, args.repeat)
+                    ts = f"{t * 1e3:9.3f}" if t else f"{'n/a':>9}"
+                    tr = f"{t / d:9.2f}" if t else f"{'n/a':>9}"
+                    print(f"{model:12} {batch:5} {threads:3} {d * 1e3:9.3f} {o * 1e3:9.3f} {ts} "
+                          f"{batch / d:14.0f} {batch / o:14.0f} {o / d:8.2f} {tr}")
         print()
         print("memory plan (batch 32): arena bytes / bytes without reuse; the same for the")
         print("activations alone (arena minus weights, constants and inputs, which never share)")
