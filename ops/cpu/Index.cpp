@@ -228,7 +228,7 @@ public:
       seen[static_cast<size_t>(a)] = true;
       if (steps[i] == 0)
         return error("slice step must not be 0");
-      SliceAxis r = sliceAxis(inShape_[static_cast<size_t>(a)], starts[i], ends[i], steps[i]);
+      SliceRange r = clampSlice(inShape_[static_cast<size_t>(a)], starts[i], ends[i], steps[i]);
       first[static_cast<size_t>(a)] = r.start;
       step[static_cast<size_t>(a)] = steps[i];
       shape[static_cast<size_t>(a)] = r.count;
@@ -386,23 +386,6 @@ private:
 
 // ---- Pad -----------------------------------------------------------------------------------
 
-/// Source coordinate along an axis of size `dim` for padded coordinate x (relative to the first
-/// input element); -1 = the constant. Same rule as ops/tensor/Pad.cpp (used by folding).
-int64_t padSource(int64_t x, int64_t dim, const std::string &mode) {
-  if (x >= 0 && x < dim)
-    return x;
-  if (mode == "constant" || dim == 0)
-    return -1;
-  if (mode == "edge")
-    return x < 0 ? 0 : dim - 1;
-  if (mode == "wrap")
-    return ((x % dim) + dim) % dim;
-  if (dim == 1) // reflect: the edge element is not repeated
-    return 0;
-  int64_t period = 2 * (dim - 1);
-  int64_t m = ((x % period) + period) % period;
-  return m < dim ? m : period - m;
-}
 
 class PadKernel : public IndexKernel {
 public:
@@ -452,7 +435,7 @@ public:
     for (size_t a = 0; a < shape.size(); ++a) {
       std::vector<int64_t> &c = remap_.coords(a);
       for (size_t j = 0; j < c.size(); ++j)
-        c[j] = padSource(static_cast<int64_t>(j) - begin[a], inShape_[a], mode_);
+        c[j] = padSourceIndex(static_cast<int64_t>(j) - begin[a], inShape_[a], mode_);
     }
     const void *fill =
         hasValue_ && mode_ == "constant" && args.numInputs > 2 ? args.inputs[2] : nullptr;

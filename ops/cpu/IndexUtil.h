@@ -4,6 +4,7 @@
 // (the common core of Gather, Slice, Expand, Tile and Pad).
 #pragma once
 
+#include "ops/ShapeHelpers.h"
 #include "ops/cpu/OneDnnUtil.h"
 
 #include <algorithm>
@@ -67,38 +68,6 @@ inline bool normalizeAxisValue(int64_t &axis, int64_t rank) {
   if (axis < 0)
     axis += rank;
   return true;
-}
-
-/// One axis of a slice: the first index taken and the number of elements.
-struct SliceAxis {
-  int64_t start = 0;
-  int64_t count = 0;
-};
-
-/// ONNX Slice-13 clamping for an axis of size `dim` (>= 0) and a non-zero `step`: negative
-/// start/end count from the end; for step > 0 both clamp to [0, dim]; for step < 0 start clamps
-/// to [0, dim-1] and end to [-1, dim-1]. So INT64_MAX / INT64_MIN ends mean "to the end".
-/// Same rule as dtc::ops::sliceRange (ops/tensor/TensorCommon.cpp), which folding uses.
-inline SliceAxis sliceAxis(int64_t dim, int64_t start, int64_t end, int64_t step) {
-  if (start < 0)
-    start += dim;
-  if (end < 0)
-    end += dim;
-  SliceAxis r;
-  if (step > 0) {
-    start = std::min(std::max<int64_t>(start, 0), dim);
-    end = std::min(std::max<int64_t>(end, 0), dim);
-    r.start = start;
-    r.count = end > start ? (end - start - 1) / step + 1 : 0;
-  } else {
-    start = std::min(std::max<int64_t>(start, 0), dim - 1);
-    end = std::min(std::max<int64_t>(end, -1), dim - 1);
-    r.start = start;
-    uint64_t s = step == INT64_MIN ? uint64_t{1} << 63 : static_cast<uint64_t>(-step);
-    r.count =
-        start > end ? static_cast<int64_t>(static_cast<uint64_t>(start - end - 1) / s) + 1 : 0;
-  }
-  return r;
 }
 
 /// A copy from a dense row-major input of shape `inShape` to a dense row-major output of shape

@@ -43,25 +43,6 @@ uint16_t toHalf(float f) {
   return static_cast<uint16_t>(half);
 }
 
-/// The source index along one axis of size `dim` for padded coordinate x (relative to the
-/// first input element); -1 = padding value.
-int64_t sourceCoord(int64_t x, int64_t dim, const std::string &mode) {
-  if (x >= 0 && x < dim)
-    return x;
-  if (mode == "constant" || dim == 0)
-    return -1;
-  if (mode == "edge")
-    return x < 0 ? 0 : dim - 1;
-  if (mode == "wrap")
-    return ((x % dim) + dim) % dim;
-  // reflect (the edge element is not repeated)
-  if (dim == 1)
-    return 0;
-  int64_t period = 2 * (dim - 1);
-  int64_t m = ((x % period) + period) % period;
-  return m < dim ? m : period - m;
-}
-
 } // namespace
 
 OpDef definePad() {
@@ -224,7 +205,7 @@ OpDef definePad() {
     auto src = [&](int64_t k) -> int64_t {
       int64_t s = 0;
       for (int64_t a = rank; a-- > 0;) {
-        int64_t c = sourceCoord(k % outDims[a] - begin[a], inDims[a], mode);
+        int64_t c = padSourceIndex(k % outDims[a] - begin[a], inDims[a], mode);
         k /= outDims[a];
         if (c < 0)
           return -1;

@@ -180,25 +180,7 @@ Expected<SliceRange> sliceRange(int64_t dim, int64_t start, int64_t end, int64_t
                                 const std::string &where) {
   if (step == 0)
     return Status::error(where, "slice step must not be 0");
-  if (start < 0)
-    start += dim;
-  if (end < 0)
-    end += dim;
-  SliceRange r;
-  if (step > 0) {
-    start = std::min(std::max<int64_t>(start, 0), dim);
-    end = std::min(std::max<int64_t>(end, 0), dim);
-    r.start = start;
-    r.count = end > start ? (end - start - 1) / step + 1 : 0;
-  } else {
-    start = std::min(std::max<int64_t>(start, 0), dim - 1);
-    end = std::min(std::max<int64_t>(end, -1), dim - 1);
-    r.start = start;
-    uint64_t s = step == INT64_MIN ? uint64_t{1} << 63 : static_cast<uint64_t>(-step);
-    r.count =
-        start > end ? static_cast<int64_t>(static_cast<uint64_t>(start - end - 1) / s) + 1 : 0;
-  }
-  return r;
+  return clampSlice(dim, start, end, step);
 }
 
 Expected<std::vector<int64_t>> splitSizes(int64_t dim,

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "ops/OpDef.h"
+#include "ops/ShapeHelpers.h"
 
 #include <cstdint>
 #include <functional>
@@ -60,10 +61,6 @@ Expected<std::vector<ir::Dim>> reshapeDims(const ir::Shape &in, const std::vecto
 
 /// One axis of Slice (ONNX Slice-13 clamping rules): the first index taken and the number of
 /// elements for a static `dim`. Errors on step 0.
-struct SliceRange {
-  int64_t start = 0;
-  int64_t count = 0;
-};
 Expected<SliceRange> sliceRange(int64_t dim, int64_t start, int64_t end, int64_t step,
                                 const std::string &where);
 
