@@ -38,8 +38,8 @@ public:
       rounded = alignment;
     arena_ = static_cast<uint8_t *>(std::aligned_alloc(alignment, rounded));
     if (!arena_)
-      return Status::error(name(), "cannot allocate the arena (" + std::to_string(bytes) +
-                                       " bytes)");
+      return Status::error(name(),
+                           "cannot allocate the arena (" + std::to_string(bytes) + " bytes)");
     std::memset(arena_, 0, rounded);
     return Status::ok();
   }
@@ -57,7 +57,8 @@ public:
     return Status::ok();
   }
 
-  Expected<std::unique_ptr<ops::cpu::Kernel>> createKernel(const ops::cpu::KernelSpec &spec) override {
+  Expected<std::unique_ptr<ops::cpu::Kernel>>
+  createKernel(const ops::cpu::KernelSpec &spec) override {
     return ops::cpu::createKernel(spec, ctx_);
   }
 
@@ -78,6 +79,8 @@ private:
 
 } // namespace
 
-std::unique_ptr<Device> createCpuDevice(int threads) { return std::make_unique<CpuDevice>(threads); }
+std::unique_ptr<Device> createCpuDevice(int threads) {
+  return std::make_unique<CpuDevice>(threads);
+}
 
 } // namespace dtc::rt

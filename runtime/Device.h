@@ -28,7 +28,8 @@ public:
   virtual Status upload(uint64_t offset, const void *src, uint64_t bytes) = 0;
   virtual Status download(uint64_t offset, void *dst, uint64_t bytes) = 0;
   /// Makes a kernel for one instruction (errors name the node).
-  virtual Expected<std::unique_ptr<ops::cpu::Kernel>> createKernel(const ops::cpu::KernelSpec &spec) = 0;
+  virtual Expected<std::unique_ptr<ops::cpu::Kernel>>
+  createKernel(const ops::cpu::KernelSpec &spec) = 0;
   /// Waits until every kernel submitted so far has finished.
   virtual Status synchronize() = 0;
 };

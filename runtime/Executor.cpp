@@ -28,10 +28,10 @@ ops::cpu::TensorDesc descOf(const plan::Buffer &b, bool inference) {
   d.dtype = static_cast<ir::DType>(b.dtype());
   d.shape = shapeOf(b);
   d.layout = b.layout() == plan::LAYOUT_CHANNELS_LAST ? ops::cpu::Layout::kChannelsLast
-                                                       : ops::cpu::Layout::kRowMajor;
+                                                      : ops::cpu::Layout::kRowMajor;
   // Weights never change in an inference plan; constants never change at all.
-  d.constant = b.kind() == plan::BUFFER_CONSTANT ||
-               (inference && b.kind() == plan::BUFFER_PARAMETER);
+  d.constant =
+      b.kind() == plan::BUFFER_CONSTANT || (inference && b.kind() == plan::BUFFER_PARAMETER);
   return d;
 }
 
@@ -93,8 +93,8 @@ Expected<ops::cpu::KernelSpec> kernelSpecOf(const plan::RankProgram &rank,
       std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
       std::optional<int64_t> n = ir::checkedProduct(shape);
       int64_t bytes = 0;
-      if (!n || __builtin_mul_overflow(*n, ir::dtypeSize(static_cast<ir::DType>(t.dtype())),
-                                       &bytes) ||
+      if (!n ||
+          __builtin_mul_overflow(*n, ir::dtypeSize(static_cast<ir::DType>(t.dtype())), &bytes) ||
           static_cast<uint64_t>(bytes) != t.data().size())
         return spec.error("attribute '" + a.name() + "': tensor data does not match its shape");
     }
@@ -107,8 +107,7 @@ Executor::Executor(plan::Plan plan, const ExecutorOptions &opts)
     : plan_(std::move(plan)), opts_(opts) {}
 Executor::~Executor() = default;
 
-Expected<std::unique_ptr<Executor>> Executor::create(plan::Plan plan,
-                                                     const ExecutorOptions &opts) {
+Expected<std::unique_ptr<Executor>> Executor::create(plan::Plan plan, const ExecutorOptions &opts) {
   std::unique_ptr<Executor> ex(new Executor(std::move(plan), opts));
   DTC_RETURN_IF_ERROR(ex->load());
   return ex;
@@ -219,15 +218,15 @@ Status Executor::setInput(const HostArray &array) {
     const plan::Buffer &buf = rp.buffers(rp.inputs(i).buffer());
     std::vector<int64_t> shape = shapeOf(buf);
     if (static_cast<int32_t>(array.dtype) != buf.dtype() || array.shape != shape)
-      return Status::error("input '" + array.name + "'",
-                           "got " + typeStr(array.dtype, array.shape) + ", the plan expects " +
-                               typeStr(static_cast<ir::DType>(buf.dtype()), shape) +
-                               (array.shape.size() == shape.size() && !shape.empty() &&
-                                        array.shape[0] != shape[0]
-                                    ? " (the batch size is fixed when the plan is compiled: "
-                                      "recompile with --batch-size " +
-                                          std::to_string(array.shape[0]) + ")"
-                                    : ""));
+      return Status::error(
+          "input '" + array.name + "'",
+          "got " + typeStr(array.dtype, array.shape) + ", the plan expects " +
+              typeStr(static_cast<ir::DType>(buf.dtype()), shape) +
+              (array.shape.size() == shape.size() && !shape.empty() && array.shape[0] != shape[0]
+                   ? " (the batch size is fixed when the plan is compiled: "
+                     "recompile with --batch-size " +
+                         std::to_string(array.shape[0]) + ")"
+                   : ""));
     if (array.bytes.size() != buf.size_bytes())
       return Status::error("input '" + array.name + "'", "data size does not match its shape");
     DTC_RETURN_IF_ERROR(device_->upload(buf.offset(), array.bytes.data(), buf.size_bytes()));

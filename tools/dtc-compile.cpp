@@ -108,8 +108,9 @@ int main(int argc, char **argv) {
                "give every buffer its own arena bytes (for debugging the memory planner)");
   app.add_flag("--no-fusion", noFusion,
                "do not fuse Conv+Relu / Conv+Add(+Relu) into ai.dtc.FusedConv");
-  app.add_flag("--no-channels-last", noChannelsLast,
-               "keep every activation row-major (NCHW) instead of channels-last between convolutions");
+  app.add_flag(
+      "--no-channels-last", noChannelsLast,
+      "keep every activation row-major (NCHW) instead of channels-last between convolutions");
   app.add_option("--passes", passes,
                  "comma-separated pass list to run instead of the default pipeline "
                  "(empty: import only)");
@@ -136,8 +137,10 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (wantsPlan && !inference) {
-    std::fprintf(stderr, "error: --emit %s: only forward-only plans exist in this version; add "
-                         "--inference\n", emit.c_str());
+    std::fprintf(stderr,
+                 "error: --emit %s: only forward-only plans exist in this version; add "
+                 "--inference\n",
+                 emit.c_str());
     return 2;
   }
   if (rank >= 0 && emit != "plan-text") {
@@ -207,8 +210,9 @@ int main(int argc, char **argv) {
       if (!s.isOk())
         return fail(s.message());
       for (const auto &r : plan->ranks())
-        std::fprintf(stderr, "%s: rank %d: %d instructions, %d buffers, arena %llu bytes (without "
-                             "reuse %llu bytes)\n",
+        std::fprintf(stderr,
+                     "%s: rank %d: %d instructions, %d buffers, arena %llu bytes (without "
+                     "reuse %llu bytes)\n",
                      output.c_str(), r.rank(), r.instructions_size(), r.buffers_size(),
                      static_cast<unsigned long long>(r.arena_bytes()),
                      static_cast<unsigned long long>(r.no_reuse_bytes()));

@@ -99,8 +99,7 @@ int main(int argc, char **argv) {
     dtc::Status s = ex.run();
     if (!s.isOk())
       return fail(s.message());
-    seconds.push_back(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   if (repeat > 1) {
     std::vector<double> sorted = seconds;

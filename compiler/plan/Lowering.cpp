@@ -46,7 +46,8 @@ Status bindDims(ir::Graph &graph, LowerOptions &opts, Diagnostics &diags) {
     if (size < 1)
       return Status::error("--dim " + name, "size must be at least 1, got " + std::to_string(size));
   if (opts.batchSize && *opts.batchSize < 1)
-    return Status::error("--batch-size", "must be at least 1, got " + std::to_string(*opts.batchSize));
+    return Status::error("--batch-size",
+                         "must be at least 1, got " + std::to_string(*opts.batchSize));
   std::set<std::string> symbols;
   for (ir::Value *in : graph.inputs())
     if (in->shape().hasRank())
@@ -57,9 +58,9 @@ Status bindDims(ir::Graph &graph, LowerOptions &opts, Diagnostics &diags) {
       std::string known;
       for (const std::string &sym : symbols)
         known += (known.empty() ? "" : ", ") + sym;
-      return Status::error("--dim " + name, "the model's inputs have no symbolic dim '" + name +
-                                                "' (their symbols: " +
-                                                (known.empty() ? "none" : known) + ")");
+      return Status::error("--dim " + name,
+                           "the model's inputs have no symbolic dim '" + name +
+                               "' (their symbols: " + (known.empty() ? "none" : known) + ")");
     }
   for (ir::Value *in : graph.inputs()) {
     const ir::Shape &s = in->shape();
@@ -87,7 +88,8 @@ Status bindDims(ir::Graph &graph, LowerOptions &opts, Diagnostics &diags) {
     for (const ir::Dim &d : s.dims()) {
       if (d.isUnknown())
         return Status::error("input '" + in->name() + "'",
-                             "shape " + s.str() + " has an unknown dim; the plan needs static shapes");
+                             "shape " + s.str() +
+                                 " has an unknown dim; the plan needs static shapes");
       for (const std::string &sym : d.symbols())
         if (!dims.count(sym))
           return Status::error("input '" + in->name() + "'",
@@ -182,9 +184,7 @@ bool layoutIsTrivial(const std::vector<int64_t> &shape) {
 }
 
 /// Ops that prefer channels-last activations (oneDNN's fastest kernels on AVX-512 use it).
-bool prefersChannelsLast(const std::string &op) {
-  return op == "Conv" || op == "FusedConv";
-}
+bool prefersChannelsLast(const std::string &op) { return op == "Conv" || op == "FusedConv"; }
 
 /// Builds the program: buffers and instructions in schedule order, with Conv+Relu and
 /// Conv+Add(+Relu) fused, layouts assigned and Reorder instructions at layout boundaries.
@@ -265,7 +265,8 @@ private:
       return it->second;
     LBuffer c = buffers[b];
     c.layout = layout;
-    c.name = buffers[b].name + (layout == CpuLayout::kChannelsLast ? ".channels_last" : ".row_major");
+    c.name =
+        buffers[b].name + (layout == CpuLayout::kChannelsLast ? ".channels_last" : ".row_major");
     c.aliasOf = -1;
     const bool trivial = layoutIsTrivial(c.shape);
     if (trivial)
@@ -411,18 +412,21 @@ private:
     bool anyChannelsLast = false;
     for (int b : inBufs) {
       current.push_back(b >= 0 ? buffers[b].layout : CpuLayout::kRowMajor);
-      anyChannelsLast = anyChannelsLast || (b >= 0 && buffers[b].layout == CpuLayout::kChannelsLast);
+      anyChannelsLast =
+          anyChannelsLast || (b >= 0 && buffers[b].layout == CpuLayout::kChannelsLast);
     }
-    const bool firstIsChannelsLast = !inBufs.empty() && inBufs[0] >= 0 &&
-                                     buffers[inBufs[0]].layout == CpuLayout::kChannelsLast;
-    CpuLayout preferred = opts_.channelsLast && (prefersChannelsLast(in.spec.op) || firstIsChannelsLast)
-                           ? CpuLayout::kChannelsLast
-                           : CpuLayout::kRowMajor;
+    const bool firstIsChannelsLast =
+        !inBufs.empty() && inBufs[0] >= 0 && buffers[inBufs[0]].layout == CpuLayout::kChannelsLast;
+    CpuLayout preferred =
+        opts_.channelsLast && (prefersChannelsLast(in.spec.op) || firstIsChannelsLast)
+            ? CpuLayout::kChannelsLast
+            : CpuLayout::kRowMajor;
     Status s = trySpec(current, preferred);
     if (!s.isOk() && preferred == CpuLayout::kChannelsLast)
       s = trySpec(current, CpuLayout::kRowMajor);
     if (!s.isOk() && anyChannelsLast) {
-      s = trySpec(std::vector<CpuLayout>(inBufs.size(), CpuLayout::kRowMajor), CpuLayout::kRowMajor);
+      s = trySpec(std::vector<CpuLayout>(inBufs.size(), CpuLayout::kRowMajor),
+                  CpuLayout::kRowMajor);
       if (s.isOk())
         for (int &b : inBufs)
           if (b >= 0)
@@ -537,8 +541,8 @@ Expected<Plan> lowerInference(const ir::Graph &graph, const LowerOptions &opts) 
     Storage &st = storages[storage];
     st.last = std::max(st.last, lastUse[b]);
     const ir::Value *v = buffers[b].value;
-    st.external = st.external ||
-                  (v && v->isGraphOutput() && pb.bufferOfValue.at(v) == static_cast<int>(b));
+    st.external =
+        st.external || (v && v->isGraphOutput() && pb.bufferOfValue.at(v) == static_cast<int>(b));
   };
   for (size_t b = 0; b < buffers.size(); ++b)
     if (def[b] < 0 && buffers[b].aliasOf < 0)

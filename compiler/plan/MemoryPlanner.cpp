@@ -48,11 +48,10 @@ MemoryPlan planMemory(const std::vector<MemoryRequest> &requests, uint64_t align
     }
     plan.offsets[idx] = offset;
     Placed np{offset, offset + size, idx};
-    placed.insert(std::upper_bound(placed.begin(), placed.end(), np,
-                                   [](const Placed &a, const Placed &b) {
-                                     return a.begin < b.begin;
-                                   }),
-                  np);
+    placed.insert(
+        std::upper_bound(placed.begin(), placed.end(), np,
+                         [](const Placed &a, const Placed &b) { return a.begin < b.begin; }),
+        np);
     plan.arenaBytes = std::max(plan.arenaBytes, offset + size);
   }
   return plan;

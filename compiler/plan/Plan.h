@@ -49,6 +49,7 @@ using KernelCheck = std::function<Status(const RankProgram &, const KernelCall &
 /// of data, every instruction operand index in range (or -1 for an optional input), Copy sizes
 /// equal, bindings in range, every group rank in [0, world size) without repeats, data bindings
 /// naming a graph input. `kernelCheck` (optional) is called for every kernel call.
-Status validatePlan(const Plan &plan, const std::string &where, const KernelCheck &kernelCheck = {});
+Status validatePlan(const Plan &plan, const std::string &where,
+                    const KernelCheck &kernelCheck = {});
 
 } // namespace dtc::plan

@@ -244,8 +244,8 @@ Status checkRank(const RankProgram &r, const KernelCheck &kernelCheck) {
     return Status::error("alignment " + str(r.alignment()) + " is not a power of two");
   // Kernels rely on 64-byte aligned operands (ops/cpu/Kernel.h: KernelArgs).
   if (r.device().type() == DEVICE_CPU && r.alignment() < kCpuAlignment)
-    return Status::error("alignment " + str(r.alignment()) + " is below the " +
-                         str(kCpuAlignment) + " bytes CPU kernels need");
+    return Status::error("alignment " + str(r.alignment()) + " is below the " + str(kCpuAlignment) +
+                         " bytes CPU kernels need");
   if (r.arena_bytes() > kMaxArenaBytes)
     return Status::error("arena of " + str(r.arena_bytes()) + " bytes is above the limit of " +
                          str(kMaxArenaBytes) + " bytes (1 TiB)");

@@ -386,7 +386,6 @@ private:
 
 // ---- Pad -----------------------------------------------------------------------------------
 
-
 class PadKernel : public IndexKernel {
 public:
   explicit PadKernel(const KernelSpec &spec)

@@ -26,8 +26,8 @@ Expected<KernelPtr> createSoftmax(const KernelSpec &spec, CpuContext &ctx) {
   int64_t axis = spec.attrInt("axis", -1);
   if (axis < 0)
     axis += rank;
-  const dnnl::algorithm alg = spec.op == "LogSoftmax" ? dnnl::algorithm::softmax_log
-                                                      : dnnl::algorithm::softmax_accurate;
+  const dnnl::algorithm alg =
+      spec.op == "LogSoftmax" ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate;
   return buildKernel(spec, [&]() -> KernelPtr {
     dnnl::memory::desc md = plainDesc(spec.inputs[0].shape);
     dnnl::softmax_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, md, md,

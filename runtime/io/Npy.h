@@ -33,8 +33,9 @@ Expected<HostArray> parseNpy(std::string_view bytes, const std::string &where);
 /// be valid (a dtype numpy has, bytes matching the shape): an invalid one is an internal error.
 std::string serializeNpy(const HostArray &array);
 
-/// Reads every array of a .npz file (members up to 16 GiB each) (or the single array of a .npy file, named after the file
-/// stem). Member names drop their ".npy" suffix. Errors: "<path>: ..." and, for a bad member,
+/// Reads every array of a .npz file (members up to 16 GiB each) (or the single array of a .npy
+/// file, named after the file stem). Member names drop their ".npy" suffix. Errors: "<path>: ..."
+/// and, for a bad member,
 /// "<path>: array '<name>': ...".
 Expected<std::vector<HostArray>> readArrays(const std::string &path);
 /// Writes arrays as an uncompressed .npz (what numpy.savez writes), atomically.

@@ -1,7 +1,7 @@
 // Lowering and execution: dim binding, kernel checks at compile time, views and in-place reuse
 // in the memory plan, and the executor running lowered plans (values checked by hand).
-#include "compiler/onnx/Importer.h"
 #include "compiler/plan/Lowering.h"
+#include "compiler/onnx/Importer.h"
 #include "runtime/Executor.h"
 #include "tests/unit/ops/TestUtil.h"
 
@@ -123,8 +123,9 @@ g (double[2,4] x) => (double[2,4] y) { y = HardSigmoid (x) }
 )";
   auto plan = lower(text, LowerOptions{});
   ASSERT_FALSE(plan);
-  EXPECT_EQ(plan.status().message(),
-            "node 'HardSigmoid_0' (HardSigmoid): input 0 has dtype f64; the CPU kernel supports f32");
+  EXPECT_EQ(
+      plan.status().message(),
+      "node 'HardSigmoid_0' (HardSigmoid): input 0 has dtype f64; the CPU kernel supports f32");
 }
 
 TEST(Lowering, ReshapeIsAViewAndGraphInputsAreNeverOverwritten) {

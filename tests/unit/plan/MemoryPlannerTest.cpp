@@ -20,8 +20,8 @@ void expectNoConflicts(const std::vector<MemoryRequest> &rs, const MemoryPlan &p
     for (size_t j = i + 1; j < rs.size(); ++j) {
       if (!rs[i].size || !rs[j].size || !liveRangesOverlap(rs[i], rs[j]))
         continue;
-      bool disjoint = p.offsets[i] + rs[i].size <= p.offsets[j] ||
-                      p.offsets[j] + rs[j].size <= p.offsets[i];
+      bool disjoint =
+          p.offsets[i] + rs[i].size <= p.offsets[j] || p.offsets[j] + rs[j].size <= p.offsets[i];
       EXPECT_TRUE(disjoint) << "requests " << i << " and " << j;
     }
   }
@@ -67,10 +67,10 @@ TEST(MemoryPlanner, FillsAGapBetweenLiveBlocks) {
   // Two long-lived 256-byte blocks with a hole of 128 bytes between them (made by a short-lived
   // block placed first); a later small block fits the hole.
   std::vector<MemoryRequest> rs = {
-      {512, 0, 1},   // big, dies early
-      {256, 2, 9},   // placed at 0
-      {128, 0, 9},   // overlaps the big one in time -> above it
-      {128, 3, 4},   // fits at 256 (the big one is dead by then)
+      {512, 0, 1}, // big, dies early
+      {256, 2, 9}, // placed at 0
+      {128, 0, 9}, // overlaps the big one in time -> above it
+      {128, 3, 4}, // fits at 256 (the big one is dead by then)
   };
   MemoryPlan p = planMemory(rs, 64);
   expectNoConflicts(rs, p, 64);
