@@ -137,11 +137,30 @@ Status Executor::load() {
     needsModel = needsModel || b.kind() == plan::BUFFER_PARAMETER;
   std::unique_ptr<ir::Graph> model;
   if (needsModel) {
-    std::filesystem::path modelPath = plan_.model().path();
-    if (modelPath.empty())
+    // The plan names its model relative to the plan's own folder. A model given with --model,
+    // or a copy next to the plan, is accepted too: the checksum below decides.
+    std::filesystem::path named = plan_.model().path();
+    if (named.empty() && opts_.modelPath.empty())
       return Status::error(where, "the plan has parameters but names no source model");
-    if (modelPath.is_relative() && !opts_.planPath.empty())
-      modelPath = std::filesystem::path(opts_.planPath).parent_path() / modelPath;
+    std::filesystem::path planDir = std::filesystem::path(opts_.planPath).parent_path();
+    std::filesystem::path modelPath = named;
+    if (named.is_relative())
+      modelPath = planDir / named;
+    std::error_code ec;
+    if (!opts_.modelPath.empty()) {
+      modelPath = opts_.modelPath;
+    } else if (!std::filesystem::is_regular_file(modelPath, ec) &&
+               std::filesystem::is_regular_file(planDir / named.filename(), ec)) {
+      modelPath = planDir / named.filename();
+    } else if (!std::filesystem::is_regular_file(modelPath, ec)) {
+      return Status::error(where, "the plan's model '" + named.string() + "' (" +
+                                      (named.is_relative() ? "relative to the plan's folder, "
+                                                           : "") +
+                                      "so " + modelPath.lexically_normal().string() +
+                                      ") is not a file; keep the plan and the model in the same "
+                                      "relative places, put the model next to the plan, or pass "
+                                      "--model PATH");
+    }
     const std::string modelFile = modelPath.lexically_normal().string();
     if (plan_.model().sha256().empty())
       return Status::error(where, "the plan reads parameters from " + modelFile +

@@ -17,6 +17,9 @@ namespace dtc::rt {
 struct ExecutorOptions {
   /// The plan file, for messages and to resolve a relative model path against its folder.
   std::string planPath;
+  /// The source model to read weights from instead of the one the plan names (its checksum
+  /// must still match the plan's).
+  std::string modelPath;
   int rank = 0;
   /// OpenMP threads for the CPU kernels (0: the OpenMP default).
   int threads = 0;
@@ -45,6 +48,8 @@ public:
   Expected<std::vector<HostArray>> outputs();
 
   const Profiler &profiler() const { return profiler_; }
+  /// Forgets the times recorded so far (warm-up runs).
+  void resetProfile() { profiler_.clear(); }
   uint64_t arenaBytes() const { return program().arena_bytes(); }
 
 private:

@@ -21,6 +21,13 @@ public:
   };
   /// One entry per instruction, in program order.
   void reset(std::vector<Entry> entries) { entries_ = std::move(entries); }
+  /// Zeroes every entry's calls and time.
+  void clear() {
+    for (Entry &e : entries_) {
+      e.calls = 0;
+      e.seconds = 0;
+    }
+  }
   void add(size_t instruction, double seconds) {
     entries_[instruction].calls++;
     entries_[instruction].seconds += seconds;

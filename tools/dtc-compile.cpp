@@ -129,6 +129,11 @@ int main(int argc, char **argv) {
     return 2;
   }
 
+  if (app.count("--batch-size") && batchSize < 1) {
+    std::fprintf(stderr, "error: --batch-size: must be at least 1, got %lld\n",
+                 static_cast<long long>(batchSize));
+    return 2;
+  }
   if (emit.empty())
     emit = inference ? "plan" : "ir";
   const bool wantsPlan = emit == "plan" || emit == "plan-text";

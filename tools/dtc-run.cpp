@@ -24,14 +24,21 @@ int fail(const std::string &message) {
 int main(int argc, char **argv) {
   CLI::App app{"dtc-run: run a dtc plan"};
   app.set_version_flag("--version", "dtc-run 0.1.0");
-  std::string planPath, inputsPath, outputsPath;
+  std::string planPath, inputsPath, outputsPath, modelPath;
   bool infer = false, profile = false;
   int threads = 0, repeat = 1, warmup = 0;
   app.add_option("plan", planPath, "plan file written by dtc-compile")->required();
   app.add_flag("--infer", infer, "run the forward pass on --inputs and write --outputs");
   app.add_option("--inputs", inputsPath, ".npz (or .npy) file with one array per graph input");
-  app.add_option("--outputs", outputsPath, ".npz file to write the graph outputs to");
-  app.add_option("--threads", threads, "CPU threads for the kernels (default: one per core)")
+  app.add_option("--outputs", outputsPath,
+                 ".npz file to write the graph outputs to (optional: without it nothing is "
+                 "written, for timing runs)");
+  app.add_option("--model", modelPath,
+                 "read the weights from this model file instead of the one the plan names (its "
+                 "SHA-256 must match the plan's)");
+  app.add_option("--threads", threads,
+                 "CPU threads for the kernels (0, the default: OpenMP's default, one per core "
+                 "or OMP_NUM_THREADS)")
       ->check(CLI::Range(0, 4096));
   app.add_flag("--profile", profile,
                "print the time of every kernel (sorted), the arena and the peak memory to stderr");
@@ -59,10 +66,21 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "error: --infer needs --inputs IN.npz\n");
     return 2;
   }
+  if (outputsPath.size() >= 4 && outputsPath.compare(outputsPath.size() - 4, 4, ".npy") == 0) {
+    std::fprintf(stderr, "error: --outputs %s: dtc-run writes an .npz archive (one array per "
+                         "output); give a .npz name\n",
+                 outputsPath.c_str());
+    return 2;
+  }
 
   auto plan = dtc::plan::readPlanFile(planPath);
-  if (!plan)
-    return fail(plan.status().message());
+  if (!plan) {
+    std::string message = plan.status().message();
+    if (message.find("not a dtc plan") != std::string::npos)
+      message += " (dtc-run takes the binary plan written by dtc-compile --inference -o "
+                 "PLAN, not an ONNX model or --emit plan-text output)";
+    return fail(message);
+  }
   if (plan->mode() != dtc::plan::MODE_INFERENCE)
     return fail(planPath + ": not a forward-only plan (compile it with --inference)");
   if (plan->world_size() != 1)
@@ -76,6 +94,7 @@ int main(int argc, char **argv) {
 
   dtc::rt::ExecutorOptions opts;
   opts.planPath = planPath;
+  opts.modelPath = modelPath;
   opts.threads = threads;
   opts.profile = profile;
   auto executor = dtc::rt::Executor::create(plan.takeValue(), opts);
@@ -93,6 +112,7 @@ int main(int argc, char **argv) {
     if (!s.isOk())
       return fail(s.message());
   }
+  ex.resetProfile(); // --profile reports the timed runs only
   std::vector<double> seconds;
   for (int i = 0; i < repeat; ++i) {
     auto t0 = std::chrono::steady_clock::now();

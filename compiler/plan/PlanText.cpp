@@ -402,6 +402,14 @@ std::string planText(const Plan &plan, std::optional<int> rank) {
   return out;
 }
 
-std::string fingerprint(const Plan &plan) { return sha256Hex(planText(plan)); }
+std::string fingerprint(const Plan &plan) {
+  // The model is identified by its checksum; where it lies (a path relative to the plan, or to
+  // the directory dtc-compile ran in) does not change what the plan computes.
+  if (plan.model().path().empty())
+    return sha256Hex(planText(plan));
+  Plan copy = plan;
+  copy.mutable_model()->clear_path();
+  return sha256Hex(planText(copy));
+}
 
 } // namespace dtc::plan

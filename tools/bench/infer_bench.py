@@ -21,8 +21,8 @@ import numpy as np
 import onnxruntime as ort
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ALL_MODELS = ["mlp", "mlp_digits", "cnn", "cnn_train", "resnet", "resnet_train", "unet",
-              "unet_train", "gpt", "gpt_train"]
+# Eval-mode exports (the _train ones keep training-mode BatchNormalization: training plans).
+ALL_MODELS = ["mlp", "mlp_digits", "cnn", "resnet", "unet", "gpt"]
 
 
 def ort_latency(path, feeds, threads, warmup, repeat):
@@ -102,6 +102,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=20)
     args = ap.parse_args()
     rng = np.random.default_rng(0)
+    print("latency: median over --repeat forward passes after --warmup, per batch, in ms;")
+    print("ratios: peer latency / dtc latency (> 1: dtc is faster); thr = threads for all three")
     print(f"{'model':12} {'batch':>5} {'thr':>3} {'dtc ms':>9} {'ort ms':>9} {'torch ms':>9} "
           f"{'dtc samples/s':>14} {'ort samples/s':>14} {'ort/dtc':>8} {'torch/dtc':>9}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -132,7 +134,7 @@ def main():
                     print(f"{model:12} {batch:5} {threads:3} {d * 1e3:9.3f} {o * 1e3:9.3f} {ts} "
                           f"{batch / d:14.0f} {batch / o:14.0f} {o / d:8.2f} {tr}")
         print()
-        print("memory plan (batch 32): arena bytes / bytes without reuse; the same for the")
+        print("memory plan at batch 32: arena bytes / bytes without reuse; the same for the")
         print("activations alone (arena minus weights, constants and inputs, which never share)")
         for model in ALL_MODELS:
             path = os.path.join(REPO, "models", model + ".onnx")
