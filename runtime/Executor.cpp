@@ -12,11 +12,9 @@ namespace dtc::rt {
 
 namespace {
 
+/// "f32[2,3]": the text kernels use for operand types (ops::cpu::TensorDesc::str).
 std::string typeStr(ir::DType dtype, const std::vector<int64_t> &shape) {
-  std::string s = std::string(ir::dtypeName(dtype)) + "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? "," : "") + std::to_string(shape[i]);
-  return s + "]";
+  return ops::cpu::TensorDesc{dtype, shape}.str();
 }
 
 std::vector<int64_t> shapeOf(const plan::Buffer &b) {
@@ -153,13 +151,13 @@ Status Executor::load() {
                std::filesystem::is_regular_file(planDir / named.filename(), ec)) {
       modelPath = planDir / named.filename();
     } else if (!std::filesystem::is_regular_file(modelPath, ec)) {
-      return Status::error(where, "the plan's model '" + named.string() + "' (" +
-                                      (named.is_relative() ? "relative to the plan's folder, "
-                                                           : "") +
-                                      "so " + modelPath.lexically_normal().string() +
-                                      ") is not a file; keep the plan and the model in the same "
-                                      "relative places, put the model next to the plan, or pass "
-                                      "--model PATH");
+      return Status::error(where,
+                           "the plan's model '" + named.string() + "' (" +
+                               (named.is_relative() ? "relative to the plan's folder, " : "") +
+                               "so " + modelPath.lexically_normal().string() +
+                               ") is not a file; keep the plan and the model in the same "
+                               "relative places, put the model next to the plan, or pass "
+                               "--model PATH");
     }
     const std::string modelFile = modelPath.lexically_normal().string();
     if (plan_.model().sha256().empty())

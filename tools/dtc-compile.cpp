@@ -5,6 +5,7 @@
 #include "compiler/ir/Printer.h"
 #include "compiler/onnx/Exporter.h"
 #include "compiler/plan/Lowering.h"
+#include "compiler/support/FileIO.h"
 #include "passes/Passes.h"
 
 #include <CLI/CLI.hpp>
@@ -48,38 +49,6 @@ bool checkPassNames(const std::vector<std::string> &names, const char *flag, boo
 int fail(const std::string &message) {
   std::fprintf(stderr, "error: %s\n", message.c_str());
   return 1;
-}
-
-/// Writes `text` to `path` through a temporary file + rename: never a partial output file.
-dtc::Status writeTextAtomically(const std::string &path, const std::string &text) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    return dtc::Status::error(path, "is a directory");
-  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
-    // A device or pipe (/dev/null, /dev/stdout): write straight to it, never rename over it.
-    std::ofstream out(path, std::ios::binary);
-    out << text;
-    out.flush();
-    return out ? dtc::Status::ok() : dtc::Status::error(path, "write failed");
-  }
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      return dtc::Status::error(path, "cannot open for writing");
-    out << text;
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      return dtc::Status::error(path, "write failed");
-    }
-  }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    return dtc::Status::error(path, "cannot rename into place: " + ec.message());
-  }
-  return dtc::Status::ok();
 }
 
 } // namespace
@@ -233,7 +202,7 @@ int main(int argc, char **argv) {
       std::cout.flush();
       return std::cout ? 0 : fail("<stdout>: write failed");
     }
-    dtc::Status s = writeTextAtomically(output, text);
+    dtc::Status s = dtc::writeFileAtomically(output, text);
     return s.isOk() ? 0 : fail(s.message());
   }
   if (emit == "onnx") {
@@ -252,6 +221,6 @@ int main(int argc, char **argv) {
     std::cout.flush();
     return std::cout ? 0 : fail("<stdout>: write failed");
   }
-  dtc::Status s = writeTextAtomically(output, text.str());
+  dtc::Status s = dtc::writeFileAtomically(output, text.str());
   return s.isOk() ? 0 : fail(s.message());
 }

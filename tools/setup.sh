@@ -26,8 +26,25 @@ fi
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PY="${PYTHON:-python3}"
-if ! "$PY" -c "import onnx, onnxruntime, numpy, lit" >/dev/null 2>&1; then
+# Installed and at the pinned versions (an older onnx lacks cases the conformance runner uses).
+check_py() {
+  "$PY" - "$here/requirements.txt" <<'PYEOF'
+import sys
+from importlib.metadata import version, PackageNotFoundError
+for line in open(sys.argv[1]):
+    line = line.split("#")[0].strip()
+    if not line:
+        continue
+    name, want = line.split("==")
+    try:
+        if version(name) != want:
+            sys.exit(1)
+    except PackageNotFoundError:
+        sys.exit(1)
+PYEOF
+}
+if ! check_py >/dev/null 2>&1; then
   echo "setup: installing Python test packages ($here/requirements.txt)"
   "$PY" -m pip install -q --disable-pip-version-check -r "$here/requirements.txt" 2>&1 | grep -v -i "running pip as the 'root' user" || true
-  "$PY" -c "import onnx, onnxruntime, numpy, lit"
+  check_py || { echo "setup: $PY lacks the pinned packages of $here/requirements.txt" >&2; exit 1; }
 fi

@@ -3,6 +3,8 @@
 // plan fingerprint (llvm/Support/SHA256.h; files are hashed in chunks, never read whole).
 #include "compiler/plan/Plan.h"
 
+#include "compiler/support/FileIO.h"
+
 #include <google/protobuf/stubs/logging.h>
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/Support/SHA256.h>
@@ -30,15 +32,6 @@ bool isDirectory(const std::string &path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
-
-/// Closes a file descriptor when it goes out of scope (unless released).
-struct FdCloser {
-  int fd = -1;
-  ~FdCloser() {
-    if (fd >= 0)
-      ::close(fd);
-  }
-};
 
 struct FileCloser {
   void operator()(std::FILE *f) const { std::fclose(f); }
@@ -122,35 +115,7 @@ Status writePlanFile(const Plan &plan, const std::string &path) {
     return Status::error(path, std::string("cannot serialize the plan: ") + e.what());
   }
 
-  const std::string tmp = path + ".tmp";
-  auto fail = [&](const std::string &what, int err) {
-    ::unlink(tmp.c_str());
-    return Status::error(path, what + ": " + errnoText(err));
-  };
-  {
-    FdCloser fd{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
-    if (fd.fd < 0)
-      return Status::error(path, "cannot create " + tmp + ": " + errnoText(errno));
-    size_t done = 0;
-    while (done < bytes.size()) {
-      ssize_t n = ::write(fd.fd, bytes.data() + done, bytes.size() - done);
-      if (n < 0) {
-        if (errno == EINTR)
-          continue;
-        return fail("cannot write " + tmp, errno);
-      }
-      done += static_cast<size_t>(n);
-    }
-    if (::fsync(fd.fd) != 0)
-      return fail("cannot sync " + tmp, errno);
-    int fdValue = fd.fd;
-    fd.fd = -1;
-    if (::close(fdValue) != 0)
-      return fail("cannot close " + tmp, errno);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    return fail("cannot rename " + tmp + " to " + path, errno);
-  return Status::ok();
+  return writeFileAtomically(path, bytes);
 }
 
 Expected<std::string> sha256File(const std::string &path) {
