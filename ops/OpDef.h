@@ -12,6 +12,7 @@
 #include "compiler/ir/Graph.h"
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Status.h"
+#include "ops/Gradient.h"
 
 #include <cstdint>
 #include <functional>
@@ -183,6 +184,8 @@ struct OpDef {
   InferFn infer;
   /// Evaluates the node on constant inputs. Optional (only ops worth folding).
   FoldFn fold;
+  /// The gradient rule (ops/Gradient.h). Optional: ops without one are not differentiable.
+  GradFn gradient;
 
   /// Starts a new version that copies the previous one (or an empty one).
   OpVersion &version(int since);

@@ -5,6 +5,7 @@
 #include "compiler/ir/Graph.h"
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Status.h"
+#include "passes/Training.h"
 
 #include <map>
 #include <memory>
@@ -17,6 +18,10 @@ struct PassContext {
   Diagnostics diags;
   /// Free-form options by name (for example "batch-symbol" -> "N").
   std::map<std::string, std::string> options;
+  /// Training passes only (attach-loss, autodiff, optimizer): the configuration they read and
+  /// the state they fill. Null for inference compilations.
+  TrainingConfig *training = nullptr;
+  TrainingState *trainingState = nullptr;
 };
 
 class Pass {

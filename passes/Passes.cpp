@@ -10,6 +10,8 @@ std::unique_ptr<Pass> createPassByName(const std::string &name) {
     return createShapeInferencePass();
   if (name == "verify")
     return createVerifyPass();
+  if (name == "autodiff")
+    return createAutodiffPass();
   return nullptr;
 }
 

@@ -17,6 +17,9 @@ std::unique_ptr<Pass> createShapeInferencePass();
 /// on symbolic batches), Identity removal, dead-node removal; warns when a constant shape
 /// hard-codes the batch size. Runs shape inference itself, and leaves every type inferred.
 std::unique_ptr<Pass> createCanonicalizePass();
+/// autodiff: appends the backward graph of the training loss (PassContext::trainingState) for
+/// every trained parameter (floats, used, not frozen); see Autodiff.h.
+std::unique_ptr<Pass> createAutodiffPass();
 /// verify: runs the IR verifier (useful in --passes lists).
 std::unique_ptr<Pass> createVerifyPass();
 

@@ -2,6 +2,8 @@
 // shape inference of SoftmaxCrossEntropyLoss / NegativeLogLikelihoodLoss.
 #include "ops/reduction/Reduce.h"
 
+#include <algorithm>
+
 #include "ops/ShapeHelpers.h"
 
 #include <set>
@@ -177,6 +179,42 @@ Status inferLoss(InferenceContext &ctx) {
   if (node.numOutputs() > 1 && node.output(1))
     ctx.setOutputShape(1, scores);
   return Status::ok();
+}
+
+Expected<std::vector<int64_t>> reducedAxes(GradientContext &ctx) {
+  ir::Node &n = ctx.node();
+  const int64_t rank = static_cast<int64_t>(n.input(0)->shape().rank());
+  std::vector<int64_t> axes;
+  if (n.input(1)) {
+    const ir::TensorDataPtr &t = n.input(1)->initializer();
+    if (!t)
+      return ctx.error("gradient: the axes must be constant");
+    DTC_ASSIGN_OR_RETURN(axes, t->toInt64s());
+  }
+  if (axes.empty()) {
+    if (n.attrInt("noop_with_empty_axes", 0))
+      return axes;
+    for (int64_t a = 0; a < rank; ++a)
+      axes.push_back(a);
+    return axes;
+  }
+  for (int64_t &a : axes)
+    if (a < 0)
+      a += rank;
+  std::sort(axes.begin(), axes.end());
+  return axes;
+}
+
+Expected<ir::Value *> broadcastReduceGrad(GradientContext &ctx, ir::Value *dy) {
+  DTC_ASSIGN_OR_RETURN(std::vector<int64_t> axes, reducedAxes(ctx));
+  const std::vector<int64_t> inShape = ctx.input(0)->shape().staticSizes();
+  std::vector<int64_t> kept = inShape;
+  for (int64_t a : axes)
+    kept[static_cast<size_t>(a)] = 1;
+  DTC_ASSIGN_OR_RETURN(ir::Value * r, ctx.reshapeTo(dy, kept));
+  if (kept == inShape)
+    return r;
+  return ctx.emit1("Expand", {r, ctx.constantI64s(inShape)});
 }
 
 } // namespace dtc::ops

@@ -33,6 +33,13 @@ NormalizeFn reduceNormalizer(int inputSince);
 ///    unknown); without, the rank is r - len(axes) when the axes' length is static.
 Status inferReduce(InferenceContext &ctx);
 
+/// For gradient rules of ReduceSum/Mean/Max: the reduced axes of a canonical node (sorted,
+/// non-negative; every axis when the axes input is omitted or empty, none when
+/// noop_with_empty_axes = 1 and axes are empty). Axes must be constant.
+Expected<std::vector<int64_t>> reducedAxes(GradientContext &ctx);
+/// dY broadcast back to the input's shape: reshaped to the keepdims shape, then Expand.
+Expected<ir::Value *> broadcastReduceGrad(GradientContext &ctx, ir::Value *dy);
+
 /// SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss (ONNX nn/defs.cc, math/defs.cc):
 /// input 0 scores (N, C, d1..dk), input 1 labels (N, d1..dk), optional input 2 weights (C);
 /// output 0: (N, d1..dk) for reduction "none", a scalar for "mean" (default) and "sum";

@@ -13,6 +13,12 @@ OpDef defineReduceSum() {
   reduceInputForm(d, 13).type("T", kReduceTypes | bit(ir::DType::kBFloat16));
   d.normalize = reduceNormalizer(13);
   d.infer = inferReduce;
+  // dX = dY broadcast back over the reduced axes.
+  d.gradient = [](GradientContext &ctx) -> Status {
+    DTC_ASSIGN_OR_RETURN(ir::Value * dx, broadcastReduceGrad(ctx, ctx.outputGrad(0)));
+    ctx.setInputGrad(0, dx);
+    return Status::ok();
+  };
   return d;
 }
 

@@ -1,0 +1,3 @@
+# Sources of the Optimizer family CPU kernels (listed, no globs).
+target_sources(dtc_ops_cpu PRIVATE
+)

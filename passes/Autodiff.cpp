@@ -1,0 +1,226 @@
+// autodiff: reverse-mode differentiation of the training loss with respect to every trained
+// parameter. Walks the forward nodes in reverse order, sums the gradients of values used
+// several times, and calls each op's gradient rule (ops/<family>/<Op>.cpp, OpDef::gradient).
+#include "passes/Autodiff.h"
+
+#include "ops/OpDef.h"
+#include "passes/Passes.h"
+
+#include <regex>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace dtc::passes {
+namespace {
+
+/// "w -> conv1 (Conv) -> relu1 (Relu)": a chain of nodes from one of `sources` to `target`'s
+/// inputs, through values in `varying`.
+std::string pathTo(const ir::Node &target, const std::unordered_set<const ir::Value *> &sources,
+                   const std::unordered_set<const ir::Value *> &varying) {
+  // Walk backwards from the target's inputs to a source, remembering the chain.
+  std::vector<const ir::Node *> chain;
+  const ir::Node *cur = &target;
+  std::unordered_set<const ir::Node *> seen;
+  while (cur && seen.insert(cur).second) {
+    chain.push_back(cur);
+    const ir::Value *next = nullptr;
+    for (const ir::Value *in : cur->inputs())
+      if (in && varying.count(in)) {
+        next = in;
+        if (sources.count(in))
+          break;
+      }
+    if (!next)
+      break;
+    if (sources.count(next)) {
+      std::string out = "'" + next->name() + "'";
+      for (auto it = chain.rbegin(); it != chain.rend(); ++it)
+        out += " -> " + (*it)->name() + " (" + (*it)->opType() + ")";
+      return out;
+    }
+    cur = next->producer();
+  }
+  return "'" + target.name() + "'";
+}
+
+} // namespace
+
+Expected<std::vector<ir::Value *>> buildGradients(ir::Graph &graph, ir::Value *loss,
+                                                  const std::vector<ir::Value *> &wrt,
+                                                  Diagnostics &diags) {
+  if (!loss || !ir::isFloat(loss->dtype()) || !loss->shape().isStatic())
+    return Status::error("autodiff", "the loss '" + (loss ? loss->name() : std::string("?")) +
+                                         "' must be a float tensor with a static shape");
+  const std::vector<ir::Node *> forward = graph.nodes();
+
+  // Values that depend on a wrt value (through float values), and values the loss depends on.
+  std::unordered_set<const ir::Value *> sources(wrt.begin(), wrt.end());
+  std::unordered_set<const ir::Value *> varying(wrt.begin(), wrt.end());
+  for (const ir::Node *n : forward) {
+    bool any = false;
+    for (const ir::Value *in : n->inputs())
+      any = any || (in && varying.count(in));
+    if (any)
+      for (const ir::Value *out : n->outputs())
+        if (out && ir::isFloat(out->dtype()))
+          varying.insert(out);
+  }
+  std::unordered_set<const ir::Value *> useful{loss};
+  for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
+    bool any = false;
+    for (const ir::Value *out : (*it)->outputs())
+      any = any || (out && useful.count(out));
+    if (any)
+      for (const ir::Value *in : (*it)->inputs())
+        if (in)
+          useful.insert(in);
+  }
+  auto needs = [&](const ir::Value *v) {
+    return v && ir::isFloat(v->dtype()) && varying.count(v) && useful.count(v);
+  };
+
+  // Gradient contributions per value, summed when first read.
+  std::unordered_map<const ir::Value *, std::vector<ir::Value *>> contributions;
+  auto total = [&](const ir::Value *v) -> Expected<ir::Value *> {
+    auto it = contributions.find(v);
+    if (it == contributions.end() || it->second.empty())
+      return static_cast<ir::Value *>(nullptr);
+    std::vector<ir::Value *> &parts = it->second;
+    ir::Value *sum = parts[0];
+    for (size_t i = 1; i < parts.size(); ++i) {
+      const std::string name = graph.uniqueName(v->name() + "/grad_sum");
+      ir::Node *add = graph.addNode("Add", {sum, parts[i]}, {name}, "", name);
+      add->setPhase(ir::Phase::kBackward);
+      DTC_RETURN_IF_ERROR(ops::inferNode(*add, diags));
+      sum = add->output(0);
+    }
+    parts = {sum};
+    return sum;
+  };
+
+  if (needs(loss) || sources.count(loss)) {
+    const std::string name = graph.uniqueName(loss->name() + "/grad_seed");
+    std::vector<int64_t> dims = loss->shape().staticSizes();
+    int64_t n = 1;
+    for (int64_t d : dims)
+      n *= d;
+    ir::Value *seed = graph.addConstant(
+        name, ir::TensorData::fromFloats(name, dims, std::vector<float>(static_cast<size_t>(n), 1.f)));
+    if (loss->dtype() != ir::DType::kFloat32) {
+      const std::string cname = graph.uniqueName(name + "_cast");
+      ir::Node *cast = graph.addNode("Cast", {seed}, {cname}, "", cname);
+      cast->setAttr("to", ir::Attribute(static_cast<int64_t>(loss->dtype())));
+      cast->setPhase(ir::Phase::kBackward);
+      DTC_RETURN_IF_ERROR(ops::inferNode(*cast, diags));
+      seed = cast->output(0);
+    }
+    contributions[loss].push_back(seed);
+  }
+
+  for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
+    ir::Node *n = *it;
+    std::vector<bool> needInput(n->numInputs(), false);
+    bool anyNeeded = false;
+    for (size_t i = 0; i < n->numInputs(); ++i) {
+      needInput[i] = needs(n->input(i));
+      anyNeeded = anyNeeded || needInput[i];
+    }
+    if (!anyNeeded)
+      continue;
+    std::vector<ir::Value *> outGrads(n->numOutputs(), nullptr);
+    bool anyGrad = false;
+    for (size_t o = 0; o < n->numOutputs(); ++o) {
+      if (!n->output(o))
+        continue;
+      DTC_ASSIGN_OR_RETURN(outGrads[o], total(n->output(o)));
+      anyGrad = anyGrad || outGrads[o];
+    }
+    if (!anyGrad)
+      continue;
+    const ops::OpDef *def = ops::lookupOp(n->domain(), n->opType());
+    if (!def || !def->gradient)
+      return Status::error(n->where(), "no gradient rule; the loss depends on " +
+                                           pathTo(*n, sources, varying) + " through it");
+    ops::GradientContext gctx(graph, *n, outGrads, needInput, diags);
+    DTC_RETURN_IF_ERROR(def->gradient(gctx));
+    for (size_t i = 0; i < n->numInputs(); ++i) {
+      if (!needInput[i])
+        continue;
+      ir::Value *g = gctx.inputGrad(i);
+      ir::Value *in = n->input(i);
+      if (!g)
+        return Status::error(n->where(), "no gradient with respect to input " +
+                                              std::to_string(i) + " ('" + in->name() +
+                                              "'); the loss depends on " +
+                                              pathTo(*n, sources, varying) + " through it");
+      if (g->type() != in->type())
+        return Status::error(n->where(), "gradient rule gave " + g->type().str() +
+                                              " for input " + std::to_string(i) + " ('" +
+                                              in->name() + "'), which is " + in->type().str());
+      contributions[in].push_back(g);
+    }
+  }
+
+  std::vector<ir::Value *> grads;
+  for (ir::Value *w : wrt) {
+    DTC_ASSIGN_OR_RETURN(ir::Value * g, total(w));
+    grads.push_back(g);
+  }
+  return grads;
+}
+
+namespace {
+
+class AutodiffPass : public Pass {
+public:
+  std::string name() const override { return "autodiff"; }
+  std::string description() const override {
+    return "append the backward graph: gradients of the loss for every trained parameter";
+  }
+  Status run(ir::Graph &graph, PassContext &ctx) override {
+    if (!ctx.training || !ctx.trainingState || !ctx.trainingState->loss)
+      return Status::error("autodiff", "needs a training compilation with a loss (attach-loss "
+                                       "runs first)");
+    TrainingState &st = *ctx.trainingState;
+    std::optional<std::regex> freeze;
+    if (!ctx.training->freeze.empty()) {
+      try {
+        freeze.emplace(ctx.training->freeze, std::regex::ECMAScript);
+      } catch (const std::regex_error &e) {
+        return Status::error("--freeze '" + ctx.training->freeze + "'",
+                             std::string("is not a valid regular expression: ") + e.what());
+      }
+    }
+    st.parameters.clear();
+    for (ir::Value *v : graph.initializers()) {
+      if (!v->isParameter() || !ir::isFloat(v->dtype()) || !v->hasUses())
+        continue;
+      if (freeze && std::regex_search(v->name(), *freeze))
+        continue;
+      // Statistics a BatchNormalization only reads in training mode are state, not weights.
+      if (isStateOnly(*v, st))
+        continue;
+      st.parameters.push_back(v);
+    }
+    DTC_ASSIGN_OR_RETURN(st.gradients, buildGradients(graph, st.loss, st.parameters, ctx.diags));
+    for (size_t i = 0; i < st.parameters.size(); ++i)
+      if (!st.gradients[i])
+        ctx.diags.warning("parameter '" + st.parameters[i]->name() + "'",
+                          "the loss does not depend on it; it is not trained");
+    return Status::ok();
+  }
+
+private:
+  static bool isStateOnly(const ir::Value &v, const TrainingState &st) {
+    for (const StateUpdate &u : st.updates)
+      if (u.state == &v)
+        return true;
+    return false;
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createAutodiffPass() { return std::make_unique<AutodiffPass>(); }
+
+} // namespace dtc::passes

@@ -1,0 +1,26 @@
+// Reverse-mode automatic differentiation over a whole graph (DESIGN.md section 5), as a
+// function for tests and other passes; the `autodiff` pass (Passes.h) calls it for the training
+// loss and the trained parameters.
+#pragma once
+
+#include "compiler/ir/Graph.h"
+#include "compiler/support/Diagnostics.h"
+#include "compiler/support/Status.h"
+
+#include <vector>
+
+namespace dtc::passes {
+
+/// Appends to `graph` the backward nodes (phase kBackward) computing d(sum of loss)/d(w) for
+/// each w in `wrt`, and returns the gradient values in the same order (nullptr where the loss
+/// does not depend on w). `loss` is any float value (a scalar for training); its gradient seed is
+/// ones. Shapes must be static. Values used several times accumulate their gradients (Add);
+/// integer and bool values carry none. Gradient rules come from each op's OpDef::gradient.
+/// Errors: a differentiable path through an op without a rule ("node 'x' (Op): no gradient
+/// rule; the loss depends on 'w' through it: w -> a (Conv) -> x (Op)"), a rule that leaves a
+/// needed input without a gradient, or one whose gradient has the wrong type.
+Expected<std::vector<ir::Value *>> buildGradients(ir::Graph &graph, ir::Value *loss,
+                                                  const std::vector<ir::Value *> &wrt,
+                                                  Diagnostics &diags);
+
+} // namespace dtc::passes
