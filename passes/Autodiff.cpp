@@ -206,7 +206,7 @@ public:
     for (size_t i = 0; i < st.parameters.size(); ++i)
       if (!st.gradients[i])
         ctx.diags.warning("parameter '" + st.parameters[i]->name() + "'",
-                          "the loss does not depend on it; it is not trained");
+                          "no gradient reaches it (the loss does not depend on it, or only through integer or bool values); it is not trained");
     return Status::ok();
   }
 

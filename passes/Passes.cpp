@@ -10,12 +10,21 @@ std::unique_ptr<Pass> createPassByName(const std::string &name) {
     return createShapeInferencePass();
   if (name == "verify")
     return createVerifyPass();
+  if (name == "training-mode")
+    return createTrainingModePass();
+  if (name == "attach-loss")
+    return createAttachLossPass();
   if (name == "autodiff")
     return createAutodiffPass();
+  if (name == "optimizer")
+    return createOptimizerPass();
   return nullptr;
 }
 
-std::vector<std::string> allPassNames() { return {"canonicalize", "shape-inference", "verify"}; }
+std::vector<std::string> allPassNames() {
+  return {"canonicalize", "shape-inference", "training-mode", "attach-loss",
+          "autodiff",     "optimizer",       "verify"};
+}
 
 // canonicalize re-infers shapes as it folds and ends with every type inferred, so a separate
 // shape-inference pass would only repeat its last round.

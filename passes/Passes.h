@@ -17,6 +17,16 @@ std::unique_ptr<Pass> createShapeInferencePass();
 /// on symbolic batches), Identity removal, dead-node removal; warns when a constant shape
 /// hard-codes the batch size. Runs shape inference itself, and leaves every type inferred.
 std::unique_ptr<Pass> createCanonicalizePass();
+/// training-mode: BatchNormalization -> ai.dtc.BatchNormTraining (batch statistics; running
+/// statistics become TrainingState::updates), Dropout (ratio > 0) -> ai.dtc.DropoutTraining fed
+/// by the dtc::rng input.
+std::unique_ptr<Pass> createTrainingModePass();
+/// attach-loss: adds TrainingConfig::loss on the chosen model output and the label input; the
+/// graph's outputs become {loss, prediction}.
+std::unique_ptr<Pass> createAttachLossPass();
+/// optimizer: per trained parameter, the optimizer update (SGD, Adam, AdamW) as ai.dtc ops with
+/// its state, gradient clipping and accumulation; records TrainingState::updates.
+std::unique_ptr<Pass> createOptimizerPass();
 /// autodiff: appends the backward graph of the training loss (PassContext::trainingState) for
 /// every trained parameter (floats, used, not frozen); see Autodiff.h.
 std::unique_ptr<Pass> createAutodiffPass();

@@ -29,6 +29,9 @@ struct TrainingConfig {
   std::string labelName = "label";
   /// softmax-cross-entropy: labels equal to this carry no loss (PyTorch's default -100).
   int64_t ignoreIndex = -100;
+  /// softmax-cross-entropy: the class axis of the scores (1 as ONNX and PyTorch; -1 for
+  /// language-model logits (N, T, V), which attach-loss transposes to (N, V, T)).
+  int64_t classAxis = 1;
   /// sgd | adam | adamw
   std::string optimizer = "sgd";
   float lr = 0.01f;

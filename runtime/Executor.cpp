@@ -101,6 +101,35 @@ Expected<ops::cpu::KernelSpec> kernelSpecOf(const plan::RankProgram &rank,
   return spec;
 }
 
+Expected<std::string> resolveModelPath(const plan::Plan &plan, const ExecutorOptions &opts) {
+  const std::string &where = opts.planPath;
+  // The plan names its model relative to the plan's own folder. A model given with --model,
+  // or a copy next to the plan, is accepted too: the checksum decides.
+  std::filesystem::path named = plan.model().path();
+  if (named.empty() && opts.modelPath.empty())
+    return Status::error(where, "the plan has parameters but names no source model");
+  std::filesystem::path planDir = std::filesystem::path(opts.planPath).parent_path();
+  std::filesystem::path modelPath = named;
+  if (named.is_relative())
+    modelPath = planDir / named;
+  std::error_code ec;
+  if (!opts.modelPath.empty()) {
+    modelPath = opts.modelPath;
+  } else if (!std::filesystem::is_regular_file(modelPath, ec) &&
+             std::filesystem::is_regular_file(planDir / named.filename(), ec)) {
+    modelPath = planDir / named.filename();
+  } else if (!std::filesystem::is_regular_file(modelPath, ec)) {
+    return Status::error(where,
+                         "the plan's model '" + named.string() + "' (" +
+                             (named.is_relative() ? "relative to the plan's folder, " : "") +
+                             "so " + modelPath.lexically_normal().string() +
+                             ") is not a file; keep the plan and the model in the same "
+                             "relative places, put the model next to the plan, or pass "
+                             "--model PATH");
+  }
+  return modelPath.lexically_normal().string();
+}
+
 Executor::Executor(plan::Plan plan, const ExecutorOptions &opts)
     : plan_(std::move(plan)), opts_(opts) {}
 Executor::~Executor() = default;
@@ -135,31 +164,7 @@ Status Executor::load() {
     needsModel = needsModel || b.kind() == plan::BUFFER_PARAMETER;
   std::unique_ptr<ir::Graph> model;
   if (needsModel) {
-    // The plan names its model relative to the plan's own folder. A model given with --model,
-    // or a copy next to the plan, is accepted too: the checksum below decides.
-    std::filesystem::path named = plan_.model().path();
-    if (named.empty() && opts_.modelPath.empty())
-      return Status::error(where, "the plan has parameters but names no source model");
-    std::filesystem::path planDir = std::filesystem::path(opts_.planPath).parent_path();
-    std::filesystem::path modelPath = named;
-    if (named.is_relative())
-      modelPath = planDir / named;
-    std::error_code ec;
-    if (!opts_.modelPath.empty()) {
-      modelPath = opts_.modelPath;
-    } else if (!std::filesystem::is_regular_file(modelPath, ec) &&
-               std::filesystem::is_regular_file(planDir / named.filename(), ec)) {
-      modelPath = planDir / named.filename();
-    } else if (!std::filesystem::is_regular_file(modelPath, ec)) {
-      return Status::error(where,
-                           "the plan's model '" + named.string() + "' (" +
-                               (named.is_relative() ? "relative to the plan's folder, " : "") +
-                               "so " + modelPath.lexically_normal().string() +
-                               ") is not a file; keep the plan and the model in the same "
-                               "relative places, put the model next to the plan, or pass "
-                               "--model PATH");
-    }
-    const std::string modelFile = modelPath.lexically_normal().string();
+    DTC_ASSIGN_OR_RETURN(const std::string modelFile, resolveModelPath(plan_, opts_));
     if (plan_.model().sha256().empty())
       return Status::error(where, "the plan reads parameters from " + modelFile +
                                       " but records no checksum of it; recompile the plan");
@@ -172,11 +177,19 @@ Status Executor::load() {
                                           "...); recompile the plan");
     Diagnostics diags;
     DTC_ASSIGN_OR_RETURN(model, onnxio::importModelFile(modelFile, diags));
+    modelFile_ = modelFile;
   }
 
   device_ = createCpuDevice(opts_.threads);
   DTC_RETURN_IF_ERROR(device_->allocateArena(rp.arena_bytes(), rp.alignment()));
 
+  // Gradients and optimizer state start at zero (the arena is zero-filled, but the bytes of a
+  // buffer may be shared: zero them before constants and parameters are written).
+  for (const plan::Buffer &buf : rp.buffers())
+    if (buf.kind() == plan::BUFFER_OPTIMIZER_STATE || buf.kind() == plan::BUFFER_GRADIENT) {
+      std::string zeros(buf.size_bytes(), '\0');
+      DTC_RETURN_IF_ERROR(device_->upload(buf.offset(), zeros.data(), buf.size_bytes()));
+    }
   for (int b = 0; b < rp.buffers_size(); ++b) {
     const plan::Buffer &buf = rp.buffers(b);
     if (buf.kind() == plan::BUFFER_CONSTANT) {
@@ -260,8 +273,13 @@ Status Executor::setInput(const HostArray &array) {
                            (expected.empty() ? std::string("none") : expected) + ")");
 }
 
-Status Executor::run() {
+Status Executor::run(int begin, int end) {
   const plan::RankProgram &rp = program();
+  if (begin < 0 || end < begin || end > numInstructions())
+    return Status::error("rank " + std::to_string(opts_.rank),
+                         "instruction range [" + std::to_string(begin) + ", " +
+                             std::to_string(end) + ") is outside [0, " +
+                             std::to_string(numInstructions()) + "]");
   for (int i = 0; i < rp.inputs_size(); ++i)
     if (!inputSet_[i]) {
       const plan::Buffer &buf = rp.buffers(rp.inputs(i).buffer());
@@ -270,7 +288,7 @@ Status Executor::run() {
                                typeStr(static_cast<ir::DType>(buf.dtype()), shapeOf(buf)) + ")");
     }
   using Clock = std::chrono::steady_clock;
-  for (size_t i = 0; i < steps_.size(); ++i) {
+  for (size_t i = static_cast<size_t>(begin); i < static_cast<size_t>(end); ++i) {
     Step &s = steps_[i];
     Clock::time_point t0;
     if (opts_.profile)
@@ -307,6 +325,81 @@ Expected<std::vector<HostArray>> Executor::outputs() {
     out.push_back(std::move(a));
   }
   return out;
+}
+
+Expected<HostArray> Executor::output(const std::string &name) {
+  const plan::RankProgram &rp = program();
+  for (const plan::Binding &b : rp.outputs())
+    if (b.name() == name) {
+      DTC_ASSIGN_OR_RETURN(HostArray a, readBuffer(b.buffer()));
+      a.name = name;
+      return a;
+    }
+  return Status::error("output '" + name + "'", "the plan has no output of that name");
+}
+
+namespace {
+
+/// Copies between the logical row-major order [d0, d1, d2..dk] and the channels-last order
+/// [d0, d2..dk, d1] of a rank >= 3 tensor, `elem` bytes per element.
+void permuteChannels(const std::vector<int64_t> &shape, size_t elem, const char *src, char *dst,
+                     bool toChannelsLast) {
+  const int64_t n = shape[0], c = shape[1];
+  int64_t inner = 1;
+  for (size_t i = 2; i < shape.size(); ++i)
+    inner *= shape[i];
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t s = 0; s < inner; ++s) {
+        const int64_t rowMajor = (b * c + ch) * inner + s;
+        const int64_t last = (b * inner + s) * c + ch;
+        const int64_t from = toChannelsLast ? rowMajor : last;
+        const int64_t to = toChannelsLast ? last : rowMajor;
+        std::memcpy(dst + to * elem, src + from * elem, elem);
+      }
+}
+
+} // namespace
+
+Expected<HostArray> Executor::readBuffer(int index) {
+  const plan::RankProgram &rp = program();
+  if (index < 0 || index >= rp.buffers_size())
+    return Status::error("rank " + std::to_string(opts_.rank),
+                         "buffer index " + std::to_string(index) + " is out of range");
+  const plan::Buffer &buf = rp.buffers(index);
+  HostArray a;
+  a.name = buf.name();
+  a.dtype = static_cast<ir::DType>(buf.dtype());
+  a.shape = shapeOf(buf);
+  a.bytes.resize(buf.size_bytes());
+  DTC_RETURN_IF_ERROR(device_->download(buf.offset(), a.bytes.data(), buf.size_bytes()));
+  if (buf.layout() == plan::LAYOUT_CHANNELS_LAST && a.shape.size() >= 3 && !a.bytes.empty()) {
+    std::string rowMajor(a.bytes.size(), '\0');
+    permuteChannels(a.shape, ir::dtypeSize(a.dtype), a.bytes.data(), rowMajor.data(), false);
+    a.bytes = std::move(rowMajor);
+  }
+  return a;
+}
+
+Status Executor::writeBuffer(int index, const HostArray &array) {
+  const plan::RankProgram &rp = program();
+  if (index < 0 || index >= rp.buffers_size())
+    return Status::error("rank " + std::to_string(opts_.rank),
+                         "buffer index " + std::to_string(index) + " is out of range");
+  const plan::Buffer &buf = rp.buffers(index);
+  std::vector<int64_t> shape = shapeOf(buf);
+  if (static_cast<int32_t>(array.dtype) != buf.dtype() || array.shape != shape)
+    return Status::error("buffer '" + buf.name() + "'",
+                         "got " + typeStr(array.dtype, array.shape) + ", the plan has " +
+                             typeStr(static_cast<ir::DType>(buf.dtype()), shape));
+  if (array.bytes.size() != buf.size_bytes())
+    return Status::error("buffer '" + buf.name() + "'", "data size does not match its shape");
+  if (buf.layout() == plan::LAYOUT_CHANNELS_LAST && shape.size() >= 3 && !array.bytes.empty()) {
+    std::string physical(array.bytes.size(), '\0');
+    permuteChannels(shape, ir::dtypeSize(array.dtype), array.bytes.data(), physical.data(), true);
+    return device_->upload(buf.offset(), physical.data(), buf.size_bytes());
+  }
+  return device_->upload(buf.offset(), array.bytes.data(), buf.size_bytes());
 }
 
 } // namespace dtc::rt

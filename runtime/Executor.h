@@ -1,6 +1,7 @@
 // The executor (DESIGN.md section 8): loads one rank's program from a validated plan onto a
 // device (arena, weights from the source model, constants, one kernel per instruction) and runs
-// it step by step. Inference: setInput for every graph input, run(), then outputs().
+// it step by step. Inference: setInput for every graph input, run(), then outputs(). Training
+// (runtime/Trainer.h) also runs instruction ranges and reads and writes buffers by index.
 #pragma once
 
 #include "compiler/plan/Plan.h"
@@ -43,9 +44,26 @@ public:
   Status setInput(const HostArray &array);
   /// Runs every instruction once. Errors: an input that was never set, a kernel failure
   /// ("rank 0: instruction 3 (node 'x' (Gather)): ...").
-  Status run();
+  Status run() { return run(0, numInstructions()); }
+  /// Runs instructions [begin, end) in order (training: [0, optimizer_begin) once per
+  /// micro-batch, then the optimizer part once per step). Same errors as run(); a range outside
+  /// [0, numInstructions()] is an error.
+  Status run(int begin, int end);
+  int numInstructions() const { return static_cast<int>(steps_.size()); }
   /// Copies every graph output to host arrays, in the plan's output order.
   Expected<std::vector<HostArray>> outputs();
+  /// Copies the graph output named `name`. Errors: "output 'x': the plan has no output of that
+  /// name".
+  Expected<HostArray> output(const std::string &name);
+
+  /// Buffer `index` of this rank as a host array named after the buffer, in its logical
+  /// row-major order (channels-last buffers are converted). Errors: an index out of range.
+  Expected<HostArray> readBuffer(int index);
+  /// Overwrites buffer `index` with `array` (logical row-major; converted to the buffer's
+  /// layout). Errors ("buffer 'x': ..."): index out of range, another dtype or shape.
+  Status writeBuffer(int index, const HostArray &array);
+  /// The source model the weights were read from ("" when the plan has no parameters).
+  const std::string &modelFile() const { return modelFile_; }
 
   const Profiler &profiler() const { return profiler_; }
   /// Forgets the times recorded so far (warm-up runs).
@@ -67,7 +85,14 @@ private:
   std::vector<Step> steps_;
   std::vector<bool> inputSet_;
   Profiler profiler_;
+  std::string modelFile_;
 };
+
+/// Where the executor reads the plan's source model: `opts.modelPath` when given, else the
+/// plan's model path (relative to the plan file's folder), else a file of the same name next
+/// to the plan. Errors: the plan names no model, or no such file (saying where it looked). The
+/// checksum is not checked here.
+Expected<std::string> resolveModelPath(const plan::Plan &plan, const ExecutorOptions &opts);
 
 /// Builds the kernel spec of a plan instruction (op, attributes, operand types from the buffers;
 /// in an inference plan parameters are marked constant). Operand indices must already be

@@ -2,6 +2,7 @@
 // emits the result as textual IR, ONNX or Graphviz dot (DESIGN.md section 9).
 // Exit codes: 0 ok, 1 error (printed as "error: <where>: <what>"), 2 usage.
 #include "compiler/driver/Driver.h"
+#include "compiler/driver/TrainConfig.h"
 #include "compiler/ir/Printer.h"
 #include "compiler/onnx/Exporter.h"
 #include "compiler/plan/Lowering.h"
@@ -62,7 +63,46 @@ int main(int argc, char **argv) {
   int rank = -1;
   bool verifyEach = false, timePasses = false, inference = false, noMemoryReuse = false;
   bool noFusion = false, noChannelsLast = false;
+  // Training options: parsed into `flags`, applied over the --config file's values.
+  dtc::passes::TrainingConfig flags;
+  std::string strategy = "single", configPath, betas;
   app.add_option("model", model, "ONNX model (.onnx binary or .onnxtxt text)")->required();
+  auto *train = app.add_option_group("training", "training plans (the default without --inference)");
+  train->add_option("--strategy", strategy, "distribution strategy: single (one device)");
+  train->add_option("--config", configPath,
+                    "JSON file of training options (keys: the flag names without dashes); flags "
+                    "override it");
+  train->add_option("--loss", flags.loss,
+                    "softmax-cross-entropy (default), mse, bce-with-logits, or model (the model "
+                    "outputs its loss)");
+  train->add_option("--loss-output", flags.lossOutput,
+                    "model output the loss reads (default: the first)");
+  train->add_option("--label-name", flags.labelName, "name of the label input (default: label)");
+  train->add_option("--ignore-index", flags.ignoreIndex,
+                    "softmax-cross-entropy: label value that carries no loss (default -100)");
+  train->add_option("--class-axis", flags.classAxis,
+                    "softmax-cross-entropy: class axis of the scores (default 1; -1 for (N,T,V) "
+                    "language-model logits)");
+  train->add_option("--optimizer", flags.optimizer, "sgd (default), adam, adamw");
+  train->add_option("--lr", flags.lr, "learning rate (default 0.01)");
+  train->add_option("--momentum", flags.momentum, "SGD momentum (default 0)");
+  train->add_flag("--nesterov", flags.nesterov, "SGD with Nesterov momentum");
+  train->add_option("--weight-decay", flags.weightDecay,
+                    "L2 penalty (sgd, adam) or decoupled weight decay (adamw); default 0");
+  train->add_option("--betas", betas, "Adam betas: B1,B2 (default 0.9,0.999)");
+  train->add_option("--eps", flags.eps, "Adam epsilon (default 1e-8)");
+  train->add_option("--lr-schedule", flags.lrSchedule, "constant (default), step, cosine");
+  train->add_option("--warmup-steps", flags.warmupSteps, "linear warm-up steps (default 0)");
+  train->add_option("--step-size", flags.stepSize, "step schedule: decay every N steps");
+  train->add_option("--gamma", flags.gamma, "step schedule: decay factor (default 0.1)");
+  train->add_option("--total-steps", flags.totalSteps, "cosine schedule: length in steps");
+  train->add_option("--min-lr", flags.minLr, "cosine schedule: final learning rate (default 0)");
+  train->add_option("--clip-grad-norm", flags.clipGradNorm,
+                    "clip gradients to this global L2 norm (default 0: off)");
+  train->add_option("--grad-accum-steps", flags.gradAccumSteps,
+                    "micro-batches per optimizer step (default 1)");
+  train->add_option("--freeze", flags.freeze,
+                    "do not train parameters whose name matches this regular expression");
   app.add_option("-o,--output", output, "output file (default: standard output for ir/dot)");
   app.add_option("--emit", emit,
                  "what to write: ir, onnx, dot, summary, plan (binary, the default with "
@@ -103,19 +143,81 @@ int main(int argc, char **argv) {
                  static_cast<long long>(batchSize));
     return 2;
   }
+  const bool training =
+      !inference && (app.count("--strategy") || app.count("--config") || app.count("--loss") ||
+                     app.count("--optimizer") ||
+                     emit == "plan" || emit == "plan-text");
+  for (const char *f : {"--strategy", "--config", "--loss", "--optimizer", "--lr", "--momentum",
+                        "--nesterov", "--weight-decay", "--betas", "--eps", "--lr-schedule",
+                        "--warmup-steps", "--step-size", "--gamma", "--total-steps", "--min-lr",
+                        "--clip-grad-norm", "--grad-accum-steps", "--freeze", "--loss-output",
+                        "--label-name", "--ignore-index", "--class-axis"})
+    if (inference && app.count(f)) {
+      std::fprintf(stderr, "error: %s: a training option; --inference plans do not train\n", f);
+      return 2;
+    }
   if (emit.empty())
-    emit = inference ? "plan" : "ir";
+    emit = inference || training ? "plan" : "ir";
   const bool wantsPlan = emit == "plan" || emit == "plan-text";
   if ((emit == "onnx" || emit == "plan") && (output.empty() || output == "-")) {
     std::fprintf(stderr, "error: --emit %s needs an output file (-o)\n", emit.c_str());
     return 2;
   }
-  if (wantsPlan && !inference) {
-    std::fprintf(stderr,
-                 "error: --emit %s: only forward-only plans exist in this version; add "
-                 "--inference\n",
-                 emit.c_str());
-    return 2;
+  // The training configuration: defaults, then the --config file, then explicit flags.
+  dtc::passes::TrainingConfig cfg;
+  if (training) {
+    if (!configPath.empty()) {
+      dtc::Status s = dtc::driver::readTrainConfigFile(configPath, cfg, strategy);
+      if (!s.isOk())
+        return fail(s.message());
+      if (app.count("--strategy"))
+        strategy = app["--strategy"]->as<std::string>();
+    }
+    if (app.count("--loss")) cfg.loss = flags.loss;
+    if (app.count("--loss-output")) cfg.lossOutput = flags.lossOutput;
+    if (app.count("--label-name")) cfg.labelName = flags.labelName;
+    if (app.count("--ignore-index")) cfg.ignoreIndex = flags.ignoreIndex;
+    if (app.count("--class-axis")) cfg.classAxis = flags.classAxis;
+    if (app.count("--optimizer")) cfg.optimizer = flags.optimizer;
+    if (app.count("--lr")) cfg.lr = flags.lr;
+    if (app.count("--momentum")) cfg.momentum = flags.momentum;
+    if (app.count("--nesterov")) cfg.nesterov = flags.nesterov;
+    if (app.count("--weight-decay")) cfg.weightDecay = flags.weightDecay;
+    if (app.count("--eps")) cfg.eps = flags.eps;
+    if (app.count("--lr-schedule")) cfg.lrSchedule = flags.lrSchedule;
+    if (app.count("--warmup-steps")) cfg.warmupSteps = flags.warmupSteps;
+    if (app.count("--step-size")) cfg.stepSize = flags.stepSize;
+    if (app.count("--gamma")) cfg.gamma = flags.gamma;
+    if (app.count("--total-steps")) cfg.totalSteps = flags.totalSteps;
+    if (app.count("--min-lr")) cfg.minLr = flags.minLr;
+    if (app.count("--clip-grad-norm")) cfg.clipGradNorm = flags.clipGradNorm;
+    if (app.count("--grad-accum-steps")) cfg.gradAccumSteps = flags.gradAccumSteps;
+    if (app.count("--freeze")) cfg.freeze = flags.freeze;
+    if (app.count("--batch-size")) cfg.batchSize = batchSize;
+    if (app.count("--betas")) {
+      std::vector<std::string> parts = splitComma(betas);
+      char *e1 = nullptr, *e2 = nullptr;
+      if (parts.size() == 2) {
+        cfg.beta1 = std::strtof(parts[0].c_str(), &e1);
+        cfg.beta2 = std::strtof(parts[1].c_str(), &e2);
+      }
+      if (parts.size() != 2 || !e1 || *e1 || !e2 || *e2) {
+        std::fprintf(stderr, "error: --betas %s: expected B1,B2, e.g. --betas 0.9,0.999\n",
+                     betas.c_str());
+        return 2;
+      }
+    }
+    if (strategy != "single") {
+      std::fprintf(stderr,
+                   "error: --strategy %s: not available in this version (available: single)\n",
+                   strategy.c_str());
+      return 2;
+    }
+    dtc::Status v = dtc::driver::validateTrainConfig(cfg);
+    if (!v.isOk()) {
+      std::fprintf(stderr, "error: %s\n", v.message().c_str());
+      return 2;
+    }
   }
   if (rank >= 0 && emit != "plan-text") {
     std::fprintf(stderr, "error: --rank applies to --emit plan-text\n");
@@ -124,6 +226,8 @@ int main(int argc, char **argv) {
   dtc::plan::LowerOptions lowerOpts;
   if (app.count("--batch-size"))
     lowerOpts.batchSize = batchSize;
+  if (training)
+    lowerOpts.batchSize = cfg.batchSize;
   for (const std::string &d : dimFlags) {
     size_t eq = d.find('=');
     char *end = nullptr;
@@ -162,8 +266,15 @@ int main(int argc, char **argv) {
     return fail(graph.status().message());
 
   dtc::ir::Graph &g = **graph;
-  if (inference || lowerOpts.batchSize || !lowerOpts.dims.empty()) {
+  if (inference || training || lowerOpts.batchSize || !lowerOpts.dims.empty()) {
     dtc::Status s = dtc::plan::bindDims(g, lowerOpts, diags);
+    diags.flush();
+    if (!s.isOk())
+      return fail(s.message());
+  }
+  dtc::passes::TrainingState state;
+  if (training) {
+    dtc::Status s = dtc::driver::runTrainingPasses(g, cfg, state, diags, verifyEach);
     diags.flush();
     if (!s.isOk())
       return fail(s.message());
@@ -176,7 +287,8 @@ int main(int argc, char **argv) {
     fs::path rel = fs::absolute(model, ec).lexically_normal().lexically_relative(base);
     lowerOpts.modelPath = rel.empty() ? fs::absolute(model, ec).string() : rel.string();
     lowerOpts.modelFile = model;
-    auto plan = dtc::plan::lowerInference(g, lowerOpts);
+    auto plan = training ? dtc::plan::lowerTraining(g, state, cfg, lowerOpts)
+                         : dtc::plan::lowerInference(g, lowerOpts);
     if (!plan)
       return fail(plan.status().message());
     if (emit == "plan") {

@@ -1,8 +1,10 @@
-// dtc-run: executes a plan made by dtc-compile (DESIGN.md sections 8-9). This version runs
-// forward-only plans on the CPU: `dtc-run plan.dtc --infer --inputs in.npz --outputs out.npz`.
+// dtc-run: executes a plan made by dtc-compile (DESIGN.md sections 8-9) on the CPU. Inference
+// plans: `dtc-run plan.dtc --infer --inputs in.npz --outputs out.npz`; training plans:
+// `dtc-run plan.dtc --data train.npz [--epochs E | --steps S] ...` (runtime/Trainer.h).
 // Exit codes: 0 ok, 1 error (printed as "error: <where>: <what>"), 2 usage.
 #include "compiler/plan/Plan.h"
 #include "runtime/Executor.h"
+#include "runtime/Trainer.h"
 #include "runtime/io/Npy.h"
 
 #include <CLI/CLI.hpp>
@@ -11,12 +13,19 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <limits>
+#include <unistd.h>
 
 namespace {
 
 int fail(const std::string &message) {
   std::fprintf(stderr, "error: %s\n", message.c_str());
   return 1;
+}
+
+int usage(const std::string &message) {
+  std::fprintf(stderr, "error: %s\n", message.c_str());
+  return 2;
 }
 
 } // namespace
@@ -47,6 +56,57 @@ int main(int argc, char **argv) {
       ->check(CLI::Range(1, 1000000));
   app.add_option("--warmup", warmup, "untimed runs before the timed ones")
       ->check(CLI::Range(0, 1000000));
+
+  // Training plans.
+  dtc::rt::TrainOptions train;
+  int64_t seed = 0;
+  bool shuffle = false, noShuffle = false;
+  CLI::Option *dataOpt = app.add_option(
+      "--data", train.dataPath,
+      "train a training plan on this .npz (one array per data input of the plan, and the "
+      "label; axis 0 counts samples)");
+  app.add_option("--val-data", train.valDataPath,
+                 ".npz validated on at the end of every epoch (the plan's forward with batch "
+                 "statistics; parameters are left unchanged)");
+  CLI::Option *epochsOpt =
+      app.add_option("--epochs", train.epochs, "epochs to train (default 1)")
+          ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  CLI::Option *stepsOpt =
+      app.add_option("--steps", train.steps,
+                     "optimizer steps in all (a resumed run continues up to this total)")
+          ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  epochsOpt->excludes(stepsOpt);
+  CLI::Option *seedOpt =
+      app.add_option("--seed", seed, "seed of the data order and the plan's RNG (default 0)")
+          ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
+  CLI::Option *shuffleOpt =
+      app.add_flag("--shuffle", shuffle, "visit the samples in a new order every epoch (default)");
+  CLI::Option *noShuffleOpt =
+      app.add_flag("--no-shuffle", noShuffle, "visit the samples in file order");
+  shuffleOpt->excludes(noShuffleOpt);
+  app.add_option("--log", train.logPath,
+                 "write JSON lines (one per step and per epoch) to this file");
+  CLI::Option *ckptDirOpt = app.add_option(
+      "--checkpoint-dir", train.checkpointDir,
+      "write checkpoints (ckpt-<step>.npz) to this folder, created if missing");
+  app.add_option("--checkpoint-every", train.checkpointEvery,
+                 "checkpoint every K steps (default: at the end of every epoch); the end of the "
+                 "run is always checkpointed")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->needs(ckptDirOpt);
+  app.add_flag("--resume", train.resume,
+               "continue from the newest checkpoint in --checkpoint-dir (an error when there is "
+               "none)")
+      ->needs(ckptDirOpt);
+  app.add_option("--export", train.exportPath,
+                 "write the source model with the trained weights to this .onnx file");
+  app.add_option("--dump-gradients", train.dumpGradientsPath,
+                 "write the last step's gradients (by initializer name) to this .npz");
+  app.add_option("--save-params", train.saveParamsPath,
+                 "write the trained parameters (by initializer name) to this .npz");
+  app.add_option("--print-every", train.printEvery,
+                 "progress line every N steps when stderr is not a terminal (default 50)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &e) {
@@ -57,11 +117,44 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "error: %s\nRun with --help for usage.\n", e.what());
     return 2;
   }
-  if (!infer) {
-    std::fprintf(stderr, "error: this version of dtc-run runs forward-only plans: pass --infer "
-                         "--inputs IN.npz --outputs OUT.npz\n");
-    return 2;
+  const bool training = !dataOpt->empty();
+  if (infer && training)
+    return usage("--infer runs inference plans and --data trains training plans: give one");
+  if (!infer && !training)
+    return usage("pass --infer --inputs IN.npz [--outputs OUT.npz] (inference plans) or --data "
+                 "TRAIN.npz (training plans)");
+  if (training) {
+    for (const char *flag : {"--inputs", "--outputs", "--repeat", "--warmup", "--profile"})
+      if (app.count(flag))
+        return usage(std::string(flag) + " is an --infer option; training takes --data");
+    auto plan = dtc::plan::readPlanFile(planPath);
+    if (!plan)
+      return fail(plan.status().message());
+    if (plan->mode() != dtc::plan::MODE_TRAINING)
+      return usage(planPath + ": an inference plan: run it with --infer --inputs IN.npz (compile "
+                              "without --inference for a training plan)");
+    train.planPath = planPath;
+    train.modelPath = modelPath;
+    train.threads = threads;
+    if (!seedOpt->empty())
+      train.seed = static_cast<uint64_t>(seed);
+    if (shuffle)
+      train.shuffle = true;
+    if (noShuffle)
+      train.shuffle = false;
+    train.progress = stderr;
+    train.progressIsTerminal = isatty(fileno(stderr));
+    dtc::Status s = dtc::rt::train(plan.takeValue(), train);
+    if (!s.isOk())
+      return fail(s.message());
+    return 0;
   }
+  for (const char *flag :
+       {"--val-data", "--epochs", "--steps", "--seed", "--shuffle", "--no-shuffle", "--log",
+        "--checkpoint-dir", "--export", "--dump-gradients", "--save-params", "--print-every"})
+    if (app.count(flag))
+      return usage(std::string(flag) + " is a training option (with --data); --infer runs the "
+                                       "forward pass only");
   if (inputsPath.empty()) {
     std::fprintf(stderr, "error: --infer needs --inputs IN.npz\n");
     return 2;
@@ -82,7 +175,8 @@ int main(int argc, char **argv) {
     return fail(message);
   }
   if (plan->mode() != dtc::plan::MODE_INFERENCE)
-    return fail(planPath + ": not a forward-only plan (compile it with --inference)");
+    return usage(planPath + ": a training plan: train it with --data TRAIN.npz (compile with "
+                            "--inference for a plan --infer runs)");
   if (plan->world_size() != 1)
     return fail(planPath + ": the plan has " + std::to_string(plan->world_size()) +
                 " ranks; --infer runs one-rank plans");

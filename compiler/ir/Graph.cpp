@@ -180,6 +180,14 @@ void Graph::addOutput(Value *v) {
   outputs_.push_back(v);
 }
 
+void Graph::setOutputs(const std::vector<Value *> &outs) {
+  for (Value *v : outputs_)
+    v->isGraphOutput_ = false;
+  outputs_ = outs;
+  for (Value *v : outputs_)
+    v->isGraphOutput_ = true;
+}
+
 void Graph::setOutput(size_t i, Value *v) {
   Value *old = outputs_[i];
   outputs_[i] = v;

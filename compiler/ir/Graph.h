@@ -204,6 +204,8 @@ public:
   void addInput(Value *v);
   void addOutput(Value *v);
   void setOutput(size_t i, Value *v);
+  /// Replaces the whole output list; values dropped from it stop being graph outputs.
+  void setOutputs(const std::vector<Value *> &outs);
   /// Initializers in creation order.
   std::vector<Value *> initializers() const;
   /// Every value, in creation order.

@@ -11,6 +11,7 @@
 #include <functional>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace dtc::plan {
 
@@ -170,6 +171,11 @@ struct LInstr {
   ops::cpu::KernelSpec spec;
   std::vector<int> inputs;  ///< buffer ids, -1 for an omitted optional input
   std::vector<int> outputs; ///< buffer ids
+  /// A Copy instruction (inputs[0] -> outputs[0]) instead of a kernel call: a state update whose
+  /// new value could not be computed in the state's own bytes.
+  bool isCopy = false;
+  /// The IR node it comes from (nullptr for Reorder and Copy).
+  const ir::Node *node = nullptr;
 };
 
 /// True when a channels-last tensor of `shape` has the bytes of the row-major one: every
@@ -363,6 +369,7 @@ private:
     in.spec.domain = n->domain();
     in.spec.node = n->name();
     in.spec.attrs = n->attributes();
+    in.node = n;
     std::vector<const ir::Value *> ins(n->inputs().begin(), n->inputs().end());
     std::vector<const ir::Value *> outs(n->outputs().begin(), n->outputs().end());
     return emit(in, ins, outs, n);
@@ -473,9 +480,85 @@ struct Storage {
   bool external = false;   ///< graph input or output: the caller reads or writes it
 };
 
-} // namespace
+/// The plan's Training message and hyperparameters.
+Status fillTraining(Plan &plan, const ir::Graph &graph, const passes::TrainingState &st, const passes::TrainingConfig &cfg,
+                    const std::unordered_map<const ir::Value *, int> &bufferOf,
+                    int optimizerBegin) {
+  Hyperparameters *hp = plan.mutable_hyperparameters();
+  hp->set_batch_size(cfg.batchSize);
+  hp->set_loss(cfg.loss);
+  hp->set_optimizer(cfg.optimizer);
+  hp->set_lr(cfg.lr);
+  hp->set_momentum(cfg.momentum);
+  hp->set_nesterov(cfg.nesterov);
+  hp->set_weight_decay(cfg.weightDecay);
+  hp->set_beta1(cfg.beta1);
+  hp->set_beta2(cfg.beta2);
+  hp->set_eps(cfg.eps);
+  hp->set_lr_schedule(cfg.lrSchedule);
+  hp->set_warmup_steps(cfg.warmupSteps);
+  hp->set_step_size(cfg.stepSize);
+  hp->set_gamma(cfg.gamma);
+  hp->set_total_steps(cfg.totalSteps);
+  hp->set_min_lr(cfg.minLr);
+  hp->set_clip_grad_norm(cfg.clipGradNorm);
+  hp->set_grad_accum_steps(cfg.gradAccumSteps);
+  hp->set_freeze(cfg.freeze);
+  Training *t = plan.mutable_training();
+  t->set_loss_output(st.loss->name());
+  if (st.prediction)
+    t->set_prediction_output(st.prediction->name());
+  if (st.label)
+    t->set_label_input(st.label->name());
+  t->set_ignore_index(cfg.ignoreIndex);
+  auto bufferOfValue = [&](const ir::Value *v) { return v ? bufferOf.at(v) : -1; };
+  for (size_t i = 0; i < st.parameters.size(); ++i) {
+    if (!st.gradients[i])
+      continue;
+    TrainedParameter *p = t->add_parameters();
+    p->set_name(st.parameters[i]->name());
+    p->set_buffer(bufferOfValue(st.parameters[i]));
+    p->set_gradient(bufferOfValue(st.gradients[i]));
+    if (i < st.optimizerState.size())
+      for (const ir::Value *s : st.optimizerState[i])
+        p->add_state(bufferOfValue(s));
+  }
+  t->set_optimizer_begin(optimizerBegin);
+  if (st.lr)
+    t->set_lr_input(st.lr->name());
+  if (st.step)
+    t->set_step_input(st.step->name());
+  if (st.rng)
+    t->set_rng_input(st.rng->name());
+  std::unordered_set<const ir::Value *> trained(st.parameters.begin(), st.parameters.end());
+  for (const auto &states : st.optimizerState)
+    for (const ir::Value *s : states)
+      trained.insert(s);
+  for (const passes::StateUpdate &u : st.updates)
+    if (!trained.count(u.state))
+      t->add_state_buffers(bufferOfValue(u.state));
+  // Every input but the runtime-fed ones comes from the dataset, split along the sample axis.
+  for (const ir::Value *v : graph.inputs()) {
+    if (v->isInitializer() || v == st.lr || v == st.step || v == st.rng)
+      continue;
+    DataBinding *d = plan.add_data_bindings();
+    d->set_array(v->name());
+    d->set_input(v->name());
+    d->set_shard_axis(0);
+  }
+  return Status::ok();
+}
 
-Expected<Plan> lowerInference(const ir::Graph &graph, const LowerOptions &opts) {
+/// Lowers `graph` to a one-rank plan; `st`/`cfg` are given for training plans.
+Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
+                            const passes::TrainingState *st, const passes::TrainingConfig *cfg) {
+  LowerOptions opts = optsIn;
+  if (st) {
+    // Backward kernels take row-major operands, and autodiff reads the intermediate values that
+    // fusion would hide.
+    opts.fuse = false;
+    opts.channelsLast = false;
+  }
   for (const ir::Value *v : graph.inputs())
     if (v->dtype() == ir::DType::kUndefined || !v->shape().isStatic())
       return Status::error("input '" + v->name() + "'",
@@ -488,7 +571,80 @@ Expected<Plan> lowerInference(const ir::Graph &graph, const LowerOptions &opts) 
   ProgramBuilder pb(graph, opts);
   DTC_RETURN_IF_ERROR(pb.build());
   std::vector<LBuffer> &buffers = pb.buffers;
-  const std::vector<LInstr> &instrs = pb.instrs;
+  std::vector<LInstr> &instrs = pb.instrs;
+
+  // Training: values that persist across steps, and state updates. A state takes its new value
+  // right after the instruction producing it: in the state's own bytes when that instruction is
+  // an optimizer update reading the state (its kernels are written for output == input), else
+  // through a Copy placed right after it.
+  std::unordered_map<const ir::Value *, int> stateKind; // value -> BufferKind
+  std::unordered_map<int, int> inPlaceState;            // next buffer -> state buffer
+  int optimizerBegin = -1;
+  if (st) {
+    for (const ir::Value *v : st->parameters)
+      stateKind[v] = BUFFER_PARAMETER;
+    for (const auto &states : st->optimizerState)
+      for (const ir::Value *v : states)
+        stateKind[v] = BUFFER_OPTIMIZER_STATE;
+    for (const passes::StateUpdate &u : st->updates)
+      if (!stateKind.count(u.state))
+        stateKind[u.state] = BUFFER_PARAMETER;
+    std::unordered_map<int, int64_t> producer;
+    for (size_t i = 0; i < instrs.size(); ++i)
+      for (int b : instrs[i].outputs)
+        if (b >= 0)
+          producer[b] = static_cast<int64_t>(i);
+    std::vector<std::pair<int64_t, LInstr>> copies;
+    for (const passes::StateUpdate &u : st->updates) {
+      auto sb = pb.bufferOfValue.find(u.state);
+      auto nb = pb.bufferOfValue.find(u.next);
+      if (sb == pb.bufferOfValue.end() || nb == pb.bufferOfValue.end() ||
+          !producer.count(nb->second))
+        return Status::error("state '" + u.state->name() + "'",
+                             "its new value '" + u.next->name() + "' is not computed");
+      const int64_t at = producer.at(nb->second);
+      const LBuffer &sbuf = buffers[sb->second], &nbuf = buffers[nb->second];
+      if (sbuf.bytes != nbuf.bytes || sbuf.dtype != nbuf.dtype)
+        return Status::error("state '" + u.state->name() + "'",
+                             "its new value '" + u.next->name() + "' has another type");
+      // Nothing after the producer may read the old value.
+      for (size_t i = static_cast<size_t>(at) + 1; i < instrs.size(); ++i)
+        for (int b : instrs[i].inputs)
+          if (b == sb->second)
+            return Status::error("state '" + u.state->name() + "'",
+                                 "is read by node '" + instrs[i].spec.node +
+                                     "' after its new value is computed");
+      const LInstr &pi = instrs[static_cast<size_t>(at)];
+      const bool readsState =
+          std::find(pi.inputs.begin(), pi.inputs.end(), sb->second) != pi.inputs.end();
+      if (opts.reuseMemory && readsState && pi.node && pi.node->phase() == ir::Phase::kOptimizer) {
+        inPlaceState[nb->second] = sb->second;
+        continue;
+      }
+      LInstr c;
+      c.isCopy = true;
+      c.spec.node = u.next->name() + " -> " + u.state->name();
+      c.inputs = {nb->second};
+      c.outputs = {sb->second};
+      copies.emplace_back(at, std::move(c));
+    }
+    // Insert the copies after their producers (stable: later positions first).
+    std::stable_sort(copies.begin(), copies.end(),
+                     [](const auto &a, const auto &b) { return a.first > b.first; });
+    for (auto &[at, c] : copies)
+      instrs.insert(instrs.begin() + at + 1, std::move(c));
+    if (st->optimizerBegin)
+      for (size_t i = 0; i < instrs.size(); ++i)
+        if (instrs[i].node == st->optimizerBegin) {
+          optimizerBegin = static_cast<int>(i);
+          break;
+        }
+  }
+  std::unordered_set<const ir::Value *> gradientValues;
+  if (st)
+    for (const ir::Value *g : st->gradients)
+      if (g)
+        gradientValues.insert(g);
   const int64_t numInstr = static_cast<int64_t>(instrs.size());
 
   // Live ranges over the final instruction list: defined by the producing instruction (-1 for
@@ -498,6 +654,8 @@ Expected<Plan> lowerInference(const ir::Graph &graph, const LowerOptions &opts) 
     for (int b : instrs[i].inputs)
       if (b >= 0)
         lastUse[b] = std::max(lastUse[b], i);
+    if (instrs[i].isCopy) // writes a persistent state: not its definition
+      continue;
     for (int b : instrs[i].outputs)
       if (b >= 0)
         def[b] = i;
@@ -529,6 +687,9 @@ Expected<Plan> lowerInference(const ir::Graph &graph, const LowerOptions &opts) 
     s.last = std::max(def[b], lastUse[b]);
     s.persistent = original && v->isInitializer();
     s.external = original && (v->isGraphInput() || v->isGraphOutput());
+    // Gradients stay readable after the step (--dump-gradients).
+    if (original && gradientValues.count(v))
+      s.last = MemoryRequest::kForever;
     // Weights are never written; graph inputs stay intact so that a plan can run again on the
     // same inputs (benchmarks, --repeat).
     if (s.persistent || (original && v->isGraphInput()))
@@ -541,8 +702,10 @@ Expected<Plan> lowerInference(const ir::Graph &graph, const LowerOptions &opts) 
     Storage &st = storages[storage];
     st.last = std::max(st.last, lastUse[b]);
     const ir::Value *v = buffers[b].value;
-    st.external =
-        st.external || (v && v->isGraphOutput() && pb.bufferOfValue.at(v) == static_cast<int>(b));
+    const bool original = v && pb.bufferOfValue.at(v) == static_cast<int>(b);
+    st.external = st.external || (original && v->isGraphOutput());
+    if (original && gradientValues.count(v)) // readable after the step (--dump-gradients)
+      st.last = MemoryRequest::kForever;
   };
   for (size_t b = 0; b < buffers.size(); ++b)
     if (def[b] < 0 && buffers[b].aliasOf < 0)
@@ -563,6 +726,8 @@ Expected<Plan> lowerInference(const ir::Graph &graph, const LowerOptions &opts) 
       placeAliases(static_cast<int>(b));
   for (int64_t i = 0; i < numInstr; ++i) {
     const LInstr &in = instrs[i];
+    if (in.isCopy)
+      continue;
     int share = -1;
     int out0 = in.outputs.empty() ? -1 : in.outputs[0];
     if (opts.reuseMemory && out0 >= 0) {
@@ -589,7 +754,9 @@ Expected<Plan> lowerInference(const ir::Graph &graph, const LowerOptions &opts) 
       int b = in.outputs[o];
       if (b < 0)
         continue;
-      if (o == 0 && share >= 0)
+      if (auto it = inPlaceState.find(b); it != inPlaceState.end())
+        join(b, storageOf[it->second]);
+      else if (o == 0 && share >= 0)
         join(b, share);
       else
         newStorage(b);
@@ -606,7 +773,7 @@ Expected<Plan> lowerInference(const ir::Graph &graph, const LowerOptions &opts) 
   Plan plan;
   plan.set_format_version(kPlanFormatVersion);
   plan.set_producer(opts.producer);
-  plan.set_mode(MODE_INFERENCE);
+  plan.set_mode(st ? MODE_TRAINING : MODE_INFERENCE);
   plan.set_world_size(1);
   for (const auto &[sym, size] : opts.dims)
     (*plan.mutable_bound_dims())[sym] = size;
@@ -634,9 +801,17 @@ Expected<Plan> lowerInference(const ir::Graph &graph, const LowerOptions &opts) 
     buf->set_size_bytes(lb.bytes);
     if (lb.layout == CpuLayout::kChannelsLast)
       buf->set_layout(LAYOUT_CHANNELS_LAST);
-    if (original && v->isParameter()) {
+    auto sk = original ? stateKind.find(v) : stateKind.end();
+    if (sk != stateKind.end() && sk->second == BUFFER_OPTIMIZER_STATE) {
+      buf->set_kind(BUFFER_OPTIMIZER_STATE);
+    } else if (original && v->isParameter()) {
       buf->set_kind(BUFFER_PARAMETER);
       buf->set_source(v->name());
+    } else if (original && gradientValues.count(v)) {
+      buf->set_kind(BUFFER_GRADIENT);
+      for (size_t k = 0; k < st->gradients.size(); ++k)
+        if (st->gradients[k] == v)
+          buf->set_source(st->parameters[k]->name());
     } else if (original && v->isConstant()) {
       buf->set_kind(BUFFER_CONSTANT);
       DTC_ASSIGN_OR_RETURN(const std::string *bytes, v->initializer()->bytes());
@@ -650,6 +825,12 @@ Expected<Plan> lowerInference(const ir::Graph &graph, const LowerOptions &opts) 
     }
   }
   for (const LInstr &in : instrs) {
+    if (in.isCopy) {
+      Copy *c = rp->add_instructions()->mutable_copy();
+      c->set_src(in.inputs[0]);
+      c->set_dst(in.outputs[0]);
+      continue;
+    }
     KernelCall *call = rp->add_instructions()->mutable_kernel();
     call->set_op(in.spec.op);
     call->set_domain(in.spec.domain);
@@ -682,6 +863,9 @@ Expected<Plan> lowerInference(const ir::Graph &graph, const LowerOptions &opts) 
     bd->set_buffer(it->second);
   }
 
+  if (st) {
+    DTC_RETURN_IF_ERROR(fillTraining(plan, graph, *st, *cfg, pb.bufferOfValue, optimizerBegin));
+  }
   ModelRef *model = plan.mutable_model();
   model->set_path(opts.modelPath);
   if (!opts.modelFile.empty()) {
@@ -696,6 +880,19 @@ Expected<Plan> lowerInference(const ir::Graph &graph, const LowerOptions &opts) 
   if (!valid.isOk())
     return Status::error(valid.message());
   return plan;
+}
+
+} // namespace
+
+Expected<Plan> lowerInference(const ir::Graph &graph, const LowerOptions &opts) {
+  return lowerProgram(graph, opts, nullptr, nullptr);
+}
+
+Expected<Plan> lowerTraining(const ir::Graph &graph, const passes::TrainingState &st,
+                             const passes::TrainingConfig &cfg, const LowerOptions &opts) {
+  if (!st.loss)
+    return Status::error("lowering", "the training graph has no loss");
+  return lowerProgram(graph, opts, &st, &cfg);
 }
 
 } // namespace dtc::plan

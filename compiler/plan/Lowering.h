@@ -7,6 +7,7 @@
 #include "compiler/ir/Graph.h"
 #include "compiler/plan/Plan.h"
 #include "compiler/support/Diagnostics.h"
+#include "passes/Training.h"
 
 #include <cstdint>
 #include <map>
@@ -45,5 +46,15 @@ Status bindDims(ir::Graph &graph, LowerOptions &opts, Diagnostics &diags);
 /// Errors name the node or value: an op without a CPU kernel or with an unsupported dtype or
 /// attribute, a value whose shape is still not static, an unreadable model file.
 Expected<Plan> lowerInference(const ir::Graph &graph, const LowerOptions &opts);
+
+/// Lowers a training graph (training-mode, attach-loss, autodiff and optimizer have run; shapes
+/// static) to a one-rank training plan (mode MODE_TRAINING, the Training message, hyperparameters
+/// from `cfg`, one data binding per dataset-fed input). Parameters, optimizer state and running
+/// statistics live in persistent arena bytes; gradients stay readable after the step; a state
+/// takes its new value right after the instruction computing it (in place for optimizer updates,
+/// else a Copy). Fusion and channels-last layouts are off (backward kernels are row-major).
+/// Errors as lowerInference, plus a state read after its update or without a computed update.
+Expected<Plan> lowerTraining(const ir::Graph &graph, const passes::TrainingState &st,
+                             const passes::TrainingConfig &cfg, const LowerOptions &opts);
 
 } // namespace dtc::plan

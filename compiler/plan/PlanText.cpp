@@ -6,6 +6,7 @@
 #include "compiler/plan/Plan.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -369,6 +370,13 @@ void appendRank(std::string &out, const RankProgram &r) {
 
 } // namespace
 
+/// The shortest text that reads back as the same float (hyperparameters: 0.8, not 0.800000012).
+static std::string floatText(float v) {
+  char buf[32];
+  auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, r.ptr);
+}
+
 std::string planText(const Plan &plan, std::optional<int> rank) {
   std::string out = "plan v" + std::to_string(plan.format_version()) +
                     " mode=" + modeText(plan.mode()) +
@@ -391,9 +399,44 @@ std::string planText(const Plan &plan, std::optional<int> rank) {
   for (const DataBinding &d : plan.data_bindings())
     out += "data " + quote(d.array()) + " -> input " + quote(d.input()) +
            " shard_axis=" + std::to_string(d.shard_axis()) + "\n";
-  if (plan.has_hyperparameters())
-    out +=
-        "hyperparameters batch_size=" + std::to_string(plan.hyperparameters().batch_size()) + "\n";
+  if (plan.has_hyperparameters()) {
+    const Hyperparameters &h = plan.hyperparameters();
+    out += "hyperparameters batch_size=" + std::to_string(h.batch_size());
+    if (plan.mode() == MODE_TRAINING) {
+      out += " loss=" + token(h.loss()) + " optimizer=" + token(h.optimizer()) +
+             " lr=" + floatText(h.lr()) + " momentum=" + floatText(h.momentum()) +
+             " nesterov=" + (h.nesterov() ? "1" : "0") +
+             " weight_decay=" + floatText(h.weight_decay()) + " beta1=" + floatText(h.beta1()) +
+             " beta2=" + floatText(h.beta2()) + " eps=" + floatText(h.eps()) +
+             " lr_schedule=" + token(h.lr_schedule()) +
+             " warmup_steps=" + std::to_string(h.warmup_steps()) +
+             " step_size=" + std::to_string(h.step_size()) + " gamma=" + floatText(h.gamma()) +
+             " total_steps=" + std::to_string(h.total_steps()) +
+             " min_lr=" + floatText(h.min_lr()) +
+             " clip_grad_norm=" + floatText(h.clip_grad_norm()) +
+             " grad_accum_steps=" + std::to_string(h.grad_accum_steps()) +
+             " freeze=" + quote(h.freeze());
+    }
+    out += "\n";
+  }
+  if (plan.has_training()) {
+    const Training &t = plan.training();
+    out += "training loss=" + quote(t.loss_output()) + " prediction=" +
+           quote(t.prediction_output()) + " label=" + quote(t.label_input()) +
+           " ignore_index=" + std::to_string(t.ignore_index()) +
+           " optimizer_begin=" + std::to_string(t.optimizer_begin()) + " lr_input=" +
+           quote(t.lr_input()) + " step_input=" + quote(t.step_input()) + " rng_input=" +
+           quote(t.rng_input()) + "\n";
+    for (const TrainedParameter &p : t.parameters()) {
+      out += "  trains " + quote(p.name()) + " buffer=" + std::to_string(p.buffer()) +
+             " gradient=" + std::to_string(p.gradient()) + " state=[";
+      for (int i = 0; i < p.state_size(); ++i)
+        out += (i ? "," : "") + std::to_string(p.state(i));
+      out += "]\n";
+    }
+    for (int32_t b : t.state_buffers())
+      out += "  state buffer=" + std::to_string(b) + "\n";
+  }
   for (int i = 0; i < plan.ranks_size(); ++i) {
     if (rank && *rank != i)
       continue;

@@ -259,6 +259,93 @@ Status checkRank(const RankProgram &r, const KernelCheck &kernelCheck) {
   return Status::ok();
 }
 
+/// The Training message against rank 0's program (every rank runs the same step).
+Status checkTraining(const Plan &plan) {
+  if (plan.mode() != MODE_TRAINING)
+    return Status::error("only training plans carry a training section");
+  if (!plan.has_training())
+    return Status::error("a training plan needs its training section");
+  if (plan.ranks_size() == 0)
+    return Status::error("no rank program");
+  const Training &t = plan.training();
+  const RankProgram &r = plan.ranks(0);
+  const int32_t numBuffers = r.buffers_size();
+  auto bufferOk = [&](int32_t b) { return b >= 0 && b < numBuffers; };
+  auto inputNamed = [&](const std::string &name) -> const Buffer * {
+    for (const Binding &b : r.inputs())
+      if (b.name() == name && bufferOk(b.buffer()))
+        return &r.buffers(b.buffer());
+    return nullptr;
+  };
+  bool hasLoss = false;
+  for (const Binding &b : r.outputs())
+    hasLoss = hasLoss || (b.name() == t.loss_output() && bufferOk(b.buffer()) &&
+                          r.buffers(b.buffer()).dtype() == static_cast<int32_t>(ir::DType::kFloat32));
+  if (!hasLoss)
+    return Status::error("loss output " + q(t.loss_output()) + " is not a f32 output binding");
+  if (!t.prediction_output().empty()) {
+    bool found = false;
+    for (const Binding &b : r.outputs())
+      found = found || b.name() == t.prediction_output();
+    if (!found)
+      return Status::error("prediction output " + q(t.prediction_output()) +
+                           " is not an output binding");
+  }
+  if (!t.label_input().empty() && !inputNamed(t.label_input()))
+    return Status::error("label input " + q(t.label_input()) + " is not an input binding");
+  struct Runtime {
+    const std::string &name;
+    ir::DType dtype;
+    std::vector<int64_t> shape;
+  };
+  for (const Runtime &rt : {Runtime{t.lr_input(), ir::DType::kFloat32, {}},
+                            Runtime{t.step_input(), ir::DType::kInt64, {}},
+                            Runtime{t.rng_input(), ir::DType::kInt64, {3}}}) {
+    if (rt.name.empty())
+      continue;
+    const Buffer *b = inputNamed(rt.name);
+    if (!b || b->dtype() != static_cast<int32_t>(rt.dtype) ||
+        std::vector<int64_t>(b->shape().begin(), b->shape().end()) != rt.shape)
+      return Status::error("runtime input " + q(rt.name) + " is not an input binding of type " +
+                           ir::TensorType{rt.dtype, ir::Shape::ofStatic(rt.shape)}.str());
+  }
+  std::set<int32_t> trained;
+  for (const TrainedParameter &p : t.parameters()) {
+    const std::string where = "parameter " + q(p.name());
+    if (!bufferOk(p.buffer()) || !bufferOk(p.gradient()))
+      return Status::error(where, "buffer or gradient index out of range");
+    if (!trained.insert(p.buffer()).second)
+      return Status::error(where, "is listed twice");
+    const Buffer &pb = r.buffers(p.buffer());
+    if (pb.kind() != BUFFER_PARAMETER)
+      return Status::error(where, "buffer " + str(p.buffer()) + " is not a parameter buffer");
+    for (int32_t other : p.state()) {
+      if (!bufferOk(other))
+        return Status::error(where, "state index " + str(other) + " out of range");
+      if (r.buffers(other).kind() != BUFFER_OPTIMIZER_STATE)
+        return Status::error(where, "state buffer " + str(other) + " is not optimizer state");
+    }
+    for (int32_t other : {p.gradient()}) {
+      const Buffer &ob = r.buffers(other);
+      if (ob.size_bytes() != pb.size_bytes() || ob.dtype() != pb.dtype())
+        return Status::error(where, "gradient buffer " + str(other) +
+                                        " differs from the parameter in size or dtype");
+    }
+  }
+  for (int32_t b : t.state_buffers())
+    if (!bufferOk(b) || r.buffers(b).kind() != BUFFER_PARAMETER)
+      return Status::error("state buffer " + str(b) + " is not a parameter buffer");
+  if (t.optimizer_begin() < -1 || t.optimizer_begin() > r.instructions_size())
+    return Status::error("optimizer_begin " + str(t.optimizer_begin()) + " is not in [-1, " +
+                         std::to_string(r.instructions_size()) + "]");
+  const Hyperparameters &h = plan.hyperparameters();
+  if (h.grad_accum_steps() < 1)
+    return Status::error("grad_accum_steps " + str(h.grad_accum_steps()) + " is below 1");
+  if (h.batch_size() < 1)
+    return Status::error("batch size " + str(h.batch_size()) + " is below 1");
+  return Status::ok();
+}
+
 Status checkPlan(const Plan &plan, const KernelCheck &kernelCheck) {
   if (plan.format_version() != kPlanFormatVersion)
     return Status::error("plan format version " + std::to_string(plan.format_version()) +
@@ -314,6 +401,8 @@ Status checkPlan(const Plan &plan, const KernelCheck &kernelCheck) {
     if (d.shard_axis() < -1)
       return Status::error(where, "shard axis " + str(d.shard_axis()) + " is below -1");
   }
+  if (plan.has_training() || plan.mode() == MODE_TRAINING)
+    DTC_RETURN_IF_ERROR(checkTraining(plan).withContext("training"));
   // Metadata last, so that a fuzzer's mutations reach the structural checks above.
   if (plan.mode() != MODE_INFERENCE && plan.mode() != MODE_TRAINING)
     return Status::error("mode " + std::to_string(plan.mode()) +

@@ -11,6 +11,8 @@ OpDef defineAbs() {
   d.version(6).in("X", "T").out("Y", "T").type("T", kFloatNoBf16Types | kIntTypes);
   d.version(13).type("T", kNumericTypes);
   d.infer = inferSameShape;
+  // dX = dY * sign(X), with sign(0) = 0 (PyTorch's abs backward).
+  d.gradient = [](GradientContext &ctx) { return eltwiseGradRule(ctx, "abs", false); };
   return d;
 }
 

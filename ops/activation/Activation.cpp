@@ -262,4 +262,18 @@ Status checkScalarInput(InferenceContext &ctx, size_t i, const std::string &what
   return Status::ok();
 }
 
+Status eltwiseGradRule(GradientContext &ctx, const std::string &algorithm, bool fromOutput,
+                       float alpha, float beta) {
+  if (!ctx.needsGrad(0))
+    return Status::ok();
+  ir::Value *t = fromOutput ? ctx.output(0) : ctx.input(0);
+  DTC_ASSIGN_OR_RETURN(ir::Value * dx, ctx.emit1("EltwiseGrad", {ctx.outputGrad(0), t},
+                                                 {{"algorithm", ir::Attribute(algorithm)},
+                                                  {"alpha", ir::Attribute(alpha)},
+                                                  {"beta", ir::Attribute(beta)}},
+                                                 "ai.dtc"));
+  ctx.setInputGrad(0, dx);
+  return Status::ok();
+}
+
 } // namespace dtc::ops

@@ -1,6 +1,7 @@
 // Shared pieces of the activation family: element conversion between every numeric dtype
 // (f16 and bf16 included) for Cast folding and for constants made by normalization (Clip
-// bounds), and the softmax-family definition (Softmax, LogSoftmax).
+// bounds), the softmax-family definition (Softmax, LogSoftmax), and the gradient rule body the
+// unary activations share (ai.dtc.EltwiseGrad).
 #pragma once
 
 #include "ops/OpDef.h"
@@ -39,5 +40,13 @@ OpDef softmaxFamilyDef(const std::string &name);
 /// holds other than exactly one element (Clip bounds, Dropout ratio and training_mode must be
 /// scalars; a 1-element 1-D tensor is accepted as exporters emit those).
 Status checkScalarInput(InferenceContext &ctx, size_t i, const std::string &what);
+
+/// The gradient rule body shared by the unary activations: sets input 0's gradient to
+/// ai.dtc.EltwiseGrad(dY, fromOutput ? Y : X) with `algorithm` (ops/training/
+/// ActivationGradEltwise.cpp lists the algorithms and their formulas). Reading Y instead of X
+/// (relu_dst, logistic_dst, tanh_dst, exp_dst, sqrt_dst, reciprocal_dst) lets the forward op run
+/// in place over X. Does nothing when input 0 needs no gradient.
+Status eltwiseGradRule(GradientContext &ctx, const std::string &algorithm, bool fromOutput,
+                       float alpha = 0.f, float beta = 0.f);
 
 } // namespace dtc::ops

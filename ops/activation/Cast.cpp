@@ -118,6 +118,24 @@ OpDef defineCast() {
       return ctx.error(values.status().message());
     return std::vector<ir::TensorDataPtr>{tensorOfType(name, to, in.dims(), *values)};
   };
+  // Float -> float: dX = Cast(dY, to = X's dtype) (dY itself when the dtypes are equal). A cast
+  // to an integer or bool type passes no gradient (its output carries none, so autodiff never
+  // asks), and integer inputs never need one.
+  d.gradient = [](GradientContext &ctx) -> Status {
+    if (!ctx.needsGrad(0) || !ctx.outputGrad(0))
+      return Status::ok();
+    ir::Value *dy = ctx.outputGrad(0);
+    const ir::DType from = ctx.input(0)->dtype();
+    if (dy->dtype() == from) {
+      ctx.setInputGrad(0, dy);
+      return Status::ok();
+    }
+    DTC_ASSIGN_OR_RETURN(
+        ir::Value * dx,
+        ctx.emit1("Cast", {dy}, {{"to", ir::Attribute(static_cast<int64_t>(from))}}));
+    ctx.setInputGrad(0, dx);
+    return Status::ok();
+  };
   return d;
 }
 

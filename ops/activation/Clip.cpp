@@ -57,6 +57,19 @@ OpDef defineClip() {
     DTC_RETURN_IF_ERROR(checkScalarInput(ctx, 2, "input 'max'"));
     return inferSameShape(ctx);
   };
+  // dX = dY where min <= X <= max (inclusive at both bounds, as PyTorch's clamp backward), else
+  // 0; an omitted bound is no bound. One ai.dtc.ClipGrad(dY, X, min?, max?). The bounds get no
+  // gradient: a bound computed from a trained parameter makes autodiff fail naming this node.
+  d.gradient = [](GradientContext &ctx) -> Status {
+    if (!ctx.needsGrad(0))
+      return Status::ok();
+    std::vector<ir::Value *> ins = {ctx.outputGrad(0), ctx.input(0)};
+    for (size_t i = 1; i < ctx.node().numInputs(); ++i)
+      ins.push_back(ctx.input(i));
+    DTC_ASSIGN_OR_RETURN(ir::Value * dx, ctx.emit1("ClipGrad", ins, {}, "ai.dtc"));
+    ctx.setInputGrad(0, dx);
+    return Status::ok();
+  };
   return d;
 }
 

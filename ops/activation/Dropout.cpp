@@ -64,6 +64,28 @@ OpDef defineDropout() {
     }
     return Status::ok();
   };
+  // Inference form: output = data, so dX = dY; ratio (when it needs one) gets zeros. Training
+  // mode must have been rewritten to ai.dtc.DropoutTraining (whose rule applies the mask) before
+  // autodiff: a training_mode input that is not a constant false is an error naming the node.
+  d.gradient = [](GradientContext &ctx) -> Status {
+    if (ir::Value *mode = ctx.input(2)) {
+      bool inference = false;
+      if (mode->isConstant())
+        if (auto v = mode->initializer()->toInt64s(); v && v->size() == 1 && (*v)[0] == 0)
+          inference = true;
+      if (!inference)
+        return ctx.error("training-mode Dropout has no gradient rule: rewrite it to "
+                         "ai.dtc.DropoutTraining before autodiff");
+    }
+    if (ctx.needsGrad(0))
+      ctx.setInputGrad(0, ctx.outputGrad(0));
+    if (ctx.needsGrad(1)) {
+      if (ctx.input(1)->dtype() != ir::DType::kFloat32 || !ctx.input(1)->shape().isStatic())
+        return ctx.error("gradient: a trained ratio must be a static f32 scalar");
+      ctx.setInputGrad(1, ctx.constantF32(0.f, ctx.input(1)->shape().staticSizes()));
+    }
+    return Status::ok();
+  };
   return d;
 }
 

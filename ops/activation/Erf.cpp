@@ -12,6 +12,8 @@ OpDef defineErf() {
   d.version(9).in("X", "T").out("Y", "T").type("T", kFloatNoBf16Types | kIntTypes);
   d.version(13).type("T", kNumericTypes);
   d.infer = inferSameShape;
+  // dX = dY * 2/sqrt(pi) * exp(-X^2).
+  d.gradient = [](GradientContext &ctx) { return eltwiseGradRule(ctx, "erf", false); };
   return d;
 }
 

@@ -21,6 +21,12 @@ OpDef defineGelu() {
                        approximate + "\"");
     return inferSameShape(ctx);
   };
+  // dX = dY * (Phi(X) + X * phi(X)) for approximate = "none"; the derivative of the tanh form
+  // for "tanh" (both as PyTorch's gelu_backward; oneDNN gelu_erf / gelu_tanh backward).
+  d.gradient = [](GradientContext &ctx) {
+    const bool tanh = ctx.node().attrString("approximate", "none") == "tanh";
+    return eltwiseGradRule(ctx, tanh ? "gelu_tanh" : "gelu_erf", false);
+  };
   return d;
 }
 

@@ -15,6 +15,12 @@ OpDef defineHardSigmoid() {
       .attr("beta", ir::AttrKind::kFloat)
       .type("T", kFloatNoBf16Types);
   d.infer = inferSameShape;
+  // dX = alpha * dY where 0 < alpha * X + beta < 1 (strict: 0 at the two kinks, as PyTorch's
+  // hardsigmoid_backward), else 0.
+  d.gradient = [](GradientContext &ctx) {
+    return eltwiseGradRule(ctx, "hardsigmoid", false, ctx.node().attrFloat("alpha", 0.2f),
+                           ctx.node().attrFloat("beta", 0.5f));
+  };
   return d;
 }
 

@@ -11,6 +11,9 @@ OpDef defineHardSwish() {
   d.name = "HardSwish";
   d.version(14).in("X", "T").out("Y", "T").type("T", kFloatNoBf16Types);
   d.infer = inferSameShape;
+  // dX = 0 for X < -3, dY * (X / 3 + 1/2) for -3 <= X <= 3, dY for X > 3 (PyTorch's
+  // hardswish_backward, kinks included).
+  d.gradient = [](GradientContext &ctx) { return eltwiseGradRule(ctx, "hardswish", false); };
   return d;
 }
 

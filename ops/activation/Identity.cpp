@@ -26,6 +26,12 @@ OpDef defineIdentity() {
     return std::vector<ir::TensorDataPtr>{
         ir::TensorData::fromBytes(ctx.node().output(0)->name(), in.dtype(), in.dims(), *bytes)};
   };
+  // dX = dY (no backward node).
+  d.gradient = [](GradientContext &ctx) -> Status {
+    if (ctx.needsGrad(0))
+      ctx.setInputGrad(0, ctx.outputGrad(0));
+    return Status::ok();
+  };
   return d;
 }
 

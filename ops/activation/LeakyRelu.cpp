@@ -15,6 +15,12 @@ OpDef defineLeakyRelu() {
       .type("T", kFloatNoBf16Types);
   d.version(16).type("T", kFloatTypes);
   d.infer = inferSameShape;
+  // dX = X > 0 ? dY : alpha * dY (alpha * dY at X = 0, as PyTorch's leaky_relu_backward). With
+  // alpha >= 0 the sign of Y is the sign of X, so the rule reads Y (the forward may run in place).
+  d.gradient = [](GradientContext &ctx) {
+    const float alpha = ctx.node().attrFloat("alpha", 0.01f);
+    return eltwiseGradRule(ctx, alpha >= 0.f ? "relu_dst" : "relu", alpha >= 0.f, alpha);
+  };
   return d;
 }
 

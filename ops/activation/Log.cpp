@@ -11,6 +11,8 @@ OpDef defineLog() {
   d.version(6).in("X", "T").out("Y", "T").type("T", kFloatNoBf16Types);
   d.version(13).type("T", kFloatTypes);
   d.infer = inferSameShape;
+  // dX = dY / X (inf at X = 0, NaN-free only for X > 0, as PyTorch).
+  d.gradient = [](GradientContext &ctx) { return eltwiseGradRule(ctx, "log", false); };
   return d;
 }
 

@@ -5,6 +5,21 @@
 
 namespace dtc::ops {
 
-OpDef defineLogSoftmax() { return softmaxFamilyDef("LogSoftmax"); }
+OpDef defineLogSoftmax() {
+  OpDef d = softmaxFamilyDef("LogSoftmax");
+  // dX = dY - exp(Y) * sum(dY, axis), from the output: one ai.dtc.LogSoftmaxGrad (oneDNN logsoftmax
+  // backward) over the canonical form's one axis.
+  d.gradient = [](GradientContext &ctx) -> Status {
+    if (!ctx.needsGrad(0))
+      return Status::ok();
+    DTC_ASSIGN_OR_RETURN(ir::Value * dx,
+                         ctx.emit1("LogSoftmaxGrad", {ctx.outputGrad(0), ctx.output(0)},
+                                   {{"axis", ir::Attribute(ctx.node().attrInt("axis", -1))}},
+                                   "ai.dtc"));
+    ctx.setInputGrad(0, dx);
+    return Status::ok();
+  };
+  return d;
+}
 
 } // namespace dtc::ops

@@ -11,6 +11,14 @@ OpDef defineNeg() {
   d.version(6).in("X", "T").out("Y", "T").type("T", kFloatNoBf16Types | kSignedIntTypes);
   d.version(13).type("T", kFloatTypes | kSignedIntTypes);
   d.infer = inferSameShape;
+  // dX = -dY.
+  d.gradient = [](GradientContext &ctx) -> Status {
+    if (!ctx.needsGrad(0))
+      return Status::ok();
+    DTC_ASSIGN_OR_RETURN(ir::Value * dx, ctx.emit1("Neg", {ctx.outputGrad(0)}));
+    ctx.setInputGrad(0, dx);
+    return Status::ok();
+  };
   return d;
 }
 

@@ -11,6 +11,8 @@ OpDef defineReciprocal() {
   d.version(6).in("X", "T").out("Y", "T").type("T", kFloatNoBf16Types);
   d.version(13).type("T", kFloatTypes);
   d.infer = inferSameShape;
+  // dX = -dY * Y^2 (= -dY / X^2), from the output.
+  d.gradient = [](GradientContext &ctx) { return eltwiseGradRule(ctx, "reciprocal_dst", true); };
   return d;
 }
 

@@ -13,6 +13,8 @@ OpDef defineRelu() {
   d.version(13).type("T", kFloatTypes);
   d.version(14).type("T", kFloatTypes | kSignedIntTypes);
   d.infer = inferSameShape;
+  // dX = Y > 0 ? dY : 0, from the output: 0 at X = 0, as PyTorch (threshold_backward).
+  d.gradient = [](GradientContext &ctx) { return eltwiseGradRule(ctx, "relu_dst", true); };
   return d;
 }
 

@@ -5,6 +5,21 @@
 
 namespace dtc::ops {
 
-OpDef defineSoftmax() { return softmaxFamilyDef("Softmax"); }
+OpDef defineSoftmax() {
+  OpDef d = softmaxFamilyDef("Softmax");
+  // dX = Y * (dY - sum(dY * Y, axis)), from the output: one ai.dtc.SoftmaxGrad (oneDNN softmax
+  // backward) over the canonical form's one axis.
+  d.gradient = [](GradientContext &ctx) -> Status {
+    if (!ctx.needsGrad(0))
+      return Status::ok();
+    DTC_ASSIGN_OR_RETURN(ir::Value * dx,
+                         ctx.emit1("SoftmaxGrad", {ctx.outputGrad(0), ctx.output(0)},
+                                   {{"axis", ir::Attribute(ctx.node().attrInt("axis", -1))}},
+                                   "ai.dtc"));
+    ctx.setInputGrad(0, dx);
+    return Status::ok();
+  };
+  return d;
+}
 
 } // namespace dtc::ops

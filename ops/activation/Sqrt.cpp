@@ -12,6 +12,9 @@ OpDef defineSqrt() {
   d.version(6).in("X", "T").out("Y", "T").type("T", kFloatNoBf16Types);
   d.version(13).type("T", kFloatTypes);
   d.infer = inferSameShape;
+  // dX = dY / (2 Y) from the output (oneDNN sqrt backward). At X = 0 this is dY / 0 = +inf for
+  // dY > 0 (-inf for dY < 0, NaN for dY = 0), as PyTorch's sqrt backward.
+  d.gradient = [](GradientContext &ctx) { return eltwiseGradRule(ctx, "sqrt_dst", true); };
   return d;
 }
 

@@ -11,6 +11,8 @@ OpDef defineTanh() {
   d.version(6).in("X", "T").out("Y", "T").type("T", kFloatNoBf16Types);
   d.version(13).type("T", kFloatTypes);
   d.infer = inferSameShape;
+  // dX = dY * (1 - Y^2), from the output.
+  d.gradient = [](GradientContext &ctx) { return eltwiseGradRule(ctx, "tanh_dst", true); };
   return d;
 }
 

@@ -13,8 +13,24 @@ OpDef defineAdd() {
   d.infer = inferBroadcast;
   d.fold = [](FoldContext &ctx) {
     return foldBinary(
-        ctx, [](int64_t a, int64_t b) -> Expected<int64_t> { int64_t r; if (__builtin_add_overflow(a, b, &r)) return Status::error("int64 overflow in Add"); return r; },
+        ctx,
+        [](int64_t a, int64_t b) -> Expected<int64_t> {
+          int64_t r;
+          if (__builtin_add_overflow(a, b, &r))
+            return Status::error("int64 overflow in Add");
+          return r;
+        },
         [](double a, double b) { return a + b; });
+  };
+  // dA = dC, dB = dC, each summed down to its input's shape (broadcasting undone).
+  d.gradient = [](GradientContext &ctx) -> Status {
+    for (size_t i = 0; i < 2; ++i) {
+      if (!ctx.needsGrad(i))
+        continue;
+      DTC_ASSIGN_OR_RETURN(ir::Value * g, ctx.sumToShape(ctx.outputGrad(0), ctx.input(i)->shape()));
+      ctx.setInputGrad(i, g);
+    }
+    return Status::ok();
   };
   return d;
 }

@@ -13,8 +13,28 @@ OpDef defineSub() {
   d.infer = inferBroadcast;
   d.fold = [](FoldContext &ctx) {
     return foldBinary(
-        ctx, [](int64_t a, int64_t b) -> Expected<int64_t> { int64_t r; if (__builtin_sub_overflow(a, b, &r)) return Status::error("int64 overflow in Sub"); return r; },
+        ctx,
+        [](int64_t a, int64_t b) -> Expected<int64_t> {
+          int64_t r;
+          if (__builtin_sub_overflow(a, b, &r))
+            return Status::error("int64 overflow in Sub");
+          return r;
+        },
         [](double a, double b) { return a - b; });
+  };
+  // dA = dC, dB = -dC, each summed down to its input's shape (the negation runs after the sum,
+  // on the smaller tensor).
+  d.gradient = [](GradientContext &ctx) -> Status {
+    for (size_t i = 0; i < 2; ++i) {
+      if (!ctx.needsGrad(i))
+        continue;
+      DTC_ASSIGN_OR_RETURN(ir::Value * g, ctx.sumToShape(ctx.outputGrad(0), ctx.input(i)->shape()));
+      if (i == 1) {
+        DTC_ASSIGN_OR_RETURN(g, ctx.emit1("Neg", {g}));
+      }
+      ctx.setInputGrad(i, g);
+    }
+    return Status::ok();
   };
   return d;
 }

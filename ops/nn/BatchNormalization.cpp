@@ -6,6 +6,8 @@
 // set and its mean/var outputs become running_mean/running_var (the same values: the updated
 // running statistics, onnx/docs/Changelog.md BatchNormalization-9 and -14). saved_mean and
 // saved_var have no canonical counterpart: they are dropped when unused, an error otherwise.
+// Gradient: inference mode (frozen statistics) only; the training-mode conversion pass turns
+// training_mode=1 nodes into ai.dtc.BatchNormTraining, which has its own rule.
 #include "ops/OpDef.h"
 
 namespace dtc::ops {
@@ -65,6 +67,76 @@ Status inferBatchNorm(InferenceContext &ctx) {
   return Status::ok();
 }
 
+// Gradient of inference-mode BatchNormalization, Y = scale * (X - mean) * inv + B with
+// inv = 1 / sqrt(var + epsilon) per channel (axis 1) and frozen mean/var. Sums run over every
+// axis but 1: dX = dY * scale * inv; dB = sum(dY); S = sum(dY * (X - mean)); dScale = S * inv;
+// dMean = -dB * scale * inv; dVar = -0.5 * scale * inv^3 * S = -0.5 * dScale * scale * inv.
+// A training_mode=1 node is an error: training graphs use ai.dtc.BatchNormTraining.
+Status batchNormInferenceGrad(GradientContext &ctx) {
+  const ir::Node &node = ctx.node();
+  if (node.attrInt("training_mode", 0) != 0)
+    return ctx.error("no gradient rule for training_mode=1; the training-mode conversion pass "
+                     "replaces it by ai.dtc.BatchNormTraining");
+  for (size_t o = 1; o < node.numOutputs(); ++o)
+    if (ctx.outputGrad(o))
+      return ctx.error("the loss depends on output " + std::to_string(o) +
+                       " (a running statistic), which is not differentiable");
+  ir::Value *dy = ctx.outputGrad(0);
+  if (!dy)
+    return Status::ok();
+  ir::Value *x = ctx.input(0), *scale = ctx.input(1), *mean = ctx.input(3), *var = ctx.input(4);
+  if (!x->shape().isStatic())
+    return ctx.error("gradient: shapes must be static (got X " + x->shape().str() + ")");
+  const std::vector<int64_t> xs = x->shape().staticSizes();
+  std::vector<int64_t> axes = {0}, channelShape = {xs[1]};
+  for (size_t i = 2; i < xs.size(); ++i) {
+    axes.push_back(static_cast<int64_t>(i));
+    channelShape.push_back(1);
+  }
+  auto sumOverBatch = [&](ir::Value *v) {
+    return ctx.emit1("ReduceSum", {v, ctx.constantI64s(axes)},
+                     {{"keepdims", ir::Attribute(int64_t{0})},
+                      {"noop_with_empty_axes", ir::Attribute(int64_t{0})}});
+  };
+  const float eps = node.attrFloat("epsilon", 1e-5f);
+  DTC_ASSIGN_OR_RETURN(ir::Value * ve, ctx.emit1("Add", {var, ctx.constantF32(eps)}));
+  DTC_ASSIGN_OR_RETURN(ir::Value * sd, ctx.emit1("Sqrt", {ve}));
+  DTC_ASSIGN_OR_RETURN(ir::Value * inv, ctx.emit1("Reciprocal", {sd}));
+  DTC_ASSIGN_OR_RETURN(ir::Value * k, ctx.emit1("Mul", {scale, inv})); // scale * inv, [C]
+  if (ctx.needsGrad(0)) {
+    DTC_ASSIGN_OR_RETURN(ir::Value * kr, ctx.reshapeTo(k, channelShape));
+    DTC_ASSIGN_OR_RETURN(ir::Value * dx, ctx.emit1("Mul", {dy, kr}));
+    ctx.setInputGrad(0, dx);
+  }
+  ir::Value *db = nullptr, *dscale = nullptr;
+  if (ctx.needsGrad(2) || ctx.needsGrad(3)) {
+    DTC_ASSIGN_OR_RETURN(db, sumOverBatch(dy));
+  }
+  if (ctx.needsGrad(1) || ctx.needsGrad(4)) {
+    DTC_ASSIGN_OR_RETURN(ir::Value * mr, ctx.reshapeTo(mean, channelShape));
+    DTC_ASSIGN_OR_RETURN(ir::Value * xc, ctx.emit1("Sub", {x, mr}));
+    DTC_ASSIGN_OR_RETURN(ir::Value * p, ctx.emit1("Mul", {dy, xc}));
+    DTC_ASSIGN_OR_RETURN(ir::Value * s, sumOverBatch(p));
+    DTC_ASSIGN_OR_RETURN(dscale, ctx.emit1("Mul", {s, inv}));
+  }
+  if (ctx.needsGrad(1))
+    ctx.setInputGrad(1, dscale);
+  if (ctx.needsGrad(2))
+    ctx.setInputGrad(2, db);
+  if (ctx.needsGrad(3)) {
+    DTC_ASSIGN_OR_RETURN(ir::Value * t, ctx.emit1("Mul", {db, k}));
+    DTC_ASSIGN_OR_RETURN(ir::Value * dmean, ctx.emit1("Neg", {t}));
+    ctx.setInputGrad(3, dmean);
+  }
+  if (ctx.needsGrad(4)) {
+    DTC_ASSIGN_OR_RETURN(ir::Value * t, ctx.emit1("Mul", {dscale, k}));
+    DTC_ASSIGN_OR_RETURN(ir::Value * t2, ctx.emit1("Mul", {t, inv}));
+    DTC_ASSIGN_OR_RETURN(ir::Value * dvar, ctx.emit1("Mul", {t2, ctx.constantF32(-0.5f)}));
+    ctx.setInputGrad(4, dvar);
+  }
+  return Status::ok();
+}
+
 } // namespace
 
 OpDef defineBatchNormalization() {
@@ -105,6 +177,7 @@ OpDef defineBatchNormalization() {
   v15.type("T", kTypes).type("T1", kTypes).type("T2", kTypes);
   d.normalize = normalizeBatchNorm;
   d.infer = inferBatchNorm;
+  d.gradient = batchNormInferenceGrad;
   return d;
 }
 

@@ -3,6 +3,7 @@
 // rewords auto_pad); output sizes follow ONNX convPoolShapeInference.
 #include "ops/OpDef.h"
 #include "ops/nn/NNCommon.h"
+#include "ops/training/ConvGradRules.h"
 
 namespace dtc::ops {
 
@@ -84,6 +85,46 @@ Status inferConv(InferenceContext &ctx) {
   return Status::ok();
 }
 
+/// Gradient of Y = conv(X, W) + B (auto_pad resolved into explicit pads):
+///   dX = ai.dtc.ConvGradData(dY, W)  (the transposed convolution of dY with W),
+///   dW, dB = ai.dtc.ConvGradWeight(dY, X)  (dB only when B needs a gradient),
+///   dB alone = ReduceSum(dY) over N and the spatial axes.
+/// Source: the convolution backward passes of oneDNN (convolution_backward_data/_weights).
+Status convGradient(GradientContext &ctx) {
+  ir::Value *dy = ctx.outputGrad(0);
+  if (!dy)
+    return Status::ok();
+  DTC_ASSIGN_OR_RETURN(std::vector<int64_t> xs, grad::staticShape(ctx, ctx.input(0)));
+  DTC_ASSIGN_OR_RETURN(std::vector<int64_t> ws, grad::staticShape(ctx, ctx.input(1)));
+  if (xs.size() < 3 || ws.size() != xs.size())
+    return ctx.error("gradient: X and W must have one rank >= 3");
+  DTC_ASSIGN_OR_RETURN(grad::GradWindow win,
+                       grad::convPoolWindow(ctx.node(), {xs.begin() + 2, xs.end()},
+                                            {ws.begin() + 2, ws.end()}));
+  std::map<std::string, ir::Attribute> attrs = win.attrs();
+  attrs["group"] = ir::Attribute(ctx.node().attrInt("group", 1));
+  if (ctx.needsGrad(0)) {
+    std::map<std::string, ir::Attribute> a = attrs;
+    a["input_shape"] = ir::Attribute(xs);
+    DTC_ASSIGN_OR_RETURN(ir::Value * dx,
+                         ctx.emit1("ConvGradData", {dy, ctx.input(1)}, a, "ai.dtc"));
+    ctx.setInputGrad(0, dx);
+  }
+  bool wantBias = ctx.input(2) && ctx.needsGrad(2);
+  if (ctx.needsGrad(1)) {
+    DTC_ASSIGN_OR_RETURN(
+        std::vector<ir::Value *> outs,
+        ctx.emit("ConvGradWeight", {dy, ctx.input(0)}, wantBias ? 2 : 1, attrs, "ai.dtc"));
+    ctx.setInputGrad(1, outs[0]);
+    if (wantBias)
+      ctx.setInputGrad(2, outs[1]);
+  } else if (wantBias) {
+    DTC_ASSIGN_OR_RETURN(ir::Value * db, grad::biasGrad(ctx, dy));
+    ctx.setInputGrad(2, db);
+  }
+  return Status::ok();
+}
+
 } // namespace
 
 OpDef defineConv() {
@@ -103,6 +144,7 @@ OpDef defineConv() {
       .type("T", kFloatTypes & ~bit(ir::DType::kBFloat16));
   d.version(11);
   d.infer = inferConv;
+  d.gradient = convGradient;
   return d;
 }
 

@@ -6,6 +6,7 @@
 //   pad_end.
 #include "ops/OpDef.h"
 #include "ops/nn/NNCommon.h"
+#include "ops/training/ConvGradRules.h"
 
 #include <limits>
 
@@ -127,6 +128,69 @@ Status inferConvTranspose(InferenceContext &ctx) {
   return Status::ok();
 }
 
+/// Gradient of Y = conv_transpose(X, W) + B. With explicit pads (auto_pad/output_shape resolved
+/// as the CPU kernel does: an even total padding split equally), ConvTranspose is the adjoint
+/// of Conv(·, W) with the same window, so:
+///   dX = Conv(dY, W) (same strides, pads, dilations, group; output_padding < stride only
+///        trims the floor: the output has X's size),
+///   dW = ai.dtc.ConvGradWeight(X, dY) (Conv's weight gradient with dY as the convolution's
+///        input and X as its output gradient: dW[c, m, k] = sum X[n, c, i] dY[n, m, i s + k d
+///        - pad_begin]),
+///   dB = ReduceSum(dY) over N and the spatial axes.
+Status convTransposeGradient(GradientContext &ctx) {
+  ir::Value *dy = ctx.outputGrad(0);
+  if (!dy)
+    return Status::ok();
+  const ir::Node &node = ctx.node();
+  DTC_ASSIGN_OR_RETURN(std::vector<int64_t> xs, grad::staticShape(ctx, ctx.input(0)));
+  DTC_ASSIGN_OR_RETURN(std::vector<int64_t> ws, grad::staticShape(ctx, ctx.input(1)));
+  if (xs.size() < 3 || ws.size() != xs.size())
+    return ctx.error("gradient: X and W must have one rank >= 3");
+  size_t sp = xs.size() - 2;
+  DTC_ASSIGN_OR_RETURN(nn::Window w,
+                       nn::readWindow(node, sp, std::vector<int64_t>(ws.begin() + 2, ws.end())));
+  std::vector<int64_t> outputPadding = node.attrInts("output_padding", std::vector<int64_t>(sp, 0));
+  std::vector<int64_t> outputShape = node.attrInts("output_shape");
+  if (outputShape.size() == xs.size())
+    outputShape.erase(outputShape.begin(), outputShape.begin() + 2);
+  bool same = w.autoPad == "SAME_UPPER" || w.autoPad == "SAME_LOWER";
+  if (outputPadding.size() != sp || (!outputShape.empty() && outputShape.size() != sp))
+    return ctx.error("gradient: output_padding and output_shape must have one value per spatial "
+                     "axis");
+  for (size_t i = 0; i < sp; ++i) {
+    if (outputPadding[i] < 0 || outputPadding[i] >= w.strides[i])
+      return ctx.error("gradient: output_padding must be in [0, stride)");
+    if (outputShape.empty() && !same)
+      continue;
+    int64_t full = w.strides[i] * (xs[2 + i] - 1) + outputPadding[i] +
+                   w.dilations[i] * (w.kernel[i] - 1) + 1;
+    int64_t target = !outputShape.empty() ? outputShape[i] : xs[2 + i] * w.strides[i];
+    int64_t total = full - target;
+    if (total < 0 || total % 2 != 0)
+      return ctx.error("gradient: output size " + std::to_string(target) + " on spatial axis " +
+                       std::to_string(i) + " needs a total padding of " + std::to_string(total) +
+                       "; only an even, non-negative one is supported (give explicit pads)");
+    w.pads[i] = w.pads[i + sp] = total / 2;
+  }
+  grad::GradWindow win{w.kernel, w.strides, w.dilations, w.pads};
+  std::map<std::string, ir::Attribute> attrs = win.attrs();
+  attrs["group"] = ir::Attribute(node.attrInt("group", 1));
+  if (ctx.needsGrad(0)) {
+    DTC_ASSIGN_OR_RETURN(ir::Value * dx, ctx.emit1("Conv", {dy, ctx.input(1)}, attrs));
+    ctx.setInputGrad(0, dx);
+  }
+  if (ctx.needsGrad(1)) {
+    DTC_ASSIGN_OR_RETURN(ir::Value * dw,
+                         ctx.emit1("ConvGradWeight", {ctx.input(0), dy}, attrs, "ai.dtc"));
+    ctx.setInputGrad(1, dw);
+  }
+  if (ctx.input(2) && ctx.needsGrad(2)) {
+    DTC_ASSIGN_OR_RETURN(ir::Value * db, grad::biasGrad(ctx, dy));
+    ctx.setInputGrad(2, db);
+  }
+  return Status::ok();
+}
+
 } // namespace
 
 OpDef defineConvTranspose() {
@@ -148,6 +212,7 @@ OpDef defineConvTranspose() {
       .type("T", kFloatTypes & ~bit(ir::DType::kBFloat16));
   d.version(11);
   d.infer = inferConvTranspose;
+  d.gradient = convTransposeGradient;
   return d;
 }
 

@@ -1,6 +1,7 @@
 // Gemm: Y = alpha * A' * B' + beta * C with A' = transA ? A^T : A, B' = transB ? B^T : B
 // (onnx/docs/Operators.md#Gemm). Forms: 7 (C required), 9 (wider types), 11 (C optional),
-// 13 (bfloat16). C broadcasts unidirectionally to (M, N).
+// 13 (bfloat16). C broadcasts unidirectionally to (M, N). Gradient: two Gemm nodes for dA and
+// dB (the transposes become Gemm's trans attributes), beta * ReduceSum(dY) for C.
 #include "ops/OpDef.h"
 
 namespace dtc::ops {
@@ -46,6 +47,43 @@ Status inferGemm(InferenceContext &ctx) {
   return Status::ok();
 }
 
+// Gradient of Y = alpha * A' B' + beta * C (A' = A^T when transA, B' likewise):
+//   dA' = alpha * dY B'^T, dB' = alpha * A'^T dY (matrix calculus of Y = A'B'), so
+//   dA = transA ? alpha * B' dY^T : alpha * dY B'^T, dB = transB ? alpha * dY^T A' : alpha * A'^T dY,
+//   each one Gemm whose trans attributes absorb every transpose;
+//   dC = beta * sum-to-shape(dY, C.shape) (unidirectional broadcasting undone by ReduceSum).
+Status gemmGrad(GradientContext &ctx) {
+  ir::Value *a = ctx.input(0), *b = ctx.input(1), *dy = ctx.outputGrad(0);
+  if (!dy)
+    return Status::ok();
+  const ir::Node &node = ctx.node();
+  const int64_t transA = node.attrInt("transA", 0) != 0, transB = node.attrInt("transB", 0) != 0;
+  const float alpha = node.attrFloat("alpha", 1.0f), beta = node.attrFloat("beta", 1.0f);
+  auto gemm = [&](ir::Value *x, ir::Value *y, int64_t tx, int64_t ty) {
+    return ctx.emit1("Gemm", {x, y},
+                     {{"alpha", ir::Attribute(alpha)},
+                      {"beta", ir::Attribute(1.0f)},
+                      {"transA", ir::Attribute(tx)},
+                      {"transB", ir::Attribute(ty)}});
+  };
+  if (ctx.needsGrad(0)) {
+    DTC_ASSIGN_OR_RETURN(ir::Value * g, transA ? gemm(b, dy, transB, 1) : gemm(dy, b, 0, !transB));
+    ctx.setInputGrad(0, g);
+  }
+  if (ctx.needsGrad(1)) {
+    DTC_ASSIGN_OR_RETURN(ir::Value * g, transB ? gemm(dy, a, 1, transA) : gemm(a, dy, !transA, 0));
+    ctx.setInputGrad(1, g);
+  }
+  if (ctx.input(2) && ctx.needsGrad(2)) {
+    DTC_ASSIGN_OR_RETURN(ir::Value * g, ctx.sumToShape(dy, ctx.input(2)->shape()));
+    if (beta != 1.0f) {
+      DTC_ASSIGN_OR_RETURN(g, ctx.emit1("Mul", {g, ctx.constantF32(beta)}));
+    }
+    ctx.setInputGrad(2, g);
+  }
+  return Status::ok();
+}
+
 } // namespace
 
 OpDef defineGemm() {
@@ -65,6 +103,7 @@ OpDef defineGemm() {
       .type("T", kTypes);
   d.version(11).inputs[2].optional = true;
   d.infer = inferGemm;
+  d.gradient = gemmGrad;
   return d;
 }
 

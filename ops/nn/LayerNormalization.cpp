@@ -1,6 +1,7 @@
 // LayerNormalization (opset 17, onnx/docs/Operators.md#LayerNormalization): normalizes X over
 // the axes [axis, rank) and applies Scale and optional B. Optional outputs Mean and InvStdDev
 // have X's shape with the normalized axes set to 1 and the element type given by stash_type.
+// Gradient: ai.dtc.LayerNormGrad (ops/training/NNGradNorm.cpp), statistics recomputed in f32.
 #include "ops/OpDef.h"
 #include "ops/ShapeHelpers.h"
 
@@ -44,6 +45,40 @@ Status inferLayerNorm(InferenceContext &ctx) {
   return Status::ok();
 }
 
+// Gradient: one ai.dtc.LayerNormGrad(dY, X, Scale) node gives dX and the gradients of Scale and
+// B over the normalized shape X.shape[axis:], summed down to Scale's and B's (broadcast)
+// shapes. Mean and InvStdDev are not differentiable outputs: a loss that depends on them is an
+// error.
+Status layerNormGrad(GradientContext &ctx) {
+  for (size_t o = 1; o < 3; ++o)
+    if (ctx.outputGrad(o))
+      return ctx.error(std::string("the loss depends on output ") + (o == 1 ? "Mean" : "InvStdDev") +
+                       ", which is not differentiable (only Y is)");
+  ir::Value *dy = ctx.outputGrad(0);
+  if (!dy)
+    return Status::ok();
+  const ir::Node &node = ctx.node();
+  ir::Value *bias = ctx.input(2);
+  const bool wantB = bias && ctx.needsGrad(2);
+  DTC_ASSIGN_OR_RETURN(
+      std::vector<ir::Value *> g,
+      ctx.emit("LayerNormGrad", {dy, ctx.input(0), ctx.input(1)}, wantB ? 3 : 2,
+               {{"axis", ir::Attribute(node.attrInt("axis", -1))},
+                {"epsilon", ir::Attribute(node.attrFloat("epsilon", 1e-5f))}},
+               "ai.dtc"));
+  if (ctx.needsGrad(0))
+    ctx.setInputGrad(0, g[0]);
+  if (ctx.needsGrad(1)) {
+    DTC_ASSIGN_OR_RETURN(ir::Value * ds, ctx.sumToShape(g[1], ctx.input(1)->shape()));
+    ctx.setInputGrad(1, ds);
+  }
+  if (wantB) {
+    DTC_ASSIGN_OR_RETURN(ir::Value * db, ctx.sumToShape(g[2], bias->shape()));
+    ctx.setInputGrad(2, db);
+  }
+  return Status::ok();
+}
+
 } // namespace
 
 OpDef defineLayerNormalization() {
@@ -62,6 +97,7 @@ OpDef defineLayerNormalization() {
       .type("T", kFloatTypes)
       .type("U", bit(ir::DType::kFloat32) | bit(ir::DType::kBFloat16));
   d.infer = inferLayerNorm;
+  d.gradient = layerNormGrad;
   return d;
 }
 

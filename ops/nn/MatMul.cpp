@@ -1,8 +1,12 @@
 // MatMul: numpy-style matrix product (onnx/docs/Operators.md#MatMul). 1-D operands are promoted
 // (A: [K] -> [1,K], B: [K] -> [K,1]) and the added axis removed from the result; leading batch
 // axes broadcast. The form is the same in every opset (1, 9, 13 only widen the types).
+// Gradient: dA = dY @ B^T, dB = A^T @ dY on ai.dtc.MatMulT (transposes read through strides).
 #include "ops/OpDef.h"
 #include "ops/ShapeHelpers.h"
+
+#include <functional>
+#include <numeric>
 
 namespace dtc::ops {
 
@@ -46,6 +50,85 @@ Status inferMatMul(InferenceContext &ctx) {
   return Status::ok();
 }
 
+int64_t product(const std::vector<int64_t> &v) {
+  return std::accumulate(v.begin(), v.end(), int64_t{1}, std::multiplies<int64_t>());
+}
+
+/// MatMulT(a, b) with the given transposes (ops/training/NNGradMatMul.cpp).
+Expected<ir::Value *> matmulT(GradientContext &ctx, ir::Value *a, ir::Value *b, bool transA,
+                              bool transB) {
+  return ctx.emit1("MatMulT", {a, b},
+                   {{"transA", ir::Attribute(int64_t{transA})},
+                    {"transB", ir::Attribute(int64_t{transB})},
+                    {"alpha", ir::Attribute(1.0f)}},
+                   "ai.dtc");
+}
+
+// Gradient of Y = A @ B (numpy matmul). With A2 = A promoted to [batchA..., M, K] (a 1-D A is
+// [1, K]), B2 to [batchB..., K, N] (a 1-D B is [K, 1]) and dY2 = dY as [batch..., M, N]:
+// dA = sum-to-shape(dY2 @ B2^T), dB = sum-to-shape(A2^T @ dY2), reshaped back to the operands'
+// shapes. The batch broadcast is undone by ReduceSum (GradientContext::sumToShape). When one
+// operand has no batch axes, the other's batch axes are folded into its rows so that one 2-D
+// product replaces the batched product and its reduction: for A [b.., M, K] and B [K, N],
+// dB = A^T [K, b..*M] @ dY [b..*M, N] and dA = dY [b..*M, N] @ B^T.
+Status matmulGrad(GradientContext &ctx) {
+  ir::Value *a = ctx.input(0), *b = ctx.input(1), *dy = ctx.outputGrad(0);
+  if (!dy)
+    return Status::ok();
+  if (!a->shape().isStatic() || !b->shape().isStatic())
+    return ctx.error("gradient: shapes must be static (got " + a->shape().str() + " and " +
+                     b->shape().str() + ")");
+  const std::vector<int64_t> sa = a->shape().staticSizes(), sb = b->shape().staticSizes();
+  std::vector<int64_t> a2 = sa, b2 = sb;
+  if (a2.size() == 1)
+    a2.insert(a2.begin(), 1);
+  if (b2.size() == 1)
+    b2.push_back(1);
+  const int64_t m = a2[a2.size() - 2], k = a2.back(), n = b2.back();
+  const std::vector<int64_t> batchA(a2.begin(), a2.end() - 2), batchB(b2.begin(), b2.end() - 2);
+  DTC_ASSIGN_OR_RETURN(
+      ir::Shape batchShape,
+      broadcastShapes({ir::Shape::ofStatic(batchA), ir::Shape::ofStatic(batchB)},
+                      ctx.node().where()));
+  std::vector<int64_t> y2 = batchShape.staticSizes();
+  const int64_t rows = product(y2) * m; // rows of dY when the batch folds into M
+  y2.push_back(m);
+  y2.push_back(n);
+
+  if (ctx.needsGrad(0)) {
+    ir::Value *g = nullptr;
+    DTC_ASSIGN_OR_RETURN(ir::Value * bb, ctx.reshapeTo(b, b2));
+    if (batchB.empty()) {
+      // A's batch (= the output's) folds into the rows: [rows, N] @ [K, N]^T = [rows, K].
+      DTC_ASSIGN_OR_RETURN(ir::Value * dyr, ctx.reshapeTo(dy, {rows, n}));
+      DTC_ASSIGN_OR_RETURN(g, matmulT(ctx, dyr, bb, false, true));
+    } else {
+      DTC_ASSIGN_OR_RETURN(ir::Value * dyr, ctx.reshapeTo(dy, y2));
+      DTC_ASSIGN_OR_RETURN(ir::Value * full, matmulT(ctx, dyr, bb, false, true));
+      DTC_ASSIGN_OR_RETURN(g, ctx.sumToShape(full, ir::Shape::ofStatic(a2)));
+    }
+    DTC_ASSIGN_OR_RETURN(g, ctx.reshapeTo(g, sa));
+    ctx.setInputGrad(0, g);
+  }
+  if (ctx.needsGrad(1)) {
+    ir::Value *g = nullptr;
+    if (batchB.empty()) {
+      // [rows, K]^T @ [rows, N] = [K, N]: the batch sum happens inside the product.
+      DTC_ASSIGN_OR_RETURN(ir::Value * ar, ctx.reshapeTo(a, {rows, k}));
+      DTC_ASSIGN_OR_RETURN(ir::Value * dyr, ctx.reshapeTo(dy, {rows, n}));
+      DTC_ASSIGN_OR_RETURN(g, matmulT(ctx, ar, dyr, true, false));
+    } else {
+      DTC_ASSIGN_OR_RETURN(ir::Value * aa, ctx.reshapeTo(a, a2));
+      DTC_ASSIGN_OR_RETURN(ir::Value * dyr, ctx.reshapeTo(dy, y2));
+      DTC_ASSIGN_OR_RETURN(ir::Value * full, matmulT(ctx, aa, dyr, true, false));
+      DTC_ASSIGN_OR_RETURN(g, ctx.sumToShape(full, ir::Shape::ofStatic(b2)));
+    }
+    DTC_ASSIGN_OR_RETURN(g, ctx.reshapeTo(g, sb));
+    ctx.setInputGrad(1, g);
+  }
+  return Status::ok();
+}
+
 } // namespace
 
 OpDef defineMatMul() {
@@ -55,6 +138,7 @@ OpDef defineMatMul() {
                               bit(ir::DType::kUInt32) | bit(ir::DType::kUInt64);
   d.version(1).in("A", "T").in("B", "T").out("Y", "T").type("T", kTypes);
   d.infer = inferMatMul;
+  d.gradient = matmulGrad;
   return d;
 }
 

@@ -3,8 +3,38 @@
 // 11 (same form, reworded pads), 12 (int8/uint8 types). Every form is already canonical.
 #include "ops/OpDef.h"
 #include "ops/nn/NNCommon.h"
+#include "ops/training/ConvGradRules.h"
 
 namespace dtc::ops {
+
+namespace {
+
+/// Gradient of Y = MaxPool(X): dX = ai.dtc.MaxPoolGrad(dY, X), which recomputes each window's
+/// argmax from X (the inference kernel keeps no workspace) and adds dY there. Ties go to the
+/// first maximal element in the window's row-major order (PyTorch also picks one element);
+/// pads never win. The Indices output carries no gradient.
+Status maxPoolGradient(GradientContext &ctx) {
+  ir::Value *dy = ctx.outputGrad(0);
+  if (!dy || !ctx.needsGrad(0))
+    return Status::ok();
+  const ir::Node &node = ctx.node();
+  if (node.attrInt("storage_order", 0) != 0)
+    return ctx.error("gradient: storage_order=1 is not supported");
+  DTC_ASSIGN_OR_RETURN(std::vector<int64_t> xs, grad::staticShape(ctx, ctx.input(0)));
+  if (xs.size() < 3)
+    return ctx.error("gradient: X must have rank >= 3");
+  DTC_ASSIGN_OR_RETURN(grad::GradWindow win,
+                       grad::convPoolWindow(node, {xs.begin() + 2, xs.end()},
+                                            node.attrInts("kernel_shape")));
+  std::map<std::string, ir::Attribute> attrs = win.attrs();
+  attrs["ceil_mode"] = ir::Attribute(node.attrInt("ceil_mode", 0));
+  DTC_ASSIGN_OR_RETURN(ir::Value * dx,
+                       ctx.emit1("MaxPoolGrad", {dy, ctx.input(0)}, attrs, "ai.dtc"));
+  ctx.setInputGrad(0, dx);
+  return Status::ok();
+}
+
+} // namespace
 
 OpDef defineMaxPool() {
   OpDef d;
@@ -35,6 +65,7 @@ OpDef defineMaxPool() {
       ctx.setOutputDType(1, ir::DType::kInt64);
     return Status::ok();
   };
+  d.gradient = maxPoolGradient;
   return d;
 }
 

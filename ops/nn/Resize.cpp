@@ -170,6 +170,82 @@ Status inferResize(InferenceContext &ctx) {
   return Status::ok();
 }
 
+/// Gradient of Y = Resize(X) for modes nearest and linear: dX = ai.dtc.ResizeGrad(dY), the
+/// adjoint of the forward's interpolation (every dY element is added to the X elements it was
+/// read from, with the forward's weights; ops/cpu/ResizeCoords.h has the shared coordinate
+/// math). scales/sizes must be constants; ResizeGrad gets one scale per axis (the forward's
+/// float scales, or, for sizes with keep_aspect_ratio_policy, the common scale), or none for
+/// sizes with policy stretch (scale = out / in, as the forward kernel uses).
+Status resizeGradient(GradientContext &ctx) {
+  ir::Value *dy = ctx.outputGrad(0);
+  if (!dy || !ctx.needsGrad(0))
+    return Status::ok();
+  const ir::Node &node = ctx.node();
+  std::string mode = node.attrString("mode", "nearest");
+  std::string ct = node.attrString("coordinate_transformation_mode", "half_pixel");
+  if (mode != "nearest" && mode != "linear")
+    return ctx.error("gradient: mode=" + mode + " has no gradient rule (nearest and linear do)");
+  if (ct == "tf_crop_and_resize")
+    return ctx.error("gradient: coordinate_transformation_mode=tf_crop_and_resize has no "
+                     "gradient rule");
+  if (node.attrInt("antialias", 0) != 0 || node.attrInt("exclude_outside", 0) != 0)
+    return ctx.error("gradient: antialias and exclude_outside are not supported");
+  const ir::Shape &xShape = ctx.input(0)->shape(), &yShape = dy->shape();
+  if (!xShape.isStatic() || !yShape.isStatic())
+    return ctx.error("gradient: X and Y must have static shapes");
+  std::vector<int64_t> xs = xShape.staticSizes(), ys = yShape.staticSizes();
+  int64_t rank = static_cast<int64_t>(xs.size());
+  std::vector<int64_t> axes;
+  if (node.hasAttr("axes")) {
+    for (int64_t a : node.attrInts("axes")) {
+      DTC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(a, rank, node.where(), "axes value"));
+      axes.push_back(axis);
+    }
+  } else {
+    for (int64_t i = 0; i < rank; ++i)
+      axes.push_back(i);
+  }
+  std::map<std::string, ir::Attribute> attrs = {
+      {"mode", ir::Attribute(mode)},
+      {"coordinate_transformation_mode", ir::Attribute(ct)},
+      {"nearest_mode", ir::Attribute(node.attrString("nearest_mode", "round_prefer_floor"))},
+      {"input_shape", ir::Attribute(xs)}};
+  ir::Value *scalesIn = ctx.input(2), *sizesIn = ctx.input(3);
+  std::vector<float> scales(static_cast<size_t>(rank), 1.0f);
+  if (scalesIn && !nn::isEmptyTensor(scalesIn)) {
+    if (!scalesIn->isInitializer())
+      return ctx.error("gradient: scales must be a constant");
+    DTC_ASSIGN_OR_RETURN(std::vector<double> sc, scalesIn->initializer()->toDoubles());
+    if (sc.size() != axes.size())
+      return ctx.error("gradient: scales must have one value per resized axis");
+    for (size_t i = 0; i < axes.size(); ++i)
+      scales[static_cast<size_t>(axes[i])] = static_cast<float>(sc[i]);
+    attrs["scales"] = ir::Attribute(scales);
+  } else if (sizesIn) {
+    std::string policy = node.attrString("keep_aspect_ratio_policy", "stretch");
+    if (policy != "stretch") {
+      if (!sizesIn->isInitializer())
+        return ctx.error("gradient: sizes must be a constant");
+      DTC_ASSIGN_OR_RETURN(std::vector<int64_t> sz, sizesIn->initializer()->toInt64s());
+      if (sz.size() != axes.size() || axes.empty())
+        return ctx.error("gradient: sizes must have one value per resized axis");
+      float common = policy == "not_larger" ? INFINITY : 0.0f;
+      for (size_t i = 0; i < axes.size(); ++i) {
+        float r = static_cast<float>(sz[i]) / static_cast<float>(xs[static_cast<size_t>(axes[i])]);
+        common = policy == "not_larger" ? std::min(common, r) : std::max(common, r);
+      }
+      for (int64_t a : axes)
+        scales[static_cast<size_t>(a)] = common;
+      attrs["scales"] = ir::Attribute(scales);
+    }
+  } else {
+    return ctx.error("gradient: one of scales and sizes must be given");
+  }
+  DTC_ASSIGN_OR_RETURN(ir::Value * dx, ctx.emit1("ResizeGrad", {dy}, attrs, "ai.dtc"));
+  ctx.setInputGrad(0, dx);
+  return Status::ok();
+}
+
 } // namespace
 
 OpDef defineResize() {
@@ -208,6 +284,7 @@ OpDef defineResize() {
   d.version(19);
   d.normalize = normalizeResize;
   d.infer = inferResize;
+  d.gradient = resizeGradient;
   return d;
 }
 

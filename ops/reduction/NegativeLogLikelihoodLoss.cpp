@@ -20,6 +20,29 @@ OpDef defineNegativeLogLikelihoodLoss() {
       .type("Tind", kInt32Or64Types);
   d.version(13).type("T", kFloatTypes);
   d.infer = inferLoss;
+  // dinput = ai.dtc.NegativeLogLikelihoodLossGrad(dloss, target[, weight]) with the input's
+  // shape: -weight[target] times the reduction's scale at the target class, 0 elsewhere and for
+  // ignored targets (ops/training/TensorGradNegativeLogLikelihoodLoss.cpp; PyTorch's nll_loss
+  // backward). Class weights get no gradient (an error when one is asked for).
+  d.gradient = [](GradientContext &ctx) -> Status {
+    if (ctx.needsGrad(2))
+      return ctx.error("gradient: no gradient with respect to input 'weight' (class weights "
+                       "must not depend on trained parameters)");
+    if (!ctx.needsGrad(0))
+      return Status::ok();
+    std::vector<ir::Value *> ins = {ctx.outputGrad(0), ctx.input(1)};
+    if (ctx.input(2))
+      ins.push_back(ctx.input(2));
+    std::map<std::string, ir::Attribute> attrs;
+    for (const char *name : {"reduction", "ignore_index"})
+      if (const ir::Attribute *a = ctx.node().attr(name))
+        attrs[name] = *a;
+    attrs["shape"] = ir::Attribute(ctx.input(0)->shape().staticSizes());
+    DTC_ASSIGN_OR_RETURN(ir::Value * dx,
+                         ctx.emit1("NegativeLogLikelihoodLossGrad", ins, attrs, "ai.dtc"));
+    ctx.setInputGrad(0, dx);
+    return Status::ok();
+  };
   return d;
 }
 

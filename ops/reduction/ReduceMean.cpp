@@ -14,6 +14,21 @@ OpDef defineReduceMean() {
   reduceInputForm(d, 18);
   d.normalize = reduceNormalizer(18);
   d.infer = inferReduce;
+  // dX = dY broadcast back over the reduced axes, divided by the number of reduced elements
+  // (the product of the reduced dims; no scaling when that is 0: the input is then empty).
+  d.gradient = [](GradientContext &ctx) -> Status {
+    DTC_ASSIGN_OR_RETURN(std::vector<int64_t> axes, reducedAxes(ctx));
+    const std::vector<int64_t> in = ctx.input(0)->shape().staticSizes();
+    int64_t count = 1;
+    for (int64_t a : axes)
+      count *= in[static_cast<size_t>(a)];
+    DTC_ASSIGN_OR_RETURN(ir::Value * dx, broadcastReduceGrad(ctx, ctx.outputGrad(0)));
+    if (count > 1) {
+      DTC_ASSIGN_OR_RETURN(dx, ctx.emit1("Mul", {dx, ctx.constantF32(1.0f / static_cast<float>(count))}));
+    }
+    ctx.setInputGrad(0, dx);
+    return Status::ok();
+  };
   return d;
 }
 

@@ -21,6 +21,35 @@ OpDef defineSoftmaxCrossEntropyLoss() {
       .type("Tind", kInt32Or64Types);
   d.version(13).type("T", kFloatTypes);
   d.infer = inferLoss;
+  // dscores = ai.dtc.SoftmaxCrossEntropyLossGrad(dloss, scores, labels[, weights][, dlog_prob])
+  // (formula in ops/training/TensorGradSoftmaxCrossEntropyLoss.cpp; PyTorch's cross_entropy
+  // backward): softmax minus the one-hot label, times the sample's weight and the reduction's
+  // scale; ignored labels get 0. The log_prob output's gradient, when used, is folded into the
+  // same node. Class weights get no gradient (an error when one is asked for).
+  d.gradient = [](GradientContext &ctx) -> Status {
+    if (ctx.needsGrad(2))
+      return ctx.error("gradient: no gradient with respect to input 'weights' (class weights "
+                       "must not depend on trained parameters)");
+    if (!ctx.needsGrad(0))
+      return Status::ok();
+    ir::Value *dloss = ctx.outputGrad(0);
+    ir::Value *dlogProb = ctx.outputGrad(1);
+    if (!dloss && !dlogProb)
+      return Status::ok();
+    if (!dloss)
+      dloss = ctx.constantF32(0.0f, ctx.output(0)->shape().staticSizes());
+    std::vector<ir::Value *> ins = {dloss, ctx.input(0), ctx.input(1), ctx.input(2), dlogProb};
+    while (!ins.back())
+      ins.pop_back();
+    std::map<std::string, ir::Attribute> attrs;
+    for (const char *name : {"reduction", "ignore_index"})
+      if (const ir::Attribute *a = ctx.node().attr(name))
+        attrs[name] = *a;
+    DTC_ASSIGN_OR_RETURN(ir::Value * dx,
+                         ctx.emit1("SoftmaxCrossEntropyLossGrad", ins, attrs, "ai.dtc"));
+    ctx.setInputGrad(0, dx);
+    return Status::ok();
+  };
   return d;
 }
 

@@ -123,6 +123,26 @@ OpDef defineConcat() {
     return std::vector<ir::TensorDataPtr>{ir::TensorData::fromBytes(
         ctx.node().output(0)->name(), first.dtype(), outDims, std::move(bytes))};
   };
+  // dY cut back into the inputs' pieces along the axis: Split(dY, sizes).
+  d.gradient = [](GradientContext &ctx) -> Status {
+    const ir::Node &n = ctx.node();
+    const int64_t rank = static_cast<int64_t>(ctx.input(0)->shape().rank());
+    DTC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(n.attrInt("axis", 0), rank, n.where()));
+    if (n.numInputs() == 1) {
+      ctx.setInputGrad(0, ctx.outputGrad(0));
+      return Status::ok();
+    }
+    std::vector<int64_t> sizes;
+    for (const ir::Value *in : n.inputs())
+      sizes.push_back(in->shape().staticSizes()[static_cast<size_t>(axis)]);
+    DTC_ASSIGN_OR_RETURN(std::vector<ir::Value *> pieces,
+                         ctx.emit("Split", {ctx.outputGrad(0), ctx.constantI64s(sizes)},
+                                  sizes.size(), {{"axis", ir::Attribute(axis)}}));
+    for (size_t i = 0; i < pieces.size(); ++i)
+      if (ctx.needsGrad(i))
+        ctx.setInputGrad(i, pieces[i]);
+    return Status::ok();
+  };
   return d;
 }
 

@@ -63,6 +63,12 @@ OpDef defineExpand() {
                          remapElements(ctx.node().output(0)->name(), data, outDims, src, where));
     return std::vector<ir::TensorDataPtr>{t};
   };
+  // dX = dY summed over the axes the input was broadcast along (sumToShape).
+  d.gradient = [](GradientContext &ctx) -> Status {
+    DTC_ASSIGN_OR_RETURN(ir::Value * dx, ctx.sumToShape(ctx.outputGrad(0), ctx.input(0)->shape()));
+    ctx.setInputGrad(0, dx);
+    return Status::ok();
+  };
   return d;
 }
 

@@ -57,6 +57,8 @@ OpDef defineFlatten() {
                                                        {outer, inner}, ctx.node().where()));
     return std::vector<ir::TensorDataPtr>{t};
   };
+  // dX = dY reshaped back to the input's shape.
+  d.gradient = reshapeGradient;
   return d;
 }
 

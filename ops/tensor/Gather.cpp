@@ -115,6 +115,22 @@ OpDef defineGather() {
                          remapElements(ctx.node().output(0)->name(), data, outDims, src, where));
     return std::vector<ir::TensorDataPtr>{t};
   };
+  // dX = ai.dtc.GatherGrad(dY, indices): zeros of the data's shape with dY's slices
+  // scatter-added at the indices (repeated indices accumulate; negative ones count from the
+  // back), as PyTorch's index_select / embedding backward (ops/training/TensorGradGather.cpp).
+  d.gradient = [](GradientContext &ctx) -> Status {
+    const ir::Node &n = ctx.node();
+    const std::vector<int64_t> dims = ctx.input(0)->shape().staticSizes();
+    DTC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(n.attrInt("axis", 0),
+                                                     static_cast<int64_t>(dims.size()),
+                                                     n.where()));
+    DTC_ASSIGN_OR_RETURN(ir::Value * dx,
+                         ctx.emit1("GatherGrad", {ctx.outputGrad(0), ctx.input(1)},
+                                   {{"axis", ir::Attribute(axis)}, {"shape", ir::Attribute(dims)}},
+                                   "ai.dtc"));
+    ctx.setInputGrad(0, dx);
+    return Status::ok();
+  };
   return d;
 }
 

@@ -217,6 +217,36 @@ OpDef definePad() {
                                                             outDims, src, where, fill));
     return std::vector<ir::TensorDataPtr>{t};
   };
+  // Constant mode only: dX = Pad(dY, -pads) (crops the padding, and puts zeros back where a
+  // negative pad cropped the input); the constant_value input's gradient is the sum of dY over
+  // the padded positions, sum(dY) - sum(dX). reflect/edge/wrap are an error naming the node.
+  d.gradient = [](GradientContext &ctx) -> Status {
+    const ir::Node &n = ctx.node();
+    const std::string mode = n.attrString("mode", "constant");
+    if (mode != "constant")
+      return ctx.error("gradient: Pad mode '" + mode + "' has no gradient rule (only constant)");
+    DTC_ASSIGN_OR_RETURN(std::vector<int64_t> pads, gradConstantInts(ctx, 1, "pads"));
+    for (int64_t &p : pads)
+      p = -p;
+    std::vector<ir::Value *> ins = {ctx.outputGrad(0), ctx.constantI64s(pads)};
+    if (n.input(3)) {
+      ins.push_back(nullptr);
+      ins.push_back(n.input(3));
+    }
+    DTC_ASSIGN_OR_RETURN(ir::Value * dx,
+                         ctx.emit1("Pad", ins, {{"mode", ir::Attribute("constant")}}));
+    if (ctx.needsGrad(0))
+      ctx.setInputGrad(0, dx);
+    if (ctx.needsGrad(2)) {
+      const std::map<std::string, ir::Attribute> all = {{"keepdims", ir::Attribute(int64_t{0})}};
+      DTC_ASSIGN_OR_RETURN(ir::Value * total, ctx.emit1("ReduceSum", {ctx.outputGrad(0)}, all));
+      DTC_ASSIGN_OR_RETURN(ir::Value * kept, ctx.emit1("ReduceSum", {dx}, all));
+      DTC_ASSIGN_OR_RETURN(ir::Value * dv, ctx.emit1("Sub", {total, kept}));
+      DTC_ASSIGN_OR_RETURN(dv, ctx.reshapeTo(dv, n.input(2)->shape().staticSizes()));
+      ctx.setInputGrad(2, dv);
+    }
+    return Status::ok();
+  };
   return d;
 }
 

@@ -58,6 +58,8 @@ OpDef defineReshape() {
                          withDims(ctx.node().output(0)->name(), data, out.staticSizes(), where));
     return std::vector<ir::TensorDataPtr>{t};
   };
+  // dX = dY reshaped back to the input's shape.
+  d.gradient = reshapeGradient;
   return d;
 }
 

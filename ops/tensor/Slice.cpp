@@ -192,6 +192,63 @@ OpDef defineSlice() {
                          remapElements(ctx.node().output(0)->name(), data, outDims, src, where));
     return std::vector<ir::TensorDataPtr>{t};
   };
+  // dX: dY put back where the slice took it, zeros elsewhere. Per axis the first index and
+  // count come from the same clamping as inference (sliceRange / clampSlice). All steps 1:
+  // Pad(dY) with pads (first, dim - first - count); otherwise ai.dtc.SliceGrad(dY) with the
+  // resolved per-axis starts and steps (ops/training/TensorGradSlice.cpp). Bounds must be
+  // constant.
+  d.gradient = [](GradientContext &ctx) -> Status {
+    const ir::Node &n = ctx.node();
+    const std::vector<int64_t> dims = ctx.input(0)->shape().staticSizes();
+    const int64_t rank = static_cast<int64_t>(dims.size());
+    DTC_ASSIGN_OR_RETURN(std::vector<int64_t> starts, gradConstantInts(ctx, 1, "starts"));
+    DTC_ASSIGN_OR_RETURN(std::vector<int64_t> ends, gradConstantInts(ctx, 2, "ends"));
+    std::optional<std::vector<int64_t>> axes, steps;
+    if (n.input(3)) {
+      DTC_ASSIGN_OR_RETURN(std::vector<int64_t> a, gradConstantInts(ctx, 3, "axes"));
+      axes = std::move(a);
+    }
+    if (n.input(4)) {
+      DTC_ASSIGN_OR_RETURN(std::vector<int64_t> s, gradConstantInts(ctx, 4, "steps"));
+      steps = std::move(s);
+    }
+    DTC_ASSIGN_OR_RETURN(SliceParams p,
+                         completeParams(starts, ends, axes, steps, rank, n.where()));
+    std::vector<int64_t> first(dims.size(), 0), step(dims.size(), 1), count = dims;
+    bool unitSteps = true;
+    for (size_t i = 0; i < p.axes.size(); ++i) {
+      const size_t a = static_cast<size_t>(p.axes[i]);
+      DTC_ASSIGN_OR_RETURN(SliceRange r,
+                           sliceRange(dims[a], p.starts[i], p.ends[i], p.steps[i], n.where()));
+      first[a] = r.count > 0 ? r.start : 0;
+      step[a] = p.steps[i];
+      count[a] = r.count;
+      unitSteps = unitSteps && (p.steps[i] == 1 || r.count <= 1);
+    }
+    ir::Value *dx = nullptr;
+    if (unitSteps) {
+      std::vector<int64_t> pads(2 * dims.size());
+      bool any = false;
+      for (size_t a = 0; a < dims.size(); ++a) {
+        pads[a] = first[a];
+        pads[a + dims.size()] = dims[a] - first[a] - count[a];
+        any = any || pads[a] != 0 || pads[a + dims.size()] != 0;
+      }
+      dx = ctx.outputGrad(0);
+      if (any) {
+        DTC_ASSIGN_OR_RETURN(dx, ctx.emit1("Pad", {dx, ctx.constantI64s(pads)},
+                                           {{"mode", ir::Attribute("constant")}}));
+      }
+    } else {
+      DTC_ASSIGN_OR_RETURN(dx, ctx.emit1("SliceGrad", {ctx.outputGrad(0)},
+                                         {{"shape", ir::Attribute(dims)},
+                                          {"starts", ir::Attribute(first)},
+                                          {"steps", ir::Attribute(step)}},
+                                         "ai.dtc"));
+    }
+    ctx.setInputGrad(0, dx);
+    return Status::ok();
+  };
   return d;
 }
 

@@ -131,6 +131,29 @@ OpDef defineSplit() {
     }
     return outs;
   };
+  // dX = Concat of the outputs' gradients along the axis; an output that does not reach the
+  // loss contributes zeros (ConstantOfShape, f32 0).
+  d.gradient = [](GradientContext &ctx) -> Status {
+    const ir::Node &n = ctx.node();
+    const int64_t rank = static_cast<int64_t>(ctx.input(0)->shape().rank());
+    DTC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(n.attrInt("axis", 0), rank, n.where()));
+    std::vector<ir::Value *> parts;
+    for (size_t i = 0; i < n.numOutputs(); ++i) {
+      ir::Value *g = ctx.outputGrad(i);
+      if (!g) {
+        DTC_ASSIGN_OR_RETURN(
+            g, ctx.emit1("ConstantOfShape",
+                         {ctx.constantI64s(n.output(i)->shape().staticSizes())}));
+      }
+      parts.push_back(g);
+    }
+    ir::Value *dx = parts[0];
+    if (parts.size() > 1) {
+      DTC_ASSIGN_OR_RETURN(dx, ctx.emit1("Concat", parts, {{"axis", ir::Attribute(axis)}}));
+    }
+    ctx.setInputGrad(0, dx);
+    return Status::ok();
+  };
   return d;
 }
 

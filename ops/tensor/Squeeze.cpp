@@ -93,6 +93,8 @@ OpDef defineSqueeze() {
                                   ir::Shape(std::move(*dims)).staticSizes(), ctx.node().where()));
     return std::vector<ir::TensorDataPtr>{t};
   };
+  // dX = dY reshaped back to the input's shape.
+  d.gradient = reshapeGradient;
   return d;
 }
 

@@ -231,4 +231,19 @@ Status normalizeAxesAttribute(ir::Node &node, NormalizeContext &ctx) {
   return Status::ok();
 }
 
+Expected<std::vector<int64_t>> gradConstantInts(GradientContext &ctx, size_t i,
+                                                const std::string &what) {
+  ir::Value *v = ctx.input(i);
+  if (!v || !v->initializer())
+    return ctx.error("gradient: input '" + what + "' must be a constant");
+  return v->initializer()->toInt64s();
+}
+
+Status reshapeGradient(GradientContext &ctx) {
+  DTC_ASSIGN_OR_RETURN(ir::Value * dx,
+                       ctx.reshapeTo(ctx.outputGrad(0), ctx.input(0)->shape().staticSizes()));
+  ctx.setInputGrad(0, dx);
+  return Status::ok();
+}
+
 } // namespace dtc::ops

@@ -71,6 +71,15 @@ Expected<std::vector<int64_t>> splitSizes(int64_t dim,
                                           const std::optional<std::vector<int64_t>> &split,
                                           int64_t numOutputs, const std::string &where);
 
+/// For gradient rules: the integer contents of constant input i (axes, pads, repeats, slice
+/// bounds); an error naming the node and `what` when the input is not a constant.
+Expected<std::vector<int64_t>> gradConstantInts(GradientContext &ctx, size_t i,
+                                                const std::string &what);
+
+/// The gradient rule of the ops that only change the shape (Reshape, Flatten, Squeeze,
+/// Unsqueeze): dX = dY reshaped to input 0's static shape.
+Status reshapeGradient(GradientContext &ctx);
+
 /// "[1,2,3]" for messages.
 std::string intsText(const std::vector<int64_t> &v);
 

@@ -70,6 +70,32 @@ OpDef defineTile() {
                                                             outDims, src, ctx.node().where()));
     return std::vector<ir::TensorDataPtr>{t};
   };
+  // dX: dY (r0*d0, r1*d1, ...) reshaped to (r0, d0, r1, d1, ...) (only axes with r > 1 are
+  // split), then ReduceSum over the repeat axes: every copy of an element adds its gradient.
+  d.gradient = [](GradientContext &ctx) -> Status {
+    const std::vector<int64_t> dims = ctx.input(0)->shape().staticSizes();
+    DTC_ASSIGN_OR_RETURN(std::vector<int64_t> repeats, gradConstantInts(ctx, 1, "repeats"));
+    if (repeats.size() != dims.size())
+      return ctx.error("gradient: repeats " + intsText(repeats) + " do not match the rank " +
+                       std::to_string(dims.size()));
+    std::vector<int64_t> split, axes;
+    for (size_t a = 0; a < dims.size(); ++a) {
+      if (repeats[a] != 1) {
+        axes.push_back(static_cast<int64_t>(split.size()));
+        split.push_back(repeats[a]);
+      }
+      split.push_back(dims[a]);
+    }
+    ir::Value *dx = ctx.outputGrad(0);
+    if (!axes.empty()) {
+      DTC_ASSIGN_OR_RETURN(dx, ctx.reshapeTo(dx, split));
+      DTC_ASSIGN_OR_RETURN(dx, ctx.emit1("ReduceSum", {dx, ctx.constantI64s(axes)},
+                                         {{"keepdims", ir::Attribute(int64_t{0})},
+                                          {"noop_with_empty_axes", ir::Attribute(int64_t{0})}}));
+    }
+    ctx.setInputGrad(0, dx);
+    return Status::ok();
+  };
   return d;
 }
 

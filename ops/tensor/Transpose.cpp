@@ -76,6 +76,23 @@ OpDef defineTranspose() {
                                                             outDims, src, ctx.node().where()));
     return std::vector<ir::TensorDataPtr>{t};
   };
+  // dX = Transpose(dY) with the inverse permutation: dX's axis perm[i] is dY's axis i.
+  d.gradient = [](GradientContext &ctx) -> Status {
+    DTC_ASSIGN_OR_RETURN(std::vector<int64_t> perm,
+                         permutation(ctx.node(), ctx.input(0)->shape().rank()));
+    std::vector<int64_t> inv(perm.size());
+    bool identity = true;
+    for (size_t i = 0; i < perm.size(); ++i) {
+      inv[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+      identity = identity && perm[i] == static_cast<int64_t>(i);
+    }
+    ir::Value *dx = ctx.outputGrad(0);
+    if (!identity) {
+      DTC_ASSIGN_OR_RETURN(dx, ctx.emit1("Transpose", {dx}, {{"perm", ir::Attribute(inv)}}));
+    }
+    ctx.setInputGrad(0, dx);
+    return Status::ok();
+  };
   return d;
 }
 

@@ -1,3 +1,4 @@
 # Sources of the ActivationGrad family op definitions (listed, no globs).
 target_sources(dtc_ops_defs PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/ActivationGradOps.cpp
 )

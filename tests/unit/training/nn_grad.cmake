@@ -1,1 +1,5 @@
-# Test binary of the nn_grad family: dtc_unit_test(dtc_nn_grad_tests SOURCES unit/training/... LIBS dtc_gradcheck).
+# Test binary of the nn_grad family: gradient rules of MatMul, Gemm, BatchNormalization
+# (training and inference mode), LayerNormalization, and the kernels of their ai.dtc ops.
+dtc_unit_test(dtc_nn_grad_tests
+  SOURCES unit/training/NNGradTest.cpp unit/training/NNGradKernelTest.cpp
+  LIBS dtc_gradcheck)

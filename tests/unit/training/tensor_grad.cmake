@@ -1,1 +1,5 @@
-# Test binary of the tensor_grad family: dtc_unit_test(dtc_tensor_grad_tests SOURCES unit/training/... LIBS dtc_gradcheck).
+# Test binary of the tensor_grad family: gradient rules of the reduction, loss and tensor/shape/
+# index ops (finite differences), and the ai.dtc TensorGrad kernels against reference loops.
+dtc_unit_test(dtc_tensor_grad_tests
+  SOURCES unit/training/TensorGradTest.cpp unit/training/TensorGradKernelTest.cpp
+  LIBS dtc_gradcheck)

@@ -1,0 +1,219 @@
+// Training options: the --config JSON file, value checks, and the training pass pipeline.
+#include "compiler/driver/TrainConfig.h"
+
+#include "compiler/ir/Verifier.h"
+#include "passes/Passes.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+namespace dtc::driver {
+namespace {
+
+using json = nlohmann::json;
+
+Status keyError(const std::string &path, const std::string &key, const std::string &what) {
+  return Status::error(path, "key '" + key + "': " + what);
+}
+
+template <typename T> Status get(const std::string &path, const std::string &key, const json &v,
+                                 T &out) {
+  try {
+    out = v.get<T>();
+    return Status::ok();
+  } catch (const json::exception &) {
+    std::string want = std::is_same_v<T, std::string> ? "a string"
+                       : std::is_same_v<T, bool>      ? "true or false"
+                       : std::is_integral_v<T>        ? "an integer"
+                                                      : "a number";
+    return keyError(path, key, "expected " + want + ", got " + v.dump());
+  }
+}
+
+} // namespace
+
+Status readTrainConfigFile(const std::string &path, passes::TrainingConfig &cfg,
+                           std::string &strategy) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return Status::error(path, "cannot read the file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json j;
+  try {
+    j = json::parse(ss.str());
+  } catch (const json::parse_error &e) {
+    return Status::error(path, std::string("not valid JSON: ") + e.what());
+  }
+  if (!j.is_object())
+    return Status::error(path, "expected a JSON object of training options");
+  for (const auto &[key, v] : j.items()) {
+    // Integers must be integers; JSON numbers like 32.0 are refused.
+    auto integer = [&](int64_t &out) -> Status {
+      if (!v.is_number_integer())
+        return keyError(path, key, "expected an integer, got " + v.dump());
+      out = v.get<int64_t>();
+      return Status::ok();
+    };
+    auto number = [&](float &out) -> Status {
+      if (!v.is_number())
+        return keyError(path, key, "expected a number, got " + v.dump());
+      out = v.get<float>();
+      return Status::ok();
+    };
+    Status s = Status::ok();
+    if (key == "strategy")
+      s = get(path, key, v, strategy);
+    else if (key == "loss")
+      s = get(path, key, v, cfg.loss);
+    else if (key == "loss-output")
+      s = get(path, key, v, cfg.lossOutput);
+    else if (key == "label-name")
+      s = get(path, key, v, cfg.labelName);
+    else if (key == "ignore-index")
+      s = integer(cfg.ignoreIndex);
+    else if (key == "class-axis")
+      s = integer(cfg.classAxis);
+    else if (key == "optimizer")
+      s = get(path, key, v, cfg.optimizer);
+    else if (key == "lr")
+      s = number(cfg.lr);
+    else if (key == "momentum")
+      s = number(cfg.momentum);
+    else if (key == "nesterov")
+      s = get(path, key, v, cfg.nesterov);
+    else if (key == "weight-decay")
+      s = number(cfg.weightDecay);
+    else if (key == "betas") {
+      if (!v.is_array() || v.size() != 2 || !v[0].is_number() || !v[1].is_number())
+        return keyError(path, key, "expected [beta1, beta2], got " + v.dump());
+      cfg.beta1 = v[0].get<float>();
+      cfg.beta2 = v[1].get<float>();
+    } else if (key == "eps")
+      s = number(cfg.eps);
+    else if (key == "lr-schedule")
+      s = get(path, key, v, cfg.lrSchedule);
+    else if (key == "warmup-steps")
+      s = integer(cfg.warmupSteps);
+    else if (key == "step-size")
+      s = integer(cfg.stepSize);
+    else if (key == "gamma")
+      s = number(cfg.gamma);
+    else if (key == "total-steps")
+      s = integer(cfg.totalSteps);
+    else if (key == "min-lr")
+      s = number(cfg.minLr);
+    else if (key == "clip-grad-norm")
+      s = number(cfg.clipGradNorm);
+    else if (key == "grad-accum-steps")
+      s = integer(cfg.gradAccumSteps);
+    else if (key == "freeze")
+      s = get(path, key, v, cfg.freeze);
+    else if (key == "batch-size")
+      s = integer(cfg.batchSize);
+    else
+      return keyError(path, key,
+                      "unknown option (keys are dtc-compile's training flags without the "
+                      "dashes: strategy, loss, loss-output, label-name, ignore-index, optimizer, "
+                      "lr, momentum, nesterov, weight-decay, betas, eps, lr-schedule, "
+                      "warmup-steps, step-size, gamma, total-steps, min-lr, clip-grad-norm, "
+                      "grad-accum-steps, freeze, batch-size)");
+    DTC_RETURN_IF_ERROR(s);
+  }
+  return Status::ok();
+}
+
+Status validateTrainConfig(const passes::TrainingConfig &c) {
+  auto bad = [](const std::string &flag, const std::string &what) {
+    return Status::error(flag, what);
+  };
+  auto finite = [](float v) { return std::isfinite(v); };
+  if (c.loss != "softmax-cross-entropy" && c.loss != "mse" && c.loss != "bce-with-logits" &&
+      c.loss != "model")
+    return bad("--loss", "unknown loss '" + c.loss +
+                             "' (known: softmax-cross-entropy, mse, bce-with-logits, model)");
+  if (c.optimizer != "sgd" && c.optimizer != "adam" && c.optimizer != "adamw")
+    return bad("--optimizer", "unknown optimizer '" + c.optimizer + "' (known: sgd, adam, adamw)");
+  if (!finite(c.lr) || c.lr < 0)
+    return bad("--lr", "must be a finite number >= 0, got " + std::to_string(c.lr));
+  if (!finite(c.momentum) || c.momentum < 0 || c.momentum >= 1)
+    return bad("--momentum", "must be in [0, 1), got " + std::to_string(c.momentum));
+  if (c.nesterov && (c.optimizer != "sgd" || c.momentum <= 0))
+    return bad("--nesterov", "needs --optimizer sgd with --momentum > 0 (as torch.optim.SGD)");
+  if (!finite(c.weightDecay) || c.weightDecay < 0)
+    return bad("--weight-decay", "must be >= 0, got " + std::to_string(c.weightDecay));
+  for (float b : {c.beta1, c.beta2})
+    if (!finite(b) || b < 0 || b >= 1)
+      return bad("--betas", "each beta must be in [0, 1), got " + std::to_string(c.beta1) + "," +
+                                std::to_string(c.beta2));
+  if (!finite(c.eps) || c.eps <= 0)
+    return bad("--eps", "must be > 0, got " + std::to_string(c.eps));
+  if (c.lrSchedule != "constant" && c.lrSchedule != "step" && c.lrSchedule != "cosine")
+    return bad("--lr-schedule",
+               "unknown schedule '" + c.lrSchedule + "' (known: constant, step, cosine)");
+  if (c.warmupSteps < 0)
+    return bad("--warmup-steps", "must be >= 0");
+  if (c.lrSchedule == "step" && c.stepSize < 1)
+    return bad("--step-size", "must be >= 1 with --lr-schedule step");
+  if (!finite(c.gamma) || c.gamma <= 0)
+    return bad("--gamma", "must be > 0");
+  if (c.lrSchedule == "cosine" && c.totalSteps <= c.warmupSteps)
+    return bad("--total-steps", "--lr-schedule cosine needs --total-steps greater than "
+                                "--warmup-steps (" +
+                                    std::to_string(c.warmupSteps) + "), got " +
+                                    std::to_string(c.totalSteps));
+  if (!finite(c.minLr) || c.minLr < 0)
+    return bad("--min-lr", "must be >= 0");
+  if (!finite(c.clipGradNorm) || c.clipGradNorm < 0)
+    return bad("--clip-grad-norm", "must be >= 0 (0 turns clipping off)");
+  if (c.gradAccumSteps < 1)
+    return bad("--grad-accum-steps", "must be >= 1");
+  if (c.batchSize < 1)
+    return bad("--batch-size", "a training plan needs --batch-size B (B >= 1)");
+  if (c.labelName.empty())
+    return bad("--label-name", "must not be empty");
+  if (!c.freeze.empty()) {
+    try {
+      std::regex r(c.freeze, std::regex::ECMAScript);
+    } catch (const std::regex_error &e) {
+      return bad("--freeze", "'" + c.freeze + "' is not a valid regular expression");
+    }
+  }
+  return Status::ok();
+}
+
+Status runTrainingPasses(ir::Graph &graph, passes::TrainingConfig &cfg,
+                         passes::TrainingState &state, Diagnostics &diags, bool verifyEach) {
+  passes::PassContext ctx;
+  ctx.training = &cfg;
+  ctx.trainingState = &state;
+  Status result = Status::ok();
+  for (const char *name : {"training-mode", "attach-loss", "autodiff", "optimizer"}) {
+    std::unique_ptr<passes::Pass> p = passes::createPassByName(name);
+    if (!p) {
+      result = Status::error(std::string("pass '") + name + "' is not available in this build");
+      break;
+    }
+    result = p->run(graph, ctx);
+    if (result.isOk() && verifyEach) {
+      Status v = ir::verifyGraph(graph);
+      if (!v.isOk())
+        result = Status::error(std::string("after ") + name + ": " + v.message());
+    }
+    if (!result.isOk())
+      break;
+  }
+  for (const Diagnostic &d : ctx.diags.items()) {
+    if (d.severity == Severity::kWarning)
+      diags.warning("", d.message);
+    else
+      diags.note("", d.message);
+  }
+  return result;
+}
+
+} // namespace dtc::driver

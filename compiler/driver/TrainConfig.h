@@ -1,0 +1,31 @@
+// Training options of dtc-compile: the --config JSON file (keys are the flag names without the
+// leading dashes: {"loss": "mse", "optimizer": "adam", "lr": 1e-3, "betas": [0.9, 0.999],
+// "batch-size": 32, ...}), validation of every value, and the training compile pipeline
+// (training-mode -> attach-loss -> autodiff -> optimizer) run on an imported, dim-bound graph.
+#pragma once
+
+#include "compiler/ir/Graph.h"
+#include "compiler/support/Diagnostics.h"
+#include "compiler/support/Status.h"
+#include "passes/Training.h"
+
+#include <string>
+
+namespace dtc::driver {
+
+/// Reads `path` into `cfg` (and `strategy`). Errors: "<path>: ..." for unreadable or malformed
+/// JSON, "<path>: key 'x': ..." for an unknown key or a value of the wrong type.
+Status readTrainConfigFile(const std::string &path, passes::TrainingConfig &cfg,
+                           std::string &strategy);
+
+/// Checks ranges and names: loss, optimizer, lr >= 0, momentum in [0, 1), betas in [0, 1),
+/// eps > 0, weight decay >= 0, schedule name and its parameters, clip >= 0, accumulation >= 1,
+/// nesterov only with momentum > 0 (as torch.optim.SGD). Errors name the flag ("--lr: ...").
+Status validateTrainConfig(const passes::TrainingConfig &cfg);
+
+/// Runs training-mode, attach-loss, autodiff and optimizer on `graph` (shapes bound), filling
+/// `state`. `verifyEach` runs the IR verifier after each pass.
+Status runTrainingPasses(ir::Graph &graph, passes::TrainingConfig &cfg,
+                         passes::TrainingState &state, Diagnostics &diags, bool verifyEach);
+
+} // namespace dtc::driver

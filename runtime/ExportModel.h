@@ -1,0 +1,21 @@
+// --export: the source ONNX model with its trained initializers replaced by the values a
+// training run ended with, written as a plain binary .onnx file that onnxruntime can load.
+#pragma once
+
+#include "compiler/support/Status.h"
+#include "runtime/io/Npy.h"
+
+#include <string>
+#include <vector>
+
+namespace dtc::rt {
+
+/// Reads the model at `modelPath` (binary or ONNX text), replaces the main graph's initializer
+/// named `a.name` by each array `a` (stored as raw_data; typed data fields and external data
+/// references are cleared), keeps everything else as it was, and writes the binary model to
+/// `outPath` atomically. Errors: "<model>: initializer 'x': ..." for a name the model lacks or
+/// another dtype/shape, "<outPath>: ..." for write failures (no partial file).
+Status exportTrainedModel(const std::string &modelPath, const std::vector<HostArray> &initializers,
+                          const std::string &outPath);
+
+} // namespace dtc::rt

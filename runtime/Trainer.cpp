@@ -1,0 +1,712 @@
+// The training loop (see Trainer.h).
+#include "runtime/Trainer.h"
+
+#include "compiler/support/FileIO.h"
+#include "ops/cpu/Kernel.h"
+#include "runtime/Checkpoint.h"
+#include "runtime/DataLoader.h"
+#include "runtime/Executor.h"
+#include "runtime/ExportModel.h"
+#include "runtime/LrSchedule.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+namespace dtc::rt {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string typeStr(ir::DType dtype, const std::vector<int64_t> &shape) {
+  return ops::cpu::TensorDesc{dtype, shape}.str();
+}
+
+std::vector<int64_t> shapeOf(const plan::Buffer &b) {
+  return std::vector<int64_t>(b.shape().begin(), b.shape().end());
+}
+
+int findBinding(const google::protobuf::RepeatedPtrField<plan::Binding> &bindings,
+                const std::string &name) {
+  for (const plan::Binding &b : bindings)
+    if (b.name() == name)
+      return b.buffer();
+  return -1;
+}
+
+/// The value of a scalar f32 or f64 output (the loss).
+Expected<double> scalarOf(const HostArray &a) {
+  if (a.numElements() != 1)
+    return Status::error("output '" + a.name + "'",
+                         "the loss must be a scalar, got " + typeStr(a.dtype, a.shape));
+  if (a.dtype == ir::DType::kFloat32) {
+    float v;
+    std::memcpy(&v, a.bytes.data(), 4);
+    return static_cast<double>(v);
+  }
+  if (a.dtype == ir::DType::kFloat64) {
+    double v;
+    std::memcpy(&v, a.bytes.data(), 8);
+    return v;
+  }
+  return Status::error("output '" + a.name + "'",
+                       "the loss must be f32 or f64, got " + typeStr(a.dtype, a.shape));
+}
+
+HostArray scalarArray(const std::string &name, ir::DType dtype, std::vector<int64_t> shape,
+                      const void *data, size_t bytes) {
+  HostArray a;
+  a.name = name;
+  a.dtype = dtype;
+  a.shape = std::move(shape);
+  a.bytes.assign(static_cast<const char *>(data), bytes);
+  return a;
+}
+
+/// An output file's folder must exist before training starts (no training run lost to a typo).
+Status checkOutputPath(const std::string &flag, const std::string &path) {
+  if (path.empty())
+    return Status::ok();
+  std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return Status::error(flag + " " + path, "is a directory");
+  if (!parent.empty() && !std::filesystem::is_directory(parent, ec))
+    return Status::error(flag + " " + path, "folder " + parent.string() + " does not exist");
+  return Status::ok();
+}
+
+std::string fmtRate(double samplesPerS) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", samplesPerS);
+  return buf;
+}
+
+/// What the loop needs to know about the plan, resolved once.
+struct TrainingLayout {
+  int lossBuffer = -1;
+  std::string predictionName;
+  std::string labelName;
+  int optimizerBegin = 0;
+  int64_t microBatches = 1;
+  int64_t batch = 0;
+  /// PARAMETER, OPTIMIZER_STATE and state buffers: what a checkpoint holds.
+  std::vector<int> persistent;
+  /// Persistent buffers the micro-batch part writes (restored after validation).
+  std::vector<int> writtenByForward;
+  /// Gradient buffer and initializer name of each trained parameter.
+  std::vector<std::pair<int, std::string>> gradients;
+  /// Buffers holding initializers (by source name, first buffer of each name).
+  std::vector<std::pair<int, std::string>> initializers;
+};
+
+TrainingLayout layoutOf(const plan::Plan &plan) {
+  const plan::RankProgram &rp = plan.ranks(0);
+  const plan::Training &tr = plan.training();
+  TrainingLayout l;
+  l.lossBuffer = findBinding(rp.outputs(), tr.loss_output());
+  l.predictionName = tr.prediction_output();
+  l.labelName = tr.label_input();
+  l.optimizerBegin = tr.optimizer_begin();
+  l.microBatches = std::max<int64_t>(1, plan.hyperparameters().grad_accum_steps());
+  std::set<int> persistent;
+  for (int b = 0; b < rp.buffers_size(); ++b)
+    if (rp.buffers(b).kind() == plan::BUFFER_PARAMETER ||
+        rp.buffers(b).kind() == plan::BUFFER_OPTIMIZER_STATE)
+      persistent.insert(b);
+  for (int32_t b : tr.state_buffers())
+    persistent.insert(b);
+  l.persistent.assign(persistent.begin(), persistent.end());
+  for (int b : l.persistent) {
+    const plan::Buffer &pb = rp.buffers(b);
+    bool written = false;
+    for (int i = 0; i < l.optimizerBegin && !written; ++i) {
+      const plan::Instruction &ins = rp.instructions(i);
+      std::vector<int32_t> outs;
+      if (ins.has_copy())
+        outs.push_back(ins.copy().dst());
+      else
+        outs.assign(ins.kernel().outputs().begin(), ins.kernel().outputs().end());
+      for (int32_t o : outs) {
+        if (o < 0)
+          continue;
+        const plan::Buffer &ob = rp.buffers(o);
+        if (ob.size_bytes() && pb.size_bytes() && ob.offset() < pb.offset() + pb.size_bytes() &&
+            pb.offset() < ob.offset() + ob.size_bytes())
+          written = true;
+      }
+    }
+    if (written)
+      l.writtenByForward.push_back(b);
+  }
+  for (const plan::TrainedParameter &p : tr.parameters())
+    if (p.gradient() >= 0)
+      l.gradients.push_back({p.gradient(), p.name()});
+  std::set<std::string> seen;
+  auto addInit = [&](int b) {
+    const plan::Buffer &buf = rp.buffers(b);
+    if (!buf.source().empty() && buf.kind() != plan::BUFFER_GRADIENT &&
+        seen.insert(buf.source()).second)
+      l.initializers.push_back({b, buf.source()});
+  };
+  for (int b = 0; b < rp.buffers_size(); ++b)
+    if (rp.buffers(b).kind() == plan::BUFFER_PARAMETER)
+      addInit(b);
+  for (int32_t b : tr.state_buffers())
+    addInit(b);
+  return l;
+}
+
+/// Running sums of one epoch (or one validation pass).
+struct Totals {
+  double lossSum = 0;
+  int64_t steps = 0;
+  int64_t correct = 0;
+  int64_t counted = 0;
+  double seconds = 0;
+  int64_t samples = 0;
+};
+
+class Trainer {
+public:
+  Trainer(const plan::Plan &plan, const TrainOptions &opts, Executor &ex, const Dataset &train,
+          const Dataset *val, TrainingLayout layout)
+      : plan_(plan), opts_(opts), ex_(ex), train_(train), val_(val), l_(std::move(layout)) {}
+
+  Status run();
+
+private:
+  Status setScalars(int64_t step, int64_t rngCounter, double lr);
+  /// Runs the micro-batch part on the batch starting at order[first]; adds loss/accuracy.
+  Status microBatch(const Dataset &data, const std::vector<int64_t> &order, int64_t first,
+                    double &loss, Totals &totals);
+  Status validate(int64_t step, Totals &val);
+  Status writeCheckpointAt(int64_t step, int64_t epoch, int64_t stepInEpoch, const Totals &t);
+  Status resume(int64_t &startStep, Totals &epochTotals);
+  void logLine(const nlohmann::json &j);
+  Status epochEnd(int64_t epoch, int64_t stepsDone, Totals &t, bool partial);
+
+  const plan::Plan &plan_;
+  const TrainOptions &opts_;
+  Executor &ex_;
+  const Dataset &train_;
+  const Dataset *val_;
+  TrainingLayout l_;
+  std::string fingerprint_;
+  uint64_t seed_ = 0;
+  bool shuffle_ = true;
+  int64_t stepsPerEpoch_ = 0;
+  int64_t totalSteps_ = 0;
+  std::ofstream log_;
+  std::vector<HostArray> lastGradients_;
+  bool progressLineOpen_ = false;
+};
+
+Status Trainer::setScalars(int64_t step, int64_t rngCounter, double lr) {
+  const plan::Training &tr = plan_.training();
+  if (!tr.lr_input().empty()) {
+    float v = static_cast<float>(lr);
+    DTC_RETURN_IF_ERROR(ex_.setInput(scalarArray(tr.lr_input(), ir::DType::kFloat32, {}, &v, 4)));
+  }
+  if (!tr.step_input().empty())
+    DTC_RETURN_IF_ERROR(
+        ex_.setInput(scalarArray(tr.step_input(), ir::DType::kInt64, {}, &step, 8)));
+  if (!tr.rng_input().empty()) {
+    int64_t key[3] = {static_cast<int64_t>(seed_), rngCounter, 0};
+    DTC_RETURN_IF_ERROR(
+        ex_.setInput(scalarArray(tr.rng_input(), ir::DType::kInt64, {3}, key, sizeof key)));
+  }
+  return Status::ok();
+}
+
+Status Trainer::microBatch(const Dataset &data, const std::vector<int64_t> &order, int64_t first,
+                           double &loss, Totals &totals) {
+  std::vector<HostArray> batch = data.batch(order, first);
+  for (const HostArray &a : batch) {
+    Status s = ex_.setInput(a);
+    if (!s.isOk())
+      return s.withContext(data.path());
+  }
+  DTC_RETURN_IF_ERROR(ex_.run(0, l_.optimizerBegin));
+  DTC_ASSIGN_OR_RETURN(HostArray lossArray, ex_.output(plan_.training().loss_output()));
+  DTC_ASSIGN_OR_RETURN(loss, scalarOf(lossArray));
+  if (!l_.predictionName.empty() && !l_.labelName.empty()) {
+    DTC_ASSIGN_OR_RETURN(HostArray pred, ex_.output(l_.predictionName));
+    for (const HostArray &a : batch)
+      if (a.name == l_.labelName)
+        countCorrect(pred, a, plan_.training().ignore_index(), totals.correct, totals.counted);
+  }
+  return Status::ok();
+}
+
+void Trainer::logLine(const nlohmann::json &j) {
+  if (log_.is_open()) {
+    log_ << j.dump() << "\n";
+    log_.flush();
+  }
+}
+
+Status Trainer::validate(int64_t step, Totals &val) {
+  // The plan has no forward-only program: run the micro-batch part (forward and backward, no
+  // update) and put back any persistent buffer it writes (BatchNormalization running stats).
+  std::vector<HostArray> saved;
+  for (int b : l_.writtenByForward) {
+    DTC_ASSIGN_OR_RETURN(HostArray a, ex_.readBuffer(b));
+    saved.push_back(std::move(a));
+  }
+  std::vector<int64_t> order = epochOrder(val_->samples(), 0, 0, false);
+  const int64_t batches = val_->samples() / l_.batch;
+  auto t0 = Clock::now();
+  for (int64_t i = 0; i < batches; ++i) {
+    DTC_RETURN_IF_ERROR(setScalars(step, step * l_.microBatches, 0.0));
+    double loss = 0;
+    DTC_RETURN_IF_ERROR(microBatch(*val_, order, i * l_.batch, loss, val));
+    val.lossSum += loss;
+    val.steps += 1;
+    val.samples += l_.batch;
+  }
+  val.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  for (size_t k = 0; k < saved.size(); ++k)
+    DTC_RETURN_IF_ERROR(ex_.writeBuffer(l_.writtenByForward[k], saved[k]));
+  return Status::ok();
+}
+
+Status Trainer::writeCheckpointAt(int64_t step, int64_t epoch, int64_t stepInEpoch,
+                                  const Totals &t) {
+  Checkpoint c;
+  c.meta.step = step;
+  c.meta.epoch = epoch;
+  c.meta.stepInEpoch = stepInEpoch;
+  c.meta.seed = seed_;
+  c.meta.shuffle = shuffle_;
+  c.meta.samples = train_.samples();
+  c.meta.planFingerprint = fingerprint_;
+  c.meta.epochLossSum = t.lossSum;
+  c.meta.epochSteps = t.steps;
+  c.meta.epochCorrect = t.correct;
+  c.meta.epochCounted = t.counted;
+  for (int b : l_.persistent) {
+    DTC_ASSIGN_OR_RETURN(HostArray a, ex_.readBuffer(b));
+    c.arrays.push_back(std::move(a));
+  }
+  return writeCheckpoint(checkpointPath(opts_.checkpointDir, step), c);
+}
+
+Status Trainer::resume(int64_t &startStep, Totals &epochTotals) {
+  DTC_ASSIGN_OR_RETURN(std::string path, newestCheckpoint(opts_.checkpointDir));
+  DTC_ASSIGN_OR_RETURN(Checkpoint c, readCheckpoint(path, fingerprint_));
+  const CheckpointMeta &m = c.meta;
+  if (opts_.seed && *opts_.seed != m.seed)
+    return Status::error(path, "the checkpoint was made with --seed " + std::to_string(m.seed) +
+                                   ", not " + std::to_string(*opts_.seed) +
+                                   " (a resumed run keeps its seed)");
+  if (opts_.shuffle && *opts_.shuffle != m.shuffle)
+    return Status::error(path, std::string("the checkpoint was made with ") +
+                                   (m.shuffle ? "--shuffle" : "--no-shuffle") +
+                                   " (a resumed run keeps its data order)");
+  if (m.samples != train_.samples())
+    return Status::error(path, "the checkpoint's run read " + std::to_string(m.samples) +
+                                   " training samples, " + train_.path() + " has " +
+                                   std::to_string(train_.samples()));
+  if (m.step < 0 || m.stepInEpoch < 0 || m.epoch * stepsPerEpoch_ + m.stepInEpoch != m.step ||
+      m.stepInEpoch >= stepsPerEpoch_)
+    return Status::error(path, "inconsistent position (step " + std::to_string(m.step) +
+                                   ", epoch " + std::to_string(m.epoch) + ", step in epoch " +
+                                   std::to_string(m.stepInEpoch) + ")");
+  seed_ = m.seed;
+  shuffle_ = m.shuffle;
+  const plan::RankProgram &rp = plan_.ranks(0);
+  std::map<std::string, const HostArray *> byName;
+  for (const HostArray &a : c.arrays)
+    byName[a.name] = &a;
+  if (byName.size() != l_.persistent.size())
+    return Status::error(path, "holds " + std::to_string(byName.size()) +
+                                   " buffers, the plan has " +
+                                   std::to_string(l_.persistent.size()) + " to restore");
+  for (int b : l_.persistent) {
+    auto it = byName.find(rp.buffers(b).name());
+    if (it == byName.end())
+      return Status::error(path, "buffer '" + rp.buffers(b).name() + "' is missing");
+    Status s = ex_.writeBuffer(b, *it->second);
+    if (!s.isOk())
+      return s.withContext(path);
+  }
+  startStep = m.step;
+  epochTotals.lossSum = m.epochLossSum;
+  epochTotals.steps = m.epochSteps;
+  epochTotals.correct = m.epochCorrect;
+  epochTotals.counted = m.epochCounted;
+  if (opts_.progress)
+    std::fprintf(opts_.progress, "resuming from %s (step %lld)\n", path.c_str(),
+                 static_cast<long long>(m.step));
+  return Status::ok();
+}
+
+Status Trainer::epochEnd(int64_t epoch, int64_t stepsDone, Totals &t, bool partial) {
+  nlohmann::json j;
+  j["event"] = "epoch";
+  j["epoch"] = epoch;
+  j["step"] = stepsDone;
+  if (partial)
+    j["partial"] = true;
+  j["train_loss"] = t.steps ? t.lossSum / t.steps : NAN;
+  if (t.counted)
+    j["train_accuracy"] = static_cast<double>(t.correct) / t.counted;
+  if (t.seconds > 0)
+    j["samples_per_s"] = t.samples / t.seconds;
+  std::string text = "epoch " + std::to_string(epoch + 1) + (partial ? " (partial)" : "") +
+                     ": train loss " + std::to_string(t.steps ? t.lossSum / t.steps : NAN);
+  if (t.counted)
+    text += " accuracy " + std::to_string(static_cast<double>(t.correct) / t.counted);
+  if (val_) {
+    Totals v;
+    DTC_RETURN_IF_ERROR(validate(stepsDone, v));
+    j["val_loss"] = v.lossSum / v.steps;
+    text += ", val loss " + std::to_string(v.lossSum / v.steps);
+    if (v.counted) {
+      j["val_accuracy"] = static_cast<double>(v.correct) / v.counted;
+      text += " accuracy " + std::to_string(static_cast<double>(v.correct) / v.counted);
+    }
+  }
+  text += ", " + fmtRate(t.seconds > 0 ? t.samples / t.seconds : 0) + " samples/s";
+  logLine(j);
+  if (opts_.progress) {
+    if (progressLineOpen_)
+      std::fputc('\n', opts_.progress);
+    progressLineOpen_ = false;
+    std::fprintf(opts_.progress, "%s\n", text.c_str());
+    std::fflush(opts_.progress);
+  }
+  t = Totals();
+  return Status::ok();
+}
+
+Status Trainer::run() {
+  fingerprint_ = plan::fingerprint(plan_);
+  seed_ = opts_.seed.value_or(0);
+  shuffle_ = opts_.shuffle.value_or(true);
+  const int64_t perStep = l_.batch * l_.microBatches;
+  stepsPerEpoch_ = train_.samples() / perStep;
+  if (stepsPerEpoch_ < 1)
+    return Status::error(train_.path(),
+                         "has " + std::to_string(train_.samples()) +
+                             " samples, fewer than one step takes (batch " +
+                             std::to_string(l_.batch) + " x " + std::to_string(l_.microBatches) +
+                             " micro-batches)");
+  if (val_ && val_->samples() < l_.batch)
+    return Status::error(val_->path(), "has " + std::to_string(val_->samples()) +
+                                           " samples, fewer than one batch of " +
+                                           std::to_string(l_.batch));
+  totalSteps_ = opts_.steps > 0 ? opts_.steps
+                                : stepsPerEpoch_ * (opts_.epochs > 0 ? opts_.epochs : 1);
+  DTC_ASSIGN_OR_RETURN(LrSchedule schedule,
+                       LrSchedule::create(plan_.hyperparameters(), totalSteps_));
+
+  int64_t step = 0;
+  Totals epochTotals;
+  if (opts_.resume) {
+    DTC_RETURN_IF_ERROR(resume(step, epochTotals));
+  } else if (!opts_.checkpointDir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(opts_.checkpointDir, ec);
+    if (!std::filesystem::is_directory(opts_.checkpointDir, ec))
+      return Status::error(opts_.checkpointDir, "cannot create the checkpoint folder");
+    if (newestCheckpoint(opts_.checkpointDir))
+      return Status::error(opts_.checkpointDir,
+                           "holds checkpoints of an earlier run: pass --resume to continue it, "
+                           "or use another folder");
+  }
+  if (!opts_.logPath.empty()) {
+    log_.open(opts_.logPath, opts_.resume ? std::ios::app : std::ios::trunc);
+    if (!log_)
+      return Status::error(opts_.logPath, "cannot open the log file");
+  }
+  const plan::RankProgram &rp = plan_.ranks(0);
+  std::vector<std::vector<float>> accum;
+  if (l_.microBatches > 1)
+    for (auto &[b, name] : l_.gradients) {
+      if (rp.buffers(b).dtype() != static_cast<int32_t>(ir::DType::kFloat32))
+        return Status::error("gradient of '" + name + "'",
+                             "gradient accumulation supports f32 gradients only");
+      accum.emplace_back(rp.buffers(b).size_bytes() / 4);
+    }
+
+  std::vector<int64_t> order;
+  int64_t orderEpoch = -1;
+  int64_t epoch = step / stepsPerEpoch_;
+  int64_t stepsRun = 0;
+  auto lastPrint = Clock::now() - std::chrono::seconds(1);
+  while (step < totalSteps_) {
+    epoch = step / stepsPerEpoch_;
+    const int64_t inEpoch = step % stepsPerEpoch_;
+    if (orderEpoch != epoch) {
+      order = epochOrder(train_.samples(), seed_, epoch, shuffle_);
+      orderEpoch = epoch;
+    }
+    auto t0 = Clock::now();
+    const double lr = schedule.lr(step);
+    double stepLoss = 0;
+    for (int64_t m = 0; m < l_.microBatches; ++m) {
+      DTC_RETURN_IF_ERROR(setScalars(step, step * l_.microBatches + m, lr));
+      double loss = 0;
+      DTC_RETURN_IF_ERROR(microBatch(train_, order, (inEpoch * l_.microBatches + m) * l_.batch,
+                                     loss, epochTotals));
+      stepLoss += loss;
+      if (l_.microBatches > 1)
+        for (size_t g = 0; g < l_.gradients.size(); ++g) {
+          DTC_ASSIGN_OR_RETURN(HostArray a, ex_.readBuffer(l_.gradients[g].first));
+          const float *src = reinterpret_cast<const float *>(a.bytes.data());
+          for (size_t i = 0; i < accum[g].size(); ++i)
+            accum[g][i] = m ? accum[g][i] + src[i] : src[i];
+        }
+    }
+    stepLoss /= static_cast<double>(l_.microBatches);
+    if (l_.microBatches > 1)
+      for (size_t g = 0; g < l_.gradients.size(); ++g) {
+        DTC_ASSIGN_OR_RETURN(HostArray a, ex_.readBuffer(l_.gradients[g].first));
+        float *dst = reinterpret_cast<float *>(a.bytes.data());
+        const float k = static_cast<float>(l_.microBatches);
+        for (size_t i = 0; i < accum[g].size(); ++i)
+          dst[i] = accum[g][i] / k;
+        DTC_RETURN_IF_ERROR(ex_.writeBuffer(l_.gradients[g].first, a));
+      }
+    if (!opts_.dumpGradientsPath.empty() && step + 1 == totalSteps_) {
+      for (auto &[b, name] : l_.gradients) {
+        DTC_ASSIGN_OR_RETURN(HostArray a, ex_.readBuffer(b));
+        a.name = name;
+        lastGradients_.push_back(std::move(a));
+      }
+    }
+    DTC_RETURN_IF_ERROR(ex_.run(l_.optimizerBegin, ex_.numInstructions()));
+    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    const double rate = seconds > 0 ? perStep / seconds : 0;
+    epochTotals.lossSum += stepLoss;
+    epochTotals.steps += 1;
+    epochTotals.seconds += seconds;
+    epochTotals.samples += perStep;
+    logLine({{"event", "step"},
+             {"step", step},
+             {"epoch", epoch},
+             {"loss", stepLoss},
+             {"lr", lr},
+             {"samples_per_s", rate}});
+    ++step;
+    ++stepsRun;
+    if (opts_.progress) {
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "epoch %lld step %lld/%lld (%lld/%lld): loss %.6g lr %.4g %.1f samples/s",
+                    static_cast<long long>(epoch + 1), static_cast<long long>(inEpoch + 1),
+                    static_cast<long long>(stepsPerEpoch_), static_cast<long long>(step),
+                    static_cast<long long>(totalSteps_), stepLoss, lr, rate);
+      if (opts_.progressIsTerminal) {
+        if (Clock::now() - lastPrint > std::chrono::milliseconds(100) || step == totalSteps_) {
+          std::fprintf(opts_.progress, "\r%s\033[K", line);
+          std::fflush(opts_.progress);
+          progressLineOpen_ = true;
+          lastPrint = Clock::now();
+        }
+      } else if (opts_.printEvery > 0 && step % opts_.printEvery == 0) {
+        std::fprintf(opts_.progress, "%s\n", line);
+        std::fflush(opts_.progress);
+      }
+    }
+    const bool epochDone = inEpoch + 1 == stepsPerEpoch_;
+    if (epochDone)
+      DTC_RETURN_IF_ERROR(epochEnd(epoch, step, epochTotals, false));
+    const bool due = opts_.checkpointEvery > 0 ? step % opts_.checkpointEvery == 0 : epochDone;
+    if (!opts_.checkpointDir.empty() && (due || step == totalSteps_)) {
+      DTC_RETURN_IF_ERROR(writeCheckpointAt(step, step / stepsPerEpoch_, step % stepsPerEpoch_,
+                                            epochTotals));
+    }
+  }
+  // A run that stops inside an epoch still reports (and validates) what it did of it.
+  if (stepsRun > 0 && step % stepsPerEpoch_ != 0)
+    DTC_RETURN_IF_ERROR(epochEnd(epoch, step, epochTotals, true));
+  if (progressLineOpen_ && opts_.progress)
+    std::fputc('\n', opts_.progress);
+
+  if (!opts_.dumpGradientsPath.empty()) {
+    if (lastGradients_.empty() && !l_.gradients.empty())
+      return Status::error("--dump-gradients " + opts_.dumpGradientsPath,
+                           "no training step ran (the run already stood at step " +
+                               std::to_string(step) + ")");
+    DTC_RETURN_IF_ERROR(writeNpz(opts_.dumpGradientsPath, lastGradients_));
+  }
+  if (!opts_.saveParamsPath.empty() || !opts_.exportPath.empty()) {
+    std::vector<HostArray> params;
+    for (auto &[b, name] : l_.initializers) {
+      DTC_ASSIGN_OR_RETURN(HostArray a, ex_.readBuffer(b));
+      a.name = name;
+      params.push_back(std::move(a));
+    }
+    if (!opts_.saveParamsPath.empty())
+      DTC_RETURN_IF_ERROR(writeNpz(opts_.saveParamsPath, params));
+    if (!opts_.exportPath.empty())
+      DTC_RETURN_IF_ERROR(exportTrainedModel(ex_.modelFile(), params, opts_.exportPath));
+  }
+  return Status::ok();
+}
+
+} // namespace
+
+Status checkTrainingPlan(const plan::Plan &plan, const std::string &where) {
+  const std::string w = (where.empty() ? std::string("plan") : "plan " + where) + ": training";
+  if (plan.mode() != plan::MODE_TRAINING)
+    return Status::error(w, "not a training plan");
+  if (plan.world_size() != 1 || plan.ranks_size() != 1)
+    return Status::error(w, "the plan has " + std::to_string(plan.world_size()) +
+                                " ranks; this dtc-run trains one-rank plans");
+  const plan::RankProgram &rp = plan.ranks(0);
+  const plan::Training &tr = plan.training();
+  const int nb = rp.buffers_size();
+  auto inRange = [&](int32_t b) { return b >= 0 && b < nb; };
+  const int lossBuffer = findBinding(rp.outputs(), tr.loss_output());
+  if (lossBuffer < 0 || !inRange(lossBuffer))
+    return Status::error(w, "loss output '" + tr.loss_output() + "' is not an output binding");
+  const plan::Buffer &lb = rp.buffers(lossBuffer);
+  if (lb.shape_size() != 0 || (lb.dtype() != static_cast<int32_t>(ir::DType::kFloat32) &&
+                               lb.dtype() != static_cast<int32_t>(ir::DType::kFloat64)))
+    return Status::error(w, "loss output '" + tr.loss_output() + "' is " +
+                                typeStr(static_cast<ir::DType>(lb.dtype()), shapeOf(lb)) +
+                                ", not an f32 scalar");
+  if (!tr.prediction_output().empty() && findBinding(rp.outputs(), tr.prediction_output()) < 0)
+    return Status::error(w, "prediction output '" + tr.prediction_output() +
+                                "' is not an output binding");
+  if (!tr.label_input().empty() && findBinding(rp.inputs(), tr.label_input()) < 0)
+    return Status::error(w, "label input '" + tr.label_input() + "' is not an input binding");
+  if (tr.optimizer_begin() < 0 || tr.optimizer_begin() > rp.instructions_size())
+    return Status::error(w, "optimizer_begin " + std::to_string(tr.optimizer_begin()) +
+                                " is outside [0, " + std::to_string(rp.instructions_size()) +
+                                "]");
+  for (const plan::TrainedParameter &p : tr.parameters()) {
+    const std::string pw = w + ": parameter '" + p.name() + "'";
+    if (!inRange(p.buffer()) || (p.gradient() != -1 && !inRange(p.gradient())))
+      return Status::error(pw, "buffer index out of range");
+    for (int32_t s : p.state())
+      if (!inRange(s))
+        return Status::error(pw, "state buffer index " + std::to_string(s) + " out of range");
+    if (p.gradient() >= 0 && (rp.buffers(p.gradient()).dtype() != rp.buffers(p.buffer()).dtype() ||
+                              shapeOf(rp.buffers(p.gradient())) != shapeOf(rp.buffers(p.buffer()))))
+      return Status::error(pw, "its gradient's type differs from the parameter's");
+  }
+  for (int32_t s : tr.state_buffers())
+    if (!inRange(s))
+      return Status::error(w, "state buffer index " + std::to_string(s) + " out of range");
+  struct Fed {
+    std::string name;
+    ir::DType dtype;
+    std::vector<int64_t> shape;
+  };
+  for (const Fed &f : {Fed{tr.lr_input(), ir::DType::kFloat32, {}},
+                       Fed{tr.step_input(), ir::DType::kInt64, {}},
+                       Fed{tr.rng_input(), ir::DType::kInt64, {3}}}) {
+    if (f.name.empty())
+      continue;
+    const int b = findBinding(rp.inputs(), f.name);
+    if (b < 0 || !inRange(b))
+      return Status::error(w, "runtime input '" + f.name + "' is not an input binding");
+    if (rp.buffers(b).dtype() != static_cast<int32_t>(f.dtype) || shapeOf(rp.buffers(b)) != f.shape)
+      return Status::error(w, "runtime input '" + f.name + "' is " +
+                                  typeStr(static_cast<ir::DType>(rp.buffers(b).dtype()),
+                                          shapeOf(rp.buffers(b))) +
+                                  ", expected " + typeStr(f.dtype, f.shape));
+  }
+  if (plan.hyperparameters().grad_accum_steps() < 0)
+    return Status::error(w, "grad_accum_steps " +
+                                std::to_string(plan.hyperparameters().grad_accum_steps()) +
+                                " is below 1");
+  return Status::ok();
+}
+
+bool countCorrect(const HostArray &prediction, const HostArray &label, int64_t ignoreIndex,
+                  int64_t &correct, int64_t &counted) {
+  if (prediction.dtype != ir::DType::kFloat32 ||
+      (label.dtype != ir::DType::kInt32 && label.dtype != ir::DType::kInt64))
+    return false;
+  const std::vector<int64_t> &p = prediction.shape;
+  const std::vector<int64_t> &y = label.shape;
+  if (p.size() != y.size() + 1 || y.empty() || p[0] != y[0] || p[1] < 1)
+    return false;
+  for (size_t i = 1; i < y.size(); ++i)
+    if (p[i + 1] != y[i])
+      return false;
+  const int64_t n = p[0], c = p[1];
+  int64_t inner = 1;
+  for (size_t i = 2; i < p.size(); ++i)
+    inner *= p[i];
+  const float *scores = reinterpret_cast<const float *>(prediction.bytes.data());
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t s = 0; s < inner; ++s) {
+      const int64_t li = b * inner + s;
+      int64_t want;
+      if (label.dtype == ir::DType::kInt64) {
+        std::memcpy(&want, label.bytes.data() + 8 * li, 8);
+      } else {
+        int32_t v;
+        std::memcpy(&v, label.bytes.data() + 4 * li, 4);
+        want = v;
+      }
+      if (want == ignoreIndex)
+        continue;
+      const float *row = scores + b * c * inner + s;
+      int64_t best = 0;
+      for (int64_t k = 1; k < c; ++k)
+        if (row[k * inner] > row[best * inner])
+          best = k;
+      ++counted;
+      if (best == want)
+        ++correct;
+    }
+  return true;
+}
+
+Status train(plan::Plan plan, const TrainOptions &opts) {
+  DTC_RETURN_IF_ERROR(checkTrainingPlan(plan, opts.planPath));
+  if (opts.epochs > 0 && opts.steps > 0)
+    return Status::error("--epochs and --steps", "give one of them");
+  if (opts.resume && opts.checkpointDir.empty())
+    return Status::error("--resume", "needs --checkpoint-dir");
+  DTC_RETURN_IF_ERROR(checkOutputPath("--export", opts.exportPath));
+  DTC_RETURN_IF_ERROR(checkOutputPath("--save-params", opts.saveParamsPath));
+  DTC_RETURN_IF_ERROR(checkOutputPath("--dump-gradients", opts.dumpGradientsPath));
+  DTC_RETURN_IF_ERROR(checkOutputPath("--log", opts.logPath));
+  if (opts.resume) {
+    // Fail before loading anything when there is nothing to resume.
+    DTC_RETURN_IF_ERROR(newestCheckpoint(opts.checkpointDir).status());
+  }
+
+  // Data before weights, so that a bad dataset fails fast.
+  DTC_ASSIGN_OR_RETURN(std::vector<DataInput> inputs, dataInputsOf(plan));
+  DTC_ASSIGN_OR_RETURN(Dataset trainData, Dataset::load(opts.dataPath, inputs));
+  std::optional<Dataset> val;
+  if (!opts.valDataPath.empty()) {
+    DTC_ASSIGN_OR_RETURN(Dataset v, Dataset::load(opts.valDataPath, inputs));
+    val = std::move(v);
+  }
+  TrainingLayout layout = layoutOf(plan);
+  layout.batch = inputs[0].shape[0];
+  for (const DataInput &in : inputs)
+    if (in.shape[0] != layout.batch)
+      return Status::error("input '" + in.input + "'",
+                           "batch size " + std::to_string(in.shape[0]) + " differs from input '" +
+                               inputs[0].input + "''s " + std::to_string(layout.batch));
+
+  ExecutorOptions eo;
+  eo.planPath = opts.planPath;
+  eo.modelPath = opts.modelPath;
+  eo.threads = opts.threads;
+  DTC_ASSIGN_OR_RETURN(std::unique_ptr<Executor> ex, Executor::create(plan, eo));
+  Trainer trainer(ex->plan(), opts, *ex, trainData, val ? &*val : nullptr, std::move(layout));
+  return trainer.run();
+}
+
+} // namespace dtc::rt

@@ -1,0 +1,73 @@
+// The training loop of dtc-run --data (DESIGN.md section 8): feeds batches, the learning rate,
+// the step number and the RNG key to a training plan, runs the micro-batch part K times and the
+// optimizer part once per step, reports loss, accuracy and throughput (progress on stderr,
+// JSON lines in --log), validates, checkpoints and resumes exactly, and writes the trained
+// parameters (--save-params, --export) and the last step's gradients (--dump-gradients).
+#pragma once
+
+#include "compiler/plan/Plan.h"
+#include "runtime/io/Npy.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dtc::rt {
+
+struct TrainOptions {
+  /// The plan file (messages, model lookup) and a model to read weights from instead.
+  std::string planPath;
+  std::string modelPath;
+  /// Training and validation .npz files (see DataLoader.h).
+  std::string dataPath;
+  std::string valDataPath;
+  /// Length of the run: `steps` optimizer steps in all (a resumed run continues to the same
+  /// total), or `epochs` epochs; one epoch when both are 0. Setting both is an error.
+  int64_t epochs = 0;
+  int64_t steps = 0;
+  /// Shuffling seed (default 0) and shuffling (default on). A resumed run takes both from the
+  /// checkpoint; giving a different one explicitly is an error.
+  std::optional<uint64_t> seed;
+  std::optional<bool> shuffle;
+  /// JSON lines file (truncated at start, appended to on --resume); "" for none.
+  std::string logPath;
+  /// Checkpoints: every `checkpointEvery` steps (0: at the end of every epoch) and at the end of
+  /// the run, into `checkpointDir` ("" for none). `resume` continues from its newest one.
+  std::string checkpointDir;
+  int64_t checkpointEvery = 0;
+  bool resume = false;
+  /// Outputs written at the end ("" for none).
+  std::string exportPath;
+  std::string dumpGradientsPath;
+  std::string saveParamsPath;
+  int threads = 0;
+  /// Progress: nullptr for none; on a terminal one updating line, else a line every
+  /// `printEvery` steps and one per epoch.
+  std::FILE *progress = stderr;
+  bool progressIsTerminal = false;
+  int64_t printEvery = 50;
+};
+
+/// Checks the training part of a plan before anything is loaded: mode training, one rank on a
+/// CPU, training.loss_output an f32 scalar output, prediction_output (if set) an output,
+/// label_input (if set) an input, optimizer_begin in [0, #instructions], parameter, gradient,
+/// state and state_buffers indices in range, runtime inputs (lr f32[], step i64[], rng i64[3])
+/// bound, grad_accum_steps >= 1. Errors: "plan <where>: training: ...".
+Status checkTrainingPlan(const plan::Plan &plan, const std::string &where);
+
+/// Counts correct predictions of one batch: `prediction` holds class scores [B, C, d...] (f32),
+/// `label` class indices [B, d...] (int32 or int64); a position counts when its label differs
+/// from `ignoreIndex`, and is correct when the label equals the first index of the maximum over
+/// axis 1 (numpy.argmax). Returns false (counting nothing) when the shapes do not have that
+/// form (regression, binary logits shaped like the label).
+bool countCorrect(const HostArray &prediction, const HostArray &label, int64_t ignoreIndex,
+                  int64_t &correct, int64_t &counted);
+
+/// Runs a training job on `plan` (a validated training plan is checked again). Errors are
+/// "<where>: <what>" naming the file, array, buffer or instruction; output files are written
+/// atomically at the end, so an error leaves none behind (the log is streamed).
+Status train(plan::Plan plan, const TrainOptions &opts);
+
+} // namespace dtc::rt

@@ -1,0 +1,7 @@
+# Training-runtime test binaries (owned by the runtime/trainer work): data loading, learning-rate
+# schedules, checkpoints and the training loop on a hand-made plan.
+dtc_unit_test(dtc_training_runtime_tests
+  SOURCES unit/runtime/TrainingTestUtil.cpp unit/runtime/DataLoaderTest.cpp
+          unit/runtime/LrScheduleTest.cpp unit/runtime/CheckpointTest.cpp
+          unit/runtime/TrainerTest.cpp
+  LIBS dtc_runtime dtc_test_util nlohmann_json::nlohmann_json)

@@ -1,0 +1,871 @@
+// Gradient rules of the elementwise and activation families (ops/elementwise, ops/activation),
+// checked by finite differences, their documented conventions at kinks and singular points,
+// and the ActivationGrad kernels (EltwiseGrad, ClipGrad, SoftmaxGrad, LogSoftmaxGrad,
+// DropoutTraining with its Philox4x32-10 mask, DropoutGrad) against reference loops.
+#include "tests/unit/training/GradCheck.h"
+
+#include "compiler/plan/Lowering.h"
+#include "ops/Gradient.h"
+#include "ops/OpDef.h"
+#include "passes/Autodiff.h"
+#include "runtime/Executor.h"
+#include "tests/unit/cpu/KernelTestUtil.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <random>
+
+namespace dtc {
+namespace {
+
+using ir::Attribute;
+using test::GradCheckOptions;
+using test::GradInput;
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr double kPi = 3.14159265358979323846;
+
+/// n values with |x| in [0.1, 1] and a random sign (away from the kinks at 0).
+std::vector<float> awayFromZero(size_t n, uint32_t seed = 7) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(0.1f, 1.0f);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = u(rng) * (rng() % 2 ? 1.f : -1.f);
+  return v;
+}
+
+GradInput positive(std::string name, std::vector<int64_t> shape) {
+  return GradInput::f32(std::move(name), std::move(shape)).range(0.5f, 2.f);
+}
+
+GradInput scalarConst(std::string name, float v) {
+  return GradInput::f32(std::move(name), {}, {v}).asConstant();
+}
+
+// ---------------------------------------------------------------------------------------------
+// A small graph runner for the convention tests: exact analytic gradients for chosen inputs.
+
+struct Feed {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<float> values;
+};
+
+/// Adds node `op` on `ins`, infers it and returns its output 0.
+ir::Value *addNode(ir::Graph &g, const std::string &op, const std::vector<ir::Value *> &ins,
+                   const std::map<std::string, Attribute> &attrs = {}, size_t numOutputs = 1,
+                   const std::string &domain = "") {
+  static int counter = 0;
+  std::vector<std::string> outs;
+  for (size_t i = 0; i < numOutputs; ++i)
+    outs.push_back(g.uniqueName(op + std::to_string(++counter)));
+  ir::Node *n = g.addNode(op, ins, outs, domain, outs[0]);
+  for (const auto &[k, a] : attrs)
+    n->setAttr(k, a);
+  Diagnostics diags;
+  Status s = ops::inferNode(*n, diags);
+  EXPECT_TRUE(s.isOk()) << s.message();
+  return n->output(0);
+}
+
+using Builder = std::function<ir::Value *(ir::Graph &, const std::vector<ir::Value *> &)>;
+
+/// d sum(y * seed) / d feed for every feed (seed = ones when empty), run on the CPU kernels.
+/// `backwardOps` receives the op types of the backward nodes when not null.
+std::vector<std::vector<float>> gradientsOf(const std::vector<Feed> &feeds, const Builder &build,
+                                            std::vector<float> seed = {},
+                                            std::vector<std::string> *backwardOps = nullptr) {
+  ir::Graph g;
+  g.setOpset("", 21);
+  Diagnostics diags;
+  std::vector<ir::Value *> ins;
+  for (const Feed &f : feeds) {
+    ir::Value *v =
+        g.createValue(f.name, ir::TensorType{ir::DType::kFloat32, ir::Shape::ofStatic(f.shape)});
+    g.addInput(v);
+    ins.push_back(v);
+  }
+  ir::Value *y = build(g, ins);
+  std::vector<int64_t> shape = y->shape().staticSizes();
+  if (seed.empty())
+    seed.assign(static_cast<size_t>(ops::cpu::test::count(shape)), 1.f);
+  ir::Value *r = g.addConstant("seed", ir::TensorData::fromFloats("seed", shape, seed));
+  ir::Value *m = addNode(g, "Mul", {y, r});
+  ir::Value *loss = addNode(g, "ReduceSum", {m}, {{"keepdims", Attribute(int64_t{0})}});
+  g.addOutput(loss);
+  const size_t forwardNodes = g.nodes().size();
+  auto grads = passes::buildGradients(g, loss, ins, diags);
+  EXPECT_TRUE(grads.hasValue()) << grads.status().message();
+  if (!grads)
+    return {};
+  if (backwardOps)
+    for (size_t i = forwardNodes; i < g.nodes().size(); ++i)
+      backwardOps->push_back(g.nodes()[i]->opType());
+  for (ir::Value *gv : *grads) {
+    EXPECT_NE(gv, nullptr);
+    if (!gv)
+      return {};
+    g.addOutput(gv);
+  }
+  auto planOr = plan::lowerInference(g, plan::LowerOptions{});
+  EXPECT_TRUE(planOr.hasValue()) << planOr.status().message();
+  if (!planOr)
+    return {};
+  auto exOr = rt::Executor::create(std::move(*planOr), rt::ExecutorOptions{});
+  EXPECT_TRUE(exOr.hasValue()) << exOr.status().message();
+  if (!exOr)
+    return {};
+  rt::Executor &ex = **exOr;
+  for (const Feed &f : feeds) {
+    rt::HostArray a;
+    a.name = f.name;
+    a.dtype = ir::DType::kFloat32;
+    a.shape = f.shape;
+    a.bytes.assign(reinterpret_cast<const char *>(f.values.data()), f.values.size() * 4);
+    Status s = ex.setInput(a);
+    EXPECT_TRUE(s.isOk()) << s.message();
+  }
+  Status s = ex.run();
+  EXPECT_TRUE(s.isOk()) << s.message();
+  auto outs = ex.outputs();
+  EXPECT_TRUE(outs.hasValue()) << outs.status().message();
+  if (!s.isOk() || !outs)
+    return {};
+  std::vector<std::vector<float>> result;
+  for (ir::Value *gv : *grads)
+    for (const rt::HostArray &a : *outs)
+      if (a.name == gv->name()) {
+        std::vector<float> v(a.bytes.size() / 4);
+        std::memcpy(v.data(), a.bytes.data(), a.bytes.size());
+        result.push_back(v);
+        break;
+      }
+  EXPECT_EQ(result.size(), grads->size());
+  return result;
+}
+
+/// The gradient of sum(op(x) * seed) with respect to x for a one-input op.
+std::vector<float> unaryGrad(const std::string &op, const std::vector<float> &x,
+                             const std::map<std::string, Attribute> &attrs = {},
+                             std::vector<float> seed = {}) {
+  auto g = gradientsOf(
+      {{"x", {static_cast<int64_t>(x.size())}, x}},
+      [&](ir::Graph &gr, const std::vector<ir::Value *> &in) {
+        return addNode(gr, op, {in[0]}, attrs);
+      },
+      std::move(seed));
+  return g.empty() ? std::vector<float>{} : g[0];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Binary elementwise ops.
+
+TEST(ActivationGrad, AddSubWithBroadcasting) {
+  for (const char *op : {"Add", "Sub"}) {
+    EXPECT_EQ(
+        test::gradCheck(op, {GradInput::f32("a", {2, 3, 4}), GradInput::f32("b", {3, 1})}, {}), "")
+        << op;
+    EXPECT_EQ(test::gradCheck(op, {GradInput::f32("a", {4}), GradInput::f32("b", {2, 3, 4})}, {}),
+              "")
+        << op;
+    EXPECT_EQ(test::gradCheck(op, {GradInput::f32("a", {1}), GradInput::f32("b", {5})}, {}), "")
+        << op;
+    EXPECT_EQ(test::gradCheck(op, {GradInput::f32("a", {}), GradInput::f32("b", {3, 1, 5})}, {}),
+              "")
+        << op;
+    EXPECT_EQ(test::gradCheck(op, {GradInput::f32("a", {7}), GradInput::f32("b", {7}).fixed()}, {}),
+              "")
+        << op;
+  }
+}
+
+TEST(ActivationGrad, SubSignsAreExact) {
+  auto g = gradientsOf({{"a", {2}, {1.f, 2.f}}, {"b", {2}, {3.f, 4.f}}},
+                       [](ir::Graph &gr, const std::vector<ir::Value *> &in) {
+                         return addNode(gr, "Sub", {in[0], in[1]});
+                       },
+                       {2.f, -3.f});
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_EQ(g[0], (std::vector<float>{2.f, -3.f}));
+  EXPECT_EQ(g[1], (std::vector<float>{-2.f, 3.f}));
+}
+
+TEST(ActivationGrad, DivWithBroadcasting) {
+  EXPECT_EQ(test::gradCheck("Div", {GradInput::f32("a", {2, 3, 4}), positive("b", {3, 1})}, {}),
+            "");
+  EXPECT_EQ(test::gradCheck("Div", {GradInput::f32("a", {5}), positive("b", {2, 1, 5})}, {}), "");
+  EXPECT_EQ(
+      test::gradCheck(
+          "Div", {GradInput::f32("a", {3, 3}), GradInput::f32("b", {3}).range(-2.f, -0.5f)}, {}),
+      "");
+  EXPECT_EQ(test::gradCheck("Div", {GradInput::f32("a", {1}), positive("b", {}).fixed()}, {}), "");
+}
+
+TEST(ActivationGrad, DivValues) {
+  // C = A / B at A = 3, B = 2: dA = 1/2, dB = -A / B^2 = -0.75.
+  auto g = gradientsOf({{"a", {1}, {3.f}}, {"b", {1}, {2.f}}},
+                       [](ir::Graph &gr, const std::vector<ir::Value *> &in) {
+                         return addNode(gr, "Div", {in[0], in[1]});
+                       });
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_FLOAT_EQ(g[0][0], 0.5f);
+  EXPECT_FLOAT_EQ(g[1][0], -0.75f);
+}
+
+TEST(ActivationGrad, PowBaseAndExponent) {
+  // Both differentiable, with broadcasting each way.
+  EXPECT_EQ(test::gradCheck("Pow", {positive("x", {2, 3}), GradInput::f32("y", {3})}, {}), "");
+  EXPECT_EQ(
+      test::gradCheck("Pow", {positive("x", {3}), GradInput::f32("y", {2, 3}).range(-2, 2)}, {}),
+      "");
+  EXPECT_EQ(test::gradCheck("Pow", {positive("x", {1}), GradInput::f32("y", {})}, {}), "");
+  // A fixed exponent tensor (general path), constant scalars (folded paths), i64 exponents.
+  EXPECT_EQ(
+      test::gradCheck("Pow", {positive("x", {2, 3}), GradInput::f32("y", {2, 3}).fixed()}, {}), "");
+  for (float c : {0.f, 1.f, 2.f, 3.f, 0.5f, -1.5f})
+    EXPECT_EQ(test::gradCheck("Pow", {positive("x", {5}), scalarConst("y", c)}, {}), "") << c;
+  EXPECT_EQ(test::gradCheck("Pow", {GradInput::f32("x", {4}), GradInput::i64("y", {}, {3})}, {}),
+            "");
+  EXPECT_EQ(test::gradCheck(
+                "Pow",
+                {GradInput::f32("x", {2, 2}), GradInput::i64("y", {2, 2}, {2, 3, 0, -1}).asInput()},
+                {}),
+            "");
+}
+
+TEST(ActivationGrad, PowConventionsAtZero) {
+  // dX = 0 where Y == 0 (even at X == 0); dY = 0 where X == 0 and Y >= 0; dY = NaN for X < 0.
+  auto g = gradientsOf({{"x", {4}, {0.f, 0.f, 2.f, -2.f}}, {"y", {4}, {0.f, 2.f, 3.f, 0.5f}}},
+                       [](ir::Graph &gr, const std::vector<ir::Value *> &in) {
+                         return addNode(gr, "Pow", {in[0], in[1]});
+                       });
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_EQ(g[0][0], 0.f);
+  EXPECT_EQ(g[0][1], 0.f); // 2 * 0^1
+  EXPECT_FLOAT_EQ(g[0][2], 12.f);
+  EXPECT_EQ(g[1][0], 0.f);
+  EXPECT_EQ(g[1][1], 0.f);
+  EXPECT_FLOAT_EQ(g[1][2], 8.f * std::log(2.f));
+  EXPECT_TRUE(std::isnan(g[1][3]));
+}
+
+TEST(ActivationGrad, WhereWithBroadcasting) {
+  EXPECT_EQ(test::gradCheck("Where",
+                            {GradInput::boolean("c", {2, 3}, {1, 0, 1, 1, 0, 0}),
+                             GradInput::f32("x", {2, 3}), GradInput::f32("y", {3})},
+                            {}),
+            "");
+  EXPECT_EQ(test::gradCheck("Where",
+                            {GradInput::boolean("c", {3, 1}, {1, 0, 1}), GradInput::f32("x", {}),
+                             GradInput::f32("y", {3, 4})},
+                            {}),
+            "");
+}
+
+TEST(ActivationGrad, WhereUnselectedBranchGetsExactlyZero) {
+  // The unselected branch holds inf and NaN; its gradient is still exactly 0.
+  auto g = gradientsOf(
+      {{"x", {4}, {1.f, kInf, 3.f, std::nanf("")}}, {"y", {4}, {kInf, 2.f, std::nanf(""), 4.f}}},
+      [](ir::Graph &gr, const std::vector<ir::Value *> &in) {
+        std::string bytes = {1, 0, 1, 0};
+        ir::Value *c =
+            gr.addConstant("c", ir::TensorData::fromBytes("c", ir::DType::kBool, {4}, bytes));
+        return addNode(gr, "Where", {c, in[0], in[1]});
+      },
+      {5.f, 6.f, 7.f, 8.f});
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_EQ(g[0], (std::vector<float>{5.f, 0.f, 7.f, 0.f}));
+  EXPECT_EQ(g[1], (std::vector<float>{0.f, 6.f, 0.f, 8.f}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Unary math.
+
+TEST(ActivationGrad, SqrtExpLogReciprocalErfNeg) {
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{2, 3, 5}, {1}, {7}, {}}) {
+    EXPECT_EQ(test::gradCheck("Sqrt", {positive("x", shape)}, {}), "");
+    EXPECT_EQ(test::gradCheck("Exp", {GradInput::f32("x", shape)}, {}), "");
+    EXPECT_EQ(test::gradCheck("Log", {positive("x", shape)}, {}), "");
+    EXPECT_EQ(test::gradCheck("Reciprocal", {positive("x", shape)}, {}), "");
+    EXPECT_EQ(test::gradCheck("Reciprocal", {GradInput::f32("x", shape).range(-2.f, -0.5f)}, {}),
+              "");
+    EXPECT_EQ(test::gradCheck("Erf", {GradInput::f32("x", shape).range(-2.f, 2.f)}, {}), "");
+    EXPECT_EQ(test::gradCheck("Neg", {GradInput::f32("x", shape)}, {}), "");
+  }
+}
+
+TEST(ActivationGrad, UnaryMathValues) {
+  std::vector<float> g = unaryGrad("Exp", {0.f, 1.f});
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_FLOAT_EQ(g[0], 1.f);
+  EXPECT_NEAR(g[1], std::exp(1.f), 1e-5);
+  g = unaryGrad("Log", {0.5f, 4.f});
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_FLOAT_EQ(g[0], 2.f);
+  EXPECT_FLOAT_EQ(g[1], 0.25f);
+  g = unaryGrad("Reciprocal", {2.f, -0.5f});
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_FLOAT_EQ(g[0], -0.25f);
+  EXPECT_FLOAT_EQ(g[1], -4.f);
+  g = unaryGrad("Erf", {0.f, 1.f});
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_NEAR(g[0], 2.f / std::sqrt(static_cast<float>(kPi)), 1e-6);
+  EXPECT_NEAR(g[1], 2.f / std::sqrt(static_cast<float>(kPi)) * std::exp(-1.f), 1e-6);
+  g = unaryGrad("Neg", {3.f}, {}, {2.f});
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(g[0], -2.f);
+}
+
+TEST(ActivationGrad, SqrtAtZeroIsInfinity) {
+  // dX = dY / (2 sqrt(X)): +inf at 0 for dY > 0 and -inf for dY < 0, as PyTorch.
+  std::vector<float> g = unaryGrad("Sqrt", {0.f, 4.f, 0.f}, {}, {1.f, 1.f, -1.f});
+  ASSERT_EQ(g.size(), 3u);
+  EXPECT_EQ(g[0], kInf);
+  EXPECT_FLOAT_EQ(g[1], 0.25f);
+  EXPECT_EQ(g[2], -kInf);
+}
+
+TEST(ActivationGrad, AbsAwayFromZeroAndAtZero) {
+  EXPECT_EQ(test::gradCheck("Abs", {GradInput::f32("x", {4, 6}, awayFromZero(24))}, {}), "");
+  std::vector<float> g = unaryGrad("Abs", {-2.f, 0.f, 3.f, -0.f}, {}, {5.f, 5.f, 5.f, 5.f});
+  EXPECT_EQ(g, (std::vector<float>{-5.f, 0.f, 5.f, 0.f}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Activations.
+
+TEST(ActivationGrad, ReluAndLeakyRelu) {
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{3, 7}, {1}, {5}}) {
+    const size_t n = static_cast<size_t>(ops::cpu::test::count(shape));
+    EXPECT_EQ(test::gradCheck("Relu", {GradInput::f32("x", shape, awayFromZero(n))}, {}), "");
+    for (float alpha : {0.01f, 0.3f, -0.2f, 1.5f})
+      EXPECT_EQ(test::gradCheck("LeakyRelu", {GradInput::f32("x", shape, awayFromZero(n, 3))},
+                                {{"alpha", Attribute(alpha)}}),
+                "")
+          << alpha;
+  }
+}
+
+TEST(ActivationGrad, ReluAtZeroIsZero) {
+  std::vector<float> g = unaryGrad("Relu", {-1.f, 0.f, 2.f, -0.f}, {}, {3.f, 3.f, 3.f, 3.f});
+  EXPECT_EQ(g, (std::vector<float>{0.f, 0.f, 3.f, 0.f}));
+  // LeakyRelu: alpha * dY at 0 (PyTorch: x > 0 ? dY : alpha dY), both signs of alpha.
+  g = unaryGrad("LeakyRelu", {-1.f, 0.f, 2.f}, {{"alpha", Attribute(0.25f)}}, {4.f, 4.f, 4.f});
+  EXPECT_EQ(g, (std::vector<float>{1.f, 1.f, 4.f}));
+  g = unaryGrad("LeakyRelu", {-1.f, 0.f, 2.f}, {{"alpha", Attribute(-0.5f)}}, {4.f, 4.f, 4.f});
+  EXPECT_EQ(g, (std::vector<float>{-2.f, -2.f, 4.f}));
+}
+
+TEST(ActivationGrad, SigmoidTanhGelu) {
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{4, 5}, {1}, {3, 1, 3}}) {
+    EXPECT_EQ(test::gradCheck("Sigmoid", {GradInput::f32("x", shape).range(-3, 3)}, {}), "");
+    EXPECT_EQ(test::gradCheck("Tanh", {GradInput::f32("x", shape).range(-2, 2)}, {}), "");
+    EXPECT_EQ(test::gradCheck("Gelu", {GradInput::f32("x", shape).range(-3, 3)}, {}), "");
+    EXPECT_EQ(test::gradCheck("Gelu", {GradInput::f32("x", shape).range(-3, 3)},
+                              {{"approximate", Attribute("tanh")}}),
+              "");
+  }
+}
+
+TEST(ActivationGrad, SigmoidTanhGeluValues) {
+  std::vector<float> g = unaryGrad("Sigmoid", {0.f});
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_NEAR(g[0], 0.25f, 1e-6);
+  g = unaryGrad("Tanh", {0.f, 1.f});
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_NEAR(g[0], 1.f, 1e-6);
+  EXPECT_NEAR(g[1], 1.f - std::tanh(1.f) * std::tanh(1.f), 1e-5);
+  // Gelu'(x) = Phi(x) + x phi(x); tanh form at 1 from PyTorch's formula.
+  g = unaryGrad("Gelu", {0.f, 1.f});
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_NEAR(g[0], 0.5f, 1e-6);
+  const double phi1 = std::exp(-0.5) / std::sqrt(2 * kPi);
+  EXPECT_NEAR(g[1], 0.5 * (1 + std::erf(1 / std::sqrt(2.0))) + phi1, 1e-5);
+  g = unaryGrad("Gelu", {1.f}, {{"approximate", Attribute("tanh")}});
+  ASSERT_EQ(g.size(), 1u);
+  const double k = std::sqrt(2 / kPi), inner = k * (1 + 0.044715), t = std::tanh(inner);
+  EXPECT_NEAR(g[0], 0.5 * (1 + t) + 0.5 * (1 - t * t) * k * (1 + 3 * 0.044715), 1e-5);
+}
+
+TEST(ActivationGrad, HardSigmoidAndHardSwish) {
+  // Away from the kinks (HardSigmoid at (0 or 1 - beta) / alpha, HardSwish at +-3).
+  std::vector<float> hs = {-4.f, -2.9f, -1.f, 0.3f, 2.9f, 4.f, -0.7f, 1.2f};
+  EXPECT_EQ(test::gradCheck("HardSwish", {GradInput::f32("x", {8}, hs)}, {}), "");
+  EXPECT_EQ(test::gradCheck("HardSigmoid", {GradInput::f32("x", {2, 4}, hs)}, {}), "");
+  EXPECT_EQ(test::gradCheck("HardSigmoid", {GradInput::f32("x", {8}, hs)},
+                            {{"alpha", Attribute(0.5f)}, {"beta", Attribute(0.6f)}}),
+            "");
+  // Kinks: HardSwish gives 0 below -3 and (x/3 + 1/2) dY on [-3, 3] inclusive; HardSigmoid gives 0
+  // at both kinks (PyTorch).
+  std::vector<float> g = unaryGrad("HardSwish", {-3.5f, -3.f, 3.f, 3.5f, 0.f});
+  EXPECT_EQ(g, (std::vector<float>{0.f, -0.5f, 1.5f, 1.f, 0.5f}));
+  g = unaryGrad("HardSigmoid", {-2.5f, 2.5f, 0.f, -3.f});
+  EXPECT_EQ(g, (std::vector<float>{0.f, 0.f, 0.2f, 0.f}));
+}
+
+TEST(ActivationGrad, Clip) {
+  std::vector<float> x = {-0.9f, -0.6f, -0.3f, 0.f, 0.2f, 0.45f, 0.7f, 1.3f, -0.1f};
+  EXPECT_EQ(test::gradCheck("Clip",
+                            {GradInput::f32("x", {3, 3}, x), scalarConst("min", -0.5f),
+                             scalarConst("max", 0.6f)},
+                            {}),
+            "");
+  EXPECT_EQ(test::gradCheck("Clip", {GradInput::f32("x", {9}, x), scalarConst("min", -0.5f)}, {}),
+            "");
+  EXPECT_EQ(test::gradCheck(
+                "Clip",
+                {GradInput::f32("x", {9}, x), GradInput::omitted(), scalarConst("max", 0.1f)}, {}),
+            "");
+  EXPECT_EQ(test::gradCheck("Clip", {GradInput::f32("x", {9}, x)}, {}), "");
+}
+
+TEST(ActivationGrad, ClipBoundsAreInclusive) {
+  // Gradient flows where min <= x <= max (PyTorch's clamp backward), bounds included.
+  auto g = gradientsOf({{"x", {6}, {-1.f, 1.f, -1.5f, 1.5f, 0.f, std::nanf("")}}},
+                       [](ir::Graph &gr, const std::vector<ir::Value *> &in) {
+                         ir::Value *lo =
+                             gr.addConstant("lo", ir::TensorData::fromFloats("lo", {}, {-1.f}));
+                         ir::Value *hi =
+                             gr.addConstant("hi", ir::TensorData::fromFloats("hi", {}, {1.f}));
+                         return addNode(gr, "Clip", {in[0], lo, hi});
+                       },
+                       {2.f, 2.f, 2.f, 2.f, 2.f, 2.f});
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(g[0], (std::vector<float>{2.f, 2.f, 0.f, 0.f, 2.f, 0.f}));
+}
+
+TEST(ActivationGrad, SoftmaxAndLogSoftmaxAnyAxis) {
+  for (const char *op : {"Softmax", "LogSoftmax"}) {
+    for (int64_t axis : {0, 1, 2, -1, -2})
+      EXPECT_EQ(test::gradCheck(op, {GradInput::f32("x", {3, 4, 5}).range(-2, 2)},
+                                {{"axis", Attribute(axis)}}),
+                "")
+          << op << " axis " << axis;
+    EXPECT_EQ(test::gradCheck(op, {GradInput::f32("x", {7})}, {}), "") << op;
+    EXPECT_EQ(test::gradCheck(op, {GradInput::f32("x", {2, 1})}, {{"axis", Attribute(int64_t{1})}}),
+              "")
+        << op;
+  }
+}
+
+TEST(ActivationGrad, SoftmaxOfConstantSeedHasZeroGradient) {
+  // sum(softmax(x)) = 1 along the axis: a constant seed gives dX = 0.
+  std::vector<float> g = unaryGrad("Softmax", {0.3f, -1.f, 2.f}, {}, {2.f, 2.f, 2.f});
+  ASSERT_EQ(g.size(), 3u);
+  for (float v : g)
+    EXPECT_NEAR(v, 0.f, 1e-6);
+  // LogSoftmax with seed e_0: dX = e_0 - softmax(x).
+  std::vector<float> x = {0.3f, -1.f, 2.f};
+  g = unaryGrad("LogSoftmax", x, {}, {1.f, 0.f, 0.f});
+  ASSERT_EQ(g.size(), 3u);
+  double z = 0;
+  for (float v : x)
+    z += std::exp(v);
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_NEAR(g[i], (i == 0 ? 1.0 : 0.0) - std::exp(x[i]) / z, 1e-6);
+}
+
+TEST(ActivationGrad, IdentityDropoutAndCast) {
+  EXPECT_EQ(test::gradCheck("Identity", {GradInput::f32("x", {2, 3})}, {}), "");
+  EXPECT_EQ(test::gradCheck("Dropout", {GradInput::f32("x", {4, 3})}, {}), "");
+  EXPECT_EQ(
+      test::gradCheck("Dropout", {GradInput::f32("x", {4, 3}), scalarConst("ratio", 0.3f)}, {}, 2),
+      "");
+  EXPECT_EQ(test::gradCheck("Cast", {GradInput::f32("x", {2, 3})},
+                            {{"to", Attribute(static_cast<int64_t>(ir::DType::kFloat32))}}),
+            "");
+}
+
+TEST(ActivationGrad, DropoutInferenceIsIdentity) {
+  auto g = gradientsOf({{"x", {3}, {1.f, 2.f, 3.f}}},
+                       [](ir::Graph &gr, const std::vector<ir::Value *> &in) {
+                         ir::Value *r = gr.addConstant(
+                             "ratio", ir::TensorData::fromFloats("ratio", {}, {0.5f}));
+                         return addNode(gr, "Dropout", {in[0], r});
+                       },
+                       {4.f, 5.f, 6.f});
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(g[0], (std::vector<float>{4.f, 5.f, 6.f}));
+}
+
+TEST(ActivationGrad, TrainingModeDropoutNeedsRewriting) {
+  ir::Graph g;
+  Diagnostics diags;
+  ir::Value *x = g.createValue("x", {ir::DType::kFloat32, ir::Shape::ofStatic({3})});
+  g.addInput(x);
+  ir::Value *mode = g.addConstant(
+      "mode", ir::TensorData::fromBytes("mode", ir::DType::kBool, {}, std::string(1, '\1')));
+  ir::Node *n = g.addNode("Dropout", {x, nullptr, mode}, {"y"}, "", "drop");
+  ASSERT_TRUE(ops::inferNode(*n, diags).isOk());
+  auto grads = passes::buildGradients(g, n->output(0), {x}, diags);
+  ASSERT_FALSE(grads);
+  EXPECT_EQ(grads.status().message(),
+            "node 'drop' (Dropout): training-mode Dropout has no gradient rule: rewrite it to "
+            "ai.dtc.DropoutTraining before autodiff");
+}
+
+TEST(ActivationGrad, CastFloatRoundTripAndIntegerCastCarriesNone) {
+  // x -> f64 -> f32: the gradient is cast back through f64 (two backward Casts).
+  std::vector<std::string> bwd;
+  auto g = gradientsOf(
+      {{"x", {2}, {1.5f, -2.5f}}},
+      [](ir::Graph &gr, const std::vector<ir::Value *> &in) {
+        ir::Value *d = addNode(gr, "Cast", {in[0]},
+                               {{"to", Attribute(static_cast<int64_t>(ir::DType::kFloat64))}});
+        return addNode(gr, "Cast", {d},
+                       {{"to", Attribute(static_cast<int64_t>(ir::DType::kFloat32))}});
+      },
+      {3.f, 4.f}, &bwd);
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(g[0], (std::vector<float>{3.f, 4.f}));
+  EXPECT_EQ(std::count(bwd.begin(), bwd.end(), "Cast"), 2);
+  // y = x * float(int(x)): the integer path carries no gradient, so dy/dx = float(int(x)).
+  g = gradientsOf({{"x", {2}, {1.5f, -2.5f}}}, [](ir::Graph &gr,
+                                                  const std::vector<ir::Value *> &in) {
+    ir::Value *i =
+        addNode(gr, "Cast", {in[0]}, {{"to", Attribute(static_cast<int64_t>(ir::DType::kInt64))}});
+    ir::Value *f =
+        addNode(gr, "Cast", {i}, {{"to", Attribute(static_cast<int64_t>(ir::DType::kFloat32))}});
+    return addNode(gr, "Mul", {in[0], f});
+  });
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(g[0], (std::vector<float>{1.f, -2.f}));
+}
+
+TEST(ActivationGrad, RulesEmitTheFusedOps) {
+  std::vector<std::string> bwd;
+  gradientsOf(
+      {{"x", {4}, {1.f, 2.f, 3.f, 4.f}}},
+      [](ir::Graph &gr, const std::vector<ir::Value *> &in) {
+        ir::Value *s = addNode(gr, "Softmax", {in[0]});
+        ir::Value *r = addNode(gr, "Relu", {s});
+        return addNode(gr, "Sigmoid", {r});
+      },
+      {}, &bwd);
+  EXPECT_EQ(bwd, (std::vector<std::string>{"EltwiseGrad", "EltwiseGrad", "SoftmaxGrad"}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// DropoutTraining: gradient and mask generator.
+
+TEST(ActivationGrad, DropoutTrainingGradient) {
+  for (float ratio : {0.f, 0.3f, 0.75f}) {
+    EXPECT_EQ(test::gradCheck("DropoutTraining",
+                              {GradInput::f32("x", {6, 7}), GradInput::i64("rng", {3}, {42, 5, 1})},
+                              {{"ratio", Attribute(ratio)}, {"stream", Attribute(int64_t{2})}}, 2,
+                              {}, "ai.dtc"),
+              "")
+        << ratio;
+  }
+  // rng fed at run time (a graph input, as the runtime feeds dtc::rng).
+  EXPECT_EQ(
+      test::gradCheck("DropoutTraining",
+                      {GradInput::f32("x", {9}), GradInput::i64("rng", {3}, {1, 2, 3}).asInput()},
+                      {{"ratio", Attribute(0.5f)}}, 2, {}, "ai.dtc"),
+      "");
+}
+
+/// Philox4x32-10 written from the paper (Salmon et al. 2011, Random123), independent of the
+/// kernel's copy.
+std::array<uint32_t, 4> philoxRef(std::array<uint32_t, 4> c, std::array<uint32_t, 2> k) {
+  for (int r = 0; r < 10; ++r) {
+    uint64_t a = uint64_t{0xD2511F53} * c[0], b = uint64_t{0xCD9E8D57} * c[2];
+    c = {uint32_t(b >> 32) ^ c[1] ^ k[0], uint32_t(b), uint32_t(a >> 32) ^ c[3] ^ k[1],
+         uint32_t(a)};
+    k[0] += 0x9E3779B9u;
+    k[1] += 0xBB67AE85u;
+  }
+  return c;
+}
+
+TEST(ActivationGrad, PhiloxReferenceMatchesKnownAnswers) {
+  // Random123's kat_vectors for philox4x32_10.
+  EXPECT_EQ(philoxRef({0, 0, 0, 0}, {0, 0}),
+            (std::array<uint32_t, 4>{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}));
+  EXPECT_EQ(philoxRef({~0u, ~0u, ~0u, ~0u}, {~0u, ~0u}),
+            (std::array<uint32_t, 4>{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}));
+  EXPECT_EQ(philoxRef({0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, {0xa4093822, 0x299f31d0}),
+            (std::array<uint32_t, 4>{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}));
+}
+
+using namespace ops::cpu;
+using namespace ops::cpu::test;
+
+struct DropoutRun {
+  std::vector<float> out;
+  std::vector<uint8_t> mask;
+};
+
+DropoutRun runDropout(const std::vector<float> &x, std::array<int64_t, 3> rng, float ratio,
+                      int64_t stream, bool inPlace = false) {
+  const int64_t n = static_cast<int64_t>(x.size());
+  KernelSpec spec =
+      makeSpec("DropoutTraining", {f32({n}), i64({3})}, {f32({n}), {ir::DType::kBool, {n}}},
+               {{"ratio", Attribute(ratio)}, {"stream", Attribute(stream)}});
+  spec.domain = "ai.dtc";
+  Buf<float> in(x), out(x.size());
+  Buf<int64_t> r(std::vector<int64_t>(rng.begin(), rng.end()));
+  Buf<uint8_t> mask(x.size());
+  runKernel(spec, {in.data(), r.data()}, {inPlace ? in.data() : out.data(), mask.data()});
+  return {inPlace ? in.vec() : out.vec(), mask.vec()};
+}
+
+TEST(ActivationGradKernel, DropoutTrainingMatchesPhiloxAndScales) {
+  const size_t n = 1003; // not a multiple of 4
+  std::vector<float> x = randomBuf(n, 5).vec();
+  const int64_t seed = 0x123456789abLL, step = 17, rank = 3, stream = 4;
+  const float ratio = 0.3f;
+  DropoutRun r = runDropout(x, {seed, step, rank}, ratio, stream);
+  const uint64_t thr = static_cast<uint64_t>(std::floor(double(ratio) * 4294967296.0));
+  const std::array<uint32_t, 2> key = {uint32_t(seed),
+                                       uint32_t(uint64_t(seed) >> 32) ^ uint32_t(rank)};
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t b = i / 4;
+    auto u = philoxRef({uint32_t(b), uint32_t(b >> 32), uint32_t(stream), uint32_t(step)}, key);
+    const bool keep = u[i % 4] >= thr;
+    ASSERT_EQ(r.mask[i], keep ? 1 : 0) << i;
+    ASSERT_EQ(r.out[i], keep ? x[i] * static_cast<float>(1.0 / (1.0 - ratio)) : 0.f) << i;
+  }
+  // In place over the data gives the same result.
+  DropoutRun again = runDropout(x, {seed, step, rank}, ratio, stream, /*inPlace=*/true);
+  EXPECT_EQ(again.out, r.out);
+  EXPECT_EQ(again.mask, r.mask);
+}
+
+TEST(ActivationGradKernel, DropoutTrainingKeepFractionAndIndependence) {
+  const size_t n = 200000;
+  std::vector<float> x(n, 1.f);
+  for (float ratio : {0.1f, 0.5f, 0.9f}) {
+    DropoutRun r = runDropout(x, {7, 0, 0}, ratio, 0);
+    double kept = 0;
+    for (uint8_t m : r.mask)
+      kept += m;
+    EXPECT_NEAR(kept / n, 1.0 - ratio, 0.005) << ratio;
+  }
+  // ratio 0: everything kept, output = data.
+  DropoutRun all = runDropout(x, {7, 0, 0}, 0.f, 0);
+  EXPECT_EQ(all.mask, std::vector<uint8_t>(n, 1));
+  EXPECT_EQ(all.out, x);
+  // Same rng and stream: the same mask; another step, stream, rank or seed: another mask, whose
+  // agreement with the first is that of independent draws (p^2 + (1-p)^2 = 0.5 at p = 0.5).
+  DropoutRun base = runDropout(x, {7, 3, 1}, 0.5f, 2);
+  EXPECT_EQ(runDropout(x, {7, 3, 1}, 0.5f, 2).mask, base.mask);
+  for (auto [rng, stream] :
+       std::vector<std::pair<std::array<int64_t, 3>, int64_t>>{{{7, 4, 1}, 2},
+                                                               {{7, 3, 1}, 3},
+                                                               {{7, 3, 2}, 2},
+                                                               {{8, 3, 1}, 2},
+                                                               {{7 + (1LL << 32), 3, 1}, 2}}) {
+    DropoutRun other = runDropout(x, rng, 0.5f, stream);
+    double same = 0;
+    for (size_t i = 0; i < n; ++i)
+      same += other.mask[i] == base.mask[i];
+    EXPECT_NEAR(same / n, 0.5, 0.01) << rng[0] << " " << rng[1] << " " << rng[2] << " " << stream;
+  }
+}
+
+TEST(ActivationGradKernel, DropoutGrad) {
+  KernelSpec spec = makeSpec("DropoutGrad", {f32({5}), {ir::DType::kBool, {5}}}, {f32({5})},
+                             {{"ratio", Attribute(0.2f)}});
+  spec.domain = "ai.dtc";
+  Buf<float> dy(std::vector<float>{1.f, 2.f, 3.f, 4.f, 5.f}), dx(5);
+  Buf<uint8_t> mask(std::vector<uint8_t>{1, 0, 1, 0, 1});
+  runKernel(spec, {dy.data(), mask.data()}, {dx.data()});
+  const float s = static_cast<float>(1.0 / 0.8);
+  EXPECT_EQ(dx.vec(), (std::vector<float>{1.f * s, 0.f, 3.f * s, 0.f, 5.f * s}));
+  spec.attrs["ratio"] = Attribute(1.f);
+  EXPECT_EQ(checkKernel(spec).message(),
+            "node 'n0' (DropoutGrad): ratio must be in [0, 1), got 1.000000");
+}
+
+// ---------------------------------------------------------------------------------------------
+// EltwiseGrad, ClipGrad, SoftmaxGrad and LogSoftmaxGrad kernels against reference loops.
+
+double erfPrime(double x) { return 2 / std::sqrt(kPi) * std::exp(-x * x); }
+double phi(double x) { return std::exp(-0.5 * x * x) / std::sqrt(2 * kPi); }
+double bigPhi(double x) { return 0.5 * (1 + std::erf(x / std::sqrt(2.0))); }
+double geluTanhPrime(double x) {
+  const double k = std::sqrt(2 / kPi), u = k * (x + 0.044715 * x * x * x), t = std::tanh(u);
+  return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x);
+}
+
+struct EltCase {
+  const char *alg;
+  float alpha, beta;
+  /// T from x (the forward input or output), and dX from (dy, x).
+  std::function<double(double)> t;
+  std::function<double(double, double)> dx;
+  float lo, hi;
+};
+
+TEST(ActivationGradKernel, EltwiseGradMatchesReference) {
+  const std::vector<EltCase> cases = {
+      {"relu", 0.1f, 0, [](double x) { return x; },
+       [](double g, double x) { return x > 0 ? g : 0.1 * g; }, -2, 2},
+      {"relu", -0.3f, 0, [](double x) { return x; },
+       [](double g, double x) { return x > 0 ? g : -0.3 * g; }, -2, 2},
+      {"relu_dst", 0.f, 0, [](double x) { return x > 0 ? x : 0; },
+       [](double g, double x) { return x > 0 ? g : 0; }, -2, 2},
+      {"relu_dst", 0.2f, 0, [](double x) { return x > 0 ? x : 0.2 * x; },
+       [](double g, double x) { return x > 0 ? g : 0.2 * g; }, -2, 2},
+      {"logistic_dst", 0, 0, [](double x) { return 1 / (1 + std::exp(-x)); },
+       [](double g, double x) {
+         double s = 1 / (1 + std::exp(-x));
+         return g * s * (1 - s);
+       },
+       -4, 4},
+      {"tanh_dst", 0, 0, [](double x) { return std::tanh(x); },
+       [](double g, double x) { return g * (1 - std::tanh(x) * std::tanh(x)); }, -3, 3},
+      {"exp_dst", 0, 0, [](double x) { return std::exp(x); },
+       [](double g, double x) { return g * std::exp(x); }, -3, 3},
+      {"sqrt_dst", 0, 0, [](double x) { return std::sqrt(x); },
+       [](double g, double x) { return g / (2 * std::sqrt(x)); }, 0.1f, 4},
+      {"reciprocal_dst", 0, 0, [](double x) { return 1 / x; },
+       [](double g, double x) { return -g / (x * x); }, 0.3f, 3},
+      {"log", 0, 0, [](double x) { return x; }, [](double g, double x) { return g / x; }, 0.1f, 4},
+      {"abs", 0, 0, [](double x) { return x; },
+       [](double g, double x) { return x > 0   ? g
+                                       : x < 0 ? -g
+                                               : 0; }, -2, 2},
+      {"erf", 0, 0, [](double x) { return x; }, [](double g, double x) { return g * erfPrime(x); },
+       -3, 3},
+      {"gelu_erf", 0, 0, [](double x) { return x; },
+       [](double g, double x) { return g * (bigPhi(x) + x * phi(x)); }, -4, 4},
+      {"gelu_tanh", 0, 0, [](double x) { return x; },
+       [](double g, double x) { return g * geluTanhPrime(x); }, -4, 4},
+      {"hardswish", 0, 0, [](double x) { return x; },
+       [](double g, double x) { return x < -3   ? 0
+                                       : x <= 3 ? g * (x / 3 + 0.5)
+                                                : g; }, -5, 5},
+      {"hardsigmoid", 0.2f, 0.5f, [](double x) { return x; },
+       [](double g, double x) {
+         double v = 0.2 * x + 0.5;
+         return v > 0 && v < 1 ? 0.2 * g : 0;
+       },
+       -4, 4},
+  };
+  const std::vector<int64_t> shape = {3, 5, 67}; // odd sizes: vector tails
+  const size_t n = static_cast<size_t>(count(shape));
+  for (const EltCase &c : cases) {
+    for (bool inPlace : {false, true}) {
+      Buf<float> dy = randomBuf(n, 11), x = randomBuf(n, 12), t(n), dx(n);
+      for (size_t i = 0; i < n; ++i) {
+        x[i] = c.lo + (x[i] + 1) / 2 * (c.hi - c.lo);
+        t[i] = static_cast<float>(c.t(x[i]));
+      }
+      std::vector<float> want(n);
+      for (size_t i = 0; i < n; ++i)
+        want[i] = static_cast<float>(c.dx(dy[i], x[i]));
+      KernelSpec spec = makeSpec("EltwiseGrad", {f32(shape), f32(shape)}, {f32(shape)},
+                                 {{"algorithm", Attribute(c.alg)},
+                                  {"alpha", Attribute(c.alpha)},
+                                  {"beta", Attribute(c.beta)}});
+      spec.domain = "ai.dtc";
+      runKernel(spec, {dy.data(), t.data()}, {inPlace ? dy.data() : dx.data()});
+      SCOPED_TRACE(std::string(c.alg) + (inPlace ? " in place" : ""));
+      expectNear(inPlace ? dy.data() : dx.data(), want, 2e-5);
+    }
+  }
+}
+
+TEST(ActivationGradKernel, EltwiseGradSingularPoints) {
+  // sqrt_dst at Y = 0 gives +-inf; relu_dst and abs give 0 at 0.
+  auto run1 = [](const char *alg, std::vector<float> dyv, std::vector<float> tv) {
+    const int64_t n = static_cast<int64_t>(dyv.size());
+    KernelSpec spec =
+        makeSpec("EltwiseGrad", {f32({n}), f32({n})}, {f32({n})}, {{"algorithm", Attribute(alg)}});
+    spec.domain = "ai.dtc";
+    Buf<float> dy(dyv), t(tv), dx(dyv.size());
+    runKernel(spec, {dy.data(), t.data()}, {dx.data()});
+    return dx.vec();
+  };
+  EXPECT_EQ(run1("sqrt_dst", {1.f, -1.f, 1.f}, {0.f, 0.f, 0.25f}),
+            (std::vector<float>{kInf, -kInf, 2.f}));
+  EXPECT_EQ(run1("relu_dst", {1.f, 1.f, 1.f}, {0.f, -0.f, 2.f}),
+            (std::vector<float>{0.f, 0.f, 1.f}));
+  EXPECT_EQ(run1("abs", {1.f, 1.f, 1.f}, {0.f, -3.f, 2.f}), (std::vector<float>{0.f, -1.f, 1.f}));
+}
+
+TEST(ActivationGradKernel, EltwiseGradChecks) {
+  KernelSpec spec =
+      makeSpec("EltwiseGrad", {f32({2}), f32({3})}, {f32({2})}, {{"algorithm", Attribute("relu")}});
+  spec.domain = "ai.dtc";
+  EXPECT_EQ(checkKernel(spec).message(),
+            "node 'n0' (EltwiseGrad): input 1 has shape [3], expected [2]");
+  spec.inputs[1] = f32({2});
+  spec.attrs["algorithm"] = Attribute("softplus");
+  EXPECT_EQ(checkKernel(spec).message(), "node 'n0' (EltwiseGrad): unknown algorithm 'softplus'");
+}
+
+TEST(ActivationGradKernel, ClipGradMatchesReference) {
+  const size_t n = 301;
+  Buf<float> dy = randomBuf(n, 3), x = randomBuf(n, 4), dx(n);
+  x[0] = -0.5f;
+  x[1] = 0.25f;
+  Buf<float> lo(std::vector<float>{-0.5f}), hi(std::vector<float>{0.25f});
+  for (int bounds = 0; bounds < 4; ++bounds) {
+    const bool hasLo = bounds & 1, hasHi = bounds & 2;
+    std::vector<TensorDesc> ins = {f32({301}), f32({301}), hasLo ? f32({}) : TensorDesc{},
+                                   hasHi ? f32({}) : TensorDesc{}};
+    KernelSpec spec = makeSpec("ClipGrad", ins, {f32({301})});
+    spec.domain = "ai.dtc";
+    runKernel(spec, {dy.data(), x.data(), hasLo ? lo.data() : nullptr, hasHi ? hi.data() : nullptr},
+              {dx.data()});
+    for (size_t i = 0; i < n; ++i) {
+      bool in = (!hasLo || x[i] >= -0.5f) && (!hasHi || x[i] <= 0.25f);
+      ASSERT_EQ(dx[i], in ? dy[i] : 0.f) << bounds << " " << i;
+    }
+  }
+}
+
+TEST(ActivationGradKernel, SoftmaxGradsMatchReference) {
+  const std::vector<int64_t> shape = {3, 4, 5};
+  const size_t n = 60;
+  for (const char *op : {"SoftmaxGrad", "LogSoftmaxGrad"}) {
+    for (int64_t axis : {0, 1, 2, -1}) {
+      const int64_t a = axis < 0 ? axis + 3 : axis;
+      Buf<float> x = randomBuf(n, 21), dy = randomBuf(n, 22), y(n), dx(n);
+      const std::vector<int64_t> strides = {20, 5, 1};
+      // Forward reference, then the backward formulas along the axis.
+      std::vector<float> want(n);
+      for (size_t base = 0; base < n; ++base) {
+        int64_t idx[3] = {int64_t(base) / 20, int64_t(base) / 5 % 4, int64_t(base) % 5};
+        if (idx[a] != 0)
+          continue;
+        double mx = -1e30, z = 0, sdy = 0, sdyy = 0;
+        for (int64_t k = 0; k < shape[a]; ++k)
+          mx = std::max<double>(mx, x[base + k * strides[a]]);
+        for (int64_t k = 0; k < shape[a]; ++k)
+          z += std::exp(x[base + k * strides[a]] - mx);
+        for (int64_t k = 0; k < shape[a]; ++k) {
+          size_t e = base + k * strides[a];
+          double s = std::exp(x[e] - mx) / z;
+          y[e] = static_cast<float>(std::string(op) == "SoftmaxGrad" ? s : std::log(s));
+          sdy += dy[e];
+          sdyy += dy[e] * s;
+        }
+        for (int64_t k = 0; k < shape[a]; ++k) {
+          size_t e = base + k * strides[a];
+          double s = std::exp(x[e] - mx) / z;
+          want[e] = static_cast<float>(std::string(op) == "SoftmaxGrad" ? s * (dy[e] - sdyy)
+                                                                        : dy[e] - s * sdy);
+        }
+      }
+      KernelSpec spec =
+          makeSpec(op, {f32(shape), f32(shape)}, {f32(shape)}, {{"axis", Attribute(axis)}});
+      spec.domain = "ai.dtc";
+      runKernel(spec, {dy.data(), y.data()}, {dx.data()});
+      SCOPED_TRACE(std::string(op) + " axis " + std::to_string(axis));
+      expectNear(dx.data(), want, 1e-5);
+    }
+  }
+}
+
+} // namespace
+} // namespace dtc
