@@ -32,19 +32,18 @@ Status checkConfig(const TrainingConfig &c) {
     return Status::error(flag, what);
   };
   if (c.optimizer != "sgd" && c.optimizer != "adam" && c.optimizer != "adamw")
-    return bad("--optimizer", "unknown optimizer '" + c.optimizer +
-                                  "'; expected sgd, adam or adamw");
+    return bad("--optimizer",
+               "unknown optimizer '" + c.optimizer + "'; expected sgd, adam or adamw");
   if (!(c.lr >= 0.f) || !std::isfinite(c.lr))
     return bad("--lr", "must be a finite number >= 0, got " + std::to_string(c.lr));
   if (!(c.weightDecay >= 0.f) || !std::isfinite(c.weightDecay))
-    return bad("--weight-decay", "must be a finite number >= 0, got " +
-                                     std::to_string(c.weightDecay));
+    return bad("--weight-decay",
+               "must be a finite number >= 0, got " + std::to_string(c.weightDecay));
   if (!(c.clipGradNorm >= 0.f) || !std::isfinite(c.clipGradNorm))
-    return bad("--clip-grad-norm", "must be a finite number >= 0 (0: off), got " +
-                                       std::to_string(c.clipGradNorm));
+    return bad("--clip-grad-norm",
+               "must be a finite number >= 0 (0: off), got " + std::to_string(c.clipGradNorm));
   if (c.gradAccumSteps < 1)
-    return bad("--grad-accum-steps",
-               "must be >= 1, got " + std::to_string(c.gradAccumSteps));
+    return bad("--grad-accum-steps", "must be >= 1, got " + std::to_string(c.gradAccumSteps));
   if (c.optimizer == "sgd") {
     if (!(c.momentum >= 0.f) || !std::isfinite(c.momentum))
       return bad("--momentum", "must be a finite number >= 0, got " + std::to_string(c.momentum));
@@ -76,10 +75,10 @@ public:
     TrainingState &st = *ctx.trainingState;
     DTC_RETURN_IF_ERROR(checkConfig(cfg));
     if (st.gradients.size() != st.parameters.size())
-      return Status::error("optimizer", "autodiff must run first: " +
-                                            std::to_string(st.parameters.size()) +
-                                            " trained parameters but " +
-                                            std::to_string(st.gradients.size()) + " gradients");
+      return Status::error("optimizer",
+                           "autodiff must run first: " + std::to_string(st.parameters.size()) +
+                               " trained parameters but " + std::to_string(st.gradients.size()) +
+                               " gradients");
     if (st.optimizerBegin)
       return Status::error("optimizer", "the graph already has an optimizer step");
     graph_ = &graph;
@@ -125,12 +124,11 @@ public:
         all.push_back(grads[i]);
       DTC_ASSIGN_OR_RETURN(ir::Node * sum, emit("SumSquares", "optimizer/grad_sum_squares", all,
                                                 {"optimizer/grad_sum_squares"}));
-      DTC_ASSIGN_OR_RETURN(
-          ir::Node * clip,
-          emit("ClipGradNormScale", "optimizer/grad_clip_scale", {sum->output(0)},
-               {"optimizer/grad_clip_scale"}, ir::kDtcDomain,
-               {{"max_norm", ir::Attribute(cfg.clipGradNorm)},
-                {"input_scale", ir::Attribute(invK)}}));
+      DTC_ASSIGN_OR_RETURN(ir::Node * clip,
+                           emit("ClipGradNormScale", "optimizer/grad_clip_scale", {sum->output(0)},
+                                {"optimizer/grad_clip_scale"}, ir::kDtcDomain,
+                                {{"max_norm", ir::Attribute(cfg.clipGradNorm)},
+                                 {"input_scale", ir::Attribute(invK)}}));
       scale = clip->output(0);
     } else if (k > 1) {
       const std::string name = graph.uniqueName("optimizer/grad_scale");
@@ -155,8 +153,8 @@ public:
                                         scale};
         while (!ins.back())
           ins.pop_back();
-        DTC_ASSIGN_OR_RETURN(update, emit("SGD", p->name() + "/SGD", ins, outs, ir::kDtcDomain,
-                                          attrs));
+        DTC_ASSIGN_OR_RETURN(update,
+                             emit("SGD", p->name() + "/SGD", ins, outs, ir::kDtcDomain, attrs));
       } else {
         const std::string op = cfg.optimizer == "adam" ? "Adam" : "AdamW";
         state.push_back(zeros(p->name() + ".exp_avg", *p));
@@ -164,15 +162,14 @@ public:
         std::vector<ir::Value *> ins = {p, grads[i], st.lr, st.step, state[0], state[1]};
         if (scale)
           ins.push_back(scale);
-        DTC_ASSIGN_OR_RETURN(
-            update, emit(op, p->name() + "/" + op, ins,
-                         {p->name() + "/updated", state[0]->name() + "/updated",
-                          state[1]->name() + "/updated"},
-                         ir::kDtcDomain,
-                         {{"beta1", ir::Attribute(cfg.beta1)},
-                          {"beta2", ir::Attribute(cfg.beta2)},
-                          {"epsilon", ir::Attribute(cfg.eps)},
-                          {"weight_decay", ir::Attribute(cfg.weightDecay)}}));
+        DTC_ASSIGN_OR_RETURN(update, emit(op, p->name() + "/" + op, ins,
+                                          {p->name() + "/updated", state[0]->name() + "/updated",
+                                           state[1]->name() + "/updated"},
+                                          ir::kDtcDomain,
+                                          {{"beta1", ir::Attribute(cfg.beta1)},
+                                           {"beta2", ir::Attribute(cfg.beta2)},
+                                           {"epsilon", ir::Attribute(cfg.eps)},
+                                           {"weight_decay", ir::Attribute(cfg.weightDecay)}}));
       }
       st.updates.push_back({p, update->output(0)});
       for (size_t s = 0; s < state.size(); ++s)

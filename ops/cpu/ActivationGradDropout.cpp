@@ -3,6 +3,7 @@
 // (Salmon, Moraes, Dror, Shaw, "Parallel random numbers: as easy as 1, 2, 3", SC 2011; the
 // constants and round function of Random123's philox.h): each element's bits depend only on
 // (seed, rank, step, stream, element index), so a run is reproducible whatever the threading.
+// Built with OpenMP where available (activation_grad.cmake): large tensors split over threads.
 #include "ops/cpu/OneDnnUtil.h"
 
 #include <array>
@@ -12,6 +13,9 @@
 namespace dtc::ops::cpu {
 
 namespace {
+
+/// Elements below which the loops stay on one thread.
+constexpr int64_t kParallelGrain = 1 << 15;
 
 /// Philox4x32 with 10 rounds: the four 32-bit words of block `ctr` under `key`.
 inline std::array<uint32_t, 4> philox4x32x10(std::array<uint32_t, 4> ctr,
@@ -52,11 +56,14 @@ public:
     const std::array<uint32_t, 2> key = {static_cast<uint32_t>(seed),
                                          static_cast<uint32_t>(seed >> 32) ^ rank};
     const uint32_t stream = static_cast<uint32_t>(stream_);
-    for (int64_t base = 0; base < n_; base += 4) {
-      const uint64_t b = static_cast<uint64_t>(base) / 4;
+    const int64_t blocks = (n_ + 3) / 4;
+    // Each block depends only on its index: any split over threads gives the same bits.
+#pragma omp parallel for if (n_ >= kParallelGrain) schedule(static)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint64_t ub = static_cast<uint64_t>(b);
       const std::array<uint32_t, 4> u = philox4x32x10(
-          {static_cast<uint32_t>(b), static_cast<uint32_t>(b >> 32), stream, step}, key);
-      const int64_t lanes = n_ - base < 4 ? n_ - base : 4;
+          {static_cast<uint32_t>(ub), static_cast<uint32_t>(ub >> 32), stream, step}, key);
+      const int64_t base = 4 * b, lanes = n_ - base < 4 ? n_ - base : 4;
       for (int64_t l = 0; l < lanes; ++l) {
         const bool keep = u[l] >= threshold_;
         mask[base + l] = keep ? 1 : 0;
@@ -84,6 +91,7 @@ public:
     const float *dy = static_cast<const float *>(args.inputs[0]);
     const uint8_t *mask = static_cast<const uint8_t *>(args.inputs[1]);
     float *dx = static_cast<float *>(args.outputs[0]);
+#pragma omp parallel for if (n_ >= kParallelGrain) schedule(static)
     for (int64_t i = 0; i < n_; ++i)
       dx[i] = mask[i] ? dy[i] * scale_ : 0.f;
     return Status::ok();

@@ -3,7 +3,7 @@
 // forms, log, abs, gelu_erf, gelu_tanh) or, where oneDNN 2.6 has no backward or another
 // convention (erf, reciprocal_dst, hardswish, hardsigmoid), a hand loop; ClipGrad is a loop (its
 // bounds are run-time inputs). Every operand shares one layout (a flat elementwise op), and dX
-// may overwrite dY in place.
+// may overwrite dY in place. The loops split over OpenMP threads when built with it.
 #include "ops/cpu/OneDnnUtil.h"
 
 #include <cmath>
@@ -12,6 +12,9 @@
 namespace dtc::ops::cpu {
 
 namespace {
+
+/// Elements below which the hand loops stay on one thread.
+constexpr int64_t kParallelGrain = 1 << 15;
 
 enum class LoopAlg { kNone, kErf, kReciprocalDst, kHardSwish, kHardSigmoid };
 
@@ -66,21 +69,25 @@ public:
     switch (alg_) {
     case LoopAlg::kErf: {
       const float k = 1.1283791670955126f; // 2 / sqrt(pi)
+#pragma omp parallel for if (n_ >= kParallelGrain) schedule(static)
       for (int64_t i = 0; i < n_; ++i)
         dx[i] = dy[i] * k * std::exp(-t[i] * t[i]);
       break;
     }
     case LoopAlg::kReciprocalDst:
+#pragma omp parallel for if (n_ >= kParallelGrain) schedule(static)
       for (int64_t i = 0; i < n_; ++i)
         dx[i] = -dy[i] * (t[i] * t[i]);
       break;
     case LoopAlg::kHardSwish:
+#pragma omp parallel for if (n_ >= kParallelGrain) schedule(static)
       for (int64_t i = 0; i < n_; ++i) {
         const float x = t[i], g = dy[i];
         dx[i] = x < -3.f ? 0.f : (x <= 3.f ? g * (x / 3.f + 0.5f) : g);
       }
       break;
     case LoopAlg::kHardSigmoid:
+#pragma omp parallel for if (n_ >= kParallelGrain) schedule(static)
       for (int64_t i = 0; i < n_; ++i) {
         const float v = alpha_ * t[i] + beta_;
         dx[i] = v > 0.f && v < 1.f ? alpha_ * dy[i] : 0.f;
@@ -113,6 +120,7 @@ public:
       lo = *static_cast<const float *>(args.inputs[2]);
     if (args.numInputs > 3 && args.inputs[3])
       hi = *static_cast<const float *>(args.inputs[3]);
+#pragma omp parallel for if (n_ >= kParallelGrain) schedule(static)
     for (int64_t i = 0; i < n_; ++i)
       dx[i] = x[i] >= lo && x[i] <= hi ? dy[i] : 0.f;
     return Status::ok();

@@ -83,18 +83,15 @@ dnnl::memory::desc weightsDesc(const ConvGradParams &p) {
 }
 
 dnnl::memory::desc anyOf(const dnnl::memory::desc &md) {
-  return dnnl::memory::desc(md.dims(), dnnl::memory::data_type::f32,
-                            dnnl::memory::format_tag::any);
+  return dnnl::memory::desc(md.dims(), dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
 }
 
 /// The forward primitive descriptor that the backward ones take as their hint.
-dnnl::convolution_forward::primitive_desc forwardHint(const ConvGradParams &p,
-                                                      const dnnl::memory::desc &bias,
-                                                      CpuContext &ctx) {
+dnnl::convolution_forward::primitive_desc
+forwardHint(const ConvGradParams &p, const dnnl::memory::desc &bias, CpuContext &ctx) {
   dnnl::convolution_forward::desc d(
-      dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-      anyOf(plainDesc(p.x)), anyOf(weightsDesc(p)), bias, anyOf(plainDesc(p.y)), p.strides,
-      p.dilations, p.padL, p.padR);
+      dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, anyOf(plainDesc(p.x)),
+      anyOf(weightsDesc(p)), bias, anyOf(plainDesc(p.y)), p.strides, p.dilations, p.padL, p.padR);
   return dnnl::convolution_forward::primitive_desc(d, ctx.engine);
 }
 
@@ -166,9 +163,9 @@ Expected<ConvGradParams> dataParams(const KernelSpec &spec) {
 }
 
 Expected<ConvGradParams> weightParams(const KernelSpec &spec) {
-  DTC_ASSIGN_OR_RETURN(ConvGradParams p, convGradParams(spec, spec.inputs[1].shape,
-                                                        spec.outputs[0].shape,
-                                                        spec.inputs[0].shape));
+  DTC_ASSIGN_OR_RETURN(
+      ConvGradParams p,
+      convGradParams(spec, spec.inputs[1].shape, spec.outputs[0].shape, spec.inputs[0].shape));
   if (spec.outputs.size() == 2 && spec.outputs[1].shape != std::vector<int64_t>{p.w[0]})
     return spec.error("output 1 (dB) has shape " + shapeStr(spec.outputs[1].shape) +
                       ", expected [" + std::to_string(p.w[0]) + "]");

@@ -60,8 +60,8 @@ Expected<PoolGradParams> poolGradParams(const KernelSpec &spec, const std::vecto
     a.k = kernel[i];
     a.s = strides[i];
     a.d = dilations[i];
-    if (a.in < 1 || a.k < 1 || a.k > kLimit || a.s < 1 || a.s > kLimit || a.d < 1 ||
-        a.d > kLimit || pb < 0 || pe < 0 || pb >= a.k || pe >= a.k)
+    if (a.in < 1 || a.k < 1 || a.k > kLimit || a.s < 1 || a.s > kLimit || a.d < 1 || a.d > kLimit ||
+        pb < 0 || pe < 0 || pb >= a.k || pe >= a.k)
       return spec.error("spatial dims must be positive, kernel_shape, strides, dilations in "
                         "[1, 2^20] and pads in [0, kernel_shape)");
     int64_t eff = a.d * (a.k - 1) + 1, span = a.in + pb + pe - eff;
@@ -99,7 +99,18 @@ Expected<PoolGradParams> poolGradParams(const KernelSpec &spec, const std::vecto
 
 class PoolGradKernel : public Kernel {
 public:
-  PoolGradKernel(PoolGradParams p, bool max) : p_(std::move(p)), max_(max) {}
+  PoolGradKernel(PoolGradParams p, bool max) : p_(std::move(p)), max_(max) {
+    const PoolAxis &a0 = p_.axis[0], &a1 = p_.axis[1], &a2 = p_.axis[2];
+    for (int64_t j0 = 0; j0 < a0.k; ++j0)
+      for (int64_t j1 = 0; j1 < a1.k; ++j1)
+        for (int64_t j2 = 0; j2 < a2.k; ++j2)
+          offsets_.push_back((j0 * a0.d * a1.in + j1 * a1.d) * a2.in + j2 * a2.d);
+    for (int a = 0; a < 3; ++a) {
+      const PoolAxis &ax = p_.axis[a];
+      for (size_t o = 0; o < ax.jBegin.size(); ++o)
+        interior_[a].push_back(ax.jBegin[o] == 0 && ax.jEnd[o] == ax.k);
+    }
+  }
 
   Status run(const KernelArgs &args) override {
     const float *dy = static_cast<const float *>(args.inputs[0]);
@@ -108,6 +119,9 @@ public:
     const PoolAxis &a0 = p_.axis[0], &a1 = p_.axis[1], &a2 = p_.axis[2];
     int64_t inSize = a0.in * a1.in * a2.in, outSize = a0.out * a1.out * a2.out;
     std::memset(dx, 0, static_cast<size_t>(p_.planes * inSize) * sizeof(float));
+    const int64_t *offsets = offsets_.data();
+    const size_t numOffsets = offsets_.size();
+    const float fullDiv = static_cast<float>(numOffsets);
     for (int64_t plane = 0; plane < p_.planes; ++plane) {
       const float *g = dy + plane * outSize;
       float *gx = dx + plane * inSize;
@@ -117,11 +131,33 @@ public:
           for (int64_t o2 = 0; o2 < a2.out; ++o2, ++g) {
             const size_t u0 = static_cast<size_t>(o0), u1 = static_cast<size_t>(o1),
                          u2 = static_cast<size_t>(o2);
+            int64_t l0 = a0.lo[u0], l1 = a1.lo[u1], l2 = a2.lo[u2];
+            if (interior_[0][u0] && interior_[1][u1] && interior_[2][u2]) {
+              // The whole window lies inside X: fixed offsets from its first element, in
+              // row-major window order.
+              int64_t base = (l0 * a1.in + l1) * a2.in + l2;
+              if (max_) {
+                const float *w = xp + base;
+                size_t best = 0;
+                float bestV = w[offsets[0]];
+                for (size_t t = 1; t < numOffsets; ++t)
+                  if (w[offsets[t]] > bestV) {
+                    bestV = w[offsets[t]];
+                    best = t;
+                  }
+                gx[base + offsets[best]] += *g;
+              } else {
+                float v = *g / fullDiv;
+                float *w = gx + base;
+                for (size_t t = 0; t < numOffsets; ++t)
+                  w[offsets[t]] += v;
+              }
+              continue;
+            }
             int64_t b0 = a0.jBegin[u0], e0 = a0.jEnd[u0], b1 = a1.jBegin[u1], e1 = a1.jEnd[u1],
                     b2 = a2.jBegin[u2], e2 = a2.jEnd[u2];
             if (b0 >= e0 || b1 >= e1 || b2 >= e2)
               continue; // a window entirely in the pads (not produced by valid attributes)
-            int64_t l0 = a0.lo[u0], l1 = a1.lo[u1], l2 = a2.lo[u2];
             if (max_) {
               int64_t best = -1;
               float bestV = 0.f;
@@ -139,9 +175,8 @@ public:
                 }
               gx[best] += *g;
             } else {
-              int64_t div = p_.includePad
-                                ? a0.padded[u0] * a1.padded[u1] * a2.padded[u2]
-                                : (e0 - b0) * (e1 - b1) * (e2 - b2);
+              int64_t div = p_.includePad ? a0.padded[u0] * a1.padded[u1] * a2.padded[u2]
+                                          : (e0 - b0) * (e1 - b1) * (e2 - b2);
               float v = *g / static_cast<float>(div);
               for (int64_t j0 = b0; j0 < e0; ++j0)
                 for (int64_t j1 = b1; j1 < e1; ++j1) {
@@ -158,6 +193,8 @@ public:
 private:
   PoolGradParams p_;
   bool max_;
+  std::vector<int64_t> offsets_;  ///< window element offsets from its first element, row-major
+  std::vector<char> interior_[3]; ///< per axis and output index: the window is inside X
 };
 
 Status checkRowMajorF32(const KernelSpec &spec, size_t inputs) {

@@ -16,15 +16,16 @@ using F = dnnl::normalization_flags;
 
 bool present(const std::vector<TensorDesc> &v, size_t i) { return i < v.size() && v[i].present(); }
 
-/// X (N, C, d1..dk) viewed as (N, C) or (N, C, d1*..*dk): oneDNN takes ranks 2 to 5 only, and
-/// the statistics do not depend on how the spatial axes are split.
+/// X (N, C, d1..dk) viewed as (N, C) or (N, C, 1, d1*..*dk): oneDNN takes ranks 2 to 5 only,
+/// the statistics do not depend on how the spatial axes are split, and oneDNN 2.6 has jitted
+/// plain-layout kernels for ranks 2 and 4 but only a reference one for rank 3.
 dnnl::memory::desc batchNormDesc(const std::vector<int64_t> &x) {
   if (x.size() == 2)
     return plainDesc(x);
   int64_t s = 1;
   for (size_t i = 2; i < x.size(); ++i)
     s *= x[i];
-  return plainDesc({x[0], x[1], s});
+  return plainDesc({x[0], x[1], 1, s});
 }
 
 /// Elements per channel: N * d1 * ... * dk.
@@ -58,8 +59,9 @@ Status checkBatchNormLike(const KernelSpec &spec, size_t xIndex, size_t maxOutpu
   if (x.size() < 2)
     return spec.error("X has rank " + std::to_string(x.size()) + "; expected (N, C, ...)");
   if (x[1] > 0 && perChannel(x) == 0)
-    return spec.error("X " + shapeStr(x) + " has no element per channel; batch statistics need "
-                                           "at least one");
+    return spec.error("X " + shapeStr(x) +
+                      " has no element per channel; batch statistics need "
+                      "at least one");
   for (size_t i = 0; i < xIndex; ++i)
     if (spec.inputs[i].shape != x)
       return spec.error("input " + std::to_string(i) + " has shape " +
@@ -233,8 +235,8 @@ Expected<KernelPtr> createBatchNormTraining(const KernelSpec &spec, CpuContext &
   k->momentum_ = spec.attrFloat("momentum", 0.9f);
   const int64_t n = perChannel(x);
   // Bessel's correction of the variance that enters running_var (PyTorch); none for n = 1.
-  k->unbias_ = n > 1 ? static_cast<float>(static_cast<double>(n) / static_cast<double>(n - 1))
-                     : 1.f;
+  k->unbias_ =
+      n > 1 ? static_cast<float>(static_cast<double>(n) / static_cast<double>(n - 1)) : 1.f;
   return buildKernel(spec, [&]() -> KernelPtr {
     dnnl::memory::desc md = batchNormDesc(x);
     dnnl::memory::desc cmd = plainDesc({x[1]});
@@ -272,6 +274,9 @@ Expected<KernelPtr> createBatchNormGrad(const KernelSpec &spec, CpuContext &ctx)
     r.input(DNNL_ARG_DIFF_DST, md, 0);
     r.input(DNNL_ARG_SRC, md, 1);
     r.input(DNNL_ARG_SCALE, cmd, 2);
+    // oneDNN 2.6 refuses to run a use_shift backward without a SHIFT argument, which it does
+    // not read (dX does not depend on B): the scale stands in for it.
+    r.input(DNNL_ARG_SHIFT, cmd, 2);
     r.input(DNNL_ARG_MEAN, cmd, 3);
     r.input(DNNL_ARG_VARIANCE, cmd, 4);
     r.output(DNNL_ARG_DIFF_SRC, md, 0);
@@ -317,8 +322,7 @@ Status checkLayerNormGrad(const KernelSpec &spec) {
     return spec.error("axis " + std::to_string(axis) + " is out of range for rank " +
                       std::to_string(rank));
   if (spec.inputs[0].shape != x)
-    return spec.error("dY " + shapeStr(spec.inputs[0].shape) + " and X " + shapeStr(x) +
-                      " differ");
+    return spec.error("dY " + shapeStr(spec.inputs[0].shape) + " and X " + shapeStr(x) + " differ");
   NormShape n = normShape(x, axis);
   std::vector<int64_t> b;
   if (!broadcastShapes(n.tail, spec.inputs[2].shape, b) || b != n.tail)
@@ -368,12 +372,20 @@ Expected<KernelPtr> createLayerNormGrad(const KernelSpec &spec, CpuContext &ctx)
     k->backward_.input(DNNL_ARG_SRC, data, 1);
     k->backward_.fixed(DNNL_ARG_MEAN, k->mean_);
     k->backward_.fixed(DNNL_ARG_VARIANCE, k->var_);
-    if (spec.inputs[2].numElements() == n.inner) {
-      k->backward_.input(DNNL_ARG_SCALE, param, 2);
-    } else {
+    // oneDNN 2.6 refuses to run a use_shift backward without a SHIFT argument, which it does
+    // not read (dX does not depend on B): the scale stands in for it.
+    std::vector<int> scaleArgs = {DNNL_ARG_SCALE};
+    if (wantB)
+      scaleArgs.push_back(DNNL_ARG_SHIFT);
+    if (spec.inputs[2].numElements() != n.inner) {
       k->scaleIndex_ = broadcastIndex(spec.inputs[2].shape, n.tail);
       k->scaleExpanded_ = dnnl::memory(param, ctx.engine);
-      k->backward_.fixed(DNNL_ARG_SCALE, k->scaleExpanded_);
+    }
+    for (int arg : scaleArgs) {
+      if (k->scaleIndex_.empty())
+        k->backward_.input(arg, param, 2);
+      else
+        k->backward_.fixed(arg, k->scaleExpanded_);
     }
     k->backward_.output(DNNL_ARG_DIFF_SRC, data, 0);
     k->backward_.output(DNNL_ARG_DIFF_SCALE, param, 1);

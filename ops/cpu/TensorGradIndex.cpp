@@ -149,9 +149,9 @@ Status checkGatherGrad(const KernelSpec &spec) {
   dy.insert(dy.end(), idx.begin(), idx.end());
   dy.insert(dy.end(), data.begin() + axis + 1, data.end());
   if (spec.inputs[0].shape != dy)
-    return spec.error("dy " + shapeStr(spec.inputs[0].shape) + " must have shape " +
-                      shapeStr(dy) + " for indices " + shapeStr(idx) + " and data " +
-                      shapeStr(data) + " along axis " + std::to_string(axis));
+    return spec.error("dy " + shapeStr(spec.inputs[0].shape) + " must have shape " + shapeStr(dy) +
+                      " for indices " + shapeStr(idx) + " and data " + shapeStr(data) +
+                      " along axis " + std::to_string(axis));
   return Status::ok();
 }
 

@@ -22,8 +22,8 @@ public:
   explicit LossGradScale(const KernelSpec &spec, size_t labelsInput, size_t weightsInput)
       : where_(spec.where()), reduction_(spec.attrString("reduction", "mean")),
         hasIgnore_(spec.attrs.count("ignore_index") > 0), ignore_(spec.attrInt("ignore_index", 0)),
-        labels32_(spec.inputs[labelsInput].dtype == ir::DType::kInt32),
-        labelsInput_(labelsInput), weightsInput_(weightsInput) {
+        labels32_(spec.inputs[labelsInput].dtype == ir::DType::kInt32), labelsInput_(labelsInput),
+        weightsInput_(weightsInput) {
     count_ = spec.inputs[labelsInput].numElements();
     scale_.resize(static_cast<size_t>(count_));
     labels_.resize(static_cast<size_t>(count_));
@@ -39,8 +39,8 @@ public:
     const float *dl = static_cast<const float *>(args.inputs[0]);
     double weightSum = 0.0;
     for (int64_t i = 0; i < count_; ++i) {
-      int64_t y = labels32_ ? static_cast<const int32_t *>(lab)[i]
-                            : static_cast<const int64_t *>(lab)[i];
+      int64_t y =
+          labels32_ ? static_cast<const int32_t *>(lab)[i] : static_cast<const int64_t *>(lab)[i];
       if (hasIgnore_ && y == ignore_) {
         labels_[i] = -1;
         scale_[i] = 0.f;
@@ -213,13 +213,12 @@ Status checkLossGradOperands(const KernelSpec &spec, const std::vector<int64_t> 
   if (shape.size() < 2)
     return spec.error("scores must have shape (N, C, d1..dk), got " + shapeStr(shape));
   DTC_RETURN_IF_ERROR(checkDType(spec, true, 0, {ir::DType::kFloat32}));
-  DTC_RETURN_IF_ERROR(
-      checkDType(spec, true, labelsInput, {ir::DType::kInt64, ir::DType::kInt32}));
+  DTC_RETURN_IF_ERROR(checkDType(spec, true, labelsInput, {ir::DType::kInt64, ir::DType::kInt32}));
   std::vector<int64_t> perSample = shape;
   perSample.erase(perSample.begin() + 1);
   if (spec.inputs[labelsInput].shape != perSample)
-    return spec.error("labels " + shapeStr(spec.inputs[labelsInput].shape) +
-                      " must have shape " + shapeStr(perSample));
+    return spec.error("labels " + shapeStr(spec.inputs[labelsInput].shape) + " must have shape " +
+                      shapeStr(perSample));
   const std::vector<int64_t> dloss = reduction == "none" ? perSample : std::vector<int64_t>{};
   if (spec.inputs[0].shape != dloss)
     return spec.error("dloss " + shapeStr(spec.inputs[0].shape) + " must have shape " +

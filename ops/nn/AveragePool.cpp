@@ -22,9 +22,8 @@ Status averagePoolGradient(GradientContext &ctx) {
   DTC_ASSIGN_OR_RETURN(std::vector<int64_t> xs, grad::staticShape(ctx, ctx.input(0)));
   if (xs.size() < 3)
     return ctx.error("gradient: X must have rank >= 3");
-  DTC_ASSIGN_OR_RETURN(grad::GradWindow win,
-                       grad::convPoolWindow(node, {xs.begin() + 2, xs.end()},
-                                            node.attrInts("kernel_shape")));
+  DTC_ASSIGN_OR_RETURN(grad::GradWindow win, grad::convPoolWindow(node, {xs.begin() + 2, xs.end()},
+                                                                  node.attrInts("kernel_shape")));
   std::map<std::string, ir::Attribute> attrs = win.attrs();
   attrs["ceil_mode"] = ir::Attribute(node.attrInt("ceil_mode", 0));
   attrs["count_include_pad"] = ir::Attribute(node.attrInt("count_include_pad", 0));

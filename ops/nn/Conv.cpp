@@ -98,9 +98,9 @@ Status convGradient(GradientContext &ctx) {
   DTC_ASSIGN_OR_RETURN(std::vector<int64_t> ws, grad::staticShape(ctx, ctx.input(1)));
   if (xs.size() < 3 || ws.size() != xs.size())
     return ctx.error("gradient: X and W must have one rank >= 3");
-  DTC_ASSIGN_OR_RETURN(grad::GradWindow win,
-                       grad::convPoolWindow(ctx.node(), {xs.begin() + 2, xs.end()},
-                                            {ws.begin() + 2, ws.end()}));
+  DTC_ASSIGN_OR_RETURN(
+      grad::GradWindow win,
+      grad::convPoolWindow(ctx.node(), {xs.begin() + 2, xs.end()}, {ws.begin() + 2, ws.end()}));
   std::map<std::string, ir::Attribute> attrs = win.attrs();
   attrs["group"] = ir::Attribute(ctx.node().attrInt("group", 1));
   if (ctx.needsGrad(0)) {

@@ -162,8 +162,8 @@ Status convTransposeGradient(GradientContext &ctx) {
       return ctx.error("gradient: output_padding must be in [0, stride)");
     if (outputShape.empty() && !same)
       continue;
-    int64_t full = w.strides[i] * (xs[2 + i] - 1) + outputPadding[i] +
-                   w.dilations[i] * (w.kernel[i] - 1) + 1;
+    int64_t full =
+        w.strides[i] * (xs[2 + i] - 1) + outputPadding[i] + w.dilations[i] * (w.kernel[i] - 1) + 1;
     int64_t target = !outputShape.empty() ? outputShape[i] : xs[2 + i] * w.strides[i];
     int64_t total = full - target;
     if (total < 0 || total % 2 != 0)

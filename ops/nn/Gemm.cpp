@@ -49,7 +49,8 @@ Status inferGemm(InferenceContext &ctx) {
 
 // Gradient of Y = alpha * A' B' + beta * C (A' = A^T when transA, B' likewise):
 //   dA' = alpha * dY B'^T, dB' = alpha * A'^T dY (matrix calculus of Y = A'B'), so
-//   dA = transA ? alpha * B' dY^T : alpha * dY B'^T, dB = transB ? alpha * dY^T A' : alpha * A'^T dY,
+//   dA = transA ? alpha * B' dY^T : alpha * dY B'^T,
+//   dB = transB ? alpha * dY^T A' : alpha * A'^T dY,
 //   each one Gemm whose trans attributes absorb every transpose;
 //   dC = beta * sum-to-shape(dY, C.shape) (unidirectional broadcasting undone by ReduceSum).
 Status gemmGrad(GradientContext &ctx) {

@@ -21,8 +21,8 @@ Status globalAveragePoolGradient(GradientContext &ctx) {
     spatial *= xs[i];
   ir::Value *scaled = dy;
   if (spatial != 1) {
-    DTC_ASSIGN_OR_RETURN(scaled, ctx.emit1("Mul", {dy, ctx.constantF32(1.0f / static_cast<float>(
-                                                            spatial))}));
+    DTC_ASSIGN_OR_RETURN(
+        scaled, ctx.emit1("Mul", {dy, ctx.constantF32(1.0f / static_cast<float>(spatial))}));
   }
   DTC_ASSIGN_OR_RETURN(ir::Value * dx, ctx.emit1("Expand", {scaled, ctx.constantI64s(xs)}));
   ctx.setInputGrad(0, dx);

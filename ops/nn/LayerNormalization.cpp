@@ -52,7 +52,8 @@ Status inferLayerNorm(InferenceContext &ctx) {
 Status layerNormGrad(GradientContext &ctx) {
   for (size_t o = 1; o < 3; ++o)
     if (ctx.outputGrad(o))
-      return ctx.error(std::string("the loss depends on output ") + (o == 1 ? "Mean" : "InvStdDev") +
+      return ctx.error(std::string("the loss depends on output ") +
+                       (o == 1 ? "Mean" : "InvStdDev") +
                        ", which is not differentiable (only Y is)");
   ir::Value *dy = ctx.outputGrad(0);
   if (!dy)
@@ -60,12 +61,11 @@ Status layerNormGrad(GradientContext &ctx) {
   const ir::Node &node = ctx.node();
   ir::Value *bias = ctx.input(2);
   const bool wantB = bias && ctx.needsGrad(2);
-  DTC_ASSIGN_OR_RETURN(
-      std::vector<ir::Value *> g,
-      ctx.emit("LayerNormGrad", {dy, ctx.input(0), ctx.input(1)}, wantB ? 3 : 2,
-               {{"axis", ir::Attribute(node.attrInt("axis", -1))},
-                {"epsilon", ir::Attribute(node.attrFloat("epsilon", 1e-5f))}},
-               "ai.dtc"));
+  DTC_ASSIGN_OR_RETURN(std::vector<ir::Value *> g,
+                       ctx.emit("LayerNormGrad", {dy, ctx.input(0), ctx.input(1)}, wantB ? 3 : 2,
+                                {{"axis", ir::Attribute(node.attrInt("axis", -1))},
+                                 {"epsilon", ir::Attribute(node.attrFloat("epsilon", 1e-5f))}},
+                                "ai.dtc"));
   if (ctx.needsGrad(0))
     ctx.setInputGrad(0, g[0]);
   if (ctx.needsGrad(1)) {

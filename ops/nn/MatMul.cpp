@@ -86,10 +86,9 @@ Status matmulGrad(GradientContext &ctx) {
     b2.push_back(1);
   const int64_t m = a2[a2.size() - 2], k = a2.back(), n = b2.back();
   const std::vector<int64_t> batchA(a2.begin(), a2.end() - 2), batchB(b2.begin(), b2.end() - 2);
-  DTC_ASSIGN_OR_RETURN(
-      ir::Shape batchShape,
-      broadcastShapes({ir::Shape::ofStatic(batchA), ir::Shape::ofStatic(batchB)},
-                      ctx.node().where()));
+  DTC_ASSIGN_OR_RETURN(ir::Shape batchShape,
+                       broadcastShapes({ir::Shape::ofStatic(batchA), ir::Shape::ofStatic(batchB)},
+                                       ctx.node().where()));
   std::vector<int64_t> y2 = batchShape.staticSizes();
   const int64_t rows = product(y2) * m; // rows of dY when the batch folds into M
   y2.push_back(m);

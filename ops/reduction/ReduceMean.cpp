@@ -24,7 +24,8 @@ OpDef defineReduceMean() {
       count *= in[static_cast<size_t>(a)];
     DTC_ASSIGN_OR_RETURN(ir::Value * dx, broadcastReduceGrad(ctx, ctx.outputGrad(0)));
     if (count > 1) {
-      DTC_ASSIGN_OR_RETURN(dx, ctx.emit1("Mul", {dx, ctx.constantF32(1.0f / static_cast<float>(count))}));
+      DTC_ASSIGN_OR_RETURN(
+          dx, ctx.emit1("Mul", {dx, ctx.constantF32(1.0f / static_cast<float>(count))}));
     }
     ctx.setInputGrad(0, dx);
     return Status::ok();

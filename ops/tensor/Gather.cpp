@@ -122,8 +122,7 @@ OpDef defineGather() {
     const ir::Node &n = ctx.node();
     const std::vector<int64_t> dims = ctx.input(0)->shape().staticSizes();
     DTC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(n.attrInt("axis", 0),
-                                                     static_cast<int64_t>(dims.size()),
-                                                     n.where()));
+                                                     static_cast<int64_t>(dims.size()), n.where()));
     DTC_ASSIGN_OR_RETURN(ir::Value * dx,
                          ctx.emit1("GatherGrad", {ctx.outputGrad(0), ctx.input(1)},
                                    {{"axis", ir::Attribute(axis)}, {"shape", ir::Attribute(dims)}},

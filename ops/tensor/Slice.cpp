@@ -117,8 +117,8 @@ OpDef defineSlice() {
           dims[a] = ir::Dim::unknown();
           if (sv && ev && sv->size() == norm.size() && ev->size() == norm.size() &&
               (*sv)[i] == ir::Dim::fixed(0) && (*ev)[i].isSymbolic() &&
-              (!ctx.hasInput(4) || (stv && stv->size() == norm.size() &&
-                                    (*stv)[i] == ir::Dim::fixed(1))))
+              (!ctx.hasInput(4) ||
+               (stv && stv->size() == norm.size() && (*stv)[i] == ir::Dim::fixed(1))))
             dims[a] = (*ev)[i];
         }
       }
@@ -212,8 +212,7 @@ OpDef defineSlice() {
       DTC_ASSIGN_OR_RETURN(std::vector<int64_t> s, gradConstantInts(ctx, 4, "steps"));
       steps = std::move(s);
     }
-    DTC_ASSIGN_OR_RETURN(SliceParams p,
-                         completeParams(starts, ends, axes, steps, rank, n.where()));
+    DTC_ASSIGN_OR_RETURN(SliceParams p, completeParams(starts, ends, axes, steps, rank, n.where()));
     std::vector<int64_t> first(dims.size(), 0), step(dims.size(), 1), count = dims;
     bool unitSteps = true;
     for (size_t i = 0; i < p.axes.size(); ++i) {

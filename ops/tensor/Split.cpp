@@ -141,9 +141,8 @@ OpDef defineSplit() {
     for (size_t i = 0; i < n.numOutputs(); ++i) {
       ir::Value *g = ctx.outputGrad(i);
       if (!g) {
-        DTC_ASSIGN_OR_RETURN(
-            g, ctx.emit1("ConstantOfShape",
-                         {ctx.constantI64s(n.output(i)->shape().staticSizes())}));
+        DTC_ASSIGN_OR_RETURN(g, ctx.emit1("ConstantOfShape",
+                                          {ctx.constantI64s(n.output(i)->shape().staticSizes())}));
       }
       parts.push_back(g);
     }

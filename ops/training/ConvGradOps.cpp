@@ -53,12 +53,8 @@ OpDef defineConvGradWeight() {
   OpDef d;
   d.name = "ConvGradWeight";
   d.domain = "ai.dtc";
-  windowAttrs(d.version(1)
-                  .in("dY", "T")
-                  .in("X", "T")
-                  .out("dW", "T")
-                  .optOut("dB", "T")
-                  .type("T", kGradTypes))
+  windowAttrs(d.version(1).in("dY", "T").in("X", "T").out("dW", "T").optOut("dB", "T").type(
+                  "T", kGradTypes))
       .attr("group", ir::AttrKind::kInt);
   d.infer = [](InferenceContext &ctx) -> Status {
     const ir::Shape &dy = ctx.inputShape(0), &x = ctx.inputShape(1);
@@ -131,8 +127,8 @@ OpDef defineResizeGrad() {
   d.infer = [](InferenceContext &ctx) -> Status {
     std::vector<int64_t> shape = ctx.node().attrInts("input_shape");
     if (ctx.inputShape(0).hasRank() && ctx.inputShape(0).rank() != shape.size())
-      return ctx.error("input_shape has " + std::to_string(shape.size()) +
-                       " values; dY has rank " + std::to_string(ctx.inputShape(0).rank()));
+      return ctx.error("input_shape has " + std::to_string(shape.size()) + " values; dY has rank " +
+                       std::to_string(ctx.inputShape(0).rank()));
     return inferFromInputShape(ctx);
   };
   return d;

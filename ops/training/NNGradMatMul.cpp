@@ -32,9 +32,9 @@ Status inferMatMulT(InferenceContext &ctx) {
   const ir::Dim &kb = b[transB ? rb - 1 : rb - 2];
   const ir::Dim &n = b[transB ? rb - 2 : rb - 1];
   if (ka.isStatic() && kb.isStatic() && ka.value() != kb.value())
-    return ctx.error("inner dimensions do not match: A " + a.str() + " (transA=" +
-                     std::to_string(transA) + ") has K=" + ka.str() + ", B " + b.str() +
-                     " (transB=" + std::to_string(transB) + ") has K=" + kb.str());
+    return ctx.error("inner dimensions do not match: A " + a.str() +
+                     " (transA=" + std::to_string(transA) + ") has K=" + ka.str() + ", B " +
+                     b.str() + " (transB=" + std::to_string(transB) + ") has K=" + kb.str());
   ir::Shape batchA(std::vector<ir::Dim>(a.dims().begin(), a.dims().end() - 2));
   ir::Shape batchB(std::vector<ir::Dim>(b.dims().begin(), b.dims().end() - 2));
   DTC_ASSIGN_OR_RETURN(ir::Shape batch, broadcastShapes({batchA, batchB}, ctx.node().where()));

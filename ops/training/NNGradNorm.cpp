@@ -98,8 +98,7 @@ Status inferLayerNormGrad(InferenceContext &ctx) {
 /// reaching running_mean, running_var, saved_mean or saved_var are an error (they are state or
 /// saved values, not differentiable outputs).
 Status batchNormTrainingGrad(GradientContext &ctx) {
-  static const char *const kOut[] = {"Y", "running_mean", "running_var", "saved_mean",
-                                     "saved_var"};
+  static const char *const kOut[] = {"Y", "running_mean", "running_var", "saved_mean", "saved_var"};
   for (size_t o = 1; o < 5; ++o)
     if (ctx.outputGrad(o))
       return ctx.error(std::string("the loss depends on output ") + kOut[o] +
@@ -114,13 +113,13 @@ Status batchNormTrainingGrad(GradientContext &ctx) {
   ir::Value *mean = ctx.output(3), *var = ctx.output(4);
   if (!mean || !var)
     return ctx.error("the gradient needs outputs 3 and 4 (saved_mean, saved_var); the node "
-                     "has " + std::to_string(ctx.node().numOutputs()) + " outputs");
+                     "has " +
+                     std::to_string(ctx.node().numOutputs()) + " outputs");
   size_t numOut = ctx.needsGrad(1) || ctx.needsGrad(2) ? 3 : 1;
-  DTC_ASSIGN_OR_RETURN(std::vector<ir::Value *> g,
-                       ctx.emit("BatchNormGrad", {dy, ctx.input(0), ctx.input(1), mean, var},
-                                numOut,
-                                {{"epsilon", ir::Attribute(ctx.node().attrFloat("epsilon", 1e-5f))}},
-                                "ai.dtc"));
+  DTC_ASSIGN_OR_RETURN(
+      std::vector<ir::Value *> g,
+      ctx.emit("BatchNormGrad", {dy, ctx.input(0), ctx.input(1), mean, var}, numOut,
+               {{"epsilon", ir::Attribute(ctx.node().attrFloat("epsilon", 1e-5f))}}, "ai.dtc"));
   for (size_t i = 0; i < 3; ++i)
     if (ctx.needsGrad(i))
       ctx.setInputGrad(i, g[i]);

@@ -36,9 +36,8 @@ OpDef defineGatherGrad() {
     const ir::Shape &dy = ctx.inputShape(0), &idx = ctx.inputShape(1);
     if (dy.hasRank() && idx.hasRank() && dy.rank() != shape.size() - 1 + idx.rank())
       return ctx.error("dy " + dy.str() + " must have rank " +
-                       std::to_string(shape.size() - 1 + idx.rank()) + " for indices " +
-                       idx.str() + " and data " + intsText(shape) + " along axis " +
-                       std::to_string(axis));
+                       std::to_string(shape.size() - 1 + idx.rank()) + " for indices " + idx.str() +
+                       " and data " + intsText(shape) + " along axis " + std::to_string(axis));
     ctx.setOutputShape(0, ir::Shape::ofStatic(shape));
     return Status::ok();
   };

@@ -40,10 +40,9 @@ OpDef defineSliceGrad() {
         continue;
       const int64_t last = starts[a] + (dy[a].value() - 1) * steps[a];
       if (starts[a] < 0 || starts[a] >= shape[a] || last < 0 || last >= shape[a])
-        return ctx.error("axis " + std::to_string(a) + ": " + dy[a].str() +
-                         " elements from " + std::to_string(starts[a]) + " by step " +
-                         std::to_string(steps[a]) + " do not fit in dim " +
-                         std::to_string(shape[a]));
+        return ctx.error("axis " + std::to_string(a) + ": " + dy[a].str() + " elements from " +
+                         std::to_string(starts[a]) + " by step " + std::to_string(steps[a]) +
+                         " do not fit in dim " + std::to_string(shape[a]));
     }
     ctx.setOutputShape(0, ir::Shape::ofStatic(shape));
     return Status::ok();

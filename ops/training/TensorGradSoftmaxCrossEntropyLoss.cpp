@@ -45,8 +45,7 @@ OpDef defineSoftmaxCrossEntropyLossGrad() {
     if (reduction != "none" && dloss.hasRank() && dloss.rank() != 0)
       return ctx.error("dloss must be a scalar for reduction \"" + reduction + "\", got " +
                        dloss.str());
-    if (reduction == "none" && dloss.hasRank() && labels.hasRank() &&
-        dloss.rank() != labels.rank())
+    if (reduction == "none" && dloss.hasRank() && labels.hasRank() && dloss.rank() != labels.rank())
       return ctx.error("dloss " + dloss.str() + " must have the labels' shape " + labels.str());
     if (ctx.hasInput(4) && ctx.inputShape(4).hasRank() && scores.hasRank() &&
         ctx.inputShape(4).rank() != scores.rank())

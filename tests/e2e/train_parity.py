@@ -169,7 +169,7 @@ def check_model(model, args, tools, tmp):
             msg = f"{model} {run}: {e}"
             failures.append(msg)
             short = e.short if isinstance(e, ToolError) else str(e).splitlines()[0]
-            rows.append((model, run, "ERROR", "-", short[:90], "", ""))
+            rows.append((model, run, "ERROR", "-", short[:80], "", ""))
             continue
 
         if run == "grad":

@@ -56,7 +56,7 @@ TEST(CheckpointTest, ChecksumAndFingerprint) {
   ASSERT_TRUE(writeCheckpoint(path, sample()).isOk());
   EXPECT_EQ(readCheckpoint(path, std::string("other-plan-fingerprint")).status().message(),
             path + ": checkpoint of another plan (fingerprint abc123..., this plan's is "
-                   "other-plan-fi...)");
+                   "other-plan-finge...)");
   // Change one parameter byte but keep the meta (and so the stored checksum).
   auto arrays = *readArrays(path);
   arrays[0].bytes[1] ^= 0x40;

@@ -45,9 +45,11 @@ struct Fixture {
     return {};
   }
   std::string bytes(const std::string &npz, const std::string &name = "w") const {
-    for (const HostArray &a : *readArrays(npz))
-      if (a.name == name)
-        return a.bytes;
+    auto arrays = readArrays(npz);
+    if (arrays)
+      for (const HostArray &a : *arrays)
+        if (a.name == name)
+          return a.bytes;
     return "";
   }
 };

@@ -22,6 +22,15 @@ using test::GradInput;
 using Attrs = std::map<std::string, ir::Attribute>;
 using Ints = std::vector<int64_t>;
 
+/// A kernel spec of an ai.dtc op.
+ops::cpu::KernelSpec dtcSpec(std::string op, std::vector<ops::cpu::TensorDesc> ins,
+                             std::vector<ops::cpu::TensorDesc> outs, Attrs attrs) {
+  ops::cpu::KernelSpec s =
+      ops::cpu::test::makeSpec(std::move(op), std::move(ins), std::move(outs), std::move(attrs));
+  s.domain = "ai.dtc";
+  return s;
+}
+
 /// Distinct values spaced by 0.05 (more than twice the finite-difference step), shuffled, so
 /// that no MaxPool window has a tie and a step never changes its argmax.
 std::vector<float> distinct(size_t n, uint32_t seed) {
@@ -96,9 +105,8 @@ TEST(ConvGrad, Conv1x1AndBatchOne) {
                             {}),
             "");
   // A single output pixel (kernel covers the whole input).
-  EXPECT_EQ(test::gradCheck("Conv",
-                            {GradInput::f32("x", {1, 2, 3, 3}), GradInput::f32("w", {2, 2, 3, 3})},
-                            {}),
+  EXPECT_EQ(test::gradCheck(
+                "Conv", {GradInput::f32("x", {1, 2, 3, 3}), GradInput::f32("w", {2, 2, 3, 3})}, {}),
             "");
 }
 
@@ -248,13 +256,13 @@ TEST(ConvGrad, ConvTransposeStride2Kernel2) {
 }
 
 TEST(ConvGrad, ConvTransposePadsOutputPadding) {
-  EXPECT_EQ(test::gradCheck("ConvTranspose",
-                            {GradInput::f32("x", {1, 2, 3, 3}), GradInput::f32("w", {2, 3, 3, 3}),
-                             GradInput::f32("b", {3})},
-                            {{"strides", Ints{2, 2}},
-                             {"pads", Ints{1, 0, 1, 1}},
-                             {"output_padding", Ints{1, 0}}}),
-            "");
+  EXPECT_EQ(
+      test::gradCheck(
+          "ConvTranspose",
+          {GradInput::f32("x", {1, 2, 3, 3}), GradInput::f32("w", {2, 3, 3, 3}),
+           GradInput::f32("b", {3})},
+          {{"strides", Ints{2, 2}}, {"pads", Ints{1, 0, 1, 1}}, {"output_padding", Ints{1, 0}}}),
+      "");
 }
 
 TEST(ConvGrad, ConvTransposeGroupsDilation1D) {
@@ -296,25 +304,25 @@ TEST(ConvGrad, MaxPool3x3Stride1Pad1) {
                             {{"kernel_shape", Ints{3, 3}}, {"pads", Ints{1, 1, 1, 1}}}),
             "");
   // The ResNet stem: 3x3, stride 2, pad 1.
-  EXPECT_EQ(test::gradCheck("MaxPool", {GradInput::f32("x", {1, 1, 6, 6}, distinct(36, 4))},
-                            {{"kernel_shape", Ints{3, 3}},
-                             {"strides", Ints{2, 2}},
-                             {"pads", Ints{1, 1, 1, 1}}}),
-            "");
+  EXPECT_EQ(
+      test::gradCheck(
+          "MaxPool", {GradInput::f32("x", {1, 1, 6, 6}, distinct(36, 4))},
+          {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}),
+      "");
 }
 
 TEST(ConvGrad, MaxPoolCeilModeDilation1D3D) {
-  EXPECT_EQ(test::gradCheck("MaxPool", {GradInput::f32("x", {1, 1, 6, 6}, distinct(36, 5))},
-                            {{"kernel_shape", Ints{3, 3}},
-                             {"strides", Ints{2, 2}},
-                             {"ceil_mode", int64_t{1}}}),
+  EXPECT_EQ(test::gradCheck(
+                "MaxPool", {GradInput::f32("x", {1, 1, 6, 6}, distinct(36, 5))},
+                {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"ceil_mode", int64_t{1}}}),
             "");
   EXPECT_EQ(test::gradCheck("MaxPool", {GradInput::f32("x", {1, 1, 6, 5}, distinct(30, 6))},
                             {{"kernel_shape", Ints{2, 2}}, {"dilations", Ints{2, 2}}}),
             "");
-  EXPECT_EQ(test::gradCheck("MaxPool", {GradInput::f32("x", {2, 2, 7}, distinct(28, 7))},
-                            {{"kernel_shape", Ints{3}}, {"strides", Ints{2}}, {"pads", Ints{1, 1}}}),
-            "");
+  EXPECT_EQ(
+      test::gradCheck("MaxPool", {GradInput::f32("x", {2, 2, 7}, distinct(28, 7))},
+                      {{"kernel_shape", Ints{3}}, {"strides", Ints{2}}, {"pads", Ints{1, 1}}}),
+      "");
   EXPECT_EQ(test::gradCheck("MaxPool", {GradInput::f32("x", {1, 1, 4, 4, 4}, distinct(64, 8))},
                             {{"kernel_shape", Ints{2, 2, 2}}, {"strides", Ints{2, 2, 2}}}),
             "");
@@ -329,7 +337,7 @@ TEST(ConvGrad, MaxPoolTiesGoToTheFirstElementAndPadsNeverWin) {
   Attrs a = {{"kernel_shape", Ints{3, 3}}, {"pads", Ints{1, 1, 1, 1}}};
   std::vector<float> x(6, -1.f), dy = {1, 2, 4, 8, 16, 32};
   Buf<float> out(6);
-  runKernel(makeSpec("MaxPoolGrad", {f32({1, 1, 2, 3}), f32({1, 1, 2, 3})}, {f32({1, 1, 2, 3})}, a),
+  runKernel(dtcSpec("MaxPoolGrad", {f32({1, 1, 2, 3}), f32({1, 1, 2, 3})}, {f32({1, 1, 2, 3})}, a),
             {dy.data(), x.data()}, {out.data()});
   // Output (r, c) covers rows r-1..r+1, cols c-1..c+1: its first element inside X is
   // (0, max(c-1, 0)).
@@ -339,8 +347,8 @@ TEST(ConvGrad, MaxPoolTiesGoToTheFirstElementAndPadsNeverWin) {
   // A later equal value does not replace the first; a larger one does.
   std::vector<float> x2 = {3, 5, 5, 1}, dy2 = {1};
   Buf<float> out2(4);
-  runKernel(makeSpec("MaxPoolGrad", {f32({1, 1, 1, 1}), f32({1, 1, 2, 2})}, {f32({1, 1, 2, 2})},
-                     {{"kernel_shape", Ints{2, 2}}}),
+  runKernel(dtcSpec("MaxPoolGrad", {f32({1, 1, 1, 1}), f32({1, 1, 2, 2})}, {f32({1, 1, 2, 2})},
+                    {{"kernel_shape", Ints{2, 2}}}),
             {dy2.data(), x2.data()}, {out2.data()});
   expectNear(out2.data(), {0, 1, 0, 0});
 }
@@ -411,11 +419,11 @@ TEST(ConvGrad, AveragePoolGradKernelDivisors) {
              {"strides", Ints{2}},
              {"pads", Ints{1, 1}},
              {"input_shape", Ints{1, 1, 3}}};
-  runKernel(makeSpec("AveragePoolGrad", {f32({1, 1, 2})}, {f32({1, 1, 3})}, a), {dy.data()},
+  runKernel(dtcSpec("AveragePoolGrad", {f32({1, 1, 2})}, {f32({1, 1, 3})}, a), {dy.data()},
             {out.data()});
   expectNear(out.data(), {4, 3, 3});
   a["count_include_pad"] = int64_t{1};
-  runKernel(makeSpec("AveragePoolGrad", {f32({1, 1, 2})}, {f32({1, 1, 3})}, a), {dy.data()},
+  runKernel(dtcSpec("AveragePoolGrad", {f32({1, 1, 2})}, {f32({1, 1, 3})}, a), {dy.data()},
             {out.data()});
   expectNear(out.data(), {2, 3, 3});
 }
@@ -440,17 +448,17 @@ GradInput scales(std::vector<float> s) {
 
 TEST(ConvGrad, ResizeBilinearHalfPixelX2) {
   // The UNet upsampling.
-  EXPECT_EQ(test::gradCheck("Resize",
-                            {GradInput::f32("x", {1, 2, 3, 3}), GradInput::omitted(),
-                             scales({1, 1, 2, 2})},
-                            {{"mode", "linear"}, {"coordinate_transformation_mode", "half_pixel"}}),
+  EXPECT_EQ(test::gradCheck(
+                "Resize",
+                {GradInput::f32("x", {1, 2, 3, 3}), GradInput::omitted(), scales({1, 1, 2, 2})},
+                {{"mode", "linear"}, {"coordinate_transformation_mode", "half_pixel"}}),
             "");
-  EXPECT_EQ(test::gradCheck("Resize",
-                            {GradInput::f32("x", {1, 1, 4, 3}), GradInput::omitted(),
-                             scales({1, 1, 0.5f, 2.5f})},
-                            {{"mode", "linear"},
-                             {"coordinate_transformation_mode", "pytorch_half_pixel"}}),
-            "");
+  EXPECT_EQ(
+      test::gradCheck(
+          "Resize",
+          {GradInput::f32("x", {1, 1, 4, 3}), GradInput::omitted(), scales({1, 1, 0.5f, 2.5f})},
+          {{"mode", "linear"}, {"coordinate_transformation_mode", "pytorch_half_pixel"}}),
+      "");
 }
 
 TEST(ConvGrad, ResizeLinearAlignCornersAsymmetricSizes) {
@@ -463,27 +471,27 @@ TEST(ConvGrad, ResizeLinearAlignCornersAsymmetricSizes) {
         << ct;
   }
   // Trilinear, with axes.
-  EXPECT_EQ(test::gradCheck("Resize",
-                            {GradInput::f32("x", {1, 1, 2, 3, 2}), GradInput::omitted(),
-                             scales({2, 1.5f, 2})},
-                            {{"mode", "linear"},
-                             {"axes", Ints{2, 3, 4}},
-                             {"coordinate_transformation_mode", "align_corners"}}),
+  EXPECT_EQ(test::gradCheck(
+                "Resize",
+                {GradInput::f32("x", {1, 1, 2, 3, 2}), GradInput::omitted(), scales({2, 1.5f, 2})},
+                {{"mode", "linear"},
+                 {"axes", Ints{2, 3, 4}},
+                 {"coordinate_transformation_mode", "align_corners"}}),
             "");
 }
 
 TEST(ConvGrad, ResizeNearest) {
-  EXPECT_EQ(test::gradCheck("Resize",
-                            {GradInput::f32("x", {1, 2, 3, 3}), GradInput::omitted(),
-                             scales({1, 1, 2, 2})},
-                            {{"mode", "nearest"}}),
+  EXPECT_EQ(test::gradCheck(
+                "Resize",
+                {GradInput::f32("x", {1, 2, 3, 3}), GradInput::omitted(), scales({1, 1, 2, 2})},
+                {{"mode", "nearest"}}),
             "");
-  EXPECT_EQ(test::gradCheck("Resize",
-                            {GradInput::f32("x", {1, 1, 3, 4}), GradInput::omitted(),
-                             scales({1, 1, 2, 2})},
-                            {{"mode", "nearest"},
-                             {"coordinate_transformation_mode", "asymmetric"},
-                             {"nearest_mode", "floor"}}),
+  EXPECT_EQ(test::gradCheck(
+                "Resize",
+                {GradInput::f32("x", {1, 1, 3, 4}), GradInput::omitted(), scales({1, 1, 2, 2})},
+                {{"mode", "nearest"},
+                 {"coordinate_transformation_mode", "asymmetric"},
+                 {"nearest_mode", "floor"}}),
             "");
   for (const char *nm : {"round_prefer_ceil", "ceil", "round_prefer_floor"}) {
     EXPECT_EQ(test::gradCheck("Resize",
@@ -503,12 +511,12 @@ TEST(ConvGrad, ResizeGradKernelNearestX2SumsEachBlock) {
   // Nearest x2 (asymmetric, floor) on 1x1x1x2: dX[j] = dY[0, 2j] + dY[0, 2j+1] + (row 1).
   std::vector<float> dy = {1, 2, 3, 4, 10, 20, 30, 40};
   Buf<float> out(2);
-  runKernel(makeSpec("ResizeGrad", {f32({1, 1, 2, 4})}, {f32({1, 1, 1, 2})},
-                     {{"mode", "nearest"},
-                      {"coordinate_transformation_mode", "asymmetric"},
-                      {"nearest_mode", "floor"},
-                      {"scales", std::vector<float>{1, 1, 2, 2}},
-                      {"input_shape", Ints{1, 1, 1, 2}}}),
+  runKernel(dtcSpec("ResizeGrad", {f32({1, 1, 2, 4})}, {f32({1, 1, 1, 2})},
+                    {{"mode", "nearest"},
+                     {"coordinate_transformation_mode", "asymmetric"},
+                     {"nearest_mode", "floor"},
+                     {"scales", std::vector<float>{1, 1, 2, 2}},
+                     {"input_shape", Ints{1, 1, 1, 2}}}),
             {dy.data()}, {out.data()});
   expectNear(out.data(), {1 + 2 + 10 + 20, 3 + 4 + 30 + 40});
 }

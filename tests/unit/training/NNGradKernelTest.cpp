@@ -8,6 +8,14 @@
 namespace dtc::ops::cpu::test {
 namespace {
 
+/// makeSpec for an ai.dtc op.
+KernelSpec dtcSpec(std::string op, std::vector<TensorDesc> ins, std::vector<TensorDesc> outs,
+                   std::map<std::string, ir::Attribute> attrs = {}) {
+  KernelSpec s = makeSpec(std::move(op), std::move(ins), std::move(outs), std::move(attrs));
+  s.domain = "ai.dtc";
+  return s;
+}
+
 // ---- MatMulT ----------------------------------------------------------------------------------
 
 /// Reference of MatMulT for rank-4 operands (batch dims broadcast).
@@ -47,10 +55,10 @@ TEST(MatMulTKernel, TransposesAndBroadcastMatchReference) {
       std::vector<int64_t> outShape;
       std::vector<float> want = refMatMulT(a, sa, ta, b, sb, tb, 0.5f, outShape);
       Buf<float> y(want.size());
-      runKernel(makeSpec("MatMulT", {f32(sa), f32(sb)}, {f32(outShape)},
-                         {{"transA", ir::Attribute(int64_t{ta})},
-                          {"transB", ir::Attribute(int64_t{tb})},
-                          {"alpha", ir::Attribute(0.5f)}}),
+      runKernel(dtcSpec("MatMulT", {f32(sa), f32(sb)}, {f32(outShape)},
+                        {{"transA", ir::Attribute(int64_t{ta})},
+                         {"transB", ir::Attribute(int64_t{tb})},
+                         {"alpha", ir::Attribute(0.5f)}}),
                 {a.data(), b.data()}, {y.data()});
       expectNear(y.data(), want, 1e-5);
     }
@@ -60,30 +68,31 @@ TEST(MatMulTKernel, MixedRanksAndEmptyK) {
   // [2,4,3]^T-ish: A [2,4,3] with transA, B [4,5] (no batch): Y [2,3,5].
   Buf<float> a = randomBuf(24, 3), b = randomBuf(20, 4);
   std::vector<int64_t> outShape;
-  std::vector<float> want = refMatMulT(a, {1, 2, 4, 3}, true, b, {1, 1, 4, 5}, false, 1.f, outShape);
+  std::vector<float> want =
+      refMatMulT(a, {1, 2, 4, 3}, true, b, {1, 1, 4, 5}, false, 1.f, outShape);
   Buf<float> y(30);
-  runKernel(makeSpec("MatMulT", {f32({2, 4, 3}), f32({4, 5})}, {f32({2, 3, 5})},
-                     {{"transA", ir::Attribute(int64_t{1})}}),
+  runKernel(dtcSpec("MatMulT", {f32({2, 4, 3}), f32({4, 5})}, {f32({2, 3, 5})},
+                    {{"transA", ir::Attribute(int64_t{1})}}),
             {a.data(), b.data()}, {y.data()});
   expectNear(y.data(), want, 1e-5);
   // K = 0: a sum over nothing.
   Buf<float> z(6);
   for (size_t i = 0; i < 6; ++i)
     z[i] = 7.f;
-  runKernel(makeSpec("MatMulT", {f32({2, 0}), f32({3, 0})}, {f32({2, 3})},
-                     {{"transB", ir::Attribute(int64_t{1})}}),
+  runKernel(dtcSpec("MatMulT", {f32({2, 0}), f32({3, 0})}, {f32({2, 3})},
+                    {{"transB", ir::Attribute(int64_t{1})}}),
             {a.data(), b.data()}, {z.data()});
   expectNear(z.data(), std::vector<float>(6, 0.f));
 }
 
 TEST(MatMulTKernel, CheckErrors) {
-  EXPECT_EQ(checkKernel(makeSpec("MatMulT", {f32({2, 3}), f32({4, 5})}, {f32({2, 5})},
-                                 {{"transB", ir::Attribute(int64_t{1})}}))
+  EXPECT_EQ(checkKernel(dtcSpec("MatMulT", {f32({2, 3}), f32({4, 5})}, {f32({2, 5})},
+                                {{"transB", ir::Attribute(int64_t{1})}}))
                 .message(),
-            "node 'n0' (MatMulT): inner dimensions differ: A [2,3] (transA=0), B [4,5] "
+            "node 'n0' (ai.dtc.MatMulT): inner dimensions differ: A [2,3] (transA=0), B [4,5] "
             "(transB=1)");
-  EXPECT_EQ(checkKernel(makeSpec("MatMulT", {f32({3}), f32({3, 5})}, {f32({5})})).message(),
-            "node 'n0' (MatMulT): operands must have rank >= 2, got [3] and [3,5]");
+  EXPECT_EQ(checkKernel(dtcSpec("MatMulT", {f32({3}), f32({3, 5})}, {f32({5})})).message(),
+            "node 'n0' (ai.dtc.MatMulT): operands must have rank >= 2, got [3] and [3,5]");
 }
 
 // ---- BatchNormTraining / BatchNormGrad ---------------------------------------------------------
@@ -125,15 +134,16 @@ void checkBatchNormTraining(const std::vector<int64_t> &shape, float momentum) {
   Buf<float> x = randomBuf(static_cast<size_t>(total), 5);
   for (size_t i = 0; i < x.size(); ++i)
     x[i] = 2.f * x[i] + 0.5f;
-  Buf<float> scale = randomBuf(static_cast<size_t>(c), 6), bias = randomBuf(static_cast<size_t>(c), 7);
+  Buf<float> scale = randomBuf(static_cast<size_t>(c), 6),
+             bias = randomBuf(static_cast<size_t>(c), 7);
   Buf<float> inMean = randomBuf(static_cast<size_t>(c), 8), inVar(static_cast<size_t>(c));
   for (int64_t i = 0; i < c; ++i)
     inVar[static_cast<size_t>(i)] = 1.f + 0.25f * static_cast<float>(i);
   Buf<float> y(static_cast<size_t>(total)), rm(static_cast<size_t>(c)), rv(static_cast<size_t>(c)),
       sm(static_cast<size_t>(c)), sv(static_cast<size_t>(c));
-  runKernel(makeSpec("BatchNormTraining", {f32(shape), f32({c}), f32({c}), f32({c}), f32({c})},
-                     {f32(shape), f32({c}), f32({c}), f32({c}), f32({c})},
-                     {{"epsilon", ir::Attribute(eps)}, {"momentum", ir::Attribute(momentum)}}),
+  runKernel(dtcSpec("BatchNormTraining", {f32(shape), f32({c}), f32({c}), f32({c}), f32({c})},
+                    {f32(shape), f32({c}), f32({c}), f32({c}), f32({c})},
+                    {{"epsilon", ir::Attribute(eps)}, {"momentum", ir::Attribute(momentum)}}),
             {x.data(), scale.data(), bias.data(), inMean.data(), inVar.data()},
             {y.data(), rm.data(), rv.data(), sm.data(), sv.data()});
   BnRef ref = bnStats(x, shape);
@@ -165,7 +175,7 @@ TEST(BatchNormTrainingKernel, MatchesReference) {
   checkBatchNormTraining({2, 3, 7}, 0.5f);
   checkBatchNormTraining({2, 2, 1, 3, 2}, 0.99f);
   checkBatchNormTraining({3, 2, 2, 1, 3, 1}, 0.9f); // rank 6: spatial axes flattened
-  checkBatchNormTraining({1, 4}, 0.9f);              // n = 1: biased (0) variance
+  checkBatchNormTraining({1, 4}, 0.9f);             // n = 1: biased (0) variance
 }
 
 // ONNX momentum m keeps m of the old running value (PyTorch momentum 0.1 = ONNX 0.9); the
@@ -177,9 +187,9 @@ TEST(BatchNormTrainingKernel, MomentumConventionAndUnbiasedRunningVar) {
   Buf<float> inMean(std::vector<float>{100.f, 200.f}), inVar(std::vector<float>{4.f, 8.f});
   for (float m : {0.f, 1.f, 0.9f}) {
     Buf<float> y(4), rm(2), rv(2), sm(2), sv(2);
-    runKernel(makeSpec("BatchNormTraining", {f32({2, 2}), f32({2}), f32({2}), f32({2}), f32({2})},
-                       {f32({2, 2}), f32({2}), f32({2}), f32({2}), f32({2})},
-                       {{"epsilon", ir::Attribute(0.f)}, {"momentum", ir::Attribute(m)}}),
+    runKernel(dtcSpec("BatchNormTraining", {f32({2, 2}), f32({2}), f32({2}), f32({2}), f32({2})},
+                      {f32({2, 2}), f32({2}), f32({2}), f32({2}), f32({2})},
+                      {{"epsilon", ir::Attribute(0.f)}, {"momentum", ir::Attribute(m)}}),
               {xb.data(), one.data(), zero.data(), inMean.data(), inVar.data()},
               {y.data(), rm.data(), rv.data(), sm.data(), sv.data()});
     expectNear(sm.data(), {2.f, 15.f});
@@ -195,28 +205,29 @@ TEST(BatchNormTrainingKernel, OptionalOutputsAndErrors) {
   // Only Y: the statistics go to scratch.
   Buf<float> x(std::vector<float>{1.f, 3.f}), one(std::vector<float>{1.f}),
       zero(std::vector<float>{0.f}), y(2);
-  runKernel(makeSpec("BatchNormTraining", {f32({2, 1}), f32({1}), f32({1}), f32({1}), f32({1})},
-                     {f32({2, 1})}, {{"epsilon", ir::Attribute(0.f)}}),
+  runKernel(dtcSpec("BatchNormTraining", {f32({2, 1}), f32({1}), f32({1}), f32({1}), f32({1})},
+                    {f32({2, 1})}, {{"epsilon", ir::Attribute(0.f)}}),
             {x.data(), one.data(), zero.data(), zero.data(), one.data()}, {y.data()});
   expectNear(y.data(), {-1.f, 1.f});
-  EXPECT_EQ(checkKernel(makeSpec("BatchNormTraining",
-                                 {f32({2, 3}), f32({2}), f32({3}), f32({3}), f32({3})},
-                                 {f32({2, 3})}))
-                .message(),
-            "node 'n0' (BatchNormTraining): input 1 has shape [2], expected [3]");
-  EXPECT_EQ(checkKernel(makeSpec("BatchNormTraining",
-                                 {f32({0, 3}), f32({3}), f32({3}), f32({3}), f32({3})},
-                                 {f32({0, 3})}))
-                .message(),
-            "node 'n0' (BatchNormTraining): X [0,3] has no element per channel; batch "
-            "statistics need at least one");
+  EXPECT_EQ(
+      checkKernel(dtcSpec("BatchNormTraining",
+                          {f32({2, 3}), f32({2}), f32({3}), f32({3}), f32({3})}, {f32({2, 3})}))
+          .message(),
+      "node 'n0' (ai.dtc.BatchNormTraining): input 1 has shape [2], expected [3]");
+  EXPECT_EQ(
+      checkKernel(dtcSpec("BatchNormTraining",
+                          {f32({0, 3}), f32({3}), f32({3}), f32({3}), f32({3})}, {f32({0, 3})}))
+          .message(),
+      "node 'n0' (ai.dtc.BatchNormTraining): X [0,3] has no element per channel; batch "
+      "statistics need at least one");
 }
 
 /// dX, dScale, dB of batch normalization from the batch statistics (Ioffe & Szegedy 2015).
 void checkBatchNormGrad(const std::vector<int64_t> &shape, bool allOutputs) {
   const int64_t c = shape[1], total = count(shape), inner = total / (shape[0] * c);
   const float eps = 1e-3f;
-  Buf<float> x = randomBuf(static_cast<size_t>(total), 11), dy = randomBuf(static_cast<size_t>(total), 12);
+  Buf<float> x = randomBuf(static_cast<size_t>(total), 11),
+             dy = randomBuf(static_cast<size_t>(total), 12);
   Buf<float> scale = randomBuf(static_cast<size_t>(c), 13);
   BnRef ref = bnStats(x, shape);
   Buf<float> mean(static_cast<size_t>(c)), var(static_cast<size_t>(c));
@@ -256,8 +267,8 @@ void checkBatchNormGrad(const std::vector<int64_t> &shape, bool allOutputs) {
     outPtrs.push_back(ds.data());
     outPtrs.push_back(db.data());
   }
-  runKernel(makeSpec("BatchNormGrad", {f32(shape), f32(shape), f32({c}), f32({c}), f32({c})}, outs,
-                     {{"epsilon", ir::Attribute(eps)}}),
+  runKernel(dtcSpec("BatchNormGrad", {f32(shape), f32(shape), f32({c}), f32({c}), f32({c})}, outs,
+                    {{"epsilon", ir::Attribute(eps)}}),
             {dy.data(), x.data(), scale.data(), mean.data(), var.data()}, outPtrs);
   expectNear(dx.data(), wantDx, 1e-4);
   if (allOutputs) {
@@ -274,9 +285,9 @@ TEST(BatchNormGradKernel, MatchesReference) {
 }
 
 TEST(BatchNormGradKernel, InPlaceOverDy) {
-  EXPECT_EQ(inPlaceInput(makeSpec("BatchNormGrad",
-                                  {f32({2, 3}), f32({2, 3}), f32({3}), f32({3}), f32({3})},
-                                  {f32({2, 3}), f32({3}), f32({3})})),
+  EXPECT_EQ(inPlaceInput(dtcSpec("BatchNormGrad",
+                                 {f32({2, 3}), f32({2, 3}), f32({3}), f32({3}), f32({3})},
+                                 {f32({2, 3}), f32({3}), f32({3})})),
             0);
   // Same buffer for dY and dX gives the same dX as separate buffers.
   Buf<float> x = randomBuf(24, 21), dy = randomBuf(24, 22), scale = randomBuf(3, 23);
@@ -286,9 +297,9 @@ TEST(BatchNormGradKernel, InPlaceOverDy) {
     mean[k] = static_cast<float>(ref.mean[k]);
     var[k] = static_cast<float>(ref.var[k]);
   }
-  KernelSpec spec = makeSpec("BatchNormGrad",
-                             {f32({2, 3, 4}), f32({2, 3, 4}), f32({3}), f32({3}), f32({3})},
-                             {f32({2, 3, 4}), f32({3}), f32({3})});
+  KernelSpec spec =
+      dtcSpec("BatchNormGrad", {f32({2, 3, 4}), f32({2, 3, 4}), f32({3}), f32({3}), f32({3})},
+              {f32({2, 3, 4}), f32({3}), f32({3})});
   runKernel(spec, {dy.data(), x.data(), scale.data(), mean.data(), var.data()},
             {dx.data(), ds.data(), db.data()});
   Buf<float> shared = dy;
@@ -363,8 +374,8 @@ void checkLayerNormGrad(const std::vector<int64_t> &shape, int64_t axis,
     outs.push_back(f32(tail));
     outPtrs.push_back(dbOut.data());
   }
-  runKernel(makeSpec("LayerNormGrad", {f32(shape), f32(shape), f32(scaleShape)}, outs,
-                     {{"axis", ir::Attribute(axis)}, {"epsilon", ir::Attribute(eps)}}),
+  runKernel(dtcSpec("LayerNormGrad", {f32(shape), f32(shape), f32(scaleShape)}, outs,
+                    {{"axis", ir::Attribute(axis)}, {"epsilon", ir::Attribute(eps)}}),
             {dy.data(), x.data(), scale.data()}, outPtrs);
   expectNear(dx.data(), wantDx, 2e-4);
   expectNear(dsOut.data(), std::vector<float>(ds.begin(), ds.end()), 1e-4);
@@ -375,16 +386,16 @@ void checkLayerNormGrad(const std::vector<int64_t> &shape, int64_t axis,
 TEST(LayerNormGradKernel, MatchesReference) {
   checkLayerNormGrad({2, 3, 8}, -1, {8}, true);
   checkLayerNormGrad({2, 3, 4}, 1, {3, 4}, true);
-  checkLayerNormGrad({2, 3, 4}, 1, {4}, false);    // Scale broadcast
-  checkLayerNormGrad({4, 3, 5}, 1, {3, 1}, true);  // Scale broadcast along the last axis
+  checkLayerNormGrad({2, 3, 4}, 1, {4}, false);   // Scale broadcast
+  checkLayerNormGrad({4, 3, 5}, 1, {3, 1}, true); // Scale broadcast along the last axis
   checkLayerNormGrad({5, 33}, -1, {33}, true);
-  checkLayerNormGrad({3, 2}, 0, {3, 2}, true);     // a single row
+  checkLayerNormGrad({3, 2}, 0, {3, 2}, true); // a single row
 }
 
 TEST(LayerNormGradKernel, NoRowsGivesZeroParameterGradients) {
   Buf<float> ds(std::vector<float>{5.f, 5.f}), db(std::vector<float>{5.f, 5.f}), scale(2), dummy(1);
-  runKernel(makeSpec("LayerNormGrad", {f32({0, 2}), f32({0, 2}), f32({2})},
-                     {f32({0, 2}), f32({2}), f32({2})}),
+  runKernel(dtcSpec("LayerNormGrad", {f32({0, 2}), f32({0, 2}), f32({2})},
+                    {f32({0, 2}), f32({2}), f32({2})}),
             {dummy.data(), dummy.data(), scale.data()}, {dummy.data(), ds.data(), db.data()});
   expectNear(ds.data(), {0.f, 0.f});
   expectNear(db.data(), {0.f, 0.f});

@@ -35,9 +35,9 @@ TEST(MatMulGrad, VectorOperands) {
 }
 
 TEST(MatMulGrad, Batched) {
-  EXPECT_EQ(matmul({2, 3, 4}, {4, 5}), "");     // weights without batch: folded rows
-  EXPECT_EQ(matmul({3, 4}, {2, 4, 5}), "");     // A broadcast over B's batch
-  EXPECT_EQ(matmul({2, 3, 4}, {2, 4, 5}), "");  // same batch
+  EXPECT_EQ(matmul({2, 3, 4}, {4, 5}), "");          // weights without batch: folded rows
+  EXPECT_EQ(matmul({3, 4}, {2, 4, 5}), "");          // A broadcast over B's batch
+  EXPECT_EQ(matmul({2, 3, 4}, {2, 4, 5}), "");       // same batch
   EXPECT_EQ(matmul({2, 1, 3, 4}, {1, 3, 4, 2}), ""); // both broadcast
   EXPECT_EQ(matmul({3, 2, 3}, {1, 3, 2}), "");
   EXPECT_EQ(matmul({2, 2, 3, 4}, {4, 3}), "");
@@ -76,8 +76,7 @@ TEST(MatMulGrad, StructureUsesMatMulTWithoutTransposes) {
   EXPECT_EQ(dw->input(0)->shape().staticSizes(), (std::vector<int64_t>{6, 4}));
 }
 
-std::string gemm(int64_t transA, int64_t transB, float alpha, float beta,
-                 std::vector<int64_t> c) {
+std::string gemm(int64_t transA, int64_t transB, float alpha, float beta, std::vector<int64_t> c) {
   const int64_t m = 3, k = 4, n = 5;
   std::vector<int64_t> a = transA ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k};
   std::vector<int64_t> b = transB ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n};
@@ -136,13 +135,13 @@ std::string batchNormTraining(std::vector<int64_t> x, float momentum = 0.9f, uin
   opts.atol = 1e-3;
   opts.seed = seed;
   opts.maxElements = 64;
-  return test::gradCheck(
-      "BatchNormTraining",
-      {GradInput::f32("x", x).range(-2.f, 2.f), GradInput::f32("scale", {c}).range(0.5f, 1.5f),
-       GradInput::f32("b", {c}), GradInput::f32("mean", {c}).fixed(),
-       GradInput::f32("var", {c}).range(0.5f, 1.5f).fixed()},
-      {{"epsilon", ir::Attribute(1e-5f)}, {"momentum", ir::Attribute(momentum)}}, 5, opts,
-      "ai.dtc");
+  return test::gradCheck("BatchNormTraining",
+                         {GradInput::f32("x", x).range(-2.f, 2.f),
+                          GradInput::f32("scale", {c}).range(0.5f, 1.5f), GradInput::f32("b", {c}),
+                          GradInput::f32("mean", {c}).fixed(),
+                          GradInput::f32("var", {c}).range(0.5f, 1.5f).fixed()},
+                         {{"epsilon", ir::Attribute(1e-5f)}, {"momentum", ir::Attribute(momentum)}},
+                         5, opts, "ai.dtc");
 }
 
 TEST(BatchNormTrainingGrad, TwoD) {
@@ -206,9 +205,9 @@ TEST(LayerNormGrad, AxisOneOfThreeD) {
 TEST(LayerNormGrad, StatisticsOutputsAreNotDifferentiable) {
   GradCheckOptions opts;
   opts.lossOutputs = {0, 1};
-  std::string err = test::gradCheck(
-      "LayerNormalization", {GradInput::f32("x", {2, 3}), GradInput::f32("scale", {3})}, {}, 2,
-      opts);
+  std::string err =
+      test::gradCheck("LayerNormalization",
+                      {GradInput::f32("x", {2, 3}), GradInput::f32("scale", {3})}, {}, 2, opts);
   EXPECT_EQ(err, "autodiff: node 'op' (LayerNormalization): the loss depends on output Mean, "
                  "which is not differentiable (only Y is)");
 }
@@ -218,13 +217,13 @@ TEST(BatchNormInferenceGrad, FrozenStatistics) {
   for (std::vector<int64_t> x : {std::vector<int64_t>{3, 2, 2, 2}, std::vector<int64_t>{4, 3},
                                  std::vector<int64_t>{2, 3, 5}}) {
     const int64_t c = x[1];
-    EXPECT_EQ(test::gradCheck(
-                  "BatchNormalization",
-                  {GradInput::f32("x", x).range(-2.f, 2.f), GradInput::f32("scale", {c}),
-                   GradInput::f32("b", {c}), GradInput::f32("mean", {c}),
-                   GradInput::f32("var", {c}).range(0.5f, 1.5f)},
-                  {{"epsilon", ir::Attribute(1e-3f)}}),
-              "")
+    EXPECT_EQ(
+        test::gradCheck("BatchNormalization",
+                        {GradInput::f32("x", x).range(-2.f, 2.f), GradInput::f32("scale", {c}),
+                         GradInput::f32("b", {c}), GradInput::f32("mean", {c}),
+                         GradInput::f32("var", {c}).range(0.5f, 1.5f)},
+                        {{"epsilon", ir::Attribute(1e-3f)}}),
+        "")
         << x.size();
   }
 }
@@ -232,11 +231,11 @@ TEST(BatchNormInferenceGrad, FrozenStatistics) {
 TEST(BatchNormInferenceGrad, TrainingModeNodeIsAnError) {
   GradCheckOptions opts;
   opts.lossOutputs = {0};
-  std::string err = test::gradCheck(
-      "BatchNormalization",
-      {GradInput::f32("x", {4, 2}), GradInput::f32("scale", {2}), GradInput::f32("b", {2}),
-       GradInput::f32("mean", {2}).fixed(), GradInput::f32("var", {2}).fixed()},
-      {{"training_mode", ir::Attribute(int64_t{1})}}, 1, opts);
+  std::string err = test::gradCheck("BatchNormalization",
+                                    {GradInput::f32("x", {4, 2}), GradInput::f32("scale", {2}),
+                                     GradInput::f32("b", {2}), GradInput::f32("mean", {2}).fixed(),
+                                     GradInput::f32("var", {2}).fixed()},
+                                    {{"training_mode", ir::Attribute(int64_t{1})}}, 1, opts);
   EXPECT_EQ(err, "autodiff: node 'op' (BatchNormalization): no gradient rule for "
                  "training_mode=1; the training-mode conversion pass replaces it by "
                  "ai.dtc.BatchNormTraining");
@@ -252,8 +251,7 @@ TEST(NNGradOps, Inference) {
     return v;
   };
   ir::Value *x = input("x", {2, 3, 4, 4});
-  ir::Value *s = input("s", {3}), *b = input("b", {3}), *m = input("m", {3}),
-            *v = input("v", {3});
+  ir::Value *s = input("s", {3}), *b = input("b", {3}), *m = input("m", {3}), *v = input("v", {3});
   ir::Node *bn = g.addNode("BatchNormTraining", {x, s, b, m, v}, {"y", "rm", "rv", "sm", "sv"},
                            "ai.dtc", "bn");
   ASSERT_TRUE(ops::inferNode(*bn, diags).isOk());

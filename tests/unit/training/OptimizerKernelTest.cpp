@@ -140,11 +140,11 @@ TEST(OptimizerKernel, SgdNesterovWeightDecayAndGradScale) {
 TEST(OptimizerKernel, SgdFirstMomentumStepIsTheGradientItself) {
   // PyTorch's first step sets buf = d_p (a clone); a zero buffer times momentum plus d_p gives
   // the same bits.
-  KernelSpec spec = dtcSpec("SGD", {f32({kN}), f32({kN}), f32({}), f32({kN})},
-                            {f32({kN}), f32({kN})},
-                            {{"momentum", ir::Attribute(0.9f)},
-                             {"nesterov", ir::Attribute(int64_t{0})},
-                             {"weight_decay", ir::Attribute(0.f)}});
+  KernelSpec spec =
+      dtcSpec("SGD", {f32({kN}), f32({kN}), f32({}), f32({kN})}, {f32({kN}), f32({kN})},
+              {{"momentum", ir::Attribute(0.9f)},
+               {"nesterov", ir::Attribute(int64_t{0})},
+               {"weight_decay", ir::Attribute(0.f)}});
   Buf<float> p = randomBuf(kN, 3), g = randomBuf(kN, 4), buf(kN), lr(std::vector<float>{0.5f});
   Buf<float> p0 = p;
   test::runKernel(spec, {p.data(), g.data(), lr.data(), buf.data()}, {p.data(), buf.data()});
@@ -190,15 +190,20 @@ void runAdam(const std::string &op, float wd, float scale, bool inPlace, int ste
   auto k = createKernel(spec, ctx);
   ASSERT_TRUE(k.hasValue()) << k.status().message();
   Buf<float> p = randomBuf(kN, 7), m(kN), v(kN), pOut(kN), mOut(kN), vOut(kN);
-  AdamRef ref{b1, b2, eps, wd, op == "AdamW", toDouble(p), std::vector<double>(kN, 0.0),
+  AdamRef ref{b1,
+              b2,
+              eps,
+              wd,
+              op == "AdamW",
+              toDouble(p),
+              std::vector<double>(kN, 0.0),
               std::vector<double>(kN, 0.0)};
   Buf<float> lr(std::vector<float>{0.01f}), sc(std::vector<float>{scale});
   Buf<int64_t> step(1);
   for (int s = 0; s < steps; ++s) {
     Buf<float> g = randomBuf(kN, 200 + s);
     step[0] = s;
-    std::vector<const void *> in = {p.data(), g.data(), lr.data(), step.data(), m.data(),
-                                    v.data()};
+    std::vector<const void *> in = {p.data(), g.data(), lr.data(), step.data(), m.data(), v.data()};
     if (scale != 0.f)
       in.push_back(sc.data());
     std::vector<void *> out = inPlace ? std::vector<void *>{p.data(), m.data(), v.data()}
@@ -309,9 +314,9 @@ TEST(OptimizerKernel, SumSquaresOverSeveralTensors) {
 
 float clipScale(std::vector<float> sums, float maxNorm, float inputScale = 1.f) {
   std::vector<TensorDesc> ins(sums.size(), f32({}));
-  KernelSpec spec = dtcSpec("ClipGradNormScale", ins, {f32({})},
-                            {{"max_norm", ir::Attribute(maxNorm)},
-                             {"input_scale", ir::Attribute(inputScale)}});
+  KernelSpec spec =
+      dtcSpec("ClipGradNormScale", ins, {f32({})},
+              {{"max_norm", ir::Attribute(maxNorm)}, {"input_scale", ir::Attribute(inputScale)}});
   std::vector<Buf<float>> bufs;
   for (float s : sums)
     bufs.emplace_back(std::vector<float>{s});

@@ -88,9 +88,8 @@ agraph (float[2, 3] x) => (float[2, 4] y, float[2, 3] z)
     return static_cast<size_t>(std::find(nodes.begin(), nodes.end(), n) - nodes.begin());
   }
   bool hasUpdate(const ir::Value *state, const ir::Value *next) const {
-    return std::any_of(st.updates.begin(), st.updates.end(), [&](const StateUpdate &u) {
-      return u.state == state && u.next == next;
-    });
+    return std::any_of(st.updates.begin(), st.updates.end(),
+                       [&](const StateUpdate &u) { return u.state == state && u.next == next; });
   }
 };
 

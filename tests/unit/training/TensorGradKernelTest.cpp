@@ -44,7 +44,7 @@ std::vector<float> referenceLossGrad(const LossCase &c, const std::vector<float>
       double g = 0;
       if (!ign) {
         const double w = c.weights.empty() ? 1.0 : c.weights[y];
-        g = c.reduction == "none" ? w * dloss[s]
+        g = c.reduction == "none"  ? w * dloss[s]
             : c.reduction == "sum" ? w * dloss[0]
                                    : w * dloss[0] / wsum;
       }
@@ -133,7 +133,7 @@ TEST(TensorGradKernel, SoftmaxCrossEntropyLossGrad4D) {
   for (const char *red : {"mean", "sum", "none"})
     for (bool dlp : {false, true}) {
       runSce({{3, 3, 2, 3}, labels, {1.5f, 0.5f, 1.f}, red, true, 9}, dlp, false);
-      runSce({{3, 3, 6}, labels, {}, red}, dlp, true);
+      runSce({{3, 3, 6}, labels, {}, red, true, 9}, dlp, true);
     }
 }
 
@@ -149,12 +149,43 @@ TEST(TensorGradKernel, SoftmaxCrossEntropyLossGradRejectsBadLabels) {
   std::vector<void *> outs = {out.data()};
   Status st = (*k)->run({ins.data(), ins.size(), outs.data(), outs.size()});
   ASSERT_FALSE(st.isOk());
-  EXPECT_EQ(st.message(), "node 'n0' (SoftmaxCrossEntropyLossGrad): label 3 at sample 1 is out "
-                          "of range [0, 3)");
+  EXPECT_EQ(st.message(),
+            "node 'n0' (ai.dtc.SoftmaxCrossEntropyLossGrad): label 3 at sample 1 is out "
+            "of range [0, 3)");
   // dloss of the wrong shape for the reduction is a check error.
   KernelSpec bad = dtcSpec("SoftmaxCrossEntropyLossGrad", {f32({2}), f32({2, 3}), i64({2})},
                            {f32({2, 3})}, {{"reduction", ir::Attribute("sum")}});
   EXPECT_FALSE(checkKernel(bad).isOk());
+}
+
+TEST(TensorGradKernel, SoftmaxCrossEntropyLossGradLanguageModelSize) {
+  // 256 tokens x a GPT-2 vocabulary, in place: one oneDNN softmax pass and one scaling pass
+  // (a loose bound for a slow shared machine: 500 ms).
+  const int64_t n = 256, c = 50257;
+  Buf<float> x = randomBuf(static_cast<size_t>(n * c), 37);
+  std::vector<int64_t> labv(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    labv[static_cast<size_t>(i)] = (i * 7919) % c;
+  Buf<int64_t> lab(labv);
+  Buf<float> dl(std::vector<float>{1.f});
+  KernelSpec spec = dtcSpec("SoftmaxCrossEntropyLossGrad", {f32({}), f32({n, c}), i64({n})},
+                            {f32({n, c})}, {{"reduction", ir::Attribute("mean")}});
+  CpuContext ctx;
+  auto k = createKernel(spec, ctx);
+  ASSERT_TRUE(k.hasValue()) << k.status().message();
+  std::vector<const void *> ins = {dl.data(), x.data(), lab.data()};
+  std::vector<void *> outs = {x.data()};
+  ASSERT_TRUE((*k)->run({ins.data(), ins.size(), outs.data(), outs.size()}).isOk());
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE((*k)->run({ins.data(), ins.size(), outs.data(), outs.size()}).isOk());
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(ms, 500.0);
+  // Each row of the gradient sums to 0 (softmax sums to 1, minus the one-hot).
+  double rowSum = 0;
+  for (int64_t j = 0; j < c; ++j)
+    rowSum += x[static_cast<size_t>(j)];
+  EXPECT_NEAR(rowSum, 0.0, 1e-6);
 }
 
 TEST(TensorGradKernel, NegativeLogLikelihoodLossGrad) {
@@ -191,7 +222,8 @@ TEST(TensorGradKernel, NegativeLogLikelihoodLossGrad) {
 // ---- GatherGrad ------------------------------------------------------------------------------
 
 std::vector<float> referenceGatherGrad(const std::vector<int64_t> &data, int64_t axis,
-                                       const std::vector<int64_t> &idx, const std::vector<float> &dy) {
+                                       const std::vector<int64_t> &idx,
+                                       const std::vector<float> &dy) {
   int64_t outer = 1, inner = 1;
   for (int64_t a = 0; a < axis; ++a)
     outer *= data[a];
@@ -234,9 +266,9 @@ TEST(TensorGradKernel, GatherGradInt32IndicesAndRangeErrors) {
   Buf<float> dy(std::vector<float>{1, 2, 3, 4, 5, 6});
   Buf<int32_t> idx(std::vector<int32_t>{2, -3, 2});
   Buf<float> dx(6);
-  KernelSpec spec = dtcSpec("GatherGrad", {f32({3, 2}), {ir::DType::kInt32, {3}}}, {f32({3, 2})},
-                            {{"axis", ir::Attribute(int64_t{0})},
-                             {"shape", ir::Attribute(std::vector<int64_t>{3, 2})}});
+  KernelSpec spec = dtcSpec(
+      "GatherGrad", {f32({3, 2}), {ir::DType::kInt32, {3}}}, {f32({3, 2})},
+      {{"axis", ir::Attribute(int64_t{0})}, {"shape", ir::Attribute(std::vector<int64_t>{3, 2})}});
   runKernel(spec, {dy.data(), idx.data()}, {dx.data()});
   EXPECT_EQ(dx.vec(), (std::vector<float>{3, 4, 0, 0, 6, 8}));
   idx[1] = 3;
@@ -246,7 +278,8 @@ TEST(TensorGradKernel, GatherGradInt32IndicesAndRangeErrors) {
   std::vector<const void *> ins = {dy.data(), idx.data()};
   std::vector<void *> outs = {dx.data()};
   Status st = (*k)->run({ins.data(), ins.size(), outs.data(), outs.size()});
-  EXPECT_EQ(st.message(), "node 'n0' (GatherGrad): index 3 is out of range for axis 0 of size 3");
+  EXPECT_EQ(st.message(),
+            "node 'n0' (ai.dtc.GatherGrad): index 3 is out of range for axis 0 of size 3");
 }
 
 TEST(TensorGradKernel, GatherGradEmbeddingTableIsFast) {
@@ -270,8 +303,8 @@ TEST(TensorGradKernel, GatherGradEmbeddingTableIsFast) {
   ASSERT_TRUE((*k)->run({ins.data(), ins.size(), outs.data(), outs.size()}).isOk());
   auto t0 = std::chrono::steady_clock::now();
   ASSERT_TRUE((*k)->run({ins.data(), ins.size(), outs.data(), outs.size()}).isOk());
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                  .count();
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(ms, 200.0);
   EXPECT_FLOAT_EQ(dx[static_cast<size_t>(idxv[5] * dm + 3)], dy[5 * dm + 3]);
 }
@@ -321,8 +354,9 @@ TEST(TensorGradKernel, SliceGradRejectsOutOfRangeAttributes) {
                              {"starts", ir::Attribute(std::vector<int64_t>{1})},
                              {"steps", ir::Attribute(std::vector<int64_t>{2})}});
   Status st = checkKernel(spec);
-  EXPECT_EQ(st.message(),
-            "node 'n0' (SliceGrad): axis 0: 3 elements from 1 by step 2 do not fit in dim 5");
+  EXPECT_EQ(
+      st.message(),
+      "node 'n0' (ai.dtc.SliceGrad): axis 0: 3 elements from 1 by step 2 do not fit in dim 5");
 }
 
 } // namespace

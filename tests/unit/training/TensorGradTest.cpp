@@ -19,9 +19,9 @@
 namespace dtc {
 namespace {
 
+using test::gradCheck;
 using test::GradCheckOptions;
 using test::GradInput;
-using test::gradCheck;
 using Attrs = std::map<std::string, ir::Attribute>;
 
 Attrs keep(int64_t k) { return {{"keepdims", ir::Attribute(k)}}; }
@@ -32,8 +32,9 @@ Attrs keep(int64_t k) { return {{"keepdims", ir::Attribute(k)}}; }
 /// loss = sum(Y_0 * weights) (weights all 1 when empty); returns dloss/dx computed by autodiff
 /// and the CPU kernels, or fails the test. `graphOut` receives the op types of backward nodes.
 std::vector<float> gradOf(const std::string &op, const std::vector<int64_t> &shape,
-                          const std::vector<float> &xs, const std::vector<ir::TensorDataPtr> &consts,
-                          const Attrs &attrs, std::vector<float> weights = {},
+                          const std::vector<float> &xs,
+                          const std::vector<ir::TensorDataPtr> &consts, const Attrs &attrs,
+                          std::vector<float> weights = {},
                           std::vector<std::string> *backwardOps = nullptr, size_t numOutputs = 1) {
   ir::Graph g;
   g.setOpset("", 21);
@@ -52,8 +53,8 @@ std::vector<float> gradOf(const std::string &op, const std::vector<int64_t> &sha
   EXPECT_TRUE(ops::inferNode(*n, diags).isOk());
   ir::Value *y = n->output(0);
   if (!weights.empty()) {
-    ir::Value *w = g.addConstant(
-        "w", ir::TensorData::fromFloats("w", y->shape().staticSizes(), weights));
+    ir::Value *w =
+        g.addConstant("w", ir::TensorData::fromFloats("w", y->shape().staticSizes(), weights));
     ir::Node *m = g.addNode("Mul", {y, w}, {"yw"});
     EXPECT_TRUE(ops::inferNode(*m, diags).isOk());
     y = m->output(0);
@@ -101,8 +102,7 @@ std::vector<float> gradOf(const std::string &op, const std::vector<int64_t> &sha
   return {};
 }
 
-ir::TensorDataPtr i64s(const std::string &name, std::vector<int64_t> dims,
-                       std::vector<int64_t> v) {
+ir::TensorDataPtr i64s(const std::string &name, std::vector<int64_t> dims, std::vector<int64_t> v) {
   return ir::TensorData::fromInt64s(name, dims, v);
 }
 
@@ -141,9 +141,9 @@ TEST(TensorGrad, ReduceMean) {
   EXPECT_EQ(gradCheck("ReduceMean", {GradInput::f32("x", {3, 1, 2}), GradInput::i64("a", {1}, {1})},
                       keep(1)),
             "");
-  EXPECT_EQ(gradCheck("ReduceMean", {GradInput::f32("x", {7}), GradInput::i64("a", {1}, {0})},
-                      keep(0)),
-            "");
+  EXPECT_EQ(
+      gradCheck("ReduceMean", {GradInput::f32("x", {7}), GradInput::i64("a", {1}, {0})}, keep(0)),
+      "");
 }
 
 TEST(TensorGrad, ReduceMeanScalesByCount) {
@@ -154,16 +154,28 @@ TEST(TensorGrad, ReduceMeanScalesByCount) {
     EXPECT_FLOAT_EQ(v, 1.0f / 6);
 }
 
+/// n distinct values 0.05 apart in a scrambled order, so that no two elements are closer than
+/// the finite-difference step (the max must not switch between x + h and x - h).
+std::vector<float> distinct(int64_t n) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    v[static_cast<size_t>(i)] = static_cast<float>((i * 37) % n) * 0.05f - 1.0f;
+  return v;
+}
+
 TEST(TensorGrad, ReduceMax) {
-  // Random values: ties have probability zero.
-  EXPECT_EQ(gradCheck("ReduceMax", {GradInput::f32("x", {3, 4, 5}), GradInput::i64("a", {1}, {1})},
+  EXPECT_EQ(gradCheck("ReduceMax",
+                      {GradInput::f32("x", {3, 4, 5}, distinct(60)), GradInput::i64("a", {1}, {1})},
                       keep(0)),
             "");
+  EXPECT_EQ(
+      gradCheck("ReduceMax",
+                {GradInput::f32("x", {2, 3, 4}, distinct(24)), GradInput::i64("a", {2}, {0, 2})},
+                keep(1)),
+      "");
+  EXPECT_EQ(gradCheck("ReduceMax", {GradInput::f32("x", {4, 3}, distinct(12))}, keep(0)), "");
   EXPECT_EQ(gradCheck("ReduceMax",
-                      {GradInput::f32("x", {2, 3, 4}), GradInput::i64("a", {2}, {0, 2})}, keep(1)),
-            "");
-  EXPECT_EQ(gradCheck("ReduceMax", {GradInput::f32("x", {4, 3})}, keep(0)), "");
-  EXPECT_EQ(gradCheck("ReduceMax", {GradInput::f32("x", {5, 1}), GradInput::i64("a", {1}, {-1})},
+                      {GradInput::f32("x", {5, 1}, distinct(5)), GradInput::i64("a", {1}, {-1})},
                       keep(1)),
             "");
 }
@@ -185,9 +197,7 @@ TEST(TensorGrad, ReduceMaxTiesSplitTheGradientEvenly) {
 
 // ---- Losses ----------------------------------------------------------------------------------
 
-Attrs lossAttrs(const std::string &reduction) {
-  return {{"reduction", ir::Attribute(reduction)}};
-}
+Attrs lossAttrs(const std::string &reduction) { return {{"reduction", ir::Attribute(reduction)}}; }
 Attrs lossAttrs(const std::string &reduction, int64_t ignore) {
   return {{"reduction", ir::Attribute(reduction)}, {"ignore_index", ir::Attribute(ignore)}};
 }
@@ -254,10 +264,11 @@ TEST(TensorGrad, SoftmaxCrossEntropyLossLogProbOutput) {
   GradCheckOptions o;
   o.maxElements = 64;
   // Both outputs in the loss, then log_prob alone.
-  EXPECT_EQ(gradCheck("SoftmaxCrossEntropyLoss",
-                      {GradInput::f32("s", {3, 4, 2}), GradInput::i64("l", {3, 2}, {0, 1, 3, 3, 2, -1})},
-                      lossAttrs("mean", -1), 2, o),
-            "");
+  EXPECT_EQ(
+      gradCheck("SoftmaxCrossEntropyLoss",
+                {GradInput::f32("s", {3, 4, 2}), GradInput::i64("l", {3, 2}, {0, 1, 3, 3, 2, -1})},
+                lossAttrs("mean", -1), 2, o),
+      "");
   o.lossOutputs = {1};
   EXPECT_EQ(gradCheck("SoftmaxCrossEntropyLoss",
                       {GradInput::f32("s", {4, 5}), GradInput::i64("l", {4}, {0, 1, 4, 2})},
@@ -305,24 +316,25 @@ TEST(TensorGrad, NegativeLogLikelihoodLoss) {
 // ---- Shape-only ops --------------------------------------------------------------------------
 
 TEST(TensorGrad, ReshapeFlattenSqueezeUnsqueeze) {
-  EXPECT_EQ(gradCheck("Reshape",
-                      {GradInput::f32("x", {2, 3, 4}), GradInput::i64("s", {2}, {4, -1})}, {}),
-            "");
-  EXPECT_EQ(gradCheck("Reshape", {GradInput::f32("x", {5}), GradInput::i64("s", {3}, {1, 5, 1})},
-                      {}),
-            "");
+  EXPECT_EQ(
+      gradCheck("Reshape", {GradInput::f32("x", {2, 3, 4}), GradInput::i64("s", {2}, {4, -1})}, {}),
+      "");
+  EXPECT_EQ(
+      gradCheck("Reshape", {GradInput::f32("x", {5}), GradInput::i64("s", {3}, {1, 5, 1})}, {}),
+      "");
   EXPECT_EQ(gradCheck("Flatten", {GradInput::f32("x", {2, 3, 2, 2})},
                       {{"axis", ir::Attribute(int64_t{2})}}),
             "");
-  EXPECT_EQ(gradCheck("Flatten", {GradInput::f32("x", {3, 4})}, {{"axis", ir::Attribute(int64_t{0})}}),
-            "");
-  EXPECT_EQ(gradCheck("Squeeze", {GradInput::f32("x", {2, 1, 3, 1}), GradInput::i64("a", {1}, {1})},
-                      {}),
-            "");
+  EXPECT_EQ(
+      gradCheck("Flatten", {GradInput::f32("x", {3, 4})}, {{"axis", ir::Attribute(int64_t{0})}}),
+      "");
+  EXPECT_EQ(
+      gradCheck("Squeeze", {GradInput::f32("x", {2, 1, 3, 1}), GradInput::i64("a", {1}, {1})}, {}),
+      "");
   EXPECT_EQ(gradCheck("Squeeze", {GradInput::f32("x", {1, 3, 1})}, {}), "");
-  EXPECT_EQ(gradCheck("Unsqueeze",
-                      {GradInput::f32("x", {2, 3}), GradInput::i64("a", {2}, {0, -1})}, {}),
-            "");
+  EXPECT_EQ(
+      gradCheck("Unsqueeze", {GradInput::f32("x", {2, 3}), GradInput::i64("a", {2}, {0, -1})}, {}),
+      "");
 }
 
 TEST(TensorGrad, Transpose) {
@@ -356,21 +368,22 @@ TEST(TensorGrad, Split) {
   // Uneven sizes along axis 1; output 1 does not enter the loss (its part of dX is 0).
   GradCheckOptions o;
   o.lossOutputs = {0, 2};
-  EXPECT_EQ(gradCheck("Split", {GradInput::f32("x", {2, 7, 3}), GradInput::i64("s", {3}, {2, 4, 1})},
+  EXPECT_EQ(gradCheck("Split",
+                      {GradInput::f32("x", {2, 7, 3}), GradInput::i64("s", {3}, {2, 4, 1})},
                       {{"axis", ir::Attribute(int64_t{1})}}, 3, o),
             "");
   // num_outputs with a smaller last chunk (7 = 3 + 3 + 1), negative axis.
-  EXPECT_EQ(gradCheck("Split", {GradInput::f32("x", {3, 7})},
-                      {{"axis", ir::Attribute(int64_t{-1})},
-                       {"num_outputs", ir::Attribute(int64_t{3})}},
-                      3),
-            "");
+  EXPECT_EQ(
+      gradCheck("Split", {GradInput::f32("x", {3, 7})},
+                {{"axis", ir::Attribute(int64_t{-1})}, {"num_outputs", ir::Attribute(int64_t{3})}},
+                3),
+      "");
   o.lossOutputs = {1};
-  EXPECT_EQ(gradCheck("Split", {GradInput::f32("x", {6, 2})},
-                      {{"axis", ir::Attribute(int64_t{0})},
-                       {"num_outputs", ir::Attribute(int64_t{2})}},
-                      2, o),
-            "");
+  EXPECT_EQ(
+      gradCheck("Split", {GradInput::f32("x", {6, 2})},
+                {{"axis", ir::Attribute(int64_t{0})}, {"num_outputs", ir::Attribute(int64_t{2})}},
+                2, o),
+      "");
 }
 
 // ---- Slice -----------------------------------------------------------------------------------
@@ -382,9 +395,9 @@ GradInput ints(const std::string &name, std::vector<int64_t> v) {
 TEST(TensorGrad, Slice) {
   const int64_t kMax = INT64_MAX, kMin = INT64_MIN;
   // Step 1 (Pad path), negative start.
-  EXPECT_EQ(gradCheck("Slice",
-                      {GradInput::f32("x", {4, 5}), ints("b", {1, -3}), ints("e", {3, 5})}, {}),
-            "");
+  EXPECT_EQ(
+      gradCheck("Slice", {GradInput::f32("x", {4, 5}), ints("b", {1, -3}), ints("e", {3, 5})}, {}),
+      "");
   // Step 2 along axis 1, clamped end.
   EXPECT_EQ(gradCheck("Slice",
                       {GradInput::f32("x", {3, 7}), ints("b", {1}), ints("e", {kMax}),
@@ -416,14 +429,14 @@ TEST(TensorGrad, SliceUsesPadForUnitStepsAndSliceGradOtherwise) {
   std::vector<float> x(12);
   for (size_t i = 0; i < x.size(); ++i)
     x[i] = static_cast<float>(i);
-  std::vector<float> g1 = gradOf("Slice", {3, 4}, x, {i64s("b", {1}, {1}), i64s("e", {1}, {3})},
-                                 {}, {}, &ops1);
+  std::vector<float> g1 =
+      gradOf("Slice", {3, 4}, x, {i64s("b", {1}, {1}), i64s("e", {1}, {3})}, {}, {}, &ops1);
   EXPECT_EQ(g1, (std::vector<float>{0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1}));
   EXPECT_NE(std::find(ops1.begin(), ops1.end(), "Pad"), ops1.end());
-  std::vector<float> g2 =
-      gradOf("Slice", {3, 4}, x,
-             {i64s("b", {1}, {-1}), i64s("e", {1}, {-5}), i64s("a", {1}, {1}), i64s("s", {1}, {-2})},
-             {}, {}, &ops2);
+  std::vector<float> g2 = gradOf(
+      "Slice", {3, 4}, x,
+      {i64s("b", {1}, {-1}), i64s("e", {1}, {-5}), i64s("a", {1}, {1}), i64s("s", {1}, {-2})}, {},
+      {}, &ops2);
   EXPECT_EQ(g2, (std::vector<float>{0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1}));
   EXPECT_NE(std::find(ops2.begin(), ops2.end(), "SliceGrad"), ops2.end());
 }
@@ -434,10 +447,11 @@ TEST(TensorGrad, Gather) {
   GradCheckOptions o;
   o.maxElements = 64;
   // Axis 0 (an embedding lookup): repeated and negative indices, 2-D indices.
-  EXPECT_EQ(gradCheck("Gather",
-                      {GradInput::f32("x", {6, 4}), GradInput::i64("i", {2, 3}, {1, 5, 1, -1, 0, 1})},
-                      {}, 1, o),
-            "");
+  EXPECT_EQ(
+      gradCheck("Gather",
+                {GradInput::f32("x", {6, 4}), GradInput::i64("i", {2, 3}, {1, 5, 1, -1, 0, 1})}, {},
+                1, o),
+      "");
   // Axis 1 with repeats and a negative index.
   EXPECT_EQ(gradCheck("Gather",
                       {GradInput::f32("x", {2, 5, 3}), GradInput::i64("i", {4}, {4, -5, 0, 4})},
@@ -451,8 +465,8 @@ TEST(TensorGrad, Gather) {
 
 TEST(TensorGrad, GatherRepeatedIndicesAccumulate) {
   // Rows 2 and 0 taken 3 and 1 times: dX rows are 3 and 1, row 1 is 0.
-  std::vector<float> g = gradOf("Gather", {3, 2}, {1, 2, 3, 4, 5, 6},
-                                {i64s("i", {4}, {2, -1, 0, 2})}, {});
+  std::vector<float> g =
+      gradOf("Gather", {3, 2}, {1, 2, 3, 4, 5, 6}, {i64s("i", {4}, {2, -1, 0, 2})}, {});
   EXPECT_EQ(g, (std::vector<float>{1, 1, 0, 0, 3, 3}));
 }
 
