@@ -8,8 +8,9 @@
 // - a rule sets the gradient of each input it is asked for (needsGrad) and may skip the others;
 //   integer and bool inputs never need one;
 // - broadcasting is undone by sumToShape (ReduceSum over the broadcast axes, then Reshape);
-// - ties (Max, MaxPool, ReduceMax) send the gradient to the first maximal element, Where sends
-//   zero to the unselected branch, Sqrt at 0 gives +inf as PyTorch does; each rule's comment
+// - ties: MaxPool sends the gradient to the first maximal element of the window, ReduceMax
+//   splits it evenly among tied maxima (as PyTorch's amax); Where sends zero to the unselected
+//   branch; Relu and Abs give 0 at 0 and Sqrt +inf at 0, as PyTorch does; each rule's comment
 //   states its convention and the formula's source.
 #pragma once
 

@@ -33,7 +33,7 @@ Status convertBatchNorm(ir::Graph &g, ir::Node *n, TrainingState &st, Diagnostic
                                " must be a model initializer to be updated in training mode");
   const std::string base = n->name() + "/train";
   std::vector<std::string> outs;
-  for (const char *s : {"Y", "running_mean", "running_var", "saved_mean", "saved_inv_std"})
+  for (const char *s : {"Y", "running_mean", "running_var", "saved_mean", "saved_var"})
     outs.push_back(g.uniqueName(base + "." + s));
   ir::Node *bn = g.insertNodeBefore(n, "BatchNormTraining",
                                     {n->input(0), n->input(1), n->input(2), n->input(3),

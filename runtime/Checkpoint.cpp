@@ -123,14 +123,12 @@ Expected<Checkpoint> readCheckpoint(const std::string &path,
       return Status::error(path, "corrupt checkpoint: its SHA-256 checksum does not match its "
                                  "contents (delete it to resume from an older checkpoint)");
   } catch (const nlohmann::json::exception &e) {
-    return Status::error(path, std::string("corrupt checkpoint: bad meta data (") + e.what() +
-                                   ")");
+    return Status::error(path, std::string("corrupt checkpoint: bad meta data (") + e.what() + ")");
   }
   if (planFingerprint && ckpt.meta.planFingerprint != *planFingerprint)
-    return Status::error(path, "checkpoint of another plan (fingerprint " +
-                                   ckpt.meta.planFingerprint.substr(0, 16) +
-                                   "..., this plan's is " + planFingerprint->substr(0, 16) +
-                                   "...)");
+    return Status::error(
+        path, "checkpoint of another plan (fingerprint " + ckpt.meta.planFingerprint.substr(0, 16) +
+                  "..., this plan's is " + planFingerprint->substr(0, 16) + "...)");
   return ckpt;
 }
 

@@ -96,8 +96,7 @@ Expected<Dataset> Dataset::load(const std::string &path, const std::vector<DataI
     auto it = byName.find(in.array);
     if (it == byName.end())
       return Status::error(where, "missing: the plan's input '" + in.input + "' needs it (" +
-                                      typeStr(in.dtype, sample) +
-                                      " per sample); the file has " +
+                                      typeStr(in.dtype, sample) + " per sample); the file has " +
                                       (available.empty() ? std::string("no arrays") : available));
     HostArray a = std::move(arrays[it->second]);
     if (a.shape.empty())
@@ -106,8 +105,8 @@ Expected<Dataset> Dataset::load(const std::string &path, const std::vector<DataI
     const bool convert = a.dtype != in.dtype && isIndexType(a.dtype) && isIndexType(in.dtype);
     if ((a.dtype != in.dtype && !convert) || gotSample != sample)
       return Status::error(where, "expected " + typeStr(in.dtype, sample) +
-                                      " per sample (array shape " +
-                                      arrayShapeStr(sample) + "), got " + typeStr(a.dtype, gotSample) +
+                                      " per sample (array shape " + arrayShapeStr(sample) +
+                                      "), got " + typeStr(a.dtype, gotSample) +
                                       " per sample (array " + typeStr(a.dtype, a.shape) + ")");
     if (convert) {
       const int64_t n = a.numElements();
@@ -129,8 +128,7 @@ Expected<Dataset> Dataset::load(const std::string &path, const std::vector<DataI
           std::memcpy(&v, a.bytes.data() + 8 * i, 8);
           if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
             return Status::error(where, "value " + std::to_string(v) + " at flat index " +
-                                            std::to_string(i) +
-                                            " does not fit the input's int32");
+                                            std::to_string(i) + " does not fit the input's int32");
           int32_t w = static_cast<int32_t>(v);
           std::memcpy(c.bytes.data() + 4 * i, &w, 4);
         }

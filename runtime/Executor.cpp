@@ -119,13 +119,12 @@ Expected<std::string> resolveModelPath(const plan::Plan &plan, const ExecutorOpt
              std::filesystem::is_regular_file(planDir / named.filename(), ec)) {
     modelPath = planDir / named.filename();
   } else if (!std::filesystem::is_regular_file(modelPath, ec)) {
-    return Status::error(where,
-                         "the plan's model '" + named.string() + "' (" +
-                             (named.is_relative() ? "relative to the plan's folder, " : "") +
-                             "so " + modelPath.lexically_normal().string() +
-                             ") is not a file; keep the plan and the model in the same "
-                             "relative places, put the model next to the plan, or pass "
-                             "--model PATH");
+    return Status::error(where, "the plan's model '" + named.string() + "' (" +
+                                    (named.is_relative() ? "relative to the plan's folder, " : "") +
+                                    "so " + modelPath.lexically_normal().string() +
+                                    ") is not a file; keep the plan and the model in the same "
+                                    "relative places, put the model next to the plan, or pass "
+                                    "--model PATH");
   }
   return modelPath.lexically_normal().string();
 }

@@ -17,8 +17,8 @@ Expected<LrSchedule> LrSchedule::create(const plan::Hyperparameters &hp, int64_t
   s.stepSize_ = hp.step_size();
   s.total_ = hp.total_steps() > 0 ? hp.total_steps() : runTotalSteps;
   if (s.kind_ != "constant" && s.kind_ != "step" && s.kind_ != "cosine")
-    return Status::error(where, "unknown schedule '" + s.kind_ +
-                                    "' (expected constant, step or cosine)");
+    return Status::error(where,
+                         "unknown schedule '" + s.kind_ + "' (expected constant, step or cosine)");
   if (!(s.base_ >= 0) || !std::isfinite(s.base_))
     return Status::error(where, "lr " + std::to_string(s.base_) + " is not a finite value >= 0");
   if (s.warmup_ < 0)
@@ -28,8 +28,8 @@ Expected<LrSchedule> LrSchedule::create(const plan::Hyperparameters &hp, int64_t
       return Status::error(where, "step schedule: step_size " + std::to_string(s.stepSize_) +
                                       " is below 1");
     if (!(s.gamma_ >= 0))
-      return Status::error(where, "step schedule: gamma " + std::to_string(s.gamma_) +
-                                      " is below 0");
+      return Status::error(where,
+                           "step schedule: gamma " + std::to_string(s.gamma_) + " is below 0");
   }
   if (s.kind_ == "cosine" && s.total_ <= s.warmup_)
     return Status::error(where, "cosine schedule: total_steps " + std::to_string(s.total_) +

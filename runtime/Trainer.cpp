@@ -396,17 +396,16 @@ Status Trainer::run() {
   const int64_t perStep = l_.batch * l_.microBatches;
   stepsPerEpoch_ = train_.samples() / perStep;
   if (stepsPerEpoch_ < 1)
-    return Status::error(train_.path(),
-                         "has " + std::to_string(train_.samples()) +
-                             " samples, fewer than one step takes (batch " +
-                             std::to_string(l_.batch) + " x " + std::to_string(l_.microBatches) +
-                             " micro-batches)");
+    return Status::error(train_.path(), "has " + std::to_string(train_.samples()) +
+                                            " samples, fewer than one step takes (batch " +
+                                            std::to_string(l_.batch) + " x " +
+                                            std::to_string(l_.microBatches) + " micro-batches)");
   if (val_ && val_->samples() < l_.batch)
     return Status::error(val_->path(), "has " + std::to_string(val_->samples()) +
                                            " samples, fewer than one batch of " +
                                            std::to_string(l_.batch));
-  totalSteps_ = opts_.steps > 0 ? opts_.steps
-                                : stepsPerEpoch_ * (opts_.epochs > 0 ? opts_.epochs : 1);
+  totalSteps_ =
+      opts_.steps > 0 ? opts_.steps : stepsPerEpoch_ * (opts_.epochs > 0 ? opts_.epochs : 1);
   DTC_ASSIGN_OR_RETURN(LrSchedule schedule,
                        LrSchedule::create(plan_.hyperparameters(), totalSteps_));
 
@@ -457,8 +456,8 @@ Status Trainer::run() {
     for (int64_t m = 0; m < l_.microBatches; ++m) {
       DTC_RETURN_IF_ERROR(setScalars(step, step * l_.microBatches + m, lr));
       double loss = 0;
-      DTC_RETURN_IF_ERROR(microBatch(train_, order, (inEpoch * l_.microBatches + m) * l_.batch,
-                                     loss, epochTotals));
+      DTC_RETURN_IF_ERROR(
+          microBatch(train_, order, (inEpoch * l_.microBatches + m) * l_.batch, loss, epochTotals));
       stepLoss += loss;
       if (l_.microBatches > 1)
         for (size_t g = 0; g < l_.gradients.size(); ++g) {
@@ -524,8 +523,8 @@ Status Trainer::run() {
       DTC_RETURN_IF_ERROR(epochEnd(epoch, step, epochTotals, false));
     const bool due = opts_.checkpointEvery > 0 ? step % opts_.checkpointEvery == 0 : epochDone;
     if (!opts_.checkpointDir.empty() && (due || step == totalSteps_)) {
-      DTC_RETURN_IF_ERROR(writeCheckpointAt(step, step / stepsPerEpoch_, step % stepsPerEpoch_,
-                                            epochTotals));
+      DTC_RETURN_IF_ERROR(
+          writeCheckpointAt(step, step / stepsPerEpoch_, step % stepsPerEpoch_, epochTotals));
     }
   }
   // A run that stops inside an epoch still reports (and validates) what it did of it.
@@ -583,10 +582,11 @@ Status checkTrainingPlan(const plan::Plan &plan, const std::string &where) {
                                 "' is not an output binding");
   if (!tr.label_input().empty() && findBinding(rp.inputs(), tr.label_input()) < 0)
     return Status::error(w, "label input '" + tr.label_input() + "' is not an input binding");
-  if (tr.optimizer_begin() < 0 || tr.optimizer_begin() > rp.instructions_size())
+  if (tr.optimizer_begin() < (rp.instructions_size() ? 1 : 0) ||
+      tr.optimizer_begin() > rp.instructions_size())
     return Status::error(w, "optimizer_begin " + std::to_string(tr.optimizer_begin()) +
-                                " is outside [0, " + std::to_string(rp.instructions_size()) +
-                                "]");
+                                " is outside [1, " + std::to_string(rp.instructions_size()) +
+                                "] (instructions before it compute the loss)");
   for (const plan::TrainedParameter &p : tr.parameters()) {
     const std::string pw = w + ": parameter '" + p.name() + "'";
     if (!inRange(p.buffer()) || (p.gradient() != -1 && !inRange(p.gradient())))
@@ -606,19 +606,19 @@ Status checkTrainingPlan(const plan::Plan &plan, const std::string &where) {
     ir::DType dtype;
     std::vector<int64_t> shape;
   };
-  for (const Fed &f : {Fed{tr.lr_input(), ir::DType::kFloat32, {}},
-                       Fed{tr.step_input(), ir::DType::kInt64, {}},
-                       Fed{tr.rng_input(), ir::DType::kInt64, {3}}}) {
+  for (const Fed &f :
+       {Fed{tr.lr_input(), ir::DType::kFloat32, {}}, Fed{tr.step_input(), ir::DType::kInt64, {}},
+        Fed{tr.rng_input(), ir::DType::kInt64, {3}}}) {
     if (f.name.empty())
       continue;
     const int b = findBinding(rp.inputs(), f.name);
     if (b < 0 || !inRange(b))
       return Status::error(w, "runtime input '" + f.name + "' is not an input binding");
     if (rp.buffers(b).dtype() != static_cast<int32_t>(f.dtype) || shapeOf(rp.buffers(b)) != f.shape)
-      return Status::error(w, "runtime input '" + f.name + "' is " +
-                                  typeStr(static_cast<ir::DType>(rp.buffers(b).dtype()),
-                                          shapeOf(rp.buffers(b))) +
-                                  ", expected " + typeStr(f.dtype, f.shape));
+      return Status::error(
+          w, "runtime input '" + f.name + "' is " +
+                 typeStr(static_cast<ir::DType>(rp.buffers(b).dtype()), shapeOf(rp.buffers(b))) +
+                 ", expected " + typeStr(f.dtype, f.shape));
   }
   if (plan.hyperparameters().grad_accum_steps() < 0)
     return Status::error(w, "grad_accum_steps " +

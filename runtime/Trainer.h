@@ -52,7 +52,7 @@ struct TrainOptions {
 
 /// Checks the training part of a plan before anything is loaded: mode training, one rank on a
 /// CPU, training.loss_output an f32 scalar output, prediction_output (if set) an output,
-/// label_input (if set) an input, optimizer_begin in [0, #instructions], parameter, gradient,
+/// label_input (if set) an input, optimizer_begin in [1, #instructions], parameter, gradient,
 /// state and state_buffers indices in range, runtime inputs (lr f32[], step i64[], rng i64[3])
 /// bound, grad_accum_steps >= 1. Errors: "plan <where>: training: ...".
 Status checkTrainingPlan(const plan::Plan &plan, const std::string &where);

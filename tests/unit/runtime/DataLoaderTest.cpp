@@ -12,8 +12,8 @@
 namespace dtc::rt::test {
 namespace {
 
-template <typename T> HostArray ints(const std::string &name, std::vector<int64_t> shape,
-                                     std::vector<T> v) {
+template <typename T>
+HostArray ints(const std::string &name, std::vector<int64_t> shape, std::vector<T> v) {
   HostArray a;
   a.name = name;
   a.dtype = sizeof(T) == 8 ? ir::DType::kInt64 : ir::DType::kInt32;
@@ -23,7 +23,8 @@ template <typename T> HostArray ints(const std::string &name, std::vector<int64_
 }
 
 std::vector<DataInput> classifierInputs() {
-  return {{"image", "image", ir::DType::kFloat32, {2, 3}}, {"label", "label", ir::DType::kInt64, {2}}};
+  return {{"image", "image", ir::DType::kFloat32, {2, 3}},
+          {"label", "label", ir::DType::kInt64, {2}}};
 }
 
 TEST(DataLoaderTest, InputsOfTheRegressionPlan) {
@@ -45,11 +46,11 @@ TEST(DataLoaderTest, InputsOfTheRegressionPlan) {
 
 TEST(DataLoaderTest, BatchesAndLabelConversion) {
   TempDir dir;
-  ASSERT_TRUE(writeNpz(dir / "d.npz", {f32("image", {5, 3}, {0, 1, 2, 10, 11, 12, 20, 21, 22,
-                                                            30, 31, 32, 40, 41, 42}),
-                                      ints<int32_t>("label", {5}, {0, 1, 2, 3, 4}),
-                                      f32("unused", {1}, {0})})
-                  .isOk());
+  ASSERT_TRUE(
+      writeNpz(dir / "d.npz",
+               {f32("image", {5, 3}, {0, 1, 2, 10, 11, 12, 20, 21, 22, 30, 31, 32, 40, 41, 42}),
+                ints<int32_t>("label", {5}, {0, 1, 2, 3, 4}), f32("unused", {1}, {0})})
+          .isOk());
   auto ds = Dataset::load(dir / "d.npz", classifierInputs());
   ASSERT_TRUE(ds.hasValue()) << ds.status().message();
   EXPECT_EQ(ds->samples(), 5);
@@ -67,8 +68,8 @@ TEST(DataLoaderTest, BatchesAndLabelConversion) {
 
 TEST(DataLoaderTest, Errors) {
   TempDir dir;
-  auto load = [&](std::vector<HostArray> arrays, std::vector<DataInput> inputs =
-                                                     classifierInputs()) {
+  auto load = [&](std::vector<HostArray> arrays,
+                  std::vector<DataInput> inputs = classifierInputs()) {
     EXPECT_TRUE(writeNpz(dir / "d.npz", arrays).isOk());
     return Dataset::load(dir / "d.npz", inputs).status().message();
   };
@@ -76,9 +77,9 @@ TEST(DataLoaderTest, Errors) {
   EXPECT_EQ(load({f32("image", {4, 3}, std::vector<float>(12))}),
             f + ": array 'label': missing: the plan's input 'label' needs it (i64[] per sample); "
                 "the file has image f32[4,3]");
-  EXPECT_EQ(load({f32("image", {4, 3}, std::vector<float>(12)),
-                  ints<int64_t>("label", {3}, {0, 1, 2})}),
-            f + ": arrays have different sample counts (axis 0): 'image' 4, 'label' 3");
+  EXPECT_EQ(
+      load({f32("image", {4, 3}, std::vector<float>(12)), ints<int64_t>("label", {3}, {0, 1, 2})}),
+      f + ": arrays have different sample counts (axis 0): 'image' 4, 'label' 3");
   EXPECT_EQ(load({f32("image", {4, 2}, std::vector<float>(8)),
                   ints<int64_t>("label", {4}, {0, 1, 2, 3})}),
             f + ": array 'image': expected f32[3] per sample (array shape [N,3]), got f32[2] per "

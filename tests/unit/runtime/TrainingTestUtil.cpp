@@ -63,7 +63,9 @@ struct Builder {
   }
 };
 
-std::string bytesOf(const void *p, size_t n) { return std::string(static_cast<const char *>(p), n); }
+std::string bytesOf(const void *p, size_t n) {
+  return std::string(static_cast<const char *>(p), n);
+}
 
 } // namespace
 
@@ -97,9 +99,13 @@ plan::Plan makeRegressionPlan(const std::string &dir, const RegressionConfig &cf
   for (size_t i = 0; i < cfg.w0.size(); ++i)
     init += (i ? ", " : "") + std::to_string(cfg.w0[i]);
   const std::string model = "<ir_version: 8, opset_import: [\"\" : 17]>\n"
-                            "g (float[" + std::to_string(B) + "," + std::to_string(F) +
-                            "] x) => (float[" + std::to_string(B) + "] y)\n"
-                            "<float[" + std::to_string(F) + "] w = {" + init + "}>\n"
+                            "g (float[" +
+                            std::to_string(B) + "," + std::to_string(F) + "] x) => (float[" +
+                            std::to_string(B) +
+                            "] y)\n"
+                            "<float[" +
+                            std::to_string(F) + "] w = {" + init +
+                            "}>\n"
                             "{\n  xw = Mul(x, w)\n"
                             "  ax = Constant<value = int64[1] {1}>()\n"
                             "  y = ReduceSum<keepdims = 0>(xw, ax)\n}\n";
@@ -140,9 +146,10 @@ plan::Plan makeRegressionPlan(const std::string &dir, const RegressionConfig &cf
   const int m = b.add("w.momentum", BUFFER_OPTIMIZER_STATE, DType::kFloat32, {F});
   const int ax1 = b.add("axes1", BUFFER_CONSTANT, DType::kInt64, {1}, "", bytesOf(&one, 8));
   const int ax0 = b.add("axes0", BUFFER_CONSTANT, DType::kInt64, {1}, "", bytesOf(&zero, 8));
-  const int c2b = b.add("two_over_b", BUFFER_CONSTANT, DType::kFloat32, {}, "", bytesOf(&twoOverB, 4));
-  const int mom = b.add("momentum", BUFFER_CONSTANT, DType::kFloat32, {}, "",
-                        bytesOf(&cfg.momentum, 4));
+  const int c2b =
+      b.add("two_over_b", BUFFER_CONSTANT, DType::kFloat32, {}, "", bytesOf(&twoOverB, 4));
+  const int mom =
+      b.add("momentum", BUFFER_CONSTANT, DType::kFloat32, {}, "", bytesOf(&cfg.momentum, 4));
   const int xw = b.add("xw", BUFFER_ACTIVATION, DType::kFloat32, {B, F});
   const int pred = b.add("pred", BUFFER_OUTPUT, DType::kFloat32, {B});
   const int diff = b.add("diff", BUFFER_ACTIVATION, DType::kFloat32, {B});
@@ -177,7 +184,8 @@ plan::Plan makeRegressionPlan(const std::string &dir, const RegressionConfig &cf
     in->set_name(name);
     in->set_buffer(buf);
   }
-  for (auto [name, buf] : std::vector<std::pair<std::string, int>>{{"pred", pred}, {"loss", loss}}) {
+  for (auto [name, buf] :
+       std::vector<std::pair<std::string, int>>{{"pred", pred}, {"loss", loss}}) {
     Binding *out = r->add_outputs();
     out->set_name(name);
     out->set_buffer(buf);
