@@ -143,19 +143,24 @@ int main(int argc, char **argv) {
                  static_cast<long long>(batchSize));
     return 2;
   }
-  const bool training =
-      !inference && (app.count("--strategy") || app.count("--config") || app.count("--loss") ||
-                     app.count("--optimizer") ||
-                     emit == "plan" || emit == "plan-text");
-  for (const char *f : {"--strategy", "--config", "--loss", "--optimizer", "--lr", "--momentum",
-                        "--nesterov", "--weight-decay", "--betas", "--eps", "--lr-schedule",
-                        "--warmup-steps", "--step-size", "--gamma", "--total-steps", "--min-lr",
-                        "--clip-grad-norm", "--grad-accum-steps", "--freeze", "--loss-output",
-                        "--label-name", "--ignore-index", "--class-axis"})
+  // A training plan: any training flag, --emit plan(-text), or "-o NAME.dtc" (the plan suffix).
+  const std::vector<const char *> trainingFlags = {
+      "--strategy",     "--config",       "--loss",         "--optimizer",      "--lr",
+      "--momentum",     "--nesterov",     "--weight-decay", "--betas",          "--eps",
+      "--lr-schedule",  "--warmup-steps", "--step-size",    "--gamma",          "--total-steps",
+      "--min-lr",       "--clip-grad-norm", "--grad-accum-steps", "--freeze", "--loss-output",
+      "--label-name",   "--ignore-index", "--class-axis"};
+  bool anyTrainingFlag = false;
+  for (const char *f : trainingFlags) {
+    anyTrainingFlag = anyTrainingFlag || app.count(f);
     if (inference && app.count(f)) {
       std::fprintf(stderr, "error: %s: a training option; --inference plans do not train\n", f);
       return 2;
     }
+  }
+  const bool dtcSuffix = output.size() > 4 && output.compare(output.size() - 4, 4, ".dtc") == 0;
+  const bool training = !inference && (anyTrainingFlag || emit == "plan" ||
+                                       emit == "plan-text" || (emit.empty() && dtcSuffix));
   if (emit.empty())
     emit = inference || training ? "plan" : "ir";
   const bool wantsPlan = emit == "plan" || emit == "plan-text";
