@@ -704,9 +704,13 @@ Status train(plan::Plan plan, const TrainOptions &opts) {
   eo.planPath = opts.planPath;
   eo.modelPath = opts.modelPath;
   eo.threads = opts.threads;
+  eo.profile = opts.profile != nullptr;
   DTC_ASSIGN_OR_RETURN(std::unique_ptr<Executor> ex, Executor::create(plan, eo));
   Trainer trainer(ex->plan(), opts, *ex, trainData, val ? &*val : nullptr, std::move(layout));
-  return trainer.run();
+  Status s = trainer.run();
+  if (s.isOk() && opts.profile)
+    ex->profiler().print(*opts.profile, ex->arenaBytes());
+  return s;
 }
 
 } // namespace dtc::rt

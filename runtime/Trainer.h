@@ -11,12 +11,16 @@
 #include <cstdint>
 #include <cstdio>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
 namespace dtc::rt {
 
 struct TrainOptions {
+  /// Where to print the kernel profile of every instruction over the whole run (--profile), or
+  /// null for none.
+  std::ostream *profile = nullptr;
   /// The plan file (messages, model lookup) and a model to read weights from instead.
   std::string planPath;
   std::string modelPath;

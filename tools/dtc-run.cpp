@@ -123,7 +123,7 @@ int main(int argc, char **argv) {
     return usage("pass --infer --inputs IN.npz [--outputs OUT.npz] (inference plans) or --data "
                  "TRAIN.npz (training plans)");
   if (training) {
-    for (const char *flag : {"--inputs", "--outputs", "--repeat", "--warmup", "--profile"})
+    for (const char *flag : {"--inputs", "--outputs", "--repeat", "--warmup"})
       if (app.count(flag))
         return usage(std::string(flag) + " is an --infer option; training takes --data");
     auto plan = dtc::plan::readPlanFile(planPath);
@@ -135,6 +135,8 @@ int main(int argc, char **argv) {
     train.planPath = planPath;
     train.modelPath = modelPath;
     train.threads = threads;
+    if (profile)
+      train.profile = &std::cerr;
     if (!seedOpt->empty())
       train.seed = static_cast<uint64_t>(seed);
     if (shuffle)

@@ -104,11 +104,16 @@ public:
 
   Status run(const KernelArgs &args) override {
     DTC_RETURN_IF_ERROR(scale_.compute(args, c_, d_));
-    try {
-      softmax_.execute(args);
-      ctx_.stream.wait();
-    } catch (const dnnl::error &e) {
-      return Status::error(where_, std::string("oneDNN: ") + e.what());
+    if (d_ > 1) {
+      planeSoftmax(static_cast<const float *>(args.inputs[1]),
+                   static_cast<float *>(args.outputs[0]));
+    } else {
+      try {
+        softmax_.execute(args);
+        ctx_.stream.wait();
+      } catch (const dnnl::error &e) {
+        return Status::error(where_, std::string("oneDNN: ") + e.what());
+      }
     }
     const float *dlp = hasDlp_ ? static_cast<const float *>(args.inputs[4]) : nullptr;
     float *dx = static_cast<float *>(args.outputs[0]);
@@ -126,6 +131,35 @@ public:
   }
 
 private:
+  /// Softmax over the class axis of (N, C, D) scores with D > 1, vectorized over the D
+  /// positions (oneDNN 2.6 runs a strided class axis on its slow reference code). `dx` may be
+  /// `x` (each element is read before it is written).
+  void planeSoftmax(const float *x, float *dx) {
+    const int64_t d = d_;
+    std::vector<float> &mx = coef_; // reused as scratch; planes() refills it
+    sum_.resize(static_cast<size_t>(d));
+    for (int64_t n = 0; n < n_; ++n) {
+      const float *xs = x + n * c_ * d;
+      float *o = dx + n * c_ * d;
+      std::copy(xs, xs + d, mx.begin());
+      for (int64_t c = 1; c < c_; ++c)
+        for (int64_t j = 0; j < d; ++j)
+          mx[j] = std::max(mx[j], xs[c * d + j]);
+      std::fill(sum_.begin(), sum_.end(), 0.f);
+      for (int64_t c = 0; c < c_; ++c)
+        for (int64_t j = 0; j < d; ++j) {
+          const float e = std::exp(xs[c * d + j] - mx[j]);
+          o[c * d + j] = e;
+          sum_[j] += e;
+        }
+      for (int64_t j = 0; j < d; ++j)
+        sum_[j] = 1.f / sum_[j];
+      for (int64_t c = 0; c < c_; ++c)
+        for (int64_t j = 0; j < d; ++j)
+          o[c * d + j] *= sum_[j];
+    }
+  }
+
   /// dx holds softmax(scores) of one sample (C contiguous classes).
   void row(const float *dlp, float *dx, float scale, int64_t y) const {
     float coef = scale;
@@ -168,6 +202,7 @@ private:
   std::string where_;
   CpuContext &ctx_;
   PrimitiveRunner softmax_;
+  std::vector<float> sum_;
   LossGradScale scale_;
   bool hasDlp_;
   int64_t n_ = 0, c_ = 0, d_ = 1;
@@ -254,7 +289,7 @@ Expected<KernelPtr> createSoftmaxCrossEntropyLossGrad(const KernelSpec &spec, Cp
     int64_t n, c, d;
     shapeNCD(spec.inputs[1].shape, n, c, d);
     PrimitiveRunner runner;
-    if (n * c * d > 0) { // the registry runs no kernel with an empty output
+    if (n * c * d > 0 && d == 1) { // D > 1: the kernel's own loop (see planeSoftmax)
       const dnnl::memory::desc md =
           plainDesc(d == 1 ? std::vector<int64_t>{n, c} : std::vector<int64_t>{n, c, d});
       dnnl::softmax_v2_forward::desc sd(dnnl::prop_kind::forward_inference,
