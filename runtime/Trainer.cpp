@@ -81,6 +81,8 @@ Status checkOutputPath(const std::string &flag, const std::string &path) {
     return Status::error(flag + " " + path, "is a directory");
   if (!parent.empty() && !std::filesystem::is_directory(parent, ec))
     return Status::error(flag + " " + path, "folder " + parent.string() + " does not exist");
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+    return Status::error(flag + " " + path, "exists and is not a regular file");
   return Status::ok();
 }
 
@@ -549,8 +551,14 @@ Status Trainer::run() {
     }
     if (!opts_.saveParamsPath.empty())
       DTC_RETURN_IF_ERROR(writeNpz(opts_.saveParamsPath, params));
-    if (!opts_.exportPath.empty())
+    if (!opts_.exportPath.empty()) {
+      std::error_code ec;
+      if (std::filesystem::equivalent(ex_.modelFile(), opts_.exportPath, ec))
+        return Status::error("--export " + opts_.exportPath,
+                             "is the plan's source model; the plan (and its checkpoints) would "
+                             "no longer match it: export to another file");
       DTC_RETURN_IF_ERROR(exportTrainedModel(ex_.modelFile(), params, opts_.exportPath));
+    }
   }
   return Status::ok();
 }
@@ -698,7 +706,7 @@ Status train(plan::Plan plan, const TrainOptions &opts) {
     if (in.shape[0] != layout.batch)
       return Status::error("input '" + in.input + "'",
                            "batch size " + std::to_string(in.shape[0]) + " differs from input '" +
-                               inputs[0].input + "''s " + std::to_string(layout.batch));
+                               inputs[0].input + "'s " + std::to_string(layout.batch));
 
   ExecutorOptions eo;
   eo.planPath = opts.planPath;

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <regex>
@@ -46,12 +47,15 @@ Status readTrainConfigFile(const std::string &path, passes::TrainingConfig &cfg,
   json j;
   try {
     j = json::parse(ss.str());
-  } catch (const json::parse_error &e) {
+  } catch (const json::exception &e) { // parse errors, and numbers out of range (1e400)
     return Status::error(path, std::string("not valid JSON: ") + e.what());
   }
   if (!j.is_object())
     return Status::error(path, "expected a JSON object of training options");
-  for (const auto &[key, v] : j.items()) {
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    // Named copies: lambdas below capture them (clang rejects capturing structured bindings).
+    const std::string key = it.key();
+    const json &v = it.value();
     // Integers must be integers; JSON numbers like 32.0 are refused.
     auto integer = [&](int64_t &out) -> Status {
       if (!v.is_number_integer())
@@ -170,10 +174,18 @@ Status validateTrainConfig(const passes::TrainingConfig &c) {
     return bad("--min-lr", "must be >= 0");
   if (!finite(c.clipGradNorm) || c.clipGradNorm < 0)
     return bad("--clip-grad-norm", "must be >= 0 (0 turns clipping off)");
-  if (c.gradAccumSteps < 1)
-    return bad("--grad-accum-steps", "must be >= 1");
+  if (c.gradAccumSteps < 1 || c.gradAccumSteps > (int64_t{1} << 20))
+    return bad("--grad-accum-steps", "must be in [1, 1048576], got " +
+                                         std::to_string(c.gradAccumSteps));
   if (c.batchSize < 1)
     return bad("--batch-size", "a training plan needs --batch-size B (B >= 1)");
+  if (c.batchSize > (int64_t{1} << 31) || c.batchSize * c.gradAccumSteps > (int64_t{1} << 40))
+    return bad("--batch-size", "batch size x accumulation steps " + std::to_string(c.batchSize) +
+                                   " x " + std::to_string(c.gradAccumSteps) + " is too large");
+  if (c.lrSchedule == "cosine" && c.minLr > c.lr)
+    return bad("--min-lr", "must not exceed --lr with --lr-schedule cosine");
+  if (c.momentum != 0 && c.optimizer != "sgd")
+    return bad("--momentum", "applies to --optimizer sgd (Adam's moments are set by --betas)");
   if (c.labelName.empty())
     return bad("--label-name", "must not be empty");
   if (!c.freeze.empty()) {
@@ -188,6 +200,23 @@ Status validateTrainConfig(const passes::TrainingConfig &c) {
 
 Status runTrainingPasses(ir::Graph &graph, passes::TrainingConfig &cfg,
                          passes::TrainingState &state, Diagnostics &diags, bool verifyEach) {
+  // Names dtc:: are the runtime-fed inputs of training plans.
+  for (const ir::Value *v : graph.values())
+    if (v->name().rfind("dtc::", 0) == 0)
+      return Status::error("value '" + v->name() + "'",
+                           "names starting with 'dtc::' are reserved for dtc's runtime inputs; "
+                           "rename it in the model");
+  // The batch size must be the one the plan binds: a model exported with a fixed batch keeps it.
+  for (const ir::Value *v : graph.inputs())
+    if (!v->isInitializer() && v->shape().hasRank() && v->shape().rank() > 0 &&
+        v->shape()[0].isStatic() && v->shape()[0].value() != cfg.batchSize)
+      return Status::error("input '" + v->name() + "'",
+                           "has a fixed leading (batch) dim of " +
+                               std::to_string(v->shape()[0].value()) + ", but --batch-size is " +
+                               std::to_string(cfg.batchSize) +
+                               "; re-export the model with a dynamic batch axis or use "
+                               "--batch-size " +
+                               std::to_string(v->shape()[0].value()));
   passes::PassContext ctx;
   ctx.training = &cfg;
   ctx.trainingState = &state;
@@ -213,6 +242,10 @@ Status runTrainingPasses(ir::Graph &graph, passes::TrainingConfig &cfg,
     else
       diags.note("", d.message);
   }
+  if (result.isOk() &&
+      std::none_of(state.gradients.begin(), state.gradients.end(), [](ir::Value *g) { return g; }))
+    return Status::error("training", "no parameter gets a gradient (the loss depends on none, or "
+                                     "--freeze matches all of them): nothing to train");
   return result;
 }
 

@@ -339,10 +339,11 @@ Status checkTraining(const Plan &plan) {
     return Status::error("optimizer_begin " + str(t.optimizer_begin()) + " is not in [-1, " +
                          std::to_string(r.instructions_size()) + "]");
   const Hyperparameters &h = plan.hyperparameters();
-  if (h.grad_accum_steps() < 1)
-    return Status::error("grad_accum_steps " + str(h.grad_accum_steps()) + " is below 1");
-  if (h.batch_size() < 1)
-    return Status::error("batch size " + str(h.batch_size()) + " is below 1");
+  if (h.grad_accum_steps() < 1 || h.grad_accum_steps() > (int64_t{1} << 20))
+    return Status::error("grad_accum_steps " + str(h.grad_accum_steps()) +
+                         " is not in [1, 1048576]");
+  if (h.batch_size() < 1 || h.batch_size() > (int64_t{1} << 31))
+    return Status::error("batch size " + str(h.batch_size()) + " is not in [1, 2^31]");
   return Status::ok();
 }
 

@@ -229,8 +229,12 @@ Status writeNpzImpl(const std::string &path, const std::vector<HostArray> &array
     if (!names.insert(a.name).second)
       return Status::error(path, "duplicate array '" + a.name + "'");
   }
-  const std::string tmp = path + ".tmp";
   std::error_code ec;
+  // The archive replaces `path` by a rename: never do that to a device, FIFO or socket.
+  if (std::filesystem::exists(std::filesystem::symlink_status(path, ec)) &&
+      !std::filesystem::is_regular_file(path, ec) && !std::filesystem::is_directory(path, ec))
+    return Status::error(path, "exists and is not a regular file; refusing to replace it");
+  const std::string tmp = path + ".tmp";
   std::filesystem::remove(tmp, ec);
   if (arrays.empty()) {
     // libzip writes no file for an empty archive; an empty zip is its end record alone.
