@@ -7,6 +7,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <map>
+#include <set>
 
 namespace dtc::rt {
 
@@ -35,6 +36,31 @@ Status exportTrainedModel(const std::string &modelPath, const std::vector<HostAr
     t.clear_external_data();
     t.set_data_location(onnx::TensorProto::DEFAULT);
     t.set_raw_data(a.bytes);
+  }
+  // An eval-mode model: BatchNormalization nodes exported in training mode (extra outputs, or
+  // training_mode=1) normalize with the trained running statistics instead, as model.eval()
+  // would. Outputs some node or the graph still reads are kept (and so is the node's mode).
+  std::set<std::string> read;
+  for (const onnx::NodeProto &n : model.graph().node())
+    for (const std::string &in : n.input())
+      read.insert(in);
+  for (const onnx::ValueInfoProto &o : model.graph().output())
+    read.insert(o.name());
+  for (onnx::NodeProto &n : *model.mutable_graph()->mutable_node()) {
+    if (n.op_type() != "BatchNormalization" || (!n.domain().empty() && n.domain() != "ai.onnx"))
+      continue;
+    bool extraRead = false;
+    for (int i = 1; i < n.output_size(); ++i)
+      extraRead = extraRead || (!n.output(i).empty() && read.count(n.output(i)));
+    if (extraRead)
+      continue;
+    while (n.output_size() > 1)
+      n.mutable_output()->RemoveLast();
+    for (int i = 0; i < n.attribute_size(); ++i)
+      if (n.attribute(i).name() == "training_mode") {
+        n.mutable_attribute()->DeleteSubrange(i, 1);
+        break;
+      }
   }
   std::string bytes;
   if (!model.SerializeToString(&bytes))
