@@ -7,7 +7,7 @@ set -euo pipefail
 DEB_PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libonnx-dev libprotobuf-dev protobuf-compiler
-  llvm-14-dev llvm-14-tools clang-14 libclang-rt-14-dev
+  llvm-14-dev llvm-14-tools clang-14 libclang-rt-14-dev libomp-14-dev
   libcli11-dev nlohmann-json3-dev googletest libgtest-dev libbenchmark-dev
   libdnnl-dev libopenmpi-dev openmpi-bin libzip-dev
   python3-pip

@@ -1,12 +1,6 @@
-# Sources of the Optimizer family CPU kernels (listed, no globs). Optimizer.cpp alone is built
-# with OpenMP (the runtime oneDNN already links, so its loops share oneDNN's thread pool and
-# thread count); without OpenMP its pragmas are ignored and the loops run on one thread.
+# Sources of the Optimizer family CPU kernels (listed, no globs). Its loops use OpenMP (see
+# DTC_CPU_OPENMP_SOURCES in ops/cpu/CMakeLists.txt).
 target_sources(dtc_ops_cpu PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/Optimizer.cpp
 )
-find_package(OpenMP COMPONENTS CXX)
-if(OpenMP_CXX_FOUND)
-  set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/Optimizer.cpp
-    PROPERTIES COMPILE_OPTIONS "${OpenMP_CXX_FLAGS}")
-  target_link_libraries(dtc_ops_cpu PRIVATE ${OpenMP_CXX_LIBRARIES})
-endif()
+list(APPEND DTC_CPU_OPENMP_SOURCES ${CMAKE_CURRENT_LIST_DIR}/Optimizer.cpp)
