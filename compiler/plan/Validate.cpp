@@ -325,12 +325,10 @@ Status checkTraining(const Plan &plan) {
       if (r.buffers(other).kind() != BUFFER_OPTIMIZER_STATE)
         return Status::error(where, "state buffer " + str(other) + " is not optimizer state");
     }
-    for (int32_t other : {p.gradient()}) {
-      const Buffer &ob = r.buffers(other);
-      if (ob.size_bytes() != pb.size_bytes() || ob.dtype() != pb.dtype())
-        return Status::error(where, "gradient buffer " + str(other) +
-                                        " differs from the parameter in size or dtype");
-    }
+    const Buffer &gb = r.buffers(p.gradient());
+    if (gb.size_bytes() != pb.size_bytes() || gb.dtype() != pb.dtype())
+      return Status::error(where, "gradient buffer " + str(p.gradient()) +
+                                      " differs from the parameter in size or dtype");
   }
   for (int32_t b : t.state_buffers())
     if (!bufferOk(b) || r.buffers(b).kind() != BUFFER_PARAMETER)
