@@ -18,12 +18,14 @@ std::unique_ptr<Pass> createPassByName(const std::string &name) {
     return createAutodiffPass();
   if (name == "optimizer")
     return createOptimizerPass();
+  if (name == "data-parallel")
+    return createDataParallelPass();
   return nullptr;
 }
 
 std::vector<std::string> allPassNames() {
   return {"canonicalize", "shape-inference", "training-mode", "attach-loss",
-          "autodiff",     "optimizer",       "verify"};
+          "autodiff",     "data-parallel",   "optimizer",       "verify"};
 }
 
 // canonicalize re-infers shapes as it folds and ends with every type inferred, so a separate

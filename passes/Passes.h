@@ -30,6 +30,11 @@ std::unique_ptr<Pass> createOptimizerPass();
 /// autodiff: appends the backward graph of the training loss (PassContext::trainingState) for
 /// every trained parameter (floats, used, not frozen); see Autodiff.h.
 std::unique_ptr<Pass> createAutodiffPass();
+/// data-parallel (--strategy dp=N): gradient all-reduce (mean) in buckets placed where backward
+/// completes them, as ai.dtc.AllReduce nodes; sync = 1 on batch-norm nodes with --sync-batchnorm.
+/// Runs after autodiff and before optimizer; replaces TrainingState::gradients by the reduced
+/// values.
+std::unique_ptr<Pass> createDataParallelPass();
 /// verify: runs the IR verifier (useful in --passes lists).
 std::unique_ptr<Pass> createVerifyPass();
 

@@ -62,6 +62,10 @@ public:
     return ops::cpu::createKernel(spec, ctx_);
   }
 
+  void setCollectives(ops::cpu::KernelCollectives *collectives) override {
+    ctx_.collectives = collectives;
+  }
+
   Status synchronize() override {
     try {
       ctx_.stream.wait();

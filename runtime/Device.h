@@ -30,6 +30,9 @@ public:
   /// Makes a kernel for one instruction (errors name the node).
   virtual Expected<std::unique_ptr<ops::cpu::Kernel>>
   createKernel(const ops::cpu::KernelSpec &spec) = 0;
+  /// The data-parallel group's collectives for kernels made from now on (synchronized
+  /// BatchNormalization); null on one rank. Not owned.
+  virtual void setCollectives(ops::cpu::KernelCollectives *collectives) = 0;
   /// Waits until every kernel submitted so far has finished.
   virtual Status synchronize() = 0;
 };

@@ -2,6 +2,8 @@
 #include "runtime/Executor.h"
 
 #include "compiler/onnx/Importer.h"
+#include "runtime/Trace.h"
+#include "runtime/comm/Communicator.h"
 
 #include <chrono>
 #include <cstring>
@@ -179,7 +181,16 @@ Status Executor::load() {
     modelFile_ = modelFile;
   }
 
+  bool hasCollectives = false;
+  for (const plan::Instruction &ins : rp.instructions())
+    hasCollectives = hasCollectives || ins.has_collective();
+  if (hasCollectives && !opts_.comm)
+    return Status::error(rankWhere, "the plan has collectives (data parallelism over " +
+                                        std::to_string(plan_.world_size()) +
+                                        " ranks) but runs without a communicator");
   device_ = createCpuDevice(opts_.threads);
+  device_->setCollectives(opts_.comm ? static_cast<ops::cpu::KernelCollectives *>(opts_.comm)
+                                     : nullptr);
   DTC_RETURN_IF_ERROR(device_->allocateArena(rp.arena_bytes(), rp.alignment()));
 
   // Gradients and optimizer state start at zero (the arena is zero-filled, but the bytes of a
@@ -214,10 +225,31 @@ Status Executor::load() {
     const plan::Instruction &ins = rp.instructions(i);
     Step step;
     if (ins.has_copy()) {
+      step.kind = StepKind::kCopy;
       step.inputs.push_back(device_->arenaAt(rp.buffers(ins.copy().src()).offset()));
       step.outputs.push_back(device_->arenaAt(rp.buffers(ins.copy().dst()).offset()));
       step.copyBytes = rp.buffers(ins.copy().src()).size_bytes();
+      step.category = "copy";
       entries.push_back({"copy", "", 0, 0});
+    } else if (ins.has_collective()) {
+      const plan::Collective &c = ins.collective();
+      step.kind = StepKind::kCollective;
+      for (int j = 0; j < c.inputs_size(); ++j) {
+        step.inputs.push_back(device_->arenaAt(rp.buffers(c.inputs(j)).offset()));
+        step.outputs.push_back(device_->arenaAt(rp.buffers(c.outputs(j)).offset()));
+        step.operandBytes.push_back(rp.buffers(c.inputs(j)).size_bytes());
+      }
+      step.dtype = rp.buffers(c.inputs(0)).dtype();
+      step.mean = c.op() == plan::REDUCE_MEAN;
+      step.name = c.name();
+      step.category = "all-reduce";
+      entries.push_back({"AllReduce(launch)", c.name(), 0, 0});
+    } else if (ins.has_wait()) {
+      step.kind = StepKind::kWait;
+      step.collective = ins.wait().collective();
+      step.name = rp.instructions(step.collective).collective().name();
+      step.category = "wait";
+      entries.push_back({"AllReduce(wait)", step.name, 0, 0});
     } else {
       const plan::KernelCall &call = ins.kernel();
       DTC_ASSIGN_OR_RETURN(ops::cpu::KernelSpec spec,
@@ -230,12 +262,16 @@ Status Executor::load() {
         step.inputs.push_back(b < 0 ? nullptr : device_->arenaAt(rp.buffers(b).offset()));
       for (int32_t b : call.outputs())
         step.outputs.push_back(b < 0 ? nullptr : device_->arenaAt(rp.buffers(b).offset()));
+      step.name = call.node();
+      step.category = call.op();
       entries.push_back({call.op(), call.node(), 0, 0});
     }
     steps_.push_back(std::move(step));
   }
   profiler_.reset(std::move(entries));
   inputSet_.assign(rp.inputs_size(), false);
+  inFlight_.assign(steps_.size(), 0);
+  launched_.assign(steps_.size(), false);
   return Status::ok();
 }
 
@@ -288,26 +324,85 @@ Status Executor::run(int begin, int end) {
     }
   using Clock = std::chrono::steady_clock;
   for (size_t i = static_cast<size_t>(begin); i < static_cast<size_t>(end); ++i) {
-    Step &s = steps_[i];
     Clock::time_point t0;
-    if (opts_.profile)
+    const bool timed = opts_.profile || opts_.tracer;
+    int64_t traceBegin = 0;
+    if (timed) {
       t0 = Clock::now();
-    if (s.kernel) {
-      ops::cpu::KernelArgs args{s.inputs.data(), s.inputs.size(), s.outputs.data(),
-                                s.outputs.size()};
-      Status st = s.kernel->run(args);
-      if (!st.isOk())
-        return st.withContext("rank " + std::to_string(opts_.rank) + ": instruction " +
-                              std::to_string(i));
-    } else if (s.outputs[0] != s.inputs[0] && s.copyBytes) {
-      std::memmove(s.outputs[0], s.inputs[0], s.copyBytes);
+      if (opts_.tracer)
+        traceBegin = opts_.tracer->nowUs();
     }
-    if (opts_.profile) {
+    DTC_RETURN_IF_ERROR(runStep(i));
+    if (timed) {
       DTC_RETURN_IF_ERROR(device_->synchronize());
-      profiler_.add(i, std::chrono::duration<double>(Clock::now() - t0).count());
+      if (opts_.profile)
+        profiler_.add(i, std::chrono::duration<double>(Clock::now() - t0).count());
+      if (opts_.tracer) {
+        const Step &s = steps_[i];
+        Tracer::Event e;
+        e.name = s.kind == StepKind::kKernel ? s.name : s.category + " " + s.name;
+        e.category = s.category;
+        e.thread = Tracer::kCompute;
+        e.beginUs = traceBegin;
+        e.durationUs = opts_.tracer->nowUs() - traceBegin;
+        opts_.tracer->record(std::move(e));
+      }
     }
   }
+  // Plans wait for every collective inside the range that launched it (plan validation checks
+  // that each one has a wait); a range that stops in between would leave one writing its
+  // outputs while the caller reads them.
+  for (size_t i = static_cast<size_t>(begin); i < static_cast<size_t>(end); ++i)
+    if (launched_[i])
+      return Status::error("rank " + std::to_string(opts_.rank) + ": instruction " +
+                               std::to_string(i) + " (all-reduce '" + steps_[i].name + "')",
+                           "still in flight at the end of the instruction range [" +
+                               std::to_string(begin) + ", " + std::to_string(end) +
+                               "): its wait lies outside the range");
   return device_->synchronize();
+}
+
+Status Executor::runStep(size_t i) {
+  Step &s = steps_[i];
+  auto where = [&] { return "rank " + std::to_string(opts_.rank) + ": instruction " +
+                            std::to_string(i); };
+  switch (s.kind) {
+  case StepKind::kKernel: {
+    ops::cpu::KernelArgs args{s.inputs.data(), s.inputs.size(), s.outputs.data(),
+                              s.outputs.size()};
+    Status st = s.kernel->run(args);
+    return st.isOk() ? st : st.withContext(where());
+  }
+  case StepKind::kCopy:
+    if (s.outputs[0] != s.inputs[0] && s.copyBytes)
+      std::memmove(s.outputs[0], s.inputs[0], s.copyBytes);
+    return Status::ok();
+  case StepKind::kCollective: {
+    // Kernels before it must have written its inputs (the CPU stream is in order, but a device
+    // with an asynchronous stream would need an event here).
+    DTC_RETURN_IF_ERROR(device_->synchronize());
+    AllReduceRequest r;
+    r.name = s.name;
+    r.dtype = static_cast<ir::DType>(s.dtype);
+    r.op = s.mean ? ReduceOp::kMean : ReduceOp::kSum;
+    r.inputs = s.inputs;
+    r.outputs = s.outputs;
+    r.bytes = s.operandBytes;
+    inFlight_[i] = opts_.comm->allReduceAsync(std::move(r));
+    launched_[i] = true;
+    return Status::ok();
+  }
+  case StepKind::kWait: {
+    const size_t c = static_cast<size_t>(s.collective);
+    if (!launched_[c])
+      return Status::error(where() + " (wait)", "the collective of instruction " +
+                                                    std::to_string(c) + " was not launched");
+    launched_[c] = false;
+    Status st = opts_.comm->wait(inFlight_[c]);
+    return st.isOk() ? st : st.withContext(where());
+  }
+  }
+  return Status::error(where(), "unknown instruction kind");
 }
 
 Expected<std::vector<HostArray>> Executor::outputs() {

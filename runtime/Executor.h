@@ -15,6 +15,9 @@
 
 namespace dtc::rt {
 
+class Communicator;
+class Tracer;
+
 struct ExecutorOptions {
   /// The plan file, for messages and to resolve a relative model path against its folder.
   std::string planPath;
@@ -26,6 +29,11 @@ struct ExecutorOptions {
   int threads = 0;
   /// Time every instruction (see Profiler).
   bool profile = false;
+  /// The job's communicator: needed by plans with collectives (data parallelism); it runs their
+  /// Collective instructions and synchronized BatchNormalization. Not owned; null on one rank.
+  Communicator *comm = nullptr;
+  /// Records every instruction as a trace event (--trace). Not owned; may be null.
+  Tracer *tracer = nullptr;
 };
 
 class Executor {
@@ -76,13 +84,26 @@ private:
   plan::Plan plan_;
   ExecutorOptions opts_;
   std::unique_ptr<Device> device_;
+  enum class StepKind { kKernel, kCopy, kCollective, kWait };
   struct Step {
-    std::unique_ptr<ops::cpu::Kernel> kernel; // null for a Copy
+    StepKind kind = StepKind::kKernel;
+    std::unique_ptr<ops::cpu::Kernel> kernel; // kKernel
     std::vector<const void *> inputs;
     std::vector<void *> outputs;
-    uint64_t copyBytes = 0;
+    uint64_t copyBytes = 0;          // kCopy
+    std::vector<size_t> operandBytes; // kCollective
+    int dtype = 0;                    // kCollective (ONNX dtype number)
+    bool mean = false;                // kCollective
+    int collective = -1;              // kWait: the instruction index of its collective
+    std::string name;                 // kCollective: "bucket 0"; trace/profile label
+    std::string category;             // trace category (op type)
   };
+  /// Runs one instruction (errors name the rank and the instruction).
+  Status runStep(size_t i);
   std::vector<Step> steps_;
+  /// Handle of the collective launched by instruction i and not yet waited for.
+  std::vector<uint64_t> inFlight_;
+  std::vector<bool> launched_;
   std::vector<bool> inputSet_;
   Profiler profiler_;
   std::string modelFile_;

@@ -8,6 +8,8 @@
 #include "runtime/Executor.h"
 #include "runtime/ExportModel.h"
 #include "runtime/LrSchedule.h"
+#include "runtime/Trace.h"
+#include "runtime/comm/Communicator.h"
 
 #include <nlohmann/json.hpp>
 
@@ -135,7 +137,9 @@ TrainingLayout layoutOf(const plan::Plan &plan) {
       std::vector<int32_t> outs;
       if (ins.has_copy())
         outs.push_back(ins.copy().dst());
-      else
+      else if (ins.has_collective())
+        outs.assign(ins.collective().outputs().begin(), ins.collective().outputs().end());
+      else if (ins.has_kernel())
         outs.assign(ins.kernel().outputs().begin(), ins.kernel().outputs().end());
       for (int32_t o : outs) {
         if (o < 0)
@@ -210,7 +214,36 @@ private:
   std::ofstream log_;
   std::vector<HostArray> lastGradients_;
   bool progressLineOpen_ = false;
+  /// Data parallelism: this rank, the world size, and the global batch (l_.batch per rank).
+  int rank_ = 0;
+  int world_ = 1;
+  int64_t globalBatch_ = 0;
+  Communicator *comm_ = nullptr;
+  /// Sums `values` over the ranks (no-op on one rank).
+  Status sumOverRanks(std::vector<double> &values, const std::string &what);
+  /// Rank 0's persistent buffers (parameters, optimizer state, running statistics) replace every
+  /// other rank's.
+  Status broadcastState();
 };
+
+Status Trainer::sumOverRanks(std::vector<double> &values, const std::string &what) {
+  if (!comm_ || world_ == 1 || values.empty())
+    return Status::ok();
+  return comm_->allReduceSum(values.data(), values.size(), what);
+}
+
+Status Trainer::broadcastState() {
+  if (!comm_ || world_ == 1)
+    return Status::ok();
+  for (int b : l_.persistent) {
+    DTC_ASSIGN_OR_RETURN(HostArray a, ex_.readBuffer(b));
+    DTC_RETURN_IF_ERROR(
+        comm_->broadcast(a.bytes.data(), a.bytes.size(), 0, "broadcast of '" + a.name + "'"));
+    if (rank_ != 0)
+      DTC_RETURN_IF_ERROR(ex_.writeBuffer(b, a));
+  }
+  return Status::ok();
+}
 
 Status Trainer::setScalars(int64_t step, int64_t rngCounter, double lr) {
   const plan::Training &tr = plan_.training();
@@ -222,7 +255,7 @@ Status Trainer::setScalars(int64_t step, int64_t rngCounter, double lr) {
     DTC_RETURN_IF_ERROR(
         ex_.setInput(scalarArray(tr.step_input(), ir::DType::kInt64, {}, &step, 8)));
   if (!tr.rng_input().empty()) {
-    int64_t key[3] = {static_cast<int64_t>(seed_), rngCounter, 0};
+    int64_t key[3] = {static_cast<int64_t>(seed_), rngCounter, rank_};
     DTC_RETURN_IF_ERROR(
         ex_.setInput(scalarArray(tr.rng_input(), ir::DType::kInt64, {3}, key, sizeof key)));
   }
@@ -265,17 +298,26 @@ Status Trainer::validate(int64_t step, Totals &val) {
     saved.push_back(std::move(a));
   }
   std::vector<int64_t> order = epochOrder(val_->samples(), 0, 0, false);
-  const int64_t batches = val_->samples() / l_.batch;
+  // Every rank evaluates its slice of each global batch; the sums are combined below.
+  const int64_t batches = val_->samples() / globalBatch_;
   auto t0 = Clock::now();
   for (int64_t i = 0; i < batches; ++i) {
     DTC_RETURN_IF_ERROR(setScalars(step, step * l_.microBatches, 0.0));
     double loss = 0;
-    DTC_RETURN_IF_ERROR(microBatch(*val_, order, i * l_.batch, loss, val));
+    DTC_RETURN_IF_ERROR(
+        microBatch(*val_, order, i * globalBatch_ + rank_ * l_.batch, loss, val));
     val.lossSum += loss;
     val.steps += 1;
     val.samples += l_.batch;
   }
   val.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::vector<double> sums = {val.lossSum, static_cast<double>(val.correct),
+                              static_cast<double>(val.counted), static_cast<double>(val.samples)};
+  DTC_RETURN_IF_ERROR(sumOverRanks(sums, "validation metrics"));
+  val.lossSum = sums[0] / world_;
+  val.correct = static_cast<int64_t>(sums[1]);
+  val.counted = static_cast<int64_t>(sums[2]);
+  val.samples = static_cast<int64_t>(sums[3]);
   for (size_t k = 0; k < saved.size(); ++k)
     DTC_RETURN_IF_ERROR(ex_.writeBuffer(l_.writtenByForward[k], saved[k]));
   return Status::ok();
@@ -395,17 +437,24 @@ Status Trainer::run() {
   fingerprint_ = plan::fingerprint(plan_);
   seed_ = opts_.seed.value_or(0);
   shuffle_ = opts_.shuffle.value_or(true);
-  const int64_t perStep = l_.batch * l_.microBatches;
+  comm_ = opts_.comm;
+  rank_ = comm_ ? comm_->rank() : 0;
+  world_ = plan_.world_size();
+  globalBatch_ = l_.batch * world_;
+  const int64_t perStep = globalBatch_ * l_.microBatches;
+  const std::string batchText =
+      world_ > 1 ? "global batch " + std::to_string(globalBatch_) + " (" +
+                       std::to_string(world_) + " ranks x " + std::to_string(l_.batch) + ")"
+                 : "batch " + std::to_string(l_.batch);
   stepsPerEpoch_ = train_.samples() / perStep;
   if (stepsPerEpoch_ < 1)
     return Status::error(train_.path(), "has " + std::to_string(train_.samples()) +
-                                            " samples, fewer than one step takes (batch " +
-                                            std::to_string(l_.batch) + " x " +
-                                            std::to_string(l_.microBatches) + " micro-batches)");
-  if (val_ && val_->samples() < l_.batch)
+                                            " samples, fewer than one step takes (" + batchText +
+                                            " x " + std::to_string(l_.microBatches) +
+                                            " micro-batches)");
+  if (val_ && val_->samples() < globalBatch_)
     return Status::error(val_->path(), "has " + std::to_string(val_->samples()) +
-                                           " samples, fewer than one batch of " +
-                                           std::to_string(l_.batch));
+                                           " samples, fewer than one " + batchText);
   totalSteps_ =
       opts_.steps > 0 ? opts_.steps : stepsPerEpoch_ * (opts_.epochs > 0 ? opts_.epochs : 1);
   DTC_ASSIGN_OR_RETURN(LrSchedule schedule,
@@ -413,7 +462,9 @@ Status Trainer::run() {
 
   int64_t step = 0;
   Totals epochTotals;
-  if (opts_.resume) {
+  if (rank_ != 0) {
+    // Rank 0 resumes, checkpoints and logs; the others take its position and state below.
+  } else if (opts_.resume) {
     DTC_RETURN_IF_ERROR(resume(step, epochTotals));
   } else if (!opts_.checkpointDir.empty()) {
     std::error_code ec;
@@ -425,10 +476,28 @@ Status Trainer::run() {
                            "holds checkpoints of an earlier run: pass --resume to continue it, "
                            "or use another folder");
   }
-  if (!opts_.logPath.empty()) {
+  if (!opts_.logPath.empty() && rank_ == 0) {
     log_.open(opts_.logPath, opts_.resume ? std::ios::app : std::ios::trunc);
     if (!log_)
       return Status::error(opts_.logPath, "cannot open the log file");
+  }
+  if (comm_ && world_ > 1) {
+    // Every rank starts where rank 0 does, with rank 0's parameters (DDP broadcasts them too).
+    std::vector<double> position = {static_cast<double>(step), epochTotals.lossSum,
+                                    static_cast<double>(epochTotals.steps),
+                                    static_cast<double>(epochTotals.correct),
+                                    static_cast<double>(epochTotals.counted),
+                                    static_cast<double>(seed_), shuffle_ ? 1.0 : 0.0};
+    DTC_RETURN_IF_ERROR(comm_->broadcast(position.data(), position.size() * sizeof(double), 0,
+                                         "broadcast of the start position"));
+    step = static_cast<int64_t>(position[0]);
+    epochTotals.lossSum = position[1];
+    epochTotals.steps = static_cast<int64_t>(position[2]);
+    epochTotals.correct = static_cast<int64_t>(position[3]);
+    epochTotals.counted = static_cast<int64_t>(position[4]);
+    seed_ = static_cast<uint64_t>(position[5]);
+    shuffle_ = position[6] != 0;
+    DTC_RETURN_IF_ERROR(broadcastState());
   }
   const plan::RankProgram &rp = plan_.ranks(0);
   std::vector<std::vector<float>> accum;
@@ -455,11 +524,14 @@ Status Trainer::run() {
     auto t0 = Clock::now();
     const double lr = schedule.lr(step);
     double stepLoss = 0;
+    const int64_t correct0 = epochTotals.correct, counted0 = epochTotals.counted;
     for (int64_t m = 0; m < l_.microBatches; ++m) {
       DTC_RETURN_IF_ERROR(setScalars(step, step * l_.microBatches + m, lr));
       double loss = 0;
-      DTC_RETURN_IF_ERROR(
-          microBatch(train_, order, (inEpoch * l_.microBatches + m) * l_.batch, loss, epochTotals));
+      DTC_RETURN_IF_ERROR(microBatch(train_, order,
+                                     (inEpoch * l_.microBatches + m) * globalBatch_ +
+                                         rank_ * l_.batch,
+                                     loss, epochTotals));
       stepLoss += loss;
       if (l_.microBatches > 1)
         for (size_t g = 0; g < l_.gradients.size(); ++g) {
@@ -470,6 +542,16 @@ Status Trainer::run() {
         }
     }
     stepLoss /= static_cast<double>(l_.microBatches);
+    if (comm_ && world_ > 1) {
+      // The step's loss is the mean over the global batch (the mean of the ranks' means), and
+      // accuracy counts every rank's predictions: all ranks keep the same totals.
+      std::vector<double> sums = {stepLoss, static_cast<double>(epochTotals.correct - correct0),
+                                  static_cast<double>(epochTotals.counted - counted0)};
+      DTC_RETURN_IF_ERROR(sumOverRanks(sums, "step loss and accuracy"));
+      stepLoss = sums[0] / world_;
+      epochTotals.correct = correct0 + static_cast<int64_t>(sums[1]);
+      epochTotals.counted = counted0 + static_cast<int64_t>(sums[2]);
+    }
     if (l_.microBatches > 1)
       for (size_t g = 0; g < l_.gradients.size(); ++g) {
         DTC_ASSIGN_OR_RETURN(HostArray a, ex_.readBuffer(l_.gradients[g].first));
@@ -479,7 +561,7 @@ Status Trainer::run() {
           dst[i] = accum[g][i] / k;
         DTC_RETURN_IF_ERROR(ex_.writeBuffer(l_.gradients[g].first, a));
       }
-    if (!opts_.dumpGradientsPath.empty() && step + 1 == totalSteps_) {
+    if (!opts_.dumpGradientsPath.empty() && step + 1 == totalSteps_ && rank_ == 0) {
       for (auto &[b, name] : l_.gradients) {
         DTC_ASSIGN_OR_RETURN(HostArray a, ex_.readBuffer(b));
         a.name = name;
@@ -524,7 +606,7 @@ Status Trainer::run() {
     if (epochDone)
       DTC_RETURN_IF_ERROR(epochEnd(epoch, step, epochTotals, false));
     const bool due = opts_.checkpointEvery > 0 ? step % opts_.checkpointEvery == 0 : epochDone;
-    if (!opts_.checkpointDir.empty() && (due || step == totalSteps_)) {
+    if (!opts_.checkpointDir.empty() && (due || step == totalSteps_) && rank_ == 0) {
       DTC_RETURN_IF_ERROR(
           writeCheckpointAt(step, step / stepsPerEpoch_, step % stepsPerEpoch_, epochTotals));
     }
@@ -535,6 +617,8 @@ Status Trainer::run() {
   if (progressLineOpen_ && opts_.progress)
     std::fputc('\n', opts_.progress);
 
+  if (rank_ != 0)
+    return Status::ok(); // rank 0 writes the outputs
   if (!opts_.dumpGradientsPath.empty()) {
     if (lastGradients_.empty() && !l_.gradients.empty())
       return Status::error("--dump-gradients " + opts_.dumpGradientsPath,
@@ -569,9 +653,19 @@ Status checkTrainingPlan(const plan::Plan &plan, const std::string &where) {
   const std::string w = (where.empty() ? std::string("plan") : "plan " + where) + ": training";
   if (plan.mode() != plan::MODE_TRAINING)
     return Status::error(w, "not a training plan");
-  if (plan.world_size() != 1 || plan.ranks_size() != 1)
-    return Status::error(w, "the plan has " + std::to_string(plan.world_size()) +
-                                " ranks; this dtc-run trains one-rank plans");
+  if (plan.world_size() < 1 || plan.ranks_size() != plan.world_size())
+    return Status::error(w, "the plan has " + std::to_string(plan.ranks_size()) +
+                                " rank programs for a world of " +
+                                std::to_string(plan.world_size()));
+  // Data parallelism: every rank runs rank 0's program (the loop reads rank 0's layout).
+  for (int r = 1; r < plan.ranks_size(); ++r) {
+    plan::RankProgram same = plan.ranks(r);
+    same.set_rank(0);
+    if (same.SerializeAsString() != plan.ranks(0).SerializeAsString())
+      return Status::error(w, "rank " + std::to_string(r) +
+                                  "'s program differs from rank 0's; this dtc-run trains "
+                                  "data-parallel plans, whose ranks run one program");
+  }
   const plan::RankProgram &rp = plan.ranks(0);
   const plan::Training &tr = plan.training();
   const int nb = rp.buffers_size();
@@ -708,11 +802,23 @@ Status train(plan::Plan plan, const TrainOptions &opts) {
                            "batch size " + std::to_string(in.shape[0]) + " differs from input '" +
                                inputs[0].input + "'s " + std::to_string(layout.batch));
 
+  bool hasCollectives = false;
+  for (const plan::Instruction &ins : plan.ranks(0).instructions())
+    hasCollectives = hasCollectives || ins.has_collective();
+  if ((plan.world_size() > 1 || hasCollectives) && !opts.comm)
+    return Status::error(opts.planPath.empty() ? "plan" : opts.planPath,
+                         "a data-parallel plan for " + std::to_string(plan.world_size()) +
+                             " rank(s): start it with dtc-run --nproc " +
+                             std::to_string(plan.world_size()) + " or mpirun -n " +
+                             std::to_string(plan.world_size()) + " dtc-run ...");
   ExecutorOptions eo;
   eo.planPath = opts.planPath;
   eo.modelPath = opts.modelPath;
   eo.threads = opts.threads;
   eo.profile = opts.profile != nullptr;
+  eo.rank = opts.comm ? opts.comm->rank() : 0;
+  eo.comm = opts.comm;
+  eo.tracer = opts.tracer;
   DTC_ASSIGN_OR_RETURN(std::unique_ptr<Executor> ex, Executor::create(plan, eo));
   Trainer trainer(ex->plan(), opts, *ex, trainData, val ? &*val : nullptr, std::move(layout));
   Status s = trainer.run();

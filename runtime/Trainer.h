@@ -17,6 +17,9 @@
 
 namespace dtc::rt {
 
+class Communicator;
+class Tracer;
+
 struct TrainOptions {
   /// Where to print the kernel profile of every instruction over the whole run (--profile), or
   /// null for none.
@@ -52,10 +55,16 @@ struct TrainOptions {
   std::FILE *progress = stderr;
   bool progressIsTerminal = false;
   int64_t printEvery = 50;
+  /// The job's communicator when the plan has several ranks (or collectives): this process
+  /// trains rank comm->rank() on its shard of every global batch; rank 0 alone prints, logs,
+  /// checkpoints and writes outputs. Not owned; null on one rank.
+  Communicator *comm = nullptr;
+  /// --trace: every instruction and collective as a timeline event. Not owned; may be null.
+  Tracer *tracer = nullptr;
 };
 
-/// Checks the training part of a plan before anything is loaded: mode training, one rank on a
-/// CPU, training.loss_output an f32 scalar output, prediction_output (if set) an output,
+/// Checks the training part of a plan before anything is loaded: mode training, CPU ranks that
+/// all run one program (data parallelism), training.loss_output an f32 scalar output, prediction_output (if set) an output,
 /// label_input (if set) an input, optimizer_begin in [1, #instructions], parameter, gradient,
 /// state and state_buffers indices in range, runtime inputs (lr f32[], step i64[], rng i64[3])
 /// bound, grad_accum_steps >= 1. Errors: "plan <where>: training: ...".
@@ -69,7 +78,13 @@ Status checkTrainingPlan(const plan::Plan &plan, const std::string &where);
 bool countCorrect(const HostArray &prediction, const HostArray &label, int64_t ignoreIndex,
                   int64_t &correct, int64_t &counted);
 
-/// Runs a training job on `plan` (a validated training plan is checked again). Errors are
+/// Runs a training job on `plan` (a validated training plan is checked again). With data
+/// parallelism (opts.comm, world size N): every rank loads the same dataset and takes its
+/// slice [r * B/N, (r + 1) * B/N) of each global batch B (the order is the same seeded shuffle
+/// on every rank; the last partial global batch is dropped on every rank); parameters,
+/// optimizer state and running statistics are broadcast from rank 0 after loading (and after
+/// --resume, which rank 0 alone reads); loss and accuracy are averaged over the ranks.
+/// Errors are
 /// "<where>: <what>" naming the file, array, buffer or instruction; output files are written
 /// atomically at the end, so an error leaves none behind (the log is streamed).
 Status train(plan::Plan plan, const TrainOptions &opts);

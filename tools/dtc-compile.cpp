@@ -68,7 +68,15 @@ int main(int argc, char **argv) {
   std::string strategy = "single", configPath, betas;
   app.add_option("model", model, "ONNX model (.onnx binary or .onnxtxt text)")->required();
   auto *train = app.add_option_group("training", "training plans (the default without --inference)");
-  train->add_option("--strategy", strategy, "distribution strategy: single (one device)");
+  train->add_option("--strategy", strategy,
+                    "distribution strategy: single (one device, the default) or dp=N "
+                    "(synchronous data parallelism over N ranks; --batch-size is the global "
+                    "batch)");
+  train->add_option("--bucket-mb", flags.bucketMb,
+                    "dp: gradient all-reduce bucket size in MiB (default 25; the first bucket "
+                    "is at most 1 MiB)");
+  train->add_flag("--sync-batchnorm", flags.syncBatchNorm,
+                  "dp: BatchNormalization statistics over all ranks (default: per rank)");
   train->add_option("--config", configPath,
                     "JSON file of training options (keys: the flag names without dashes); flags "
                     "override it");
@@ -149,7 +157,7 @@ int main(int argc, char **argv) {
       "--momentum",     "--nesterov",     "--weight-decay", "--betas",          "--eps",
       "--lr-schedule",  "--warmup-steps", "--step-size",    "--gamma",          "--total-steps",
       "--min-lr",       "--clip-grad-norm", "--grad-accum-steps", "--freeze", "--loss-output",
-      "--label-name",   "--ignore-index", "--class-axis"};
+      "--label-name",   "--ignore-index", "--class-axis", "--bucket-mb", "--sync-batchnorm"};
   bool anyTrainingFlag = false;
   for (const char *f : trainingFlags) {
     anyTrainingFlag = anyTrainingFlag || app.count(f);
@@ -212,10 +220,10 @@ int main(int argc, char **argv) {
         return 2;
       }
     }
-    if (strategy != "single") {
-      std::fprintf(stderr,
-                   "error: --strategy %s: not available in this version (available: single)\n",
-                   strategy.c_str());
+    if (app.count("--bucket-mb")) cfg.bucketMb = flags.bucketMb;
+    if (app.count("--sync-batchnorm")) cfg.syncBatchNorm = flags.syncBatchNorm;
+    if (dtc::Status s = dtc::driver::parseStrategy(strategy, cfg); !s.isOk()) {
+      std::fprintf(stderr, "error: %s\n", s.message().c_str());
       return 2;
     }
     dtc::Status v = dtc::driver::validateTrainConfig(cfg);
@@ -232,7 +240,7 @@ int main(int argc, char **argv) {
   if (app.count("--batch-size"))
     lowerOpts.batchSize = batchSize;
   if (training)
-    lowerOpts.batchSize = cfg.batchSize;
+    lowerOpts.batchSize = cfg.rankBatchSize();
   for (const std::string &d : dimFlags) {
     size_t eq = d.find('=');
     char *end = nullptr;

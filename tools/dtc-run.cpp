@@ -4,7 +4,10 @@
 // Exit codes: 0 ok, 1 error (printed as "error: <where>: <what>"), 2 usage.
 #include "compiler/plan/Plan.h"
 #include "runtime/Executor.h"
+#include "runtime/Trace.h"
 #include "runtime/Trainer.h"
+#include "runtime/comm/Communicator.h"
+#include "runtime/comm/Launcher.h"
 #include "runtime/io/Npy.h"
 
 #include <CLI/CLI.hpp>
@@ -14,6 +17,7 @@
 #include <cstdio>
 #include <iostream>
 #include <limits>
+#include <memory>
 #include <unistd.h>
 
 namespace {
@@ -26,6 +30,64 @@ int fail(const std::string &message) {
 int usage(const std::string &message) {
   std::fprintf(stderr, "error: %s\n", message.c_str());
   return 2;
+}
+
+/// Trains `plan`; with several ranks (or collectives) on a communicator: the ranks first agree
+/// that they run one plan of the job's size, and an error on one rank ends the whole job.
+int runTraining(dtc::plan::Plan plan, dtc::rt::TrainOptions &train, double timeout,
+                const std::string &tracePath) {
+  bool hasCollectives = false;
+  for (const dtc::plan::Instruction &ins : plan.ranks(0).instructions())
+    hasCollectives = hasCollectives || ins.has_collective();
+  const int launched = dtc::rt::launcherWorldSize();
+  if (plan.world_size() == 1 && !hasCollectives && launched == 1) {
+    std::unique_ptr<dtc::rt::Tracer> tracer;
+    if (!tracePath.empty()) {
+      tracer = std::make_unique<dtc::rt::Tracer>(0);
+      train.tracer = tracer.get();
+    }
+    dtc::Status s = dtc::rt::train(std::move(plan), train);
+    if (s.isOk() && tracer)
+      s = tracer->write(tracePath, nullptr);
+    return s.isOk() ? 0 : fail(s.message());
+  }
+  std::unique_ptr<dtc::rt::Tracer> tracer;
+  if (!tracePath.empty())
+    tracer = std::make_unique<dtc::rt::Tracer>(dtc::rt::launcherRank());
+  dtc::rt::CommOptions co;
+  co.timeoutSeconds = timeout;
+  co.tracer = tracer.get();
+  auto comm = dtc::rt::Communicator::createMpi(co);
+  if (!comm)
+    return fail(comm.status().message());
+  dtc::rt::Communicator &c = **comm;
+  const std::string rankText = "rank " + std::to_string(c.rank());
+  dtc::Status same = c.checkSameJob(dtc::plan::fingerprint(plan), plan.world_size(), train.planPath);
+  if (!same.isOk())
+    return fail(rankText + ": " + same.message()); // every rank reached the same verdict
+  if (tracer) {
+    dtc::Status b = c.barrier("trace start");
+    if (!b.isOk()) {
+      fail(rankText + ": " + b.message());
+      c.abortJob(1);
+    }
+    tracer->setOrigin();
+  }
+  train.comm = &c;
+  train.tracer = tracer.get();
+  if (c.rank() != 0) {
+    train.progress = nullptr;
+    train.profile = nullptr;
+  }
+  dtc::Status s = dtc::rt::train(std::move(plan), train);
+  if (s.isOk() && tracer)
+    s = tracer->write(tracePath, &c);
+  if (!s.isOk()) {
+    fail(rankText + ": " + s.message());
+    // Other ranks may wait in a collective for this one: end the whole job.
+    c.abortJob(1);
+  }
+  return 0;
 }
 
 } // namespace
@@ -106,6 +168,21 @@ int main(int argc, char **argv) {
   app.add_option("--print-every", train.printEvery,
                  "progress line every N steps when stderr is not a terminal (default 50)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  // Data-parallel plans (dtc-compile --strategy dp=N).
+  int nproc = 0;
+  double timeout = 60;
+  std::string tracePath;
+  app.add_option("--nproc", nproc,
+                 "start N local ranks with mpirun (runs `mpirun -n N dtc-run ...`; N must be "
+                 "the plan's dp size)")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--timeout", timeout,
+                 "seconds after which a rank that died or stops answering ends the job with an "
+                 "error naming it (default 60)")
+      ->check(CLI::Range(0.1, 1e6));
+  app.add_option("--trace", tracePath,
+                 "write a Chrome/Perfetto trace (chrome://tracing, ui.perfetto.dev) of every "
+                 "rank's kernels and communication to this .json file");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &e) {
@@ -116,7 +193,42 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "error: %s\nRun with --help for usage.\n", e.what());
     return 2;
   }
+  if (nproc > 0) {
+    // Re-run this command line under mpirun, without --nproc.
+    if (dtc::rt::launcherWorldSize() > 1)
+      return usage("--nproc: this dtc-run already runs as one of " +
+                   std::to_string(dtc::rt::launcherWorldSize()) +
+                   " ranks started by mpirun; drop --nproc");
+    if (dataOpt->empty())
+      return usage("--nproc starts the ranks of a data-parallel training plan (with --data)");
+    auto plan = dtc::plan::readPlanFile(planPath);
+    if (!plan)
+      return fail(plan.status().message());
+    if (plan->world_size() != nproc)
+      return usage("--nproc " + std::to_string(nproc) + ": " + planPath + " is a plan for " +
+                   std::to_string(plan->world_size()) + " rank(s) (dtc-compile --strategy dp=" +
+                   std::to_string(plan->world_size()) + ")");
+    std::vector<std::string> args;
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "--nproc") {
+        ++i;
+        continue;
+      }
+      if (a.rfind("--nproc=", 0) == 0)
+        continue;
+      args.push_back(a);
+    }
+    auto code = dtc::rt::launchLocal(nproc, args);
+    if (!code)
+      return fail(code.status().message());
+    return *code;
+  }
   const bool training = !dataOpt->empty();
+  if (!training)
+    for (const char *flag : {"--timeout", "--trace"})
+      if (app.count(flag))
+        return usage(std::string(flag) + " is a training option (with --data)");
   if (infer && training)
     return usage("--infer runs inference plans and --data trains training plans: give one");
   if (!infer && !training)
@@ -145,10 +257,7 @@ int main(int argc, char **argv) {
       train.shuffle = false;
     train.progress = stderr;
     train.progressIsTerminal = isatty(fileno(stderr));
-    dtc::Status s = dtc::rt::train(plan.takeValue(), train);
-    if (!s.isOk())
-      return fail(s.message());
-    return 0;
+    return runTraining(plan.takeValue(), train, timeout, tracePath);
   }
   for (const char *flag :
        {"--val-data", "--epochs", "--steps", "--seed", "--shuffle", "--no-shuffle", "--log",

@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <cmath>
 #include <fstream>
 #include <regex>
@@ -119,16 +121,41 @@ Status readTrainConfigFile(const std::string &path, passes::TrainingConfig &cfg,
       s = get(path, key, v, cfg.freeze);
     else if (key == "batch-size")
       s = integer(cfg.batchSize);
+    else if (key == "bucket-mb")
+      s = number(cfg.bucketMb);
+    else if (key == "sync-batchnorm")
+      s = get(path, key, v, cfg.syncBatchNorm);
     else
       return keyError(path, key,
                       "unknown option (keys are dtc-compile's training flags without the "
                       "dashes: strategy, loss, loss-output, label-name, ignore-index, optimizer, "
                       "lr, momentum, nesterov, weight-decay, betas, eps, lr-schedule, "
                       "warmup-steps, step-size, gamma, total-steps, min-lr, clip-grad-norm, "
-                      "grad-accum-steps, freeze, batch-size)");
+                      "grad-accum-steps, freeze, batch-size, bucket-mb, sync-batchnorm)");
     DTC_RETURN_IF_ERROR(s);
   }
   return Status::ok();
+}
+
+Status parseStrategy(const std::string &strategy, passes::TrainingConfig &cfg) {
+  if (strategy == "single") {
+    cfg.dataParallel = 0;
+    return Status::ok();
+  }
+  if (strategy.rfind("dp=", 0) == 0) {
+    const std::string n = strategy.substr(3);
+    char *end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(n.c_str(), &end, 10);
+    if (n.empty() || !end || *end || errno || v < 1 || v > 65536)
+      return Status::error("--strategy " + strategy,
+                           "dp=N needs a rank count N in [1, 65536], e.g. dp=2");
+    cfg.dataParallel = v;
+    return Status::ok();
+  }
+  return Status::error("--strategy " + strategy,
+                       "unknown strategy (available: single, dp=N for synchronous data "
+                       "parallelism over N ranks)");
 }
 
 Status validateTrainConfig(const passes::TrainingConfig &c) {
@@ -182,6 +209,17 @@ Status validateTrainConfig(const passes::TrainingConfig &c) {
   if (c.batchSize > (int64_t{1} << 31) || c.batchSize * c.gradAccumSteps > (int64_t{1} << 40))
     return bad("--batch-size", "batch size x accumulation steps " + std::to_string(c.batchSize) +
                                    " x " + std::to_string(c.gradAccumSteps) + " is too large");
+  if (c.dataParallel < 0 || c.dataParallel > 65536)
+    return bad("--strategy", "dp=N needs N in [1, 65536], got " + std::to_string(c.dataParallel));
+  if (c.dataParallel > 1 && c.batchSize % c.dataParallel != 0)
+    return bad("--batch-size", "the global batch " + std::to_string(c.batchSize) +
+                                   " does not split evenly over dp=" +
+                                   std::to_string(c.dataParallel) + " ranks (use a multiple of " +
+                                   std::to_string(c.dataParallel) + ")");
+  if (!finite(c.bucketMb) || c.bucketMb <= 0 || c.bucketMb > 65536)
+    return bad("--bucket-mb", "must be in (0, 65536] MiB, got " + std::to_string(c.bucketMb));
+  if (c.syncBatchNorm && c.dataParallel == 0)
+    return bad("--sync-batchnorm", "applies to --strategy dp=N");
   if (c.lrSchedule == "cosine" && c.minLr > c.lr)
     return bad("--min-lr", "must not exceed --lr with --lr-schedule cosine");
   if (c.momentum != 0 && c.optimizer != "sgd")
@@ -209,19 +247,25 @@ Status runTrainingPasses(ir::Graph &graph, passes::TrainingConfig &cfg,
   // The batch size must be the one the plan binds: a model exported with a fixed batch keeps it.
   for (const ir::Value *v : graph.inputs())
     if (!v->isInitializer() && v->shape().hasRank() && v->shape().rank() > 0 &&
-        v->shape()[0].isStatic() && v->shape()[0].value() != cfg.batchSize)
-      return Status::error("input '" + v->name() + "'",
-                           "has a fixed leading (batch) dim of " +
-                               std::to_string(v->shape()[0].value()) + ", but --batch-size is " +
-                               std::to_string(cfg.batchSize) +
-                               "; re-export the model with a dynamic batch axis or use "
-                               "--batch-size " +
-                               std::to_string(v->shape()[0].value()));
+        v->shape()[0].isStatic() && v->shape()[0].value() != cfg.rankBatchSize()) {
+      const int64_t ranks = std::max<int64_t>(1, cfg.dataParallel);
+      return Status::error(
+          "input '" + v->name() + "'",
+          "has a fixed leading (batch) dim of " + std::to_string(v->shape()[0].value()) +
+              ", but --batch-size is " + std::to_string(cfg.batchSize) +
+              (ranks > 1 ? " (" + std::to_string(cfg.rankBatchSize()) + " per rank)" : "") +
+              "; re-export the model with a dynamic batch axis or use --batch-size " +
+              std::to_string(v->shape()[0].value() * ranks));
+    }
   passes::PassContext ctx;
   ctx.training = &cfg;
   ctx.trainingState = &state;
   Status result = Status::ok();
-  for (const char *name : {"training-mode", "attach-loss", "autodiff", "optimizer"}) {
+  std::vector<const char *> pipeline = {"training-mode", "attach-loss", "autodiff"};
+  if (cfg.dataParallel > 0)
+    pipeline.push_back("data-parallel");
+  pipeline.push_back("optimizer");
+  for (const char *name : pipeline) {
     std::unique_ptr<passes::Pass> p = passes::createPassByName(name);
     if (!p) {
       result = Status::error(std::string("pass '") + name + "' is not available in this build");

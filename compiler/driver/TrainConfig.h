@@ -18,12 +18,17 @@ namespace dtc::driver {
 Status readTrainConfigFile(const std::string &path, passes::TrainingConfig &cfg,
                            std::string &strategy);
 
+/// Sets cfg.dataParallel from a --strategy value: "single" (0) or "dp=N" (N in [1, 65536]).
+/// Errors name the flag and list the available strategies.
+Status parseStrategy(const std::string &strategy, passes::TrainingConfig &cfg);
+
 /// Checks ranges and names: loss, optimizer, lr >= 0, momentum in [0, 1), betas in [0, 1),
 /// eps > 0, weight decay >= 0, schedule name and its parameters, clip >= 0, accumulation >= 1,
 /// nesterov only with momentum > 0 (as torch.optim.SGD). Errors name the flag ("--lr: ...").
 Status validateTrainConfig(const passes::TrainingConfig &cfg);
 
-/// Runs training-mode, attach-loss, autodiff and optimizer on `graph` (shapes bound), filling
+/// Runs training-mode, attach-loss, autodiff, data-parallel (dp=N only) and optimizer on
+/// `graph` (shapes bound to the per-rank batch, cfg.rankBatchSize()), filling
 /// `state`. `verifyEach` runs the IR verifier after each pass.
 Status runTrainingPasses(ir::Graph &graph, passes::TrainingConfig &cfg,
                          passes::TrainingState &state, Diagnostics &diags, bool verifyEach);

@@ -2,6 +2,8 @@
 // memory plan and the emitted rank program (see Lowering.h).
 #include "compiler/plan/Lowering.h"
 
+#include "ops/comm/Collective.h"
+
 #include "compiler/plan/MemoryPlanner.h"
 #include "ops/cpu/Kernel.h"
 #include "passes/Passes.h"
@@ -174,6 +176,13 @@ struct LInstr {
   /// A Copy instruction (inputs[0] -> outputs[0]) instead of a kernel call: a state update whose
   /// new value could not be computed in the state's own bytes.
   bool isCopy = false;
+  /// A Collective instruction (ai.dtc.AllReduce: inputs[i] reduced into outputs[i]), launched
+  /// asynchronously; `collective` numbers it. A Wait for collective number `collective` lists
+  /// that collective's inputs and outputs as its inputs, so that liveness keeps them intact
+  /// until the wait (emitted without operands).
+  bool isCollective = false;
+  bool isWait = false;
+  int collective = -1;
   /// The IR node it comes from (nullptr for Reorder and Copy).
   const ir::Node *node = nullptr;
 };
@@ -243,6 +252,7 @@ public:
   std::vector<LBuffer> buffers;
   std::vector<LInstr> instrs;
   std::unordered_map<const ir::Value *, int> bufferOfValue;
+  int numCollectives = 0;
 
 private:
   int valueBuffer(const ir::Value *v) {
@@ -370,6 +380,23 @@ private:
     in.spec.node = n->name();
     in.spec.attrs = n->attributes();
     in.node = n;
+    if (ops::isCollectiveOp(n->domain(), n->opType())) {
+      // No kernel: the runtime's communicator runs it. Operands stay row-major.
+      in.isCollective = true;
+      in.collective = numCollectives++;
+      for (const ir::Value *v : n->inputs()) {
+        const int b = bufferOfValue.at(v);
+        in.inputs.push_back(buffers[b].layout == CpuLayout::kRowMajor
+                                ? b
+                                : inLayout(b, CpuLayout::kRowMajor));
+      }
+      for (const ir::Value *v : n->outputs()) {
+        DTC_RETURN_IF_ERROR(checkStatic(v, n->where()));
+        in.outputs.push_back(valueBuffer(v));
+      }
+      instrs.push_back(std::move(in));
+      return Status::ok();
+    }
     std::vector<const ir::Value *> ins(n->inputs().begin(), n->inputs().end());
     std::vector<const ir::Value *> outs(n->outputs().begin(), n->outputs().end());
     return emit(in, ins, outs, n);
@@ -473,6 +500,10 @@ private:
 /// Storage: bytes shared by one or more buffers (a value, its views, in-place results, free
 /// layout aliases).
 struct Storage {
+  /// Part of another storage (a gradient bucket's outputs lie back to back): `parent`'s index
+  /// and the byte offset inside it; -1 for a storage of its own.
+  int parent = -1;
+  uint64_t subOffset = 0;
   uint64_t size = 0;
   int64_t first = -1;
   int64_t last = -1;
@@ -641,6 +672,49 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
           break;
         }
   }
+  // Waits: a collective is waited for right before the first later instruction that reads its
+  // outputs or overwrites one of its operands, and at the latest at the end of its phase (the
+  // micro-batch part [0, optimizerBegin) must leave no collective in flight: validation runs it
+  // alone). Everything between the launch and the wait overlaps with the communication.
+  {
+    std::vector<std::pair<size_t, LInstr>> waits;
+    for (size_t c = 0; c < instrs.size(); ++c) {
+      if (!instrs[c].isCollective)
+        continue;
+      const LInstr &col = instrs[c];
+      const size_t end = optimizerBegin >= 0 && c < static_cast<size_t>(optimizerBegin)
+                             ? static_cast<size_t>(optimizerBegin)
+                             : instrs.size();
+      auto touches = [&](const std::vector<int> &list, const std::vector<int> &bufs) {
+        for (int b : list)
+          if (b >= 0 && std::find(bufs.begin(), bufs.end(), b) != bufs.end())
+            return true;
+        return false;
+      };
+      std::vector<int> operands = col.inputs;
+      operands.insert(operands.end(), col.outputs.begin(), col.outputs.end());
+      size_t w = c + 1;
+      while (w < end && !touches(instrs[w].inputs, col.outputs) &&
+             !touches(instrs[w].outputs, operands))
+        ++w;
+      LInstr wait;
+      wait.isWait = true;
+      wait.collective = col.collective;
+      wait.spec.node = col.spec.node;
+      wait.inputs = operands;
+      waits.emplace_back(w, std::move(wait));
+    }
+    std::stable_sort(waits.begin(), waits.end(),
+                     [](const auto &a, const auto &b) { return a.first < b.first; });
+    int shift = 0;
+    for (const auto &[at, wait] : waits)
+      shift += optimizerBegin >= 0 && at <= static_cast<size_t>(optimizerBegin);
+    for (size_t k = waits.size(); k-- > 0;)
+      instrs.insert(instrs.begin() + static_cast<std::ptrdiff_t>(waits[k].first),
+                    std::move(waits[k].second));
+    if (optimizerBegin >= 0)
+      optimizerBegin += shift;
+  }
   std::unordered_set<const ir::Value *> gradientValues;
   if (st)
     for (const ir::Value *g : st->gradients)
@@ -731,7 +805,7 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
       continue;
     int share = -1;
     int out0 = in.outputs.empty() ? -1 : in.outputs[0];
-    if (opts.reuseMemory && out0 >= 0) {
+    if (opts.reuseMemory && out0 >= 0 && !in.isCollective) {
       if (ops::cpu::isViewOp(in.spec.domain, in.spec.op) && !in.inputs.empty() &&
           in.inputs[0] >= 0) {
         share = storageOf[in.inputs[0]];
@@ -765,11 +839,44 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
     }
   }
 
+  // A collective's outputs lie back to back in one storage, so that the communicator reduces a
+  // whole gradient bucket with one call.
+  for (const LInstr &in : instrs) {
+    if (!in.isCollective)
+      continue;
+    Storage bucket;
+    bucket.first = MemoryRequest::kForever;
+    const int index = static_cast<int>(storages.size());
+    for (int b : in.outputs) {
+      Storage &member = storages[storageOf[b]];
+      if (member.parent >= 0)
+        continue;
+      member.parent = index;
+      member.subOffset = bucket.size;
+      bucket.size += (member.size + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
+      bucket.first = std::min(bucket.first, member.first);
+      bucket.last = std::max(bucket.last, member.last);
+      bucket.persistent = bucket.persistent || member.persistent;
+      bucket.external = bucket.external || member.external;
+    }
+    storages.push_back(bucket);
+  }
   std::vector<MemoryRequest> requests;
-  for (const Storage &s : storages)
+  std::vector<size_t> requestOf(storages.size(), 0);
+  for (size_t k = 0; k < storages.size(); ++k) {
+    const Storage &s = storages[k];
+    if (s.parent >= 0)
+      continue;
+    requestOf[k] = requests.size();
     requests.push_back(opts.reuseMemory ? MemoryRequest{s.size, s.first, s.last}
                                         : MemoryRequest{s.size, -1, MemoryRequest::kForever});
+  }
   MemoryPlan mp = planMemory(requests, kCpuAlignment);
+  auto offsetOf = [&](int storage) {
+    const Storage &s = storages[storage];
+    return s.parent >= 0 ? mp.offsets[requestOf[s.parent]] + s.subOffset
+                         : mp.offsets[requestOf[storage]];
+  };
 
   Plan plan;
   plan.set_format_version(kPlanFormatVersion);
@@ -798,7 +905,7 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
     buf->set_dtype(static_cast<int32_t>(lb.dtype));
     for (int64_t d : lb.shape)
       buf->add_shape(d);
-    buf->set_offset(mp.offsets[storageOf[b]]);
+    buf->set_offset(offsetOf(storageOf[b]));
     buf->set_size_bytes(lb.bytes);
     if (lb.layout == CpuLayout::kChannelsLast)
       buf->set_layout(LAYOUT_CHANNELS_LAST);
@@ -825,11 +932,30 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
       buf->set_kind(BUFFER_ACTIVATION);
     }
   }
+  std::unordered_map<int, int> collectiveAt; // collective number -> instruction index
   for (const LInstr &in : instrs) {
     if (in.isCopy) {
       Copy *c = rp->add_instructions()->mutable_copy();
       c->set_src(in.inputs[0]);
       c->set_dst(in.outputs[0]);
+      continue;
+    }
+    if (in.isCollective) {
+      collectiveAt[in.collective] = rp->instructions_size();
+      Collective *c = rp->add_instructions()->mutable_collective();
+      c->set_kind(COLLECTIVE_ALL_REDUCE);
+      const std::string op = in.node ? in.node->attrString("op", "mean") : "mean";
+      c->set_op(op == "sum" ? REDUCE_SUM : REDUCE_MEAN);
+      c->set_group(in.node ? in.node->attrString("group", "dp") : "dp");
+      c->set_name("bucket " + std::to_string(in.node ? in.node->attrInt("bucket", 0) : 0));
+      for (int b : in.inputs)
+        c->add_inputs(b);
+      for (int b : in.outputs)
+        c->add_outputs(b);
+      continue;
+    }
+    if (in.isWait) {
+      rp->add_instructions()->mutable_wait()->set_collective(collectiveAt.at(in.collective));
       continue;
     }
     KernelCall *call = rp->add_instructions()->mutable_kernel();
@@ -866,6 +992,25 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
 
   if (st) {
     DTC_RETURN_IF_ERROR(fillTraining(plan, graph, *st, *cfg, pb.bufferOfValue, optimizerBegin));
+  }
+  // Data parallelism: every rank runs rank 0's program on its shard of the batch.
+  if (cfg && cfg->dataParallel >= 1) {
+    const int world = static_cast<int>(cfg->dataParallel);
+    plan.set_world_size(world);
+    CommGroup *dp = plan.add_groups();
+    dp->set_name("dp");
+    for (int r = 0; r < world; ++r)
+      dp->add_ranks(r);
+    for (int r = 1; r < world; ++r) {
+      RankProgram *copy = plan.add_ranks();
+      *copy = plan.ranks(0);
+      copy->set_rank(r);
+    }
+    plan.mutable_hyperparameters()->set_bucket_mb(cfg->bucketMb);
+    plan.mutable_hyperparameters()->set_sync_batchnorm(cfg->syncBatchNorm);
+  } else if (pb.numCollectives > 0) {
+    return Status::error("lowering", "the graph has collectives (ai.dtc.AllReduce) but the "
+                                     "strategy is single");
   }
   ModelRef *model = plan.mutable_model();
   model->set_path(opts.modelPath);

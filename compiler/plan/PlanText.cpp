@@ -360,6 +360,25 @@ void appendRank(std::string &out, const RankProgram &r) {
     case Instruction::kCopy:
       out += "copy " + operand(inst.copy().src()) + " -> " + operand(inst.copy().dst());
       break;
+    case Instruction::kCollective: {
+      const Collective &c = inst.collective();
+      for (int j = 0; j < c.outputs_size(); ++j)
+        out += (j ? ", " : "") + operand(c.outputs(j));
+      out += std::string(" = ") +
+             (c.kind() == COLLECTIVE_ALL_REDUCE ? "all-reduce"
+                                                : "collective(" + std::to_string(c.kind()) + ")") +
+             (c.op() == REDUCE_SUM    ? "-sum"
+              : c.op() == REDUCE_MEAN ? "-mean"
+                                      : "-op(" + std::to_string(c.op()) + ")") +
+             "(";
+      for (int j = 0; j < c.inputs_size(); ++j)
+        out += (j ? ", " : "") + operand(c.inputs(j));
+      out += ") group=" + quote(c.group()) + " name=" + quote(c.name()) + " async";
+      break;
+    }
+    case Instruction::kWait:
+      out += "wait " + std::to_string(inst.wait().collective());
+      break;
     case Instruction::KIND_NOT_SET:
       out += "<empty>";
       break;
@@ -416,6 +435,9 @@ std::string planText(const Plan &plan, std::optional<int> rank) {
              " clip_grad_norm=" + floatText(h.clip_grad_norm()) +
              " grad_accum_steps=" + std::to_string(h.grad_accum_steps()) +
              " freeze=" + quote(h.freeze());
+      if (plan.world_size() > 1 || h.bucket_mb() != 0 || h.sync_batchnorm())
+        out += " bucket_mb=" + floatText(h.bucket_mb()) +
+               " sync_batchnorm=" + (h.sync_batchnorm() ? "1" : "0");
     }
     out += "\n";
   }
@@ -437,9 +459,18 @@ std::string planText(const Plan &plan, std::optional<int> rank) {
     for (int32_t b : t.state_buffers())
       out += "  state buffer=" + std::to_string(b) + "\n";
   }
+  // Data-parallel ranks run one program: print it once, and the others as references to it.
   for (int i = 0; i < plan.ranks_size(); ++i) {
     if (rank && *rank != i)
       continue;
+    if (i > 0 && !rank) {
+      RankProgram same = plan.ranks(i);
+      same.set_rank(plan.ranks(0).rank());
+      if (same.SerializeAsString() == plan.ranks(0).SerializeAsString()) {
+        out += "rank " + std::to_string(plan.ranks(i).rank()) + " = rank 0's program\n";
+        continue;
+      }
+    }
     appendRank(out, plan.ranks(i));
   }
   return out;

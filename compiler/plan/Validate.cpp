@@ -207,6 +207,40 @@ Status checkInstruction(const RankProgram &r, int index, const KernelCheck &kern
                                       str(dstBytes) + " bytes): sizes differ");
     return Status::ok();
   }
+  case Instruction::kCollective: {
+    const Collective &c = inst.collective();
+    const std::string where = at + " (collective " + q(c.name()) + ")";
+    if (c.kind() != COLLECTIVE_ALL_REDUCE)
+      return Status::error(where, "unknown collective kind " + std::to_string(c.kind()));
+    if (c.op() != REDUCE_SUM && c.op() != REDUCE_MEAN)
+      return Status::error(where, "unknown reduction " + std::to_string(c.op()));
+    if (c.inputs_size() == 0 || c.inputs_size() != c.outputs_size())
+      return Status::error(where, "needs one output per input, got " +
+                                      std::to_string(c.inputs_size()) + " inputs and " +
+                                      std::to_string(c.outputs_size()) + " outputs");
+    for (int j = 0; j < c.inputs_size(); ++j) {
+      if (c.inputs(j) < 0 || c.inputs(j) >= n)
+        return Status::error(where, operandRange("input", j, c.inputs(j), r));
+      if (c.outputs(j) < 0 || c.outputs(j) >= n)
+        return Status::error(where, operandRange("output", j, c.outputs(j), r));
+      const Buffer &in = r.buffers(c.inputs(j)), &out = r.buffers(c.outputs(j));
+      if (in.dtype() != out.dtype() || in.size_bytes() != out.size_bytes())
+        return Status::error(where, "input " + std::to_string(j) + " " + q(in.name()) +
+                                        " and output " + q(out.name()) +
+                                        " differ in dtype or size");
+      if (in.dtype() != static_cast<int32_t>(ir::DType::kFloat32) &&
+          in.dtype() != static_cast<int32_t>(ir::DType::kFloat64))
+        return Status::error(where, "operand " + q(in.name()) + " is not f32 or f64");
+    }
+    return Status::ok();
+  }
+  case Instruction::kWait: {
+    const int32_t c = inst.wait().collective();
+    if (c < 0 || c >= index || !r.instructions(c).has_collective())
+      return Status::error(at + " (wait)", "instruction " + str(c) +
+                                               " is not a collective before it");
+    return Status::ok();
+  }
   case Instruction::KIND_NOT_SET:
     return Status::error(at, "empty instruction");
   }
@@ -256,6 +290,19 @@ Status checkRank(const RankProgram &r, const KernelCheck &kernelCheck) {
   DTC_RETURN_IF_ERROR(checkBindings(r, /*inputs=*/false));
   for (int i = 0; i < r.instructions_size(); ++i)
     DTC_RETURN_IF_ERROR(checkInstruction(r, i, kernelCheck));
+  // Every collective is waited for exactly once: an unwaited one would still write its outputs
+  // while later instructions run.
+  std::map<int32_t, int> waits;
+  for (int i = 0; i < r.instructions_size(); ++i)
+    if (r.instructions(i).has_wait() && ++waits[r.instructions(i).wait().collective()] > 1)
+      return Status::error("instruction " + std::to_string(i) + " (wait)",
+                           "waits a second time for instruction " +
+                               str(r.instructions(i).wait().collective()));
+  for (int i = 0; i < r.instructions_size(); ++i)
+    if (r.instructions(i).has_collective() && !waits.count(i))
+      return Status::error("instruction " + std::to_string(i) + " (collective " +
+                               q(r.instructions(i).collective().name()) + ")",
+                           "is never waited for");
   return Status::ok();
 }
 

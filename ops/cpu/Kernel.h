@@ -6,6 +6,7 @@
 #include "compiler/ir/Attribute.h"
 #include "compiler/ir/Types.h"
 #include "compiler/support/Status.h"
+#include "ops/cpu/Collectives.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -74,6 +75,9 @@ struct KernelSpec {
 struct CpuContext {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
+  /// The data-parallel group's collectives (synchronized BatchNormalization), or null when the
+  /// plan runs on one rank. Not owned.
+  KernelCollectives *collectives = nullptr;
 };
 
 /// Operand pointers for one run. inputs[i] is nullptr for an omitted optional input. Every

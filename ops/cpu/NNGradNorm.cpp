@@ -2,11 +2,22 @@
 // BatchNormTraining (oneDNN batch_normalization forward_training, then the running-statistics
 // update), BatchNormGrad (oneDNN batch_normalization backward) and LayerNormGrad (statistics
 // from a oneDNN layer_normalization forward_training, then its backward). f32, row-major.
+// With sync=1 on a data-parallel group, BatchNormTraining and BatchNormGrad sum their
+// per-channel statistics over the group (CpuContext::collectives; torch.nn.SyncBatchNorm).
 #include "ops/cpu/OneDnnUtil.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+
+// OpenMP over channels for the synchronized loops (when this file is built with OpenMP: see
+// DTC_CPU_OPENMP_SOURCES in ops/cpu/CMakeLists.txt); a plain loop otherwise.
+#define DTC_BN_PRAGMA(x) _Pragma(#x)
+#ifdef _OPENMP
+#define DTC_BN_PARALLEL_FOR_IF(cond) DTC_BN_PRAGMA(omp parallel for if (cond) schedule(static))
+#else
+#define DTC_BN_PARALLEL_FOR_IF(cond)
+#endif
 
 namespace dtc::ops::cpu {
 
@@ -91,14 +102,88 @@ void outputOrScratch(PrimitiveRunner &r, CpuContext &ctx, const KernelSpec &spec
 }
 
 // ---------------------------------------------------------------------------------------------
+// Synchronized batch normalization (sync=1): shared pieces
+
+/// Parallelize the per-channel loops from this many elements on.
+constexpr int64_t kParallelGrain = 1 << 15;
+
+/// X (N, C, d1..dk) as N * C contiguous rows of `spatial` = d1*..*dk elements.
+struct ChannelRows {
+  int64_t batch = 0, channels = 0, spatial = 1;
+  explicit ChannelRows(const std::vector<int64_t> &x) : batch(x[0]), channels(x[1]) {
+    for (size_t i = 2; i < x.size(); ++i)
+      spatial *= x[i];
+  }
+  int64_t perChannel() const { return batch * spatial; }
+  int64_t elements() const { return batch * channels * spatial; }
+  int64_t row(int64_t n, int64_t c) const { return (n * channels + c) * spatial; }
+};
+
+/// out[i] = (in[i] - m) * a + b for i < len. Blocks of 8 whose loads precede their stores:
+/// gcc -O2 vectorizes them (its cheap cost model skips loops of unknown trip count).
+void affineRow(const float *in, float *out, int64_t len, float m, float a, float b) {
+  int64_t i = 0;
+  for (; i + 8 <= len; i += 8) {
+    float t[8];
+    for (int j = 0; j < 8; ++j)
+      t[j] = (in[i + j] - m) * a + b;
+    for (int j = 0; j < 8; ++j)
+      out[i + j] = t[j];
+  }
+  for (; i < len; ++i)
+    out[i] = (in[i] - m) * a + b;
+}
+
+/// out[i] = a * g[i] + bx * (v[i] - m) + d for i < len; `out` may be `g` (same elements).
+void gradRow(const float *g, const float *v, float *out, int64_t len, float a, float bx, float m,
+             float d) {
+  int64_t i = 0;
+  for (; i + 8 <= len; i += 8) {
+    float t[8];
+    for (int j = 0; j < 8; ++j)
+      t[j] = a * g[i + j] + bx * (v[i + j] - m) + d;
+    for (int j = 0; j < 8; ++j)
+      out[i + j] = t[j];
+  }
+  for (; i < len; ++i)
+    out[i] = a * g[i] + bx * (v[i] - m) + d;
+}
+
+/// The group's collectives when a sync=1 kernel must synchronize, else null (no group, or a
+/// group of one: then sync=1 runs the sync=0 path).
+KernelCollectives *activeGroup(bool sync, CpuContext &ctx) {
+  return sync && ctx.collectives && ctx.collectives->groupSize() > 1 ? ctx.collectives : nullptr;
+}
+
+/// Sums `data` over the group; the error names the node (`where`) when the communicator's does
+/// not already.
+Status groupSum(KernelCollectives &group, std::vector<double> &data, const std::string &where) {
+  Status st = group.allReduceSum(data.data(), data.size(), where);
+  if (st.isOk() || st.message().find(where) != std::string::npos)
+    return st;
+  return st.withContext(where);
+}
+
+/// The group's total count per channel (slot 0 of a reduced buffer whose ranks each put their
+/// local count there): an error unless it is a positive integer.
+Expected<double> groupCount(double total, const std::string &where) {
+  if (!(total >= 1.0) || total != std::floor(total))
+    return Status::error(where, "the data-parallel group's element count per channel is " +
+                                    std::to_string(total) + "; expected a positive integer");
+  return total;
+}
+
+// ---------------------------------------------------------------------------------------------
 // BatchNormTraining
 
 class BatchNormTrainingKernel : public Kernel {
 public:
   BatchNormTrainingKernel(const KernelSpec &spec, CpuContext &ctx)
-      : where_(spec.where()), ctx_(ctx) {}
+      : where_(spec.where()), ctx_(ctx), rows_(spec.inputs[0].shape) {}
 
   Status run(const KernelArgs &args) override {
+    if (KernelCollectives *group = activeGroup(sync_, ctx_))
+      return runSync(args, *group);
     try {
       runner_.execute(args);
       ctx_.stream.wait();
@@ -125,12 +210,209 @@ public:
     return Status::ok();
   }
 
+  /// sync=1 on a group of R > 1 ranks. Per channel, each rank computes its count n_r, mean m_r
+  /// and sum of squared deviations q_r in double from deviations to a local shift (the
+  /// channel's first element), so q_r carries no cancellation; one all-reduce sums
+  /// [n_r, n_r*m_r (C), q_r + n_r*m_r^2 (C)]; then mean = S1 / M and
+  /// var = (S2 - S1 * mean) / M (biased). That subtraction cancels only the spread of the R
+  /// rank means around the global mean: its error is ~1e-16 * mean^2 / var relative to var,
+  /// below f32 resolution unless |mean| > 1e4 * std, where the f32 inputs themselves resolve
+  /// the deviations to ~1e-3 only. Y = (X - mean) * scale * invstd + B with these statistics
+  /// (a plain loop: oneDNN 2.6 has only a reference-speed kernel for plain NCHW).
+  Status runSync(const KernelArgs &args, KernelCollectives &group) {
+    const float *x = static_cast<const float *>(args.inputs[0]);
+    const ChannelRows r = rows_;
+    const double n = static_cast<double>(r.perChannel());
+    const int64_t nc = r.channels;
+    std::vector<double> &red = reduce_;
+    red.assign(static_cast<size_t>(1 + 2 * nc), 0.0);
+    red[0] = n;
+    DTC_BN_PARALLEL_FOR_IF(r.elements() >= kParallelGrain)
+    for (int64_t c = 0; c < nc; ++c) {
+      const double shift = x[r.row(0, c)];
+      double sum = 0, sq = 0;
+      for (int64_t b = 0; b < r.batch; ++b) {
+        const float *row = x + r.row(b, c);
+        // Eight independent lanes: contiguous, vectorizable, and shorter rounding chains.
+        double s8[8] = {}, q8[8] = {};
+        int64_t i = 0;
+        for (; i + 8 <= r.spatial; i += 8)
+          for (int j = 0; j < 8; ++j) {
+            const double d = static_cast<double>(row[i + j]) - shift;
+            s8[j] += d;
+            q8[j] += d * d;
+          }
+        for (; i < r.spatial; ++i) {
+          const double d = static_cast<double>(row[i]) - shift;
+          sum += d;
+          sq += d * d;
+        }
+        for (int j = 0; j < 8; ++j) {
+          sum += s8[j];
+          sq += q8[j];
+        }
+      }
+      const double mean = shift + sum / n;
+      const double m2 = std::max(0.0, sq - sum * (sum / n));
+      red[static_cast<size_t>(1 + c)] = n * mean;
+      red[static_cast<size_t>(1 + nc + c)] = m2 + n * mean * mean;
+    }
+    DTC_RETURN_IF_ERROR(groupSum(group, red, where_));
+    DTC_ASSIGN_OR_RETURN(double total, groupCount(red[0], where_));
+    float *mean = args.numOutputs > 3 && args.outputs[3]
+                      ? static_cast<float *>(args.outputs[3])
+                      : static_cast<float *>(meanScratch_.get_data_handle());
+    float *var = args.numOutputs > 4 && args.outputs[4]
+                     ? static_cast<float *>(args.outputs[4])
+                     : static_cast<float *>(varScratch_.get_data_handle());
+    const float *inMean = static_cast<const float *>(args.inputs[3]);
+    const float *inVar = static_cast<const float *>(args.inputs[4]);
+    float *runMean = args.numOutputs > 1 ? static_cast<float *>(args.outputs[1]) : nullptr;
+    float *runVar = args.numOutputs > 2 ? static_cast<float *>(args.outputs[2]) : nullptr;
+    // Bessel's correction with the group's count (PyTorch); none for a total of 1.
+    const double unbias = total > 1 ? total / (total - 1) : 1.0;
+    const double keep = momentum_, take = 1.0 - static_cast<double>(momentum_);
+    for (int64_t c = 0; c < nc; ++c) {
+      const double s1 = red[static_cast<size_t>(1 + c)];
+      const double s2 = red[static_cast<size_t>(1 + nc + c)];
+      const double m = s1 / total;
+      const double v = std::max(0.0, (s2 - s1 * m) / total);
+      mean[c] = static_cast<float>(m);
+      var[c] = static_cast<float>(v);
+      if (runMean)
+        runMean[c] = static_cast<float>(inMean[c] * keep + m * take);
+      if (runVar)
+        runVar[c] = static_cast<float>(inVar[c] * keep + v * unbias * take);
+    }
+    const float *scale = static_cast<const float *>(args.inputs[1]);
+    const float *bias = static_cast<const float *>(args.inputs[2]);
+    float *y = static_cast<float *>(args.outputs[0]);
+    DTC_BN_PARALLEL_FOR_IF(r.elements() >= kParallelGrain)
+    for (int64_t c = 0; c < nc; ++c) {
+      const float m = mean[c], b = bias[c];
+      const float a =
+          static_cast<float>(static_cast<double>(scale[c]) /
+                             std::sqrt(static_cast<double>(var[c]) + static_cast<double>(eps_)));
+      for (int64_t smp = 0; smp < r.batch; ++smp)
+        affineRow(x + r.row(smp, c), y + r.row(smp, c), r.spatial, m, a, b);
+    }
+    return Status::ok();
+  }
+
   std::string where_;
   CpuContext &ctx_;
   PrimitiveRunner runner_;
   dnnl::memory meanScratch_, varScratch_;
   int64_t channels_ = 0;
   float momentum_ = 0.9f, unbias_ = 1.f;
+  // sync=1: the shape as channel rows, epsilon and the all-reduce buffer.
+  bool sync_ = false;
+  ChannelRows rows_;
+  float eps_ = 1e-5f;
+  std::vector<double> reduce_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// BatchNormGrad with sync=1
+
+/// BatchNormGrad's backward of a synchronized forward. On a group of R > 1 ranks, per channel:
+/// local sum_dy = sum(dY) and sum_dy_xmu = sum(dY * (X - mean)) in double, one all-reduce of
+/// [n_r, sum_dy (C), sum_dy_xmu (C)] (the count too: shards may differ), then with the group's
+/// count M and invstd = 1 / sqrt(var + epsilon):
+///   dX = scale * invstd * (dY - sum_dy_g / M - (X - mean) * invstd^2 * sum_dy_xmu_g / M),
+///   dScale = local sum_dy_xmu * invstd, dB = local sum_dy (torch.nn.SyncBatchNorm's backward:
+///   the parameter gradients stay local; the data-parallel all-reduce combines them).
+/// Without a group (or a group of one) it runs the sync=0 oneDNN backward.
+class BatchNormGradSyncKernel : public Kernel {
+public:
+  BatchNormGradSyncKernel(const KernelSpec &spec, CpuContext &ctx, PrimitiveRunner local)
+      : where_(spec.where()), ctx_(ctx), local_(std::move(local)), rows_(spec.inputs[1].shape),
+        eps_(spec.attrFloat("epsilon", 1e-5f)) {}
+
+  Status run(const KernelArgs &args) override {
+    KernelCollectives *group = activeGroup(true, ctx_);
+    if (!group) {
+      try {
+        local_.execute(args);
+        ctx_.stream.wait();
+      } catch (const dnnl::error &e) {
+        return Status::error(where_, std::string("oneDNN: ") + e.what());
+      }
+      return Status::ok();
+    }
+    const float *dy = static_cast<const float *>(args.inputs[0]);
+    const float *x = static_cast<const float *>(args.inputs[1]);
+    const float *scale = static_cast<const float *>(args.inputs[2]);
+    const float *mean = static_cast<const float *>(args.inputs[3]);
+    const float *var = static_cast<const float *>(args.inputs[4]);
+    float *dx = static_cast<float *>(args.outputs[0]); // may alias dy (same element only)
+    float *dScale = args.numOutputs > 1 ? static_cast<float *>(args.outputs[1]) : nullptr;
+    float *dB = args.numOutputs > 2 ? static_cast<float *>(args.outputs[2]) : nullptr;
+    const ChannelRows r = rows_;
+    const int64_t nc = r.channels;
+    [[maybe_unused]] const bool parallel = r.elements() >= kParallelGrain;
+    std::vector<double> &red = reduce_;
+    red.assign(static_cast<size_t>(1 + 2 * nc), 0.0);
+    red[0] = static_cast<double>(r.perChannel());
+    DTC_BN_PARALLEL_FOR_IF(parallel)
+    for (int64_t c = 0; c < nc; ++c) {
+      const double m = mean[c];
+      double sdy = 0, sdyx = 0;
+      for (int64_t b = 0; b < r.batch; ++b) {
+        const float *g = dy + r.row(b, c);
+        const float *v = x + r.row(b, c);
+        double s8[8] = {}, q8[8] = {};
+        int64_t i = 0;
+        for (; i + 8 <= r.spatial; i += 8)
+          for (int j = 0; j < 8; ++j) {
+            const double gj = g[i + j];
+            s8[j] += gj;
+            q8[j] += gj * (static_cast<double>(v[i + j]) - m);
+          }
+        for (; i < r.spatial; ++i) {
+          sdy += g[i];
+          sdyx += static_cast<double>(g[i]) * (static_cast<double>(v[i]) - m);
+        }
+        for (int j = 0; j < 8; ++j) {
+          sdy += s8[j];
+          sdyx += q8[j];
+        }
+      }
+      const double invstd = 1.0 / std::sqrt(static_cast<double>(var[c]) + eps_);
+      if (dScale)
+        dScale[c] = static_cast<float>(sdyx * invstd);
+      if (dB)
+        dB[c] = static_cast<float>(sdy);
+      red[static_cast<size_t>(1 + c)] = sdy;
+      red[static_cast<size_t>(1 + nc + c)] = sdyx;
+    }
+    DTC_RETURN_IF_ERROR(groupSum(*group, red, where_));
+    DTC_ASSIGN_OR_RETURN(double total, groupCount(red[0], where_));
+    DTC_BN_PARALLEL_FOR_IF(parallel)
+    for (int64_t c = 0; c < nc; ++c) {
+      const double invstd = 1.0 / std::sqrt(static_cast<double>(var[c]) + eps_);
+      const double k = static_cast<double>(scale[c]) * invstd;
+      // dX = a * dY + b * (X - mean) + d.
+      const float a = static_cast<float>(k);
+      const float bx =
+          static_cast<float>(-k * invstd * invstd * red[static_cast<size_t>(1 + nc + c)] / total);
+      const float d = static_cast<float>(-k * red[static_cast<size_t>(1 + c)] / total);
+      const float m = mean[c];
+      for (int64_t b = 0; b < r.batch; ++b) {
+        const int64_t o = r.row(b, c);
+        gradRow(dy + o, x + o, dx + o, r.spatial, a, bx, m, d);
+      }
+    }
+    return Status::ok();
+  }
+
+private:
+  std::string where_;
+  CpuContext &ctx_;
+  PrimitiveRunner local_; ///< the sync=0 backward (no group)
+  ChannelRows rows_;
+  double eps_;
+  std::vector<double> reduce_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -225,6 +507,9 @@ Status checkBatchNormTraining(const KernelSpec &spec) {
   float momentum = spec.attrFloat("momentum", 0.9f);
   if (!(momentum >= 0.f && momentum <= 1.f))
     return spec.error("momentum must be in [0, 1], got " + std::to_string(momentum));
+  int64_t sync = spec.attrInt("sync", 0);
+  if (sync != 0 && sync != 1)
+    return spec.error("sync must be 0 or 1, got " + std::to_string(sync));
   return Status::ok();
 }
 
@@ -233,6 +518,8 @@ Expected<KernelPtr> createBatchNormTraining(const KernelSpec &spec, CpuContext &
   auto k = std::make_unique<BatchNormTrainingKernel>(spec, ctx);
   k->channels_ = x[1];
   k->momentum_ = spec.attrFloat("momentum", 0.9f);
+  k->sync_ = spec.attrInt("sync", 0) != 0;
+  k->eps_ = spec.attrFloat("epsilon", 1e-5f);
   const int64_t n = perChannel(x);
   // Bessel's correction of the variance that enters running_var (PyTorch); none for n = 1.
   k->unbias_ =
@@ -255,7 +542,13 @@ Expected<KernelPtr> createBatchNormTraining(const KernelSpec &spec, CpuContext &
   });
 }
 
-Status checkBatchNormGrad(const KernelSpec &spec) { return checkBatchNormLike(spec, 1, 3); }
+Status checkBatchNormGrad(const KernelSpec &spec) {
+  DTC_RETURN_IF_ERROR(checkBatchNormLike(spec, 1, 3));
+  int64_t sync = spec.attrInt("sync", 0);
+  if (sync != 0 && sync != 1)
+    return spec.error("sync must be 0 or 1, got " + std::to_string(sync));
+  return Status::ok();
+}
 
 Expected<KernelPtr> createBatchNormGrad(const KernelSpec &spec, CpuContext &ctx) {
   const auto &x = spec.inputs[1].shape;
@@ -284,6 +577,8 @@ Expected<KernelPtr> createBatchNormGrad(const KernelSpec &spec, CpuContext &ctx)
     dnnl::memory scratch;
     outputOrScratch(r, ctx, spec, DNNL_ARG_DIFF_SCALE, cmd, 1, scratch);
     outputOrScratch(r, ctx, spec, DNNL_ARG_DIFF_SHIFT, cmd, 2, scratch);
+    if (spec.attrInt("sync", 0) != 0)
+      return std::make_unique<BatchNormGradSyncKernel>(spec, ctx, std::move(r));
     return std::make_unique<SinglePrimitiveKernel>(spec, ctx, std::move(r));
   });
 }

@@ -1,7 +1,8 @@
 // ai.dtc normalization ops of training graphs: BatchNormTraining (the training-mode forward that
 // the training-mode conversion pass puts in place of BatchNormalization) with its gradient rule,
 // BatchNormGrad (its backward), and LayerNormGrad (the backward of LayerNormalization).
-// Statistics follow PyTorch's training forward (torch.nn.BatchNorm*d, LayerNorm).
+// Statistics follow PyTorch's training forward (torch.nn.BatchNorm*d, LayerNorm); with sync=1
+// the batch statistics span the data-parallel group (torch.nn.SyncBatchNorm).
 #include "ops/OpDef.h"
 #include "ops/ShapeHelpers.h"
 
@@ -33,6 +34,14 @@ Expected<ir::Dim> channelDim(InferenceContext &ctx, size_t xIndex) {
   return x.hasRank() ? x[1] : ir::Dim::unknown();
 }
 
+/// The `sync` attribute of BatchNormTraining and BatchNormGrad: 0 or 1.
+Status checkSync(InferenceContext &ctx) {
+  int64_t sync = ctx.node().attrInt("sync", 0);
+  if (sync != 0 && sync != 1)
+    return ctx.error("sync must be 0 or 1, got " + std::to_string(sync));
+  return Status::ok();
+}
+
 Status inferBatchNormTraining(InferenceContext &ctx) {
   static const char *const kNames[] = {"X", "scale", "B", "input_mean", "input_var"};
   const ir::Shape &x = ctx.inputShape(0);
@@ -41,6 +50,7 @@ Status inferBatchNormTraining(InferenceContext &ctx) {
   float momentum = ctx.node().attrFloat("momentum", 0.9f);
   if (!(momentum >= 0.f && momentum <= 1.f))
     return ctx.error("momentum must be in [0, 1], got " + std::to_string(momentum));
+  DTC_RETURN_IF_ERROR(checkSync(ctx));
   ctx.setOutputShape(0, x);
   for (size_t i = 1; i < ctx.node().numOutputs(); ++i)
     if (ctx.node().output(i))
@@ -56,6 +66,7 @@ Status inferBatchNormGrad(InferenceContext &ctx) {
     return ctx.error("dY " + dy.str() + " and X " + x.str() + " differ");
   DTC_ASSIGN_OR_RETURN(ir::Dim c, channelDim(ctx, 1));
   DTC_RETURN_IF_ERROR(checkChannelInputs(ctx, x, 2, 5, kNames, c));
+  DTC_RETURN_IF_ERROR(checkSync(ctx));
   ctx.setOutputShape(0, x);
   for (size_t i = 1; i < ctx.node().numOutputs(); ++i)
     if (ctx.node().output(i))
@@ -93,7 +104,9 @@ Status inferLayerNormGrad(InferenceContext &ctx) {
   return Status::ok();
 }
 
-/// BatchNormTraining's gradient: one BatchNormGrad node from the saved batch statistics.
+/// BatchNormTraining's gradient: one BatchNormGrad node from the saved batch statistics, with
+/// the forward's epsilon and sync (a synchronized forward needs a synchronized backward: dX
+/// depends on the whole group's batch through its statistics).
 /// input_mean and input_var are state (running statistics): they get no gradient. Gradients
 /// reaching running_mean, running_var, saved_mean or saved_var are an error (they are state or
 /// saved values, not differentiable outputs).
@@ -116,10 +129,12 @@ Status batchNormTrainingGrad(GradientContext &ctx) {
                      "has " +
                      std::to_string(ctx.node().numOutputs()) + " outputs");
   size_t numOut = ctx.needsGrad(1) || ctx.needsGrad(2) ? 3 : 1;
-  DTC_ASSIGN_OR_RETURN(
-      std::vector<ir::Value *> g,
-      ctx.emit("BatchNormGrad", {dy, ctx.input(0), ctx.input(1), mean, var}, numOut,
-               {{"epsilon", ir::Attribute(ctx.node().attrFloat("epsilon", 1e-5f))}}, "ai.dtc"));
+  DTC_ASSIGN_OR_RETURN(std::vector<ir::Value *> g,
+                       ctx.emit("BatchNormGrad", {dy, ctx.input(0), ctx.input(1), mean, var},
+                                numOut,
+                                {{"epsilon", ir::Attribute(ctx.node().attrFloat("epsilon", 1e-5f))},
+                                 {"sync", ir::Attribute(ctx.node().attrInt("sync", 0))}},
+                                "ai.dtc"));
   for (size_t i = 0; i < 3; ++i)
     if (ctx.needsGrad(i))
       ctx.setInputGrad(i, g[i]);
@@ -140,6 +155,11 @@ Status batchNormTrainingGrad(GradientContext &ctx) {
 //    with n = 1 the biased variance (0) is used (PyTorch raises an error there);
 //  - saved_mean = mu, saved_var = sigma2 (biased): what BatchNormGrad reads (oneDNN's backward
 //    takes the variance, so it is kept rather than PyTorch's save_invstd).
+//  - sync (int, default 0): 1 makes mu and sigma2 the statistics of the data-parallel group's
+//    whole batch (torch.nn.SyncBatchNorm): each rank holds a shard (shards may differ in N) and
+//    the kernel sums per-channel counts and moments over the group; n above is then the group's
+//    total count. On one rank sync=1 is sync=0. Set by --sync-batchnorm; the gradient rule
+//    copies it onto BatchNormGrad.
 OpDef defineBatchNormTraining() {
   OpDef d;
   d.name = "BatchNormTraining";
@@ -157,6 +177,7 @@ OpDef defineBatchNormTraining() {
       .optOut("saved_var", "T2")
       .attr("epsilon", ir::AttrKind::kFloat)
       .attr("momentum", ir::AttrKind::kFloat)
+      .attr("sync", ir::AttrKind::kInt)
       .type("T", kFloatTypes)
       .type("T1", kFloatTypes)
       .type("T2", kFloatTypes);
@@ -170,6 +191,10 @@ OpDef defineBatchNormTraining() {
 // (N, d1..dk) of n elements (Ioffe & Szegedy 2015, section 3; oneDNN batch_normalization
 // backward): dB = sum(dY), dScale = sum(dY * xhat),
 // dX = scale / sqrt(var + epsilon) * (dY - dB / n - xhat * dScale / n).
+// sync (int, default 0): 1 for the backward of a synchronized BatchNormTraining: the two sums
+// in dX and n are taken over the data-parallel group (dY is each rank's rows of the gradient of
+// the group's loss), while dScale and dB stay the rank's local sums (the data-parallel gradient
+// all-reduce combines them, as torch.nn.SyncBatchNorm). On one rank sync=1 is sync=0.
 OpDef defineBatchNormGrad() {
   OpDef d;
   d.name = "BatchNormGrad";
@@ -184,6 +209,7 @@ OpDef defineBatchNormGrad() {
       .optOut("dScale", "T1")
       .optOut("dB", "T1")
       .attr("epsilon", ir::AttrKind::kFloat)
+      .attr("sync", ir::AttrKind::kInt)
       .type("T", kFloatTypes)
       .type("T1", kFloatTypes)
       .type("T2", kFloatTypes);

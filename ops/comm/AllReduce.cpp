@@ -1,0 +1,46 @@
+// ai.dtc.AllReduce: the gradient all-reduce the data-parallel pass (passes/DataParallel.cpp)
+// inserts, one node per gradient bucket. It has no CPU kernel: lowering turns it into an
+// asynchronous Collective instruction of the plan (run by the runtime's communicator) and a Wait
+// before the first instruction that needs its results.
+#include "ops/comm/Collective.h"
+
+#include "ops/OpDef.h"
+
+namespace dtc::ops {
+
+bool isCollectiveOp(const std::string &domain, const std::string &op) {
+  return domain == ir::kDtcDomain && op == "AllReduce";
+}
+
+/// AllReduce(X1..Xk) -> (Y1..Yk): Yi = the reduction over the group of Xi (same type).
+/// Attributes: op "sum" | "mean" (default mean), group (communicator group name, default
+/// "dp"), bucket (index, for names). Gradient: an all-reduce is linear; its adjoint for
+/// data-parallel losses is not needed (the node is inserted after autodiff), so it has none.
+OpDef defineAllReduce() {
+  OpDef d;
+  d.name = "AllReduce";
+  d.domain = ir::kDtcDomain;
+  OpVersion &v = d.version(1)
+                     .variadicIn("X", "T")
+                     .attr("op", ir::AttrKind::kString)
+                     .attr("group", ir::AttrKind::kString)
+                     .attr("bucket", ir::AttrKind::kInt)
+                     .type("T", bit(ir::DType::kFloat32) | bit(ir::DType::kFloat64));
+  v.outputs.push_back(ArgSpec{"Y", "T", false, true});
+  d.infer = [](InferenceContext &ctx) -> Status {
+    if (ctx.node().numOutputs() != ctx.numInputs())
+      return ctx.error("needs one output per input, got " + std::to_string(ctx.numInputs()) +
+                       " inputs and " + std::to_string(ctx.node().numOutputs()) + " outputs");
+    const std::string op = ctx.node().attrString("op", "mean");
+    if (op != "sum" && op != "mean")
+      return ctx.error("op '" + op + "' is not sum or mean");
+    for (size_t i = 0; i < ctx.numInputs(); ++i) {
+      ctx.setOutputDType(i, ctx.inputDType(i));
+      ctx.setOutputShape(i, ctx.inputShape(i));
+    }
+    return Status::ok();
+  };
+  return d;
+}
+
+} // namespace dtc::ops

@@ -1,0 +1,131 @@
+// data-parallel: synchronous data parallelism (--strategy dp=N; DESIGN.md section 6). Every rank
+// runs the same program on its shard of the global batch (batchSize / N samples); this pass
+// makes the gradients the optimizer reads equal on every rank and equal to single-device
+// gradients of the global batch: each rank's loss is the mean over its shard, so the mean over
+// the ranks of their gradients is the gradient of the global mean loss.
+//
+// Gradients are all-reduced in buckets, as PyTorch DDP does (Li et al., "PyTorch Distributed",
+// VLDB 2020): in the order backward produces them, the first bucket capped at 1 MiB (so that
+// communication starts early) and the others at TrainingConfig::bucketMb MiB; one
+// ai.dtc.AllReduce node per bucket placed right after the node producing the bucket's last
+// gradient, so that lowering launches it while the rest of backward runs. A parameter without a
+// gradient (unused, frozen) is in no bucket on any rank (every rank compiles the same graph, so
+// the collective sequence is the same everywhere); a gradient shared by several parameters, or
+// a parameter used by several nodes (whose contributions autodiff already summed), is reduced
+// once. --sync-batchnorm marks BatchNormTraining / BatchNormGrad with sync = 1: their kernels
+// reduce the batch statistics over the group (torch.nn.SyncBatchNorm).
+#include "ops/Gradient.h"
+#include "ops/OpDef.h"
+#include "passes/Pass.h"
+#include "passes/Passes.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace dtc::passes {
+namespace {
+
+/// PyTorch DDP's first bucket (torch.distributed's _DEFAULT_FIRST_BUCKET_BYTES).
+constexpr uint64_t kFirstBucketBytes = uint64_t{1} << 20;
+
+class DataParallelPass : public Pass {
+public:
+  std::string name() const override { return "data-parallel"; }
+  std::string description() const override {
+    return "all-reduce (mean) the gradients over the data-parallel ranks in buckets placed "
+           "where backward completes them; --sync-batchnorm";
+  }
+
+  Status run(ir::Graph &graph, PassContext &ctx) override {
+    if (!ctx.training || !ctx.trainingState)
+      return Status::error("data-parallel", "runs on training graphs only (after autodiff)");
+    TrainingConfig &cfg = *ctx.training;
+    TrainingState &st = *ctx.trainingState;
+    if (st.optimizerBegin)
+      return Status::error("data-parallel", "must run before the optimizer pass");
+    if (cfg.syncBatchNorm)
+      for (ir::Node *n : graph.nodes())
+        if (n->domain() == ir::kDtcDomain &&
+            (n->opType() == "BatchNormTraining" || n->opType() == "BatchNormGrad"))
+          n->setAttr("sync", ir::Attribute(int64_t{1}));
+
+    std::unordered_map<const ir::Node *, size_t> position;
+    const std::vector<ir::Node *> nodes = graph.nodes();
+    for (size_t i = 0; i < nodes.size(); ++i)
+      position[nodes[i]] = i;
+    // Distinct gradients in the order backward completes them (ties: parameter order).
+    struct Ready {
+      ir::Value *gradient;
+      int64_t at; // position of the producer, -1 when none
+    };
+    std::vector<Ready> ready;
+    std::unordered_map<const ir::Value *, bool> seen;
+    for (ir::Value *g : st.gradients) {
+      if (!g || seen[g])
+        continue;
+      seen[g] = true;
+      const ir::Node *p = g->producer();
+      ready.push_back({g, p ? static_cast<int64_t>(position.at(p)) : -1});
+    }
+    std::stable_sort(ready.begin(), ready.end(),
+                     [](const Ready &a, const Ready &b) { return a.at < b.at; });
+
+    const uint64_t cap = static_cast<uint64_t>(static_cast<double>(cfg.bucketMb) * (1 << 20));
+    std::vector<std::vector<Ready>> buckets;
+    uint64_t bucketBytes = 0;
+    for (const Ready &r : ready) {
+      const ir::Value *g = r.gradient;
+      if (!g->shape().isStatic() || !g->shape().numElements())
+        return Status::error("gradient '" + g->name() + "'", "has no static shape");
+      const uint64_t bytes =
+          static_cast<uint64_t>(*g->shape().numElements() * ir::dtypeSize(g->dtype()));
+      // The bucket being filled is full when this gradient would take it over its cap (a
+      // gradient larger than the cap gets a bucket of its own).
+      const uint64_t limit = buckets.size() == 1 ? std::min(cap, kFirstBucketBytes) : cap;
+      const bool full = !buckets.empty() && bucketBytes + bytes > limit;
+      if (buckets.empty() || full || buckets.back().front().gradient->dtype() != g->dtype()) {
+        buckets.emplace_back();
+        bucketBytes = 0;
+      }
+      buckets.back().push_back(r);
+      bucketBytes += bytes;
+    }
+
+    std::unordered_map<const ir::Value *, ir::Value *> reduced;
+    for (size_t k = 0; k < buckets.size(); ++k) {
+      std::vector<ir::Value *> inputs;
+      std::vector<std::string> names;
+      int64_t last = -1;
+      for (const Ready &r : buckets[k]) {
+        inputs.push_back(r.gradient);
+        names.push_back(graph.uniqueName(r.gradient->name() + "/all-reduced"));
+        last = std::max(last, r.at);
+      }
+      const std::string nodeName = "dp/bucket" + std::to_string(k) + "/AllReduce";
+      // Right after the producer of the bucket's last gradient: nodes[last + 1] in the order
+      // before this pass inserted anything (inserting before it keeps earlier buckets first).
+      const size_t next = static_cast<size_t>(last + 1);
+      ir::Node *n = next < nodes.size()
+                        ? graph.insertNodeBefore(nodes[next], "AllReduce", inputs, names,
+                                                 ir::kDtcDomain, nodeName)
+                        : graph.addNode("AllReduce", inputs, names, ir::kDtcDomain, nodeName);
+      n->setPhase(ir::Phase::kBackward);
+      n->setAttr("op", ir::Attribute("mean"));
+      n->setAttr("group", ir::Attribute("dp"));
+      n->setAttr("bucket", ir::Attribute(static_cast<int64_t>(k)));
+      DTC_RETURN_IF_ERROR(ops::inferNode(*n, ctx.diags));
+      for (size_t i = 0; i < inputs.size(); ++i)
+        reduced[inputs[i]] = n->output(i);
+    }
+    for (ir::Value *&g : st.gradients)
+      if (g)
+        g = reduced.at(g);
+    return Status::ok();
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createDataParallelPass() { return std::make_unique<DataParallelPass>(); }
+
+} // namespace dtc::passes

@@ -1,0 +1,134 @@
+// dtc-run --nproc N (Launcher.h): fork + exec of mpirun on this executable, forwarding SIGINT and
+// SIGTERM sent by kill(1) to it, and returning its exit status.
+#include "runtime/comm/Launcher.h"
+
+#include <csignal>
+#include <cstring>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <string_view>
+
+namespace dtc::rt {
+namespace {
+
+/// The first executable `name` on PATH, empty when none.
+std::string findOnPath(const std::string &name) {
+  const char *path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  size_t begin = 0;
+  while (begin <= dirs.size()) {
+    size_t end = dirs.find(':', begin);
+    if (end == std::string::npos)
+      end = dirs.size();
+    // An empty entry means the current directory.
+    std::string dir(end > begin ? std::string_view(dirs).substr(begin, end - begin) : ".");
+    std::string candidate = dir + "/" + name;
+    struct stat st;
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        ::access(candidate.c_str(), X_OK) == 0)
+      return candidate;
+    begin = end + 1;
+  }
+  return {};
+}
+
+volatile sig_atomic_t gChild = 0;
+
+void forward(int sig, siginfo_t *info, void *) {
+  // Signals from the terminal (SI_KERNEL) reach mpirun directly (same process group): forwarding
+  // them too would make mpirun see each twice.
+  if (gChild > 0 && info && info->si_code != SI_KERNEL)
+    ::kill(gChild, sig);
+}
+
+} // namespace
+
+std::vector<std::string> localLaunchCommand(const std::string &mpirun, const std::string &self,
+                                            int nproc, const std::vector<std::string> &args) {
+  std::vector<std::string> cmd = {mpirun,      "-n",  std::to_string(nproc), "--oversubscribe",
+                                  "--bind-to", "none"};
+  if (::geteuid() == 0)
+    cmd.push_back("--allow-run-as-root");
+  cmd.push_back("-x");
+  cmd.push_back("OMP_NUM_THREADS");
+  cmd.push_back(self);
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--nproc") {
+      ++i; // and its value
+      continue;
+    }
+    if (args[i].rfind("--nproc=", 0) == 0)
+      continue;
+    cmd.push_back(args[i]);
+  }
+  return cmd;
+}
+
+Expected<int> launchLocal(int nproc, const std::vector<std::string> &args) {
+  if (nproc < 1)
+    return Status::error("--nproc", std::to_string(nproc) + ": must be at least 1");
+  std::string mpirun = findOnPath("mpirun");
+  if (mpirun.empty())
+    return Status::error("--nproc", "mpirun not found: install openmpi-bin");
+  char self[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0)
+    return Status::error("--nproc",
+                         std::string("cannot read /proc/self/exe: ") + std::strerror(errno));
+  self[n] = '\0';
+  std::vector<std::string> cmd = localLaunchCommand(mpirun, self, nproc, args);
+
+  if (!std::getenv("OMP_NUM_THREADS")) {
+    unsigned cores = std::thread::hardware_concurrency();
+    int threads = std::max(1, static_cast<int>(cores) / nproc);
+    ::setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
+  }
+
+  std::vector<char *> argv;
+  for (std::string &s : cmd)
+    argv.push_back(s.data());
+  argv.push_back(nullptr);
+
+  std::fflush(stdout);
+  std::fflush(stderr);
+  pid_t pid = ::fork();
+  if (pid < 0)
+    return Status::error("--nproc", std::string("fork failed: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::execv(argv[0], argv.data());
+    std::fprintf(stderr, "error: --nproc: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  gChild = pid;
+  struct sigaction sa, oldInt, oldTerm;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = forward;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, &oldInt);
+  ::sigaction(SIGTERM, &sa, &oldTerm);
+  int status = 0;
+  pid_t r;
+  do {
+    r = ::waitpid(pid, &status, 0);
+  } while (r < 0 && errno == EINTR);
+  ::sigaction(SIGINT, &oldInt, nullptr);
+  ::sigaction(SIGTERM, &oldTerm, nullptr);
+  gChild = 0;
+  if (r < 0)
+    return Status::error("--nproc",
+                         std::string("waiting for mpirun failed: ") + std::strerror(errno));
+  if (WIFEXITED(status))
+    return WEXITSTATUS(status);
+  if (WIFSIGNALED(status))
+    return 128 + WTERMSIG(status);
+  return 1;
+}
+
+} // namespace dtc::rt

@@ -1,0 +1,21 @@
+# Communicator tests (runtime/comm): one binary with its own main (it owns MPI), run by ctest on
+# one rank, under mpirun with 2 and 4 ranks, and in the two fault scenarios (rank 1 stops or
+# kills itself; the job must end quickly, naming rank 1).
+add_executable(dtc_comm_tests unit/comm/CommTest.cpp)
+target_link_libraries(dtc_comm_tests PRIVATE dtc_comm nlohmann_json::nlohmann_json GTest::gtest)
+
+set(DTC_MPIRUN ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe --bind-to none)
+add_test(NAME comm_np1 COMMAND dtc_comm_tests)
+add_test(NAME comm_np2 COMMAND ${DTC_MPIRUN} -n 2 $<TARGET_FILE:dtc_comm_tests>)
+add_test(NAME comm_np4 COMMAND ${DTC_MPIRUN} -n 4 $<TARGET_FILE:dtc_comm_tests>)
+set_tests_properties(comm_np1 comm_np2 comm_np4 PROPERTIES LABELS "unit;comm" TIMEOUT 90)
+# SIGSTOP: rank 0 must report rank 1 within the 2 s timeout, then MPI_Abort ends the job.
+add_test(NAME comm_fault_stop
+  COMMAND ${DTC_MPIRUN} -n 2 $<TARGET_FILE:dtc_comm_tests> --fault=stop)
+set_tests_properties(comm_fault_stop PROPERTIES LABELS "unit;comm" TIMEOUT 30
+  PASS_REGULAR_EXPRESSION "FAULT TEST PASSED")
+# SIGKILL: mpirun or rank 0's watchdog ends the job; it must exit non-zero (not hang).
+add_test(NAME comm_fault_kill
+  COMMAND sh -c "\"$0\" \"$@\"; test $? -ne 0" ${DTC_MPIRUN} -n 2
+          $<TARGET_FILE:dtc_comm_tests> --fault=kill)
+set_tests_properties(comm_fault_kill PROPERTIES LABELS "unit;comm" TIMEOUT 30)
