@@ -398,8 +398,8 @@ Status Executor::runStep(size_t i) {
       return Status::error(where() + " (wait)", "the collective of instruction " +
                                                     std::to_string(c) + " was not launched");
     launched_[c] = false;
-    Status st = opts_.comm->wait(inFlight_[c]);
-    return st.isOk() ? st : st.withContext(where());
+    // The communicator's errors name the rank and the collective already.
+    return opts_.comm->wait(inFlight_[c]);
   }
   }
   return Status::error(where(), "unknown instruction kind");

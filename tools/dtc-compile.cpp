@@ -308,13 +308,22 @@ int main(int argc, char **argv) {
       dtc::Status s = dtc::plan::writePlanFile(*plan, output);
       if (!s.isOk())
         return fail(s.message());
-      for (const auto &r : plan->ranks())
-        std::fprintf(stderr,
-                     "%s: rank %d: %d instructions, %d buffers, arena %llu bytes (without "
-                     "reuse %llu bytes)\n",
-                     output.c_str(), r.rank(), r.instructions_size(), r.buffers_size(),
-                     static_cast<unsigned long long>(r.arena_bytes()),
-                     static_cast<unsigned long long>(r.no_reuse_bytes()));
+      // Data-parallel ranks run one program: one line for all of them.
+      const auto &r = plan->ranks(0);
+      const std::string ranks =
+          plan->world_size() == 1 ? "rank 0"
+                                  : "each of " + std::to_string(plan->world_size()) + " ranks";
+      int collectives = 0;
+      for (const auto &ins : r.instructions())
+        collectives += ins.has_collective();
+      const std::string buckets =
+          collectives ? " (" + std::to_string(collectives) + " gradient all-reduce buckets)" : "";
+      std::fprintf(stderr,
+                   "%s: %s: %d instructions%s, %d buffers, arena %llu bytes (without reuse %llu "
+                   "bytes)\n",
+                   output.c_str(), ranks.c_str(), r.instructions_size(), buckets.c_str(),
+                   r.buffers_size(), static_cast<unsigned long long>(r.arena_bytes()),
+                   static_cast<unsigned long long>(r.no_reuse_bytes()));
       return 0;
     }
     if (rank >= plan->world_size())

@@ -62,13 +62,18 @@ int runTraining(dtc::plan::Plan plan, dtc::rt::TrainOptions &train, double timeo
     return fail(comm.status().message());
   dtc::rt::Communicator &c = **comm;
   const std::string rankText = "rank " + std::to_string(c.rank());
+  // Messages name the rank once: most runtime errors do already.
+  auto failOnRank = [&](const dtc::Status &st) {
+    return fail(st.message().rfind("rank ", 0) == 0 ? st.message()
+                                                    : rankText + ": " + st.message());
+  };
   dtc::Status same = c.checkSameJob(dtc::plan::fingerprint(plan), plan.world_size(), train.planPath);
   if (!same.isOk())
-    return fail(rankText + ": " + same.message()); // every rank reached the same verdict
+    return failOnRank(same); // every rank reached the same verdict
   if (tracer) {
     dtc::Status b = c.barrier("trace start");
     if (!b.isOk()) {
-      fail(rankText + ": " + b.message());
+      failOnRank(b);
       c.abortJob(1);
     }
     tracer->setOrigin();
@@ -83,7 +88,7 @@ int runTraining(dtc::plan::Plan plan, dtc::rt::TrainOptions &train, double timeo
   if (s.isOk() && tracer)
     s = tracer->write(tracePath, &c);
   if (!s.isOk()) {
-    fail(rankText + ": " + s.message());
+    failOnRank(s);
     // Other ranks may wait in a collective for this one: end the whole job.
     c.abortJob(1);
   }

@@ -1,16 +1,15 @@
 // CPU kernels of the ai.dtc normalization ops of training graphs (ops/training/NNGradNorm.cpp):
-// BatchNormTraining (oneDNN batch_normalization forward_training, then the running-statistics
-// update), BatchNormGrad (oneDNN batch_normalization backward) and LayerNormGrad (statistics
-// from a oneDNN layer_normalization forward_training, then its backward). f32, row-major.
-// With sync=1 on a data-parallel group, BatchNormTraining and BatchNormGrad sum their
-// per-channel statistics over the group (CpuContext::collectives; torch.nn.SyncBatchNorm).
+// BatchNormTraining and BatchNormGrad (loops over channels: double statistics, vectorizable
+// rows; with sync=1 on a data-parallel group their per-channel sums are all-reduced through
+// CpuContext::collectives, torch.nn.SyncBatchNorm) and LayerNormGrad (statistics from a oneDNN
+// layer_normalization forward_training, then its backward). f32, row-major.
 #include "ops/cpu/OneDnnUtil.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-// OpenMP over channels for the synchronized loops (when this file is built with OpenMP: see
+// OpenMP over channels for the batch normalization loops (when this file is built with OpenMP: see
 // DTC_CPU_OPENMP_SOURCES in ops/cpu/CMakeLists.txt); a plain loop otherwise.
 #define DTC_BN_PRAGMA(x) _Pragma(#x)
 #ifdef _OPENMP
@@ -26,18 +25,6 @@ namespace {
 using F = dnnl::normalization_flags;
 
 bool present(const std::vector<TensorDesc> &v, size_t i) { return i < v.size() && v[i].present(); }
-
-/// X (N, C, d1..dk) viewed as (N, C) or (N, C, 1, d1*..*dk): oneDNN takes ranks 2 to 5 only,
-/// the statistics do not depend on how the spatial axes are split, and oneDNN 2.6 has jitted
-/// plain-layout kernels for ranks 2 and 4 but only a reference one for rank 3.
-dnnl::memory::desc batchNormDesc(const std::vector<int64_t> &x) {
-  if (x.size() == 2)
-    return plainDesc(x);
-  int64_t s = 1;
-  for (size_t i = 2; i < x.size(); ++i)
-    s *= x[i];
-  return plainDesc({x[0], x[1], 1, s});
-}
 
 /// Elements per channel: N * d1 * ... * dk.
 int64_t perChannel(const std::vector<int64_t> &x) {
@@ -89,20 +76,8 @@ Status checkBatchNormLike(const KernelSpec &spec, size_t xIndex, size_t maxOutpu
   return checkOutputShape(spec, x);
 }
 
-/// Binds `arg` to kernel output `index` when the node has it, else to an owned scratch memory
-/// (kept in `scratch`).
-void outputOrScratch(PrimitiveRunner &r, CpuContext &ctx, const KernelSpec &spec, int arg,
-                     const dnnl::memory::desc &md, size_t index, dnnl::memory &scratch) {
-  if (present(spec.outputs, index)) {
-    r.output(arg, md, index);
-    return;
-  }
-  scratch = dnnl::memory(md, ctx.engine);
-  r.fixed(arg, scratch);
-}
-
 // ---------------------------------------------------------------------------------------------
-// Synchronized batch normalization (sync=1): shared pieces
+// Batch normalization: shared pieces
 
 /// Parallelize the per-channel loops from this many elements on.
 constexpr int64_t kParallelGrain = 1 << 15;
@@ -118,6 +93,71 @@ struct ChannelRows {
   int64_t elements() const { return batch * channels * spatial; }
   int64_t row(int64_t n, int64_t c) const { return (n * channels + c) * spatial; }
 };
+
+/// Mean and M2 = sum((x - mean)^2) of channel c's perChannel() (>= 1) elements, in double from
+/// deviations to a shift (the channel's first element), so M2 carries no cancellation.
+struct Moments {
+  double mean = 0, m2 = 0;
+};
+
+Moments channelMoments(const float *x, const ChannelRows &r, int64_t c) {
+  const double n = static_cast<double>(r.perChannel());
+  const double shift = x[r.row(0, c)];
+  double sum = 0, sq = 0;
+  for (int64_t b = 0; b < r.batch; ++b) {
+    const float *row = x + r.row(b, c);
+    // Eight independent lanes: contiguous, vectorizable, and shorter rounding chains.
+    double s8[8] = {}, q8[8] = {};
+    int64_t i = 0;
+    for (; i + 8 <= r.spatial; i += 8)
+      for (int j = 0; j < 8; ++j) {
+        const double d = static_cast<double>(row[i + j]) - shift;
+        s8[j] += d;
+        q8[j] += d * d;
+      }
+    for (; i < r.spatial; ++i) {
+      const double d = static_cast<double>(row[i]) - shift;
+      sum += d;
+      sq += d * d;
+    }
+    for (int j = 0; j < 8; ++j) {
+      sum += s8[j];
+      sq += q8[j];
+    }
+  }
+  return {shift + sum / n, std::max(0.0, sq - sum * (sum / n))};
+}
+
+/// sum(dY) and sum(dY * (X - mean)) over channel c, in double.
+struct GradSums {
+  double dy = 0, dyXmu = 0;
+};
+
+GradSums channelGradSums(const float *dy, const float *x, const ChannelRows &r, int64_t c,
+                         double mean) {
+  GradSums s;
+  for (int64_t b = 0; b < r.batch; ++b) {
+    const float *g = dy + r.row(b, c);
+    const float *v = x + r.row(b, c);
+    double s8[8] = {}, q8[8] = {};
+    int64_t i = 0;
+    for (; i + 8 <= r.spatial; i += 8)
+      for (int j = 0; j < 8; ++j) {
+        const double gj = g[i + j];
+        s8[j] += gj;
+        q8[j] += gj * (static_cast<double>(v[i + j]) - mean);
+      }
+    for (; i < r.spatial; ++i) {
+      s.dy += g[i];
+      s.dyXmu += static_cast<double>(g[i]) * (static_cast<double>(v[i]) - mean);
+    }
+    for (int j = 0; j < 8; ++j) {
+      s.dy += s8[j];
+      s.dyXmu += q8[j];
+    }
+  }
+  return s;
+}
 
 /// out[i] = (in[i] - m) * a + b for i < len. Blocks of 8 whose loads precede their stores:
 /// gcc -O2 vectorizes them (its cheap cost model skips loops of unknown trip count).
@@ -149,8 +189,8 @@ void gradRow(const float *g, const float *v, float *out, int64_t len, float a, f
     out[i] = a * g[i] + bx * (v[i] - m) + d;
 }
 
-/// The group's collectives when a sync=1 kernel must synchronize, else null (no group, or a
-/// group of one: then sync=1 runs the sync=0 path).
+/// The group's collectives when a sync=1 kernel must synchronize, else null (sync=0, no group,
+/// or a group of one: then the kernel skips the all-reduce, the sync=0 code).
 KernelCollectives *activeGroup(bool sync, CpuContext &ctx) {
   return sync && ctx.collectives && ctx.collectives->groupSize() > 1 ? ctx.collectives : nullptr;
 }
@@ -176,243 +216,224 @@ Expected<double> groupCount(double total, const std::string &where) {
 // ---------------------------------------------------------------------------------------------
 // BatchNormTraining
 
+/// Y = (X - mean) * scale / sqrt(var + epsilon) + B with the batch's mean and biased variance
+/// per channel (saved_mean / saved_var, outputs 3 and 4); running_mean = in_mean * momentum +
+/// mean * (1 - momentum) and running_var = in_var * momentum + var * M / (M - 1) *
+/// (1 - momentum) (PyTorch's unbiased running variance; var alone for M = 1), M the count per
+/// channel. Per channel, in one pass over its rows: mean and M2 in double (channelMoments),
+/// then Y while the rows are in cache. oneDNN 2.6's batch_normalization has only a
+/// reference-speed kernel for plain NCHW, 3-10x slower than these loops.
+///
+/// sync=1 on a group of R > 1 ranks: each rank computes its count n_r, mean m_r and M2 q_r; one
+/// all-reduce sums [n_r, n_r*m_r (C), q_r + n_r*m_r^2 (C)]; then mean = S1 / M and
+/// var = (S2 - S1 * mean) / M. That subtraction cancels only the spread of the R rank means
+/// around the global mean: its error is ~1e-16 * mean^2 / var relative to var, below f32
+/// resolution unless |mean| > 1e4 * std, where the f32 inputs themselves resolve the deviations
+/// to ~1e-3 only.
 class BatchNormTrainingKernel : public Kernel {
 public:
   BatchNormTrainingKernel(const KernelSpec &spec, CpuContext &ctx)
-      : where_(spec.where()), ctx_(ctx), rows_(spec.inputs[0].shape) {}
-
-  Status run(const KernelArgs &args) override {
-    if (KernelCollectives *group = activeGroup(sync_, ctx_))
-      return runSync(args, *group);
-    try {
-      runner_.execute(args);
-      ctx_.stream.wait();
-    } catch (const dnnl::error &e) {
-      return Status::error(where_, std::string("oneDNN: ") + e.what());
-    }
-    const float *mean = args.numOutputs > 3 && args.outputs[3]
-                            ? static_cast<const float *>(args.outputs[3])
-                            : static_cast<const float *>(meanScratch_.get_data_handle());
-    const float *var = args.numOutputs > 4 && args.outputs[4]
-                           ? static_cast<const float *>(args.outputs[4])
-                           : static_cast<const float *>(varScratch_.get_data_handle());
-    const float *inMean = static_cast<const float *>(args.inputs[3]);
-    const float *inVar = static_cast<const float *>(args.inputs[4]);
-    float *runMean = args.numOutputs > 1 ? static_cast<float *>(args.outputs[1]) : nullptr;
-    float *runVar = args.numOutputs > 2 ? static_cast<float *>(args.outputs[2]) : nullptr;
-    const float keep = momentum_, take = 1.f - momentum_;
-    if (runMean)
-      for (int64_t c = 0; c < channels_; ++c)
-        runMean[c] = inMean[c] * keep + mean[c] * take;
-    if (runVar)
-      for (int64_t c = 0; c < channels_; ++c)
-        runVar[c] = inVar[c] * keep + var[c] * unbias_ * take;
-    return Status::ok();
+      : where_(spec.where()), ctx_(ctx), rows_(spec.inputs[0].shape),
+        momentum_(spec.attrFloat("momentum", 0.9f)), eps_(spec.attrFloat("epsilon", 1e-5f)),
+        sync_(spec.attrInt("sync", 0) != 0) {
+    const size_t c = static_cast<size_t>(rows_.channels);
+    if (!present(spec.outputs, 3))
+      meanScratch_.resize(c);
+    if (!present(spec.outputs, 4))
+      varScratch_.resize(c);
   }
 
-  /// sync=1 on a group of R > 1 ranks. Per channel, each rank computes its count n_r, mean m_r
-  /// and sum of squared deviations q_r in double from deviations to a local shift (the
-  /// channel's first element), so q_r carries no cancellation; one all-reduce sums
-  /// [n_r, n_r*m_r (C), q_r + n_r*m_r^2 (C)]; then mean = S1 / M and
-  /// var = (S2 - S1 * mean) / M (biased). That subtraction cancels only the spread of the R
-  /// rank means around the global mean: its error is ~1e-16 * mean^2 / var relative to var,
-  /// below f32 resolution unless |mean| > 1e4 * std, where the f32 inputs themselves resolve
-  /// the deviations to ~1e-3 only. Y = (X - mean) * scale * invstd + B with these statistics
-  /// (a plain loop: oneDNN 2.6 has only a reference-speed kernel for plain NCHW).
-  Status runSync(const KernelArgs &args, KernelCollectives &group) {
-    const float *x = static_cast<const float *>(args.inputs[0]);
+  Status run(const KernelArgs &args) override {
+    Out o;
+    o.x = static_cast<const float *>(args.inputs[0]);
+    o.scale = static_cast<const float *>(args.inputs[1]);
+    o.bias = static_cast<const float *>(args.inputs[2]);
+    o.inMean = static_cast<const float *>(args.inputs[3]);
+    o.inVar = static_cast<const float *>(args.inputs[4]);
+    o.y = static_cast<float *>(args.outputs[0]);
+    o.runMean = args.numOutputs > 1 ? static_cast<float *>(args.outputs[1]) : nullptr;
+    o.runVar = args.numOutputs > 2 ? static_cast<float *>(args.outputs[2]) : nullptr;
+    o.mean = args.numOutputs > 3 && args.outputs[3] ? static_cast<float *>(args.outputs[3])
+                                                    : meanScratch_.data();
+    o.var = args.numOutputs > 4 && args.outputs[4] ? static_cast<float *>(args.outputs[4])
+                                                   : varScratch_.data();
     const ChannelRows r = rows_;
-    const double n = static_cast<double>(r.perChannel());
     const int64_t nc = r.channels;
+    [[maybe_unused]] const bool parallel = r.elements() >= kParallelGrain;
+    KernelCollectives *group = activeGroup(sync_, ctx_);
+    if (!group) {
+      const double n = static_cast<double>(r.perChannel());
+      const double unbias = n > 1 ? n / (n - 1) : 1.0;
+      DTC_BN_PARALLEL_FOR_IF(parallel)
+      for (int64_t c = 0; c < nc; ++c) {
+        const Moments mo = channelMoments(o.x, r, c);
+        finishChannel(o, c, mo.mean, mo.m2 / n, unbias);
+      }
+      return Status::ok();
+    }
+
     std::vector<double> &red = reduce_;
     red.assign(static_cast<size_t>(1 + 2 * nc), 0.0);
+    const double n = static_cast<double>(r.perChannel());
     red[0] = n;
-    DTC_BN_PARALLEL_FOR_IF(r.elements() >= kParallelGrain)
+    DTC_BN_PARALLEL_FOR_IF(parallel)
     for (int64_t c = 0; c < nc; ++c) {
-      const double shift = x[r.row(0, c)];
-      double sum = 0, sq = 0;
-      for (int64_t b = 0; b < r.batch; ++b) {
-        const float *row = x + r.row(b, c);
-        // Eight independent lanes: contiguous, vectorizable, and shorter rounding chains.
-        double s8[8] = {}, q8[8] = {};
-        int64_t i = 0;
-        for (; i + 8 <= r.spatial; i += 8)
-          for (int j = 0; j < 8; ++j) {
-            const double d = static_cast<double>(row[i + j]) - shift;
-            s8[j] += d;
-            q8[j] += d * d;
-          }
-        for (; i < r.spatial; ++i) {
-          const double d = static_cast<double>(row[i]) - shift;
-          sum += d;
-          sq += d * d;
-        }
-        for (int j = 0; j < 8; ++j) {
-          sum += s8[j];
-          sq += q8[j];
-        }
-      }
-      const double mean = shift + sum / n;
-      const double m2 = std::max(0.0, sq - sum * (sum / n));
-      red[static_cast<size_t>(1 + c)] = n * mean;
-      red[static_cast<size_t>(1 + nc + c)] = m2 + n * mean * mean;
+      const Moments mo = channelMoments(o.x, r, c);
+      red[static_cast<size_t>(1 + c)] = n * mo.mean;
+      red[static_cast<size_t>(1 + nc + c)] = mo.m2 + n * mo.mean * mo.mean;
     }
-    DTC_RETURN_IF_ERROR(groupSum(group, red, where_));
+    DTC_RETURN_IF_ERROR(groupSum(*group, red, where_));
     DTC_ASSIGN_OR_RETURN(double total, groupCount(red[0], where_));
-    float *mean = args.numOutputs > 3 && args.outputs[3]
-                      ? static_cast<float *>(args.outputs[3])
-                      : static_cast<float *>(meanScratch_.get_data_handle());
-    float *var = args.numOutputs > 4 && args.outputs[4]
-                     ? static_cast<float *>(args.outputs[4])
-                     : static_cast<float *>(varScratch_.get_data_handle());
-    const float *inMean = static_cast<const float *>(args.inputs[3]);
-    const float *inVar = static_cast<const float *>(args.inputs[4]);
-    float *runMean = args.numOutputs > 1 ? static_cast<float *>(args.outputs[1]) : nullptr;
-    float *runVar = args.numOutputs > 2 ? static_cast<float *>(args.outputs[2]) : nullptr;
     // Bessel's correction with the group's count (PyTorch); none for a total of 1.
     const double unbias = total > 1 ? total / (total - 1) : 1.0;
-    const double keep = momentum_, take = 1.0 - static_cast<double>(momentum_);
+    DTC_BN_PARALLEL_FOR_IF(parallel)
     for (int64_t c = 0; c < nc; ++c) {
       const double s1 = red[static_cast<size_t>(1 + c)];
       const double s2 = red[static_cast<size_t>(1 + nc + c)];
       const double m = s1 / total;
-      const double v = std::max(0.0, (s2 - s1 * m) / total);
-      mean[c] = static_cast<float>(m);
-      var[c] = static_cast<float>(v);
-      if (runMean)
-        runMean[c] = static_cast<float>(inMean[c] * keep + m * take);
-      if (runVar)
-        runVar[c] = static_cast<float>(inVar[c] * keep + v * unbias * take);
-    }
-    const float *scale = static_cast<const float *>(args.inputs[1]);
-    const float *bias = static_cast<const float *>(args.inputs[2]);
-    float *y = static_cast<float *>(args.outputs[0]);
-    DTC_BN_PARALLEL_FOR_IF(r.elements() >= kParallelGrain)
-    for (int64_t c = 0; c < nc; ++c) {
-      const float m = mean[c], b = bias[c];
-      const float a =
-          static_cast<float>(static_cast<double>(scale[c]) /
-                             std::sqrt(static_cast<double>(var[c]) + static_cast<double>(eps_)));
-      for (int64_t smp = 0; smp < r.batch; ++smp)
-        affineRow(x + r.row(smp, c), y + r.row(smp, c), r.spatial, m, a, b);
-    }
-    return Status::ok();
-  }
-
-  std::string where_;
-  CpuContext &ctx_;
-  PrimitiveRunner runner_;
-  dnnl::memory meanScratch_, varScratch_;
-  int64_t channels_ = 0;
-  float momentum_ = 0.9f, unbias_ = 1.f;
-  // sync=1: the shape as channel rows, epsilon and the all-reduce buffer.
-  bool sync_ = false;
-  ChannelRows rows_;
-  float eps_ = 1e-5f;
-  std::vector<double> reduce_;
-};
-
-// ---------------------------------------------------------------------------------------------
-// BatchNormGrad with sync=1
-
-/// BatchNormGrad's backward of a synchronized forward. On a group of R > 1 ranks, per channel:
-/// local sum_dy = sum(dY) and sum_dy_xmu = sum(dY * (X - mean)) in double, one all-reduce of
-/// [n_r, sum_dy (C), sum_dy_xmu (C)] (the count too: shards may differ), then with the group's
-/// count M and invstd = 1 / sqrt(var + epsilon):
-///   dX = scale * invstd * (dY - sum_dy_g / M - (X - mean) * invstd^2 * sum_dy_xmu_g / M),
-///   dScale = local sum_dy_xmu * invstd, dB = local sum_dy (torch.nn.SyncBatchNorm's backward:
-///   the parameter gradients stay local; the data-parallel all-reduce combines them).
-/// Without a group (or a group of one) it runs the sync=0 oneDNN backward.
-class BatchNormGradSyncKernel : public Kernel {
-public:
-  BatchNormGradSyncKernel(const KernelSpec &spec, CpuContext &ctx, PrimitiveRunner local)
-      : where_(spec.where()), ctx_(ctx), local_(std::move(local)), rows_(spec.inputs[1].shape),
-        eps_(spec.attrFloat("epsilon", 1e-5f)) {}
-
-  Status run(const KernelArgs &args) override {
-    KernelCollectives *group = activeGroup(true, ctx_);
-    if (!group) {
-      try {
-        local_.execute(args);
-        ctx_.stream.wait();
-      } catch (const dnnl::error &e) {
-        return Status::error(where_, std::string("oneDNN: ") + e.what());
-      }
-      return Status::ok();
-    }
-    const float *dy = static_cast<const float *>(args.inputs[0]);
-    const float *x = static_cast<const float *>(args.inputs[1]);
-    const float *scale = static_cast<const float *>(args.inputs[2]);
-    const float *mean = static_cast<const float *>(args.inputs[3]);
-    const float *var = static_cast<const float *>(args.inputs[4]);
-    float *dx = static_cast<float *>(args.outputs[0]); // may alias dy (same element only)
-    float *dScale = args.numOutputs > 1 ? static_cast<float *>(args.outputs[1]) : nullptr;
-    float *dB = args.numOutputs > 2 ? static_cast<float *>(args.outputs[2]) : nullptr;
-    const ChannelRows r = rows_;
-    const int64_t nc = r.channels;
-    [[maybe_unused]] const bool parallel = r.elements() >= kParallelGrain;
-    std::vector<double> &red = reduce_;
-    red.assign(static_cast<size_t>(1 + 2 * nc), 0.0);
-    red[0] = static_cast<double>(r.perChannel());
-    DTC_BN_PARALLEL_FOR_IF(parallel)
-    for (int64_t c = 0; c < nc; ++c) {
-      const double m = mean[c];
-      double sdy = 0, sdyx = 0;
-      for (int64_t b = 0; b < r.batch; ++b) {
-        const float *g = dy + r.row(b, c);
-        const float *v = x + r.row(b, c);
-        double s8[8] = {}, q8[8] = {};
-        int64_t i = 0;
-        for (; i + 8 <= r.spatial; i += 8)
-          for (int j = 0; j < 8; ++j) {
-            const double gj = g[i + j];
-            s8[j] += gj;
-            q8[j] += gj * (static_cast<double>(v[i + j]) - m);
-          }
-        for (; i < r.spatial; ++i) {
-          sdy += g[i];
-          sdyx += static_cast<double>(g[i]) * (static_cast<double>(v[i]) - m);
-        }
-        for (int j = 0; j < 8; ++j) {
-          sdy += s8[j];
-          sdyx += q8[j];
-        }
-      }
-      const double invstd = 1.0 / std::sqrt(static_cast<double>(var[c]) + eps_);
-      if (dScale)
-        dScale[c] = static_cast<float>(sdyx * invstd);
-      if (dB)
-        dB[c] = static_cast<float>(sdy);
-      red[static_cast<size_t>(1 + c)] = sdy;
-      red[static_cast<size_t>(1 + nc + c)] = sdyx;
-    }
-    DTC_RETURN_IF_ERROR(groupSum(*group, red, where_));
-    DTC_ASSIGN_OR_RETURN(double total, groupCount(red[0], where_));
-    DTC_BN_PARALLEL_FOR_IF(parallel)
-    for (int64_t c = 0; c < nc; ++c) {
-      const double invstd = 1.0 / std::sqrt(static_cast<double>(var[c]) + eps_);
-      const double k = static_cast<double>(scale[c]) * invstd;
-      // dX = a * dY + b * (X - mean) + d.
-      const float a = static_cast<float>(k);
-      const float bx =
-          static_cast<float>(-k * invstd * invstd * red[static_cast<size_t>(1 + nc + c)] / total);
-      const float d = static_cast<float>(-k * red[static_cast<size_t>(1 + c)] / total);
-      const float m = mean[c];
-      for (int64_t b = 0; b < r.batch; ++b) {
-        const int64_t o = r.row(b, c);
-        gradRow(dy + o, x + o, dx + o, r.spatial, a, bx, m, d);
-      }
+      finishChannel(o, c, m, std::max(0.0, (s2 - s1 * m) / total), unbias);
     }
     return Status::ok();
   }
 
 private:
+  /// The operands of one run.
+  struct Out {
+    const float *x, *scale, *bias, *inMean, *inVar;
+    float *y, *runMean, *runVar, *mean, *var;
+  };
+
+  /// Channel c with batch mean m and biased variance v: the saved and running statistics, then
+  /// its rows of Y (from the saved f32 statistics, as BatchNormGrad sees them).
+  void finishChannel(const Out &o, int64_t c, double m, double v, double unbias) const {
+    const double keep = momentum_, take = 1.0 - static_cast<double>(momentum_);
+    o.mean[c] = static_cast<float>(m);
+    o.var[c] = static_cast<float>(v);
+    if (o.runMean)
+      o.runMean[c] = static_cast<float>(o.inMean[c] * keep + m * take);
+    if (o.runVar)
+      o.runVar[c] = static_cast<float>(o.inVar[c] * keep + v * unbias * take);
+    const float mf = o.mean[c], b = o.bias[c];
+    const float a =
+        static_cast<float>(static_cast<double>(o.scale[c]) /
+                           std::sqrt(static_cast<double>(o.var[c]) + static_cast<double>(eps_)));
+    for (int64_t smp = 0; smp < rows_.batch; ++smp)
+      affineRow(o.x + rows_.row(smp, c), o.y + rows_.row(smp, c), rows_.spatial, mf, a, b);
+  }
+
   std::string where_;
   CpuContext &ctx_;
-  PrimitiveRunner local_; ///< the sync=0 backward (no group)
+  ChannelRows rows_;
+  float momentum_, eps_;
+  bool sync_;
+  std::vector<float> meanScratch_, varScratch_; ///< saved statistics the node does not output
+  std::vector<double> reduce_;                  ///< sync=1: the all-reduce buffer
+};
+
+// ---------------------------------------------------------------------------------------------
+// BatchNormGrad
+
+/// The backward of BatchNormTraining given its saved statistics (Ioffe & Szegedy 2015), with
+/// invstd = 1 / sqrt(var + epsilon), M the count per channel, per channel:
+///   sum_dy = sum(dY), sum_dy_xmu = sum(dY * (X - mean)) (double),
+///   dX = scale * invstd * (dY - sum_dy / M - (X - mean) * invstd^2 * sum_dy_xmu / M),
+///   dScale = sum_dy_xmu * invstd, dB = sum_dy,
+/// in one pass over the channel's rows for the sums, then dX while they are in cache. dX may
+/// overwrite dY (each element is read before it is written).
+///
+/// sync=1 on a group of R > 1 ranks: one all-reduce of [n_r, sum_dy (C), sum_dy_xmu (C)] (the
+/// count too: shards may differ) between the sums and dX, which uses the group's sums and count;
+/// dScale and dB stay local (torch.nn.SyncBatchNorm's backward: the data-parallel all-reduce
+/// combines the parameter gradients).
+class BatchNormGradKernel : public Kernel {
+public:
+  BatchNormGradKernel(const KernelSpec &spec, CpuContext &ctx)
+      : where_(spec.where()), ctx_(ctx), rows_(spec.inputs[1].shape),
+        eps_(spec.attrFloat("epsilon", 1e-5f)), sync_(spec.attrInt("sync", 0) != 0) {}
+
+  Status run(const KernelArgs &args) override {
+    Args a;
+    a.dy = static_cast<const float *>(args.inputs[0]);
+    a.x = static_cast<const float *>(args.inputs[1]);
+    a.scale = static_cast<const float *>(args.inputs[2]);
+    a.mean = static_cast<const float *>(args.inputs[3]);
+    a.var = static_cast<const float *>(args.inputs[4]);
+    a.dx = static_cast<float *>(args.outputs[0]); // may alias dy (same element only)
+    a.dScale = args.numOutputs > 1 ? static_cast<float *>(args.outputs[1]) : nullptr;
+    a.dB = args.numOutputs > 2 ? static_cast<float *>(args.outputs[2]) : nullptr;
+    const ChannelRows r = rows_;
+    const int64_t nc = r.channels;
+    [[maybe_unused]] const bool parallel = r.elements() >= kParallelGrain;
+    KernelCollectives *group = activeGroup(sync_, ctx_);
+    if (!group) {
+      const double n = static_cast<double>(r.perChannel());
+      DTC_BN_PARALLEL_FOR_IF(parallel)
+      for (int64_t c = 0; c < nc; ++c) {
+        const GradSums s = localSums(a, c);
+        writeDx(a, c, s.dy, s.dyXmu, n);
+      }
+      return Status::ok();
+    }
+
+    std::vector<double> &red = reduce_;
+    red.assign(static_cast<size_t>(1 + 2 * nc), 0.0);
+    red[0] = static_cast<double>(r.perChannel());
+    DTC_BN_PARALLEL_FOR_IF(parallel)
+    for (int64_t c = 0; c < nc; ++c) {
+      const GradSums s = localSums(a, c);
+      red[static_cast<size_t>(1 + c)] = s.dy;
+      red[static_cast<size_t>(1 + nc + c)] = s.dyXmu;
+    }
+    DTC_RETURN_IF_ERROR(groupSum(*group, red, where_));
+    DTC_ASSIGN_OR_RETURN(double total, groupCount(red[0], where_));
+    DTC_BN_PARALLEL_FOR_IF(parallel)
+    for (int64_t c = 0; c < nc; ++c)
+      writeDx(a, c, red[static_cast<size_t>(1 + c)], red[static_cast<size_t>(1 + nc + c)], total);
+    return Status::ok();
+  }
+
+private:
+  /// The operands of one run.
+  struct Args {
+    const float *dy, *x, *scale, *mean, *var;
+    float *dx, *dScale, *dB;
+  };
+
+  double invstd(const Args &a, int64_t c) const {
+    return 1.0 / std::sqrt(static_cast<double>(a.var[c]) + eps_);
+  }
+
+  /// Channel c's local sums; writes its dScale and dB.
+  GradSums localSums(const Args &a, int64_t c) const {
+    const GradSums s = channelGradSums(a.dy, a.x, rows_, c, static_cast<double>(a.mean[c]));
+    if (a.dScale)
+      a.dScale[c] = static_cast<float>(s.dyXmu * invstd(a, c));
+    if (a.dB)
+      a.dB[c] = static_cast<float>(s.dy);
+    return s;
+  }
+
+  /// Channel c's rows of dX from the sums `sdy`, `sdyx` over `total` elements per channel.
+  void writeDx(const Args &a, int64_t c, double sdy, double sdyx, double total) const {
+    const double is = invstd(a, c);
+    const double k = static_cast<double>(a.scale[c]) * is;
+    // dX = ka * dY + kb * (X - mean) + kd.
+    const float ka = static_cast<float>(k);
+    const float kb = static_cast<float>(-k * is * is * sdyx / total);
+    const float kd = static_cast<float>(-k * sdy / total);
+    const float m = a.mean[c];
+    for (int64_t b = 0; b < rows_.batch; ++b) {
+      const int64_t o = rows_.row(b, c);
+      gradRow(a.dy + o, a.x + o, a.dx + o, rows_.spatial, ka, kb, m, kd);
+    }
+  }
+
+  std::string where_;
+  CpuContext &ctx_;
   ChannelRows rows_;
   double eps_;
-  std::vector<double> reduce_;
+  bool sync_;
+  std::vector<double> reduce_; ///< sync=1: the all-reduce buffer
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -514,32 +535,7 @@ Status checkBatchNormTraining(const KernelSpec &spec) {
 }
 
 Expected<KernelPtr> createBatchNormTraining(const KernelSpec &spec, CpuContext &ctx) {
-  const auto &x = spec.inputs[0].shape;
-  auto k = std::make_unique<BatchNormTrainingKernel>(spec, ctx);
-  k->channels_ = x[1];
-  k->momentum_ = spec.attrFloat("momentum", 0.9f);
-  k->sync_ = spec.attrInt("sync", 0) != 0;
-  k->eps_ = spec.attrFloat("epsilon", 1e-5f);
-  const int64_t n = perChannel(x);
-  // Bessel's correction of the variance that enters running_var (PyTorch); none for n = 1.
-  k->unbias_ =
-      n > 1 ? static_cast<float>(static_cast<double>(n) / static_cast<double>(n - 1)) : 1.f;
-  return buildKernel(spec, [&]() -> KernelPtr {
-    dnnl::memory::desc md = batchNormDesc(x);
-    dnnl::memory::desc cmd = plainDesc({x[1]});
-    dnnl::batch_normalization_forward::desc d(dnnl::prop_kind::forward_training, md,
-                                              spec.attrFloat("epsilon", 1e-5f),
-                                              F::use_scale | F::use_shift);
-    dnnl::batch_normalization_forward::primitive_desc pd(d, ctx.engine);
-    k->runner_ = PrimitiveRunner(dnnl::batch_normalization_forward(pd), ctx);
-    k->runner_.input(DNNL_ARG_SRC, md, 0);
-    k->runner_.input(DNNL_ARG_SCALE, cmd, 1);
-    k->runner_.input(DNNL_ARG_SHIFT, cmd, 2);
-    k->runner_.output(DNNL_ARG_DST, md, 0);
-    outputOrScratch(k->runner_, ctx, spec, DNNL_ARG_MEAN, cmd, 3, k->meanScratch_);
-    outputOrScratch(k->runner_, ctx, spec, DNNL_ARG_VARIANCE, cmd, 4, k->varScratch_);
-    return KernelPtr(std::move(k));
-  });
+  return KernelPtr(std::make_unique<BatchNormTrainingKernel>(spec, ctx));
 }
 
 Status checkBatchNormGrad(const KernelSpec &spec) {
@@ -551,39 +547,10 @@ Status checkBatchNormGrad(const KernelSpec &spec) {
 }
 
 Expected<KernelPtr> createBatchNormGrad(const KernelSpec &spec, CpuContext &ctx) {
-  const auto &x = spec.inputs[1].shape;
-  return buildKernel(spec, [&]() -> KernelPtr {
-    dnnl::memory::desc md = batchNormDesc(x);
-    dnnl::memory::desc cmd = plainDesc({x[1]});
-    const float eps = spec.attrFloat("epsilon", 1e-5f);
-    const F flags = F::use_scale | F::use_shift;
-    dnnl::batch_normalization_forward::primitive_desc hint(
-        dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, md, eps, flags),
-        ctx.engine);
-    dnnl::batch_normalization_backward::primitive_desc pd(
-        dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, md, md, eps, flags),
-        ctx.engine, hint);
-    PrimitiveRunner r(dnnl::batch_normalization_backward(pd), ctx);
-    r.input(DNNL_ARG_DIFF_DST, md, 0);
-    r.input(DNNL_ARG_SRC, md, 1);
-    r.input(DNNL_ARG_SCALE, cmd, 2);
-    // oneDNN 2.6 refuses to run a use_shift backward without a SHIFT argument, which it does
-    // not read (dX does not depend on B): the scale stands in for it.
-    r.input(DNNL_ARG_SHIFT, cmd, 2);
-    r.input(DNNL_ARG_MEAN, cmd, 3);
-    r.input(DNNL_ARG_VARIANCE, cmd, 4);
-    r.output(DNNL_ARG_DIFF_SRC, md, 0);
-    // Absent dScale / dB outputs go to scratch memories that the runner keeps alive.
-    dnnl::memory scratch;
-    outputOrScratch(r, ctx, spec, DNNL_ARG_DIFF_SCALE, cmd, 1, scratch);
-    outputOrScratch(r, ctx, spec, DNNL_ARG_DIFF_SHIFT, cmd, 2, scratch);
-    if (spec.attrInt("sync", 0) != 0)
-      return std::make_unique<BatchNormGradSyncKernel>(spec, ctx, std::move(r));
-    return std::make_unique<SinglePrimitiveKernel>(spec, ctx, std::move(r));
-  });
+  return KernelPtr(std::make_unique<BatchNormGradKernel>(spec, ctx));
 }
 
-/// oneDNN's batch normalization backward may write diff_src over diff_dst.
+/// BatchNormGrad reads each element of dY before it writes that element of dX.
 int inPlaceBatchNormGrad(const KernelSpec &spec) {
   return checkBatchNormGrad(spec).isOk() ? 0 : -1;
 }

@@ -7,6 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <set>
+
 namespace dtc::plan {
 namespace {
 
@@ -39,7 +42,7 @@ Lowered lowerText(const char *text, passes::TrainingConfig cfg) {
   out.graph = std::move(*g);
   Diagnostics diags;
   LowerOptions opts;
-  opts.batchSize = cfg.batchSize;
+  opts.batchSize = cfg.rankBatchSize();
   if (Status s = bindDims(*out.graph, opts, diags); !s.isOk()) {
     out.plan = s;
     return out;
@@ -201,6 +204,202 @@ TEST(TrainingLowering, LossErrorsNameTheOutputAndTheLoss) {
   l = lowerText(kModel, cfg);
   ASSERT_FALSE(l.plan);
   EXPECT_EQ(l.plan.status().message(), "--class-axis 2: must name a non-batch axis of f32[4,3]");
+}
+
+// Data parallelism: x -> MatMul(w1) + b1 -> Relu -> MatMul(w2) -> BatchNormalization -> y.
+const char *kDpModel = R"(
+<ir_version: 8, opset_import: ["" : 15]>
+g (float[N,4] x) => (float[N,3] y)
+<float[4,8] w1 = {1,0,0,0,0,0,0,0, 0,1,0,0,0,0,0,0, 0,0,1,0,0,0,0,0, 0,0,0,1,0,0,0,0},
+ float[8] b1 = {0,0,0,0,0,0,0,0},
+ float[8,3] w2 = {1,0,0, 0,1,0, 0,0,1, 1,1,1, 1,0,0, 0,1,0, 0,0,1, 1,1,1},
+ float[3] s = {1,1,1}, float[3] b = {0,0,0}, float[3] m = {0,0,0}, float[3] v = {1,1,1}>
+{
+  h = MatMul (x, w1)
+  hb = Add (h, b1)
+  r = Relu (hb)
+  z = MatMul (r, w2)
+  y = BatchNormalization <epsilon = 0.00001, momentum = 0.9> (z, s, b, m, v)
+}
+)";
+
+passes::TrainingConfig dpConfig(int64_t ranks, float bucketMb) {
+  passes::TrainingConfig cfg = adamConfig();
+  cfg.batchSize = 8;
+  cfg.dataParallel = ranks;
+  cfg.bucketMb = bucketMb;
+  return cfg;
+}
+
+std::vector<int> collectivesOf(const RankProgram &rp) {
+  std::vector<int> out;
+  for (int i = 0; i < rp.instructions_size(); ++i)
+    if (rp.instructions(i).has_collective())
+      out.push_back(i);
+  return out;
+}
+
+TEST(DataParallelLowering, OneBucketPerGradientWithWaitsBeforeTheOptimizer) {
+  Lowered l = lowerText(kDpModel, dpConfig(2, 1e-6f));
+  ASSERT_TRUE(l.plan) << l.plan.status().message();
+  const Plan &plan = *l.plan;
+  EXPECT_EQ(plan.world_size(), 2);
+  ASSERT_EQ(plan.ranks_size(), 2);
+  ASSERT_EQ(plan.groups_size(), 1);
+  EXPECT_EQ(plan.groups(0).name(), "dp");
+  EXPECT_EQ(plan.groups(0).ranks_size(), 2);
+  EXPECT_EQ(plan.hyperparameters().batch_size(), 8); // global
+  EXPECT_EQ(plan.bound_dims().at("N"), 4);            // per rank
+  EXPECT_EQ(plan.ranks(1).rank(), 1);
+  RankProgram same = plan.ranks(1);
+  same.set_rank(0);
+  EXPECT_EQ(same.SerializeAsString(), plan.ranks(0).SerializeAsString());
+  const RankProgram &rp = plan.ranks(0);
+  const Training &t = plan.training();
+  const std::vector<int> cols = collectivesOf(rp);
+  ASSERT_EQ(cols.size(), static_cast<size_t>(t.parameters_size())); // w1, b1, w2, s, b
+  EXPECT_EQ(t.parameters_size(), 5);
+  std::set<int32_t> reducedOutputs;
+  for (int c : cols) {
+    const Collective &col = rp.instructions(c).collective();
+    EXPECT_EQ(col.kind(), COLLECTIVE_ALL_REDUCE);
+    EXPECT_EQ(col.op(), REDUCE_MEAN);
+    EXPECT_EQ(col.group(), "dp");
+    ASSERT_EQ(col.inputs_size(), 1);
+    reducedOutputs.insert(col.outputs(0));
+    // Launched right after the instruction producing its gradient.
+    ASSERT_GT(c, 0);
+    bool producedBefore = false;
+    for (int k = c - 1; k >= 0 && !producedBefore; --k) {
+      const Instruction &ins = rp.instructions(k);
+      if (ins.has_kernel())
+        for (int32_t o : ins.kernel().outputs())
+          producedBefore = producedBefore || o == col.inputs(0);
+    }
+    EXPECT_TRUE(producedBefore) << "bucket " << col.name();
+    // Exactly one wait, inside the micro-batch part.
+    int waits = 0;
+    for (int i = 0; i < rp.instructions_size(); ++i)
+      if (rp.instructions(i).has_wait() && rp.instructions(i).wait().collective() == c) {
+        ++waits;
+        EXPECT_GT(i, c);
+        EXPECT_LT(i, t.optimizer_begin());
+      }
+    EXPECT_EQ(waits, 1);
+  }
+  // The optimizer reads the reduced gradients, which the plan reports as the gradients.
+  for (const TrainedParameter &p : t.parameters())
+    EXPECT_TRUE(reducedOutputs.count(p.gradient())) << p.name();
+  // The first bucket holds the last layer's gradient (BatchNorm's scale, ready first), and its
+  // launch comes before the backward of the layers below it.
+  const int32_t first = rp.instructions(cols[0]).collective().inputs(0);
+  for (int i = 0; i < cols[0]; ++i)
+    if (rp.instructions(i).has_kernel())
+      for (int32_t o : rp.instructions(i).kernel().outputs())
+        if (o == first) {
+          EXPECT_EQ(rp.instructions(i).kernel().op(), "BatchNormGrad");
+        }
+  int matMulsAfter = 0;
+  for (int i = cols[0]; i < t.optimizer_begin(); ++i)
+    matMulsAfter += rp.instructions(i).has_kernel() && rp.instructions(i).kernel().op() == "MatMulT";
+  EXPECT_EQ(matMulsAfter, 3);
+  EXPECT_TRUE(validatePlan(plan, "").isOk());
+}
+
+TEST(DataParallelLowering, DefaultBucketIsOneBackToBackAllReduce) {
+  Lowered l = lowerText(kDpModel, dpConfig(4, 25.0f));
+  ASSERT_TRUE(l.plan) << l.plan.status().message();
+  const RankProgram &rp = l.plan->ranks(0);
+  EXPECT_EQ(l.plan->world_size(), 4);
+  const std::vector<int> cols = collectivesOf(rp);
+  ASSERT_EQ(cols.size(), 1u);
+  const Collective &col = rp.instructions(cols[0]).collective();
+  ASSERT_EQ(col.outputs_size(), 5);
+  std::vector<std::pair<uint64_t, uint64_t>> spans;
+  for (int32_t o : col.outputs())
+    spans.push_back({rp.buffers(o).offset(), rp.buffers(o).size_bytes()});
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 1; i < spans.size(); ++i)
+    EXPECT_EQ(spans[i].first, spans[i - 1].first + (spans[i - 1].second + 63) / 64 * 64)
+        << "bucket outputs are not back to back";
+  // The all-reduce comes after the last gradient's producer: nothing after it writes a gradient.
+  for (int i = cols[0] + 1; i < l.plan->training().optimizer_begin(); ++i) {
+    if (!rp.instructions(i).has_kernel())
+      continue;
+    for (int32_t o : rp.instructions(i).kernel().outputs())
+      for (int32_t in : col.inputs()) {
+        EXPECT_NE(o, in);
+      }
+  }
+}
+
+TEST(DataParallelLowering, SyncBatchNormMarksTheBatchNormNodes) {
+  passes::TrainingConfig cfg = dpConfig(2, 25.0f);
+  cfg.syncBatchNorm = true;
+  Lowered l = lowerText(kDpModel, cfg);
+  ASSERT_TRUE(l.plan) << l.plan.status().message();
+  int marked = 0;
+  for (const Instruction &ins : l.plan->ranks(0).instructions())
+    if (ins.has_kernel() && (ins.kernel().op() == "BatchNormTraining" ||
+                             ins.kernel().op() == "BatchNormGrad"))
+      for (const Attr &a : ins.kernel().attributes())
+        marked += a.name() == "sync" && a.i() == 1;
+  EXPECT_EQ(marked, 2);
+  EXPECT_TRUE(l.plan->hyperparameters().sync_batchnorm());
+}
+
+TEST(DataParallelLowering, GradientAccumulationKeepsValidPlans) {
+  passes::TrainingConfig cfg = dpConfig(2, 1e-6f);
+  cfg.gradAccumSteps = 2;
+  Lowered l = lowerText(kDpModel, cfg);
+  ASSERT_TRUE(l.plan) << l.plan.status().message();
+  EXPECT_EQ(collectivesOf(l.plan->ranks(0)).size(), 5u);
+  EXPECT_TRUE(validatePlan(*l.plan, "").isOk());
+}
+
+TEST(DataParallelLowering, ValidationRefusesUnwaitedAndMisdirectedWaits) {
+  Lowered l = lowerText(kDpModel, dpConfig(2, 25.0f));
+  ASSERT_TRUE(l.plan) << l.plan.status().message();
+  Plan noWait = *l.plan;
+  for (RankProgram &rp : *noWait.mutable_ranks()) {
+    auto *ins = rp.mutable_instructions();
+    for (int i = 0; i < ins->size(); ++i)
+      if (ins->Get(i).has_wait()) {
+        ins->DeleteSubrange(i, 1);
+        break;
+      }
+  }
+  Status s = validatePlan(noWait, "");
+  EXPECT_NE(s.message().find("is never waited for"), std::string::npos) << s.message();
+  Plan badWait = *l.plan;
+  for (RankProgram &rp : *badWait.mutable_ranks())
+    for (Instruction &ins : *rp.mutable_instructions())
+      if (ins.has_wait())
+        ins.mutable_wait()->set_collective(0);
+  s = validatePlan(badWait, "");
+  EXPECT_NE(s.message().find("is not a collective before it"), std::string::npos) << s.message();
+}
+
+TEST(DataParallelConfig, StrategyAndBatchErrors) {
+  passes::TrainingConfig cfg = adamConfig();
+  EXPECT_TRUE(driver::parseStrategy("dp=4", cfg).isOk());
+  EXPECT_EQ(cfg.dataParallel, 4);
+  EXPECT_TRUE(driver::parseStrategy("single", cfg).isOk());
+  EXPECT_EQ(cfg.dataParallel, 0);
+  for (const char *bad : {"dp=0", "dp=", "dp=2x", "dp=-1", "pp=2", "dp=100000"}) {
+    Status s = driver::parseStrategy(bad, cfg);
+    EXPECT_FALSE(s.isOk()) << bad;
+    EXPECT_NE(s.message().find("--strategy"), std::string::npos) << s.message();
+  }
+  cfg.dataParallel = 3;
+  cfg.batchSize = 8;
+  Status s = driver::validateTrainConfig(cfg);
+  EXPECT_NE(s.message().find("does not split evenly over dp=3"), std::string::npos)
+      << s.message();
+  cfg.dataParallel = 0;
+  cfg.syncBatchNorm = true;
+  EXPECT_NE(driver::validateTrainConfig(cfg).message().find("--sync-batchnorm"),
+            std::string::npos);
 }
 
 } // namespace

@@ -1,0 +1,15 @@
+# End-to-end data parallelism (dtc-compile --strategy dp=N, dtc-run --nproc N; needs mpirun):
+# the equivalence law against single-device training, uneven data and unusual graphs, and
+# faults (a killed or stopped rank, different plans, usage errors). See e2e/dp_train.py.
+add_test(NAME e2e_dp_equivalence
+  COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/dp_train.py
+          --build ${CMAKE_BINARY_DIR} --only equivalence)
+set_tests_properties(e2e_dp_equivalence PROPERTIES LABELS "e2e" TIMEOUT 600)
+add_test(NAME e2e_dp_data
+  COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/dp_train.py
+          --build ${CMAKE_BINARY_DIR} --only data,graphs)
+set_tests_properties(e2e_dp_data PROPERTIES LABELS "e2e" TIMEOUT 300)
+add_test(NAME e2e_dp_faults
+  COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/dp_train.py
+          --build ${CMAKE_BINARY_DIR} --only faults)
+set_tests_properties(e2e_dp_faults PROPERTIES LABELS "e2e" TIMEOUT 300 RUN_SERIAL TRUE)
