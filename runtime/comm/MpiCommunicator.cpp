@@ -142,24 +142,27 @@ struct Task {
   Status status;
 };
 
+/// d[i] += s[i]; the buffers never overlap (the received chunk is a separate scratch buffer),
+/// and saying so lets the compiler vectorize without a run-time alias check.
+template <typename T> void addArrays(T *__restrict d, const T *__restrict s, size_t count) {
+  for (size_t i = 0; i < count; ++i)
+    d[i] += s[i];
+}
+
 /// dst[i] += src[i] for `count` elements of `dtype`.
 void addInto(std::byte *dst, const std::byte *src, size_t count, ir::DType dtype) {
-  auto add = [count](auto *d, const auto *s) {
-    for (size_t i = 0; i < count; ++i)
-      d[i] += s[i];
-  };
   switch (dtype) {
   case ir::DType::kFloat32:
-    add(reinterpret_cast<float *>(dst), reinterpret_cast<const float *>(src));
+    addArrays(reinterpret_cast<float *>(dst), reinterpret_cast<const float *>(src), count);
     break;
   case ir::DType::kFloat64:
-    add(reinterpret_cast<double *>(dst), reinterpret_cast<const double *>(src));
+    addArrays(reinterpret_cast<double *>(dst), reinterpret_cast<const double *>(src), count);
     break;
   case ir::DType::kInt32:
-    add(reinterpret_cast<int32_t *>(dst), reinterpret_cast<const int32_t *>(src));
+    addArrays(reinterpret_cast<int32_t *>(dst), reinterpret_cast<const int32_t *>(src), count);
     break;
   case ir::DType::kInt64:
-    add(reinterpret_cast<int64_t *>(dst), reinterpret_cast<const int64_t *>(src));
+    addArrays(reinterpret_cast<int64_t *>(dst), reinterpret_cast<const int64_t *>(src), count);
     break;
   default:
     break;

@@ -16,6 +16,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -112,6 +113,18 @@ def last_line(text):
     return lines[-1] if lines else "?"
 
 
+def run_tool(cmd, **kw):
+    """subprocess.run, retried for up to a minute while the binary is missing or being rewritten
+    (a rebuild of the build folder); the last OSError becomes a CompletedProcess with rc 127."""
+    for attempt in range(7):
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, **kw)
+        except (FileNotFoundError, PermissionError, OSError) as e:
+            if attempt == 6:
+                return subprocess.CompletedProcess(cmd, 127, "", f"{cmd[0]}: {e}")
+            time.sleep(10)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -132,10 +145,9 @@ class Bench:
         """Compiles a training plan; returns its path, or an error string."""
         onnx, flags = MODELS[model]
         plan = os.path.join(self.tmp, f"{model}-{strategy}{tag}.dtc")
-        r = subprocess.run([self.tool("dtc-compile"), os.path.join(REPO, "models", onnx), "-o",
-                            plan, "--strategy", strategy, "--loss", "softmax-cross-entropy",
-                            "--optimizer", "sgd", "--lr", "0.01", "--batch-size", str(batch),
-                            *flags, *extra], capture_output=True, text=True)
+        r = run_tool([self.tool("dtc-compile"), os.path.join(REPO, "models", onnx), "-o", plan,
+                      "--strategy", strategy, "--loss", "softmax-cross-entropy", "--optimizer",
+                      "sgd", "--lr", "0.01", "--batch-size", str(batch), *flags, *extra])
         if r.returncode != 0:
             return Failure("dtc-compile: " + last_line(r.stderr))
         return plan
@@ -150,7 +162,7 @@ class Bench:
         if nproc:
             cmd += ["--nproc", str(nproc)]
         try:
-            r = subprocess.run(cmd, capture_output=True, text=True, env=child_env(), timeout=300)
+            r = run_tool(cmd, env=child_env(), timeout=300)
         except subprocess.TimeoutExpired:
             return Failure("dtc-run: timed out")
         if r.returncode != 0:
