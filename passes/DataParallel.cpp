@@ -16,6 +16,7 @@
 // reduce the batch statistics over the group (torch.nn.SyncBatchNorm).
 #include "ops/Gradient.h"
 #include "ops/OpDef.h"
+#include "passes/DataParallel.h"
 #include "passes/Pass.h"
 #include "passes/Passes.h"
 
@@ -49,6 +50,10 @@ public:
             (n->opType() == "BatchNormTraining" || n->opType() == "BatchNormGrad"))
           n->setAttr("sync", ir::Attribute(int64_t{1}));
 
+    // With gradient accumulation the optimizer pass all-reduces the accumulated gradients once
+    // per step instead (as DDP's no_sync() does for all micro-batches but the last).
+    if (cfg.gradAccumSteps > 1)
+      return Status::ok();
     std::unordered_map<const ir::Node *, size_t> position;
     const std::vector<ir::Node *> nodes = graph.nodes();
     for (size_t i = 0; i < nodes.size(); ++i)
@@ -70,52 +75,28 @@ public:
     std::stable_sort(ready.begin(), ready.end(),
                      [](const Ready &a, const Ready &b) { return a.at < b.at; });
 
-    const uint64_t cap = static_cast<uint64_t>(static_cast<double>(cfg.bucketMb) * (1 << 20));
-    std::vector<std::vector<Ready>> buckets;
-    uint64_t bucketBytes = 0;
-    for (const Ready &r : ready) {
-      const ir::Value *g = r.gradient;
-      if (!g->shape().isStatic() || !g->shape().numElements())
-        return Status::error("gradient '" + g->name() + "'", "has no static shape");
-      const uint64_t bytes =
-          static_cast<uint64_t>(*g->shape().numElements() * ir::dtypeSize(g->dtype()));
-      // The bucket being filled is full when this gradient would take it over its cap (a
-      // gradient larger than the cap gets a bucket of its own).
-      const uint64_t limit = buckets.size() == 1 ? std::min(cap, kFirstBucketBytes) : cap;
-      const bool full = !buckets.empty() && bucketBytes + bytes > limit;
-      if (buckets.empty() || full || buckets.back().front().gradient->dtype() != g->dtype()) {
-        buckets.emplace_back();
-        bucketBytes = 0;
-      }
-      buckets.back().push_back(r);
-      bucketBytes += bytes;
-    }
-
+    std::vector<ir::Value *> order;
+    for (const Ready &r : ready)
+      order.push_back(r.gradient);
+    DTC_ASSIGN_OR_RETURN(std::vector<std::vector<ir::Value *>> buckets,
+                         bucketGradients(order, cfg.bucketMb));
+    std::unordered_map<const ir::Value *, int64_t> at;
+    for (const Ready &r : ready)
+      at[r.gradient] = r.at;
     std::unordered_map<const ir::Value *, ir::Value *> reduced;
     for (size_t k = 0; k < buckets.size(); ++k) {
-      std::vector<ir::Value *> inputs;
-      std::vector<std::string> names;
       int64_t last = -1;
-      for (const Ready &r : buckets[k]) {
-        inputs.push_back(r.gradient);
-        names.push_back(graph.uniqueName(r.gradient->name() + "/all-reduced"));
-        last = std::max(last, r.at);
-      }
-      const std::string nodeName = "dp/bucket" + std::to_string(k) + "/AllReduce";
+      for (const ir::Value *g : buckets[k])
+        last = std::max(last, at.at(g));
       // Right after the producer of the bucket's last gradient: nodes[last + 1] in the order
       // before this pass inserted anything (inserting before it keeps earlier buckets first).
       const size_t next = static_cast<size_t>(last + 1);
-      ir::Node *n = next < nodes.size()
-                        ? graph.insertNodeBefore(nodes[next], "AllReduce", inputs, names,
-                                                 ir::kDtcDomain, nodeName)
-                        : graph.addNode("AllReduce", inputs, names, ir::kDtcDomain, nodeName);
-      n->setPhase(ir::Phase::kBackward);
-      n->setAttr("op", ir::Attribute("mean"));
-      n->setAttr("group", ir::Attribute("dp"));
-      n->setAttr("bucket", ir::Attribute(static_cast<int64_t>(k)));
-      DTC_RETURN_IF_ERROR(ops::inferNode(*n, ctx.diags));
-      for (size_t i = 0; i < inputs.size(); ++i)
-        reduced[inputs[i]] = n->output(i);
+      DTC_ASSIGN_OR_RETURN(ir::Node * n,
+                           addBucketAllReduce(graph, buckets[k], k,
+                                              next < nodes.size() ? nodes[next] : nullptr,
+                                              ir::Phase::kBackward, ctx.diags));
+      for (size_t i = 0; i < buckets[k].size(); ++i)
+        reduced[buckets[k][i]] = n->output(i);
     }
     for (ir::Value *&g : st.gradients)
       if (g)
@@ -125,6 +106,48 @@ public:
 };
 
 } // namespace
+
+Expected<std::vector<std::vector<ir::Value *>>>
+bucketGradients(const std::vector<ir::Value *> &ready, float bucketMb) {
+  const uint64_t cap = static_cast<uint64_t>(static_cast<double>(bucketMb) * (1 << 20));
+  std::vector<std::vector<ir::Value *>> buckets;
+  uint64_t bucketBytes = 0;
+  for (ir::Value *g : ready) {
+    if (!g->shape().isStatic() || !g->shape().numElements())
+      return Status::error("gradient '" + g->name() + "'", "has no static shape");
+    const uint64_t bytes =
+        static_cast<uint64_t>(*g->shape().numElements() * ir::dtypeSize(g->dtype()));
+    // The bucket being filled is full when this gradient would take it over its cap (a
+    // gradient larger than the cap gets a bucket of its own).
+    const uint64_t limit = buckets.size() == 1 ? std::min(cap, kFirstBucketBytes) : cap;
+    const bool full = !buckets.empty() && bucketBytes + bytes > limit;
+    if (buckets.empty() || full || buckets.back().front()->dtype() != g->dtype()) {
+      buckets.emplace_back();
+      bucketBytes = 0;
+    }
+    buckets.back().push_back(g);
+    bucketBytes += bytes;
+  }
+  return buckets;
+}
+
+Expected<ir::Node *> addBucketAllReduce(ir::Graph &graph, const std::vector<ir::Value *> &bucket,
+                                        size_t index, ir::Node *before, ir::Phase phase,
+                                        Diagnostics &diags) {
+  std::vector<std::string> names;
+  for (const ir::Value *g : bucket)
+    names.push_back(graph.uniqueName(g->name() + "/all-reduced"));
+  const std::string nodeName = "dp/bucket" + std::to_string(index) + "/AllReduce";
+  ir::Node *n = before ? graph.insertNodeBefore(before, "AllReduce", bucket, names,
+                                                ir::kDtcDomain, nodeName)
+                       : graph.addNode("AllReduce", bucket, names, ir::kDtcDomain, nodeName);
+  n->setPhase(phase);
+  n->setAttr("op", ir::Attribute("mean"));
+  n->setAttr("group", ir::Attribute("dp"));
+  n->setAttr("bucket", ir::Attribute(static_cast<int64_t>(index)));
+  DTC_RETURN_IF_ERROR(ops::inferNode(*n, diags));
+  return n;
+}
 
 std::unique_ptr<Pass> createDataParallelPass() { return std::make_unique<DataParallelPass>(); }
 

@@ -20,7 +20,10 @@
 // max_norm, input_scale = 1/K), and every update op takes c as grad_scale: no scaled copy of a
 // gradient is made.
 #include "ops/OpDef.h"
+#include "passes/DataParallel.h"
 #include "passes/Pass.h"
+
+#include <unordered_map>
 
 #include <cmath>
 
@@ -116,6 +119,26 @@ public:
     }
 
     phase_ = ir::Phase::kOptimizer;
+    if (k > 1 && cfg.dataParallel > 0 && !trained.empty()) {
+      // Data parallelism with accumulation: all-reduce the accumulated gradients once per step,
+      // first thing in the optimizer phase (DDP's no_sync() for all micro-batches but the last;
+      // the data-parallel pass leaves them alone). Buckets in reverse parameter order, as DDP.
+      std::vector<ir::Value *> ready;
+      for (size_t j = trained.size(); j-- > 0;)
+        ready.push_back(grads[trained[j]]);
+      DTC_ASSIGN_OR_RETURN(auto buckets, bucketGradients(ready, cfg.bucketMb));
+      std::unordered_map<const ir::Value *, ir::Value *> reduced;
+      for (size_t b = 0; b < buckets.size(); ++b) {
+        DTC_ASSIGN_OR_RETURN(ir::Node * n, addBucketAllReduce(graph, buckets[b], b, nullptr,
+                                                              ir::Phase::kOptimizer, *diags_));
+        if (!first_)
+          first_ = n;
+        for (size_t j = 0; j < buckets[b].size(); ++j)
+          reduced[buckets[b][j]] = n->output(j);
+      }
+      for (size_t i : trained)
+        grads[i] = reduced.at(grads[i]);
+    }
     const float invK = 1.f / static_cast<float>(k);
     ir::Value *scale = nullptr;
     if (cfg.clipGradNorm > 0.f && !trained.empty()) {

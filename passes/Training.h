@@ -19,6 +19,9 @@ inline constexpr const char *kLrInput = "dtc::lr";     ///< f32[], learning rate
 inline constexpr const char *kStepInput = "dtc::step"; ///< i64[], optimizer step, 0-based
 inline constexpr const char *kRngInput = "dtc::rng";   ///< i64[3], {seed, step, rank}
 
+/// PyTorch DDP's default bucket_cap_mb.
+inline constexpr float kDefaultBucketMb = 25.0f;
+
 /// Everything dtc-compile's training flags (or a --config JSON file) set.
 struct TrainingConfig {
   /// softmax-cross-entropy | mse | bce-with-logits | model (the model outputs its loss).
@@ -59,7 +62,7 @@ struct TrainingConfig {
   int64_t dataParallel = 0;
   /// dp: gradient buckets of at most this many MiB (PyTorch DDP's bucket_cap_mb, default 25);
   /// the first bucket (the last layers' gradients, ready first) is capped at 1 MiB, as DDP does.
-  float bucketMb = 25.0f;
+  float bucketMb = kDefaultBucketMb;
   /// dp: BatchNormalization statistics over all ranks (torch.nn.SyncBatchNorm) instead of per
   /// rank (DDP's default).
   bool syncBatchNorm = false;

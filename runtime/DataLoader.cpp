@@ -3,6 +3,7 @@
 
 #include "ops/cpu/Kernel.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -174,6 +175,30 @@ std::vector<HostArray> Dataset::batch(const std::vector<int64_t> &order, int64_t
     out.push_back(std::move(a));
   }
   return out;
+}
+
+uint64_t Dataset::fingerprint() const {
+  uint64_t h = 14695981039346656037ull; // FNV-1a 64 (Fowler, Noll, Vo)
+  auto mix = [&h](const void *data, size_t n) {
+    const unsigned char *p = static_cast<const unsigned char *>(data);
+    for (size_t i = 0; i < n; ++i)
+      h = (h ^ p[i]) * 1099511628211ull;
+  };
+  mix(&samples_, sizeof samples_);
+  const int64_t picks = std::min<int64_t>(samples_, 256);
+  for (const HostArray &a : arrays_) {
+    mix(a.name.data(), a.name.size());
+    for (int64_t d : a.shape)
+      mix(&d, sizeof d);
+    if (samples_ == 0)
+      continue;
+    const size_t row = a.bytes.size() / static_cast<size_t>(samples_);
+    for (int64_t k = 0; k < picks; ++k) {
+      const int64_t sample = picks > 1 ? k * (samples_ - 1) / (picks - 1) : 0;
+      mix(a.bytes.data() + static_cast<size_t>(sample) * row, row);
+    }
+  }
+  return h;
 }
 
 } // namespace dtc::rt

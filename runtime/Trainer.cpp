@@ -221,6 +221,10 @@ private:
   Communicator *comm_ = nullptr;
   /// Sums `values` over the ranks (no-op on one rank).
   Status sumOverRanks(std::vector<double> &values, const std::string &what);
+  /// Data parallelism: every rank must read the same data in the same order for as long: the
+  /// ranks compare their dataset fingerprints and sample counts, seed, shuffling, run length and
+  /// --resume, and all fail with the same message when one differs from rank 0's.
+  Status checkSameRun();
   /// Rank 0's persistent buffers (parameters, optimizer state, running statistics) replace every
   /// other rank's.
   Status broadcastState();
@@ -230,6 +234,41 @@ Status Trainer::sumOverRanks(std::vector<double> &values, const std::string &wha
   if (!comm_ || world_ == 1 || values.empty())
     return Status::ok();
   return comm_->allReduceSum(values.data(), values.size(), what);
+}
+
+Status Trainer::checkSameRun() {
+  struct Field {
+    const char *what;
+    int64_t value;
+  };
+  const std::vector<Field> mine = {
+      {"training samples", train_.samples()},
+      {"training data fingerprint", static_cast<int64_t>(train_.fingerprint())},
+      {"validation samples (-1: no --val-data)", val_ ? val_->samples() : -1},
+      {"validation data fingerprint", val_ ? static_cast<int64_t>(val_->fingerprint()) : 0},
+      {"--seed", static_cast<int64_t>(seed_)},
+      {"shuffling (1: --shuffle, 0: --no-shuffle)", shuffle_ ? 1 : 0},
+      {"steps in the run (--steps, --epochs)", totalSteps_},
+      {"--resume", opts_.resume ? 1 : 0}};
+  std::vector<int64_t> send;
+  for (const Field &f : mine)
+    send.push_back(f.value);
+  std::vector<int64_t> all(send.size() * static_cast<size_t>(world_));
+  DTC_RETURN_IF_ERROR(comm_->allGather(send.data(), send.size() * sizeof(int64_t), all.data(),
+                                       "start-up check of the run"));
+  for (int r = 1; r < world_; ++r)
+    for (size_t f = 0; f < mine.size(); ++f) {
+      const int64_t theirs = all[static_cast<size_t>(r) * send.size() + f];
+      if (theirs != all[f])
+        return Status::error(
+            "rank " + std::to_string(rank_),
+            "rank " + std::to_string(r) + " runs with " + mine[f].what + " " +
+                std::to_string(theirs) + ", rank 0 with " + std::to_string(all[f]) +
+                ": every rank of a data-parallel job must read the same dataset with the same "
+                "options (same --data/--val-data contents, --seed, --shuffle, --steps/--epochs, "
+                "--resume)");
+    }
+  return Status::ok();
 }
 
 Status Trainer::broadcastState() {
@@ -459,6 +498,8 @@ Status Trainer::run() {
       opts_.steps > 0 ? opts_.steps : stepsPerEpoch_ * (opts_.epochs > 0 ? opts_.epochs : 1);
   DTC_ASSIGN_OR_RETURN(LrSchedule schedule,
                        LrSchedule::create(plan_.hyperparameters(), totalSteps_));
+  if (comm_ && world_ > 1)
+    DTC_RETURN_IF_ERROR(checkSameRun());
 
   int64_t step = 0;
   Totals epochTotals;
@@ -522,6 +563,7 @@ Status Trainer::run() {
       orderEpoch = epoch;
     }
     auto t0 = Clock::now();
+    const int64_t traceBegin = opts_.tracer ? opts_.tracer->nowUs() : 0;
     const double lr = schedule.lr(step);
     double stepLoss = 0;
     const int64_t correct0 = epochTotals.correct, counted0 = epochTotals.counted;
@@ -542,15 +584,21 @@ Status Trainer::run() {
         }
     }
     stepLoss /= static_cast<double>(l_.microBatches);
+    // Data parallelism: the step's loss is the mean over the global batch (the mean of the
+    // ranks' means), and accuracy counts every rank's predictions, so that all ranks keep the
+    // same totals. The sums are all-reduced while the optimizer part runs.
+    std::vector<double> sums = {stepLoss, static_cast<double>(epochTotals.correct - correct0),
+                                static_cast<double>(epochTotals.counted - counted0)};
+    uint64_t sumsHandle = 0;
     if (comm_ && world_ > 1) {
-      // The step's loss is the mean over the global batch (the mean of the ranks' means), and
-      // accuracy counts every rank's predictions: all ranks keep the same totals.
-      std::vector<double> sums = {stepLoss, static_cast<double>(epochTotals.correct - correct0),
-                                  static_cast<double>(epochTotals.counted - counted0)};
-      DTC_RETURN_IF_ERROR(sumOverRanks(sums, "step loss and accuracy"));
-      stepLoss = sums[0] / world_;
-      epochTotals.correct = correct0 + static_cast<int64_t>(sums[1]);
-      epochTotals.counted = counted0 + static_cast<int64_t>(sums[2]);
+      AllReduceRequest r;
+      r.name = "step loss and accuracy";
+      r.dtype = ir::DType::kFloat64;
+      r.op = ReduceOp::kSum;
+      r.inputs = {sums.data()};
+      r.outputs = {sums.data()};
+      r.bytes = {sums.size() * sizeof(double)};
+      sumsHandle = comm_->allReduceAsync(std::move(r));
     }
     if (l_.microBatches > 1)
       for (size_t g = 0; g < l_.gradients.size(); ++g) {
@@ -561,16 +609,39 @@ Status Trainer::run() {
           dst[i] = accum[g][i] / k;
         DTC_RETURN_IF_ERROR(ex_.writeBuffer(l_.gradients[g].first, a));
       }
-    if (!opts_.dumpGradientsPath.empty() && step + 1 == totalSteps_ && rank_ == 0) {
+    if (!opts_.dumpGradientsPath.empty() && step + 1 == totalSteps_) {
       for (auto &[b, name] : l_.gradients) {
         DTC_ASSIGN_OR_RETURN(HostArray a, ex_.readBuffer(b));
         a.name = name;
-        lastGradients_.push_back(std::move(a));
+        // With accumulation the plan all-reduces the accumulated sums in the optimizer part;
+        // the micro-batch gradients averaged above are this rank's: average them over the
+        // ranks too (every rank takes part).
+        if (comm_ && world_ > 1 && l_.microBatches > 1)
+          DTC_RETURN_IF_ERROR(comm_->allReduce(a.bytes.data(), a.bytes.size() / 4,
+                                               ir::DType::kFloat32, ReduceOp::kMean,
+                                               "gradient of '" + name + "' for --dump-gradients"));
+        if (rank_ == 0)
+          lastGradients_.push_back(std::move(a));
       }
     }
     DTC_RETURN_IF_ERROR(ex_.run(l_.optimizerBegin, ex_.numInstructions()));
+    if (sumsHandle) {
+      DTC_RETURN_IF_ERROR(comm_->wait(sumsHandle));
+      stepLoss = sums[0] / world_;
+      epochTotals.correct = correct0 + static_cast<int64_t>(sums[1]);
+      epochTotals.counted = counted0 + static_cast<int64_t>(sums[2]);
+    }
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     const double rate = seconds > 0 ? perStep / seconds : 0;
+    if (opts_.tracer) {
+      Tracer::Event e;
+      e.name = "step " + std::to_string(step);
+      e.category = "step";
+      e.thread = Tracer::kHost;
+      e.beginUs = traceBegin;
+      e.durationUs = opts_.tracer->nowUs() - traceBegin;
+      opts_.tracer->record(std::move(e));
+    }
     epochTotals.lossSum += stepLoss;
     epochTotals.steps += 1;
     epochTotals.seconds += seconds;
@@ -777,11 +848,15 @@ Status train(plan::Plan plan, const TrainOptions &opts) {
     return Status::error("--epochs and --steps", "give one of them");
   if (opts.resume && opts.checkpointDir.empty())
     return Status::error("--resume", "needs --checkpoint-dir");
-  DTC_RETURN_IF_ERROR(checkOutputPath("--export", opts.exportPath));
-  DTC_RETURN_IF_ERROR(checkOutputPath("--save-params", opts.saveParamsPath));
-  DTC_RETURN_IF_ERROR(checkOutputPath("--dump-gradients", opts.dumpGradientsPath));
-  DTC_RETURN_IF_ERROR(checkOutputPath("--log", opts.logPath));
-  if (opts.resume) {
+  // Rank 0 alone writes the outputs (on another host, their folders need not exist).
+  if (!opts.comm || opts.comm->rank() == 0) {
+    DTC_RETURN_IF_ERROR(checkOutputPath("--export", opts.exportPath));
+    DTC_RETURN_IF_ERROR(checkOutputPath("--save-params", opts.saveParamsPath));
+    DTC_RETURN_IF_ERROR(checkOutputPath("--dump-gradients", opts.dumpGradientsPath));
+    DTC_RETURN_IF_ERROR(checkOutputPath("--log", opts.logPath));
+    DTC_RETURN_IF_ERROR(checkOutputPath("--trace", opts.tracePath));
+  }
+  if (opts.resume && (!opts.comm || opts.comm->rank() == 0)) {
     // Fail before loading anything when there is nothing to resume.
     DTC_RETURN_IF_ERROR(newestCheckpoint(opts.checkpointDir).status());
   }

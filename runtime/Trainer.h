@@ -61,6 +61,9 @@ struct TrainOptions {
   Communicator *comm = nullptr;
   /// --trace: every instruction and collective as a timeline event. Not owned; may be null.
   Tracer *tracer = nullptr;
+  /// Where the caller writes the trace at the end: checked before training like the other
+  /// outputs ("" for none).
+  std::string tracePath;
 };
 
 /// Checks the training part of a plan before anything is loaded: mode training, CPU ranks that

@@ -13,6 +13,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -210,9 +211,14 @@ int main(int argc, char **argv) {
     if (!plan)
       return fail(plan.status().message());
     if (plan->world_size() != nproc)
-      return usage("--nproc " + std::to_string(nproc) + ": " + planPath + " is a plan for " +
-                   std::to_string(plan->world_size()) + " rank(s) (dtc-compile --strategy dp=" +
-                   std::to_string(plan->world_size()) + ")");
+      return usage("--nproc " + std::to_string(nproc) + ": " + planPath +
+                   (plan->world_size() == 1 && plan->groups_size() == 0
+                        ? " is a single-device plan (compile it with --strategy dp=" +
+                              std::to_string(nproc) + " to train on " + std::to_string(nproc) +
+                              " ranks)"
+                        : " is a plan for " + std::to_string(plan->world_size()) +
+                              " rank(s) (dtc-compile --strategy dp=" +
+                              std::to_string(plan->world_size()) + ")"));
     std::vector<std::string> args;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
@@ -262,6 +268,9 @@ int main(int argc, char **argv) {
       train.shuffle = false;
     train.progress = stderr;
     train.progressIsTerminal = isatty(fileno(stderr));
+    if (!std::isfinite(timeout))
+      return usage("--timeout: must be a number of seconds, got " + std::to_string(timeout));
+    train.tracePath = tracePath;
     return runTraining(plan.takeValue(), train, timeout, tracePath);
   }
   for (const char *flag :

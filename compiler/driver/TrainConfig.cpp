@@ -220,6 +220,8 @@ Status validateTrainConfig(const passes::TrainingConfig &c) {
     return bad("--bucket-mb", "must be in (0, 65536] MiB, got " + std::to_string(c.bucketMb));
   if (c.syncBatchNorm && c.dataParallel == 0)
     return bad("--sync-batchnorm", "applies to --strategy dp=N");
+  if (c.bucketMb != passes::kDefaultBucketMb && c.dataParallel == 0)
+    return bad("--bucket-mb", "applies to --strategy dp=N");
   if (c.lrSchedule == "cosine" && c.minLr > c.lr)
     return bad("--min-lr", "must not exceed --lr with --lr-schedule cosine");
   if (c.momentum != 0 && c.optimizer != "sgd")
@@ -286,6 +288,24 @@ Status runTrainingPasses(ir::Graph &graph, passes::TrainingConfig &cfg,
     else
       diags.note("", d.message);
   }
+  // One value per channel has variance 0: BatchNormalization then outputs its shift alone and
+  // nothing before it learns. PyTorch refuses it ("Expected more than 1 value per channel when
+  // training"); so does dtc, for the per-rank batch unless statistics are synchronized.
+  if (result.isOk())
+    for (const ir::Node *n : graph.nodes()) {
+      if (n->domain() != ir::kDtcDomain || n->opType() != "BatchNormTraining" ||
+          n->attrInt("sync", 0) != 0)
+        continue;
+      const ir::Shape &x = n->input(0)->shape();
+      auto count = x.numElements();
+      if (x.rank() >= 2 && x[1].isStatic() && count && *count == x[1].value())
+        return Status::error(
+            "node '" + n->name() + "' (BatchNormalization)",
+            "input " + n->input(0)->type().str() +
+                " has 1 value per channel: batch statistics need at least 2 (a --batch-size of "
+                "at least 2 per rank" +
+                (cfg.dataParallel > 1 ? std::string(", or --sync-batchnorm") : "") + ")");
+    }
   if (result.isOk() &&
       std::none_of(state.gradients.begin(), state.gradients.end(), [](ir::Value *g) { return g; }))
     return Status::error("training", "no parameter gets a gradient (the loss depends on none, or "

@@ -1,8 +1,10 @@
-// dtc-run --nproc N (Launcher.h): fork + exec of mpirun on this executable, forwarding SIGINT and
-// SIGTERM sent by kill(1) to it, and returning its exit status.
+// dtc-run --nproc N (Launcher.h): fork + exec of mpirun on this executable, forwarding SIGINT,
+// SIGTERM and SIGHUP sent by kill(1) to it (mpirun also gets SIGTERM when the launcher dies),
+// and returning its exit status.
 #include "runtime/comm/Launcher.h"
 
 #include <csignal>
+#include <sys/prctl.h>
 #include <cstring>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -44,7 +46,7 @@ void forward(int sig, siginfo_t *info, void *) {
   // Signals from the terminal (SI_KERNEL) reach mpirun directly (same process group): forwarding
   // them too would make mpirun see each twice.
   if (gChild > 0 && info && info->si_code != SI_KERNEL)
-    ::kill(gChild, sig);
+    ::kill(gChild, sig == SIGHUP ? SIGTERM : sig); // mpirun ends the job on SIGTERM
 }
 
 } // namespace
@@ -97,22 +99,29 @@ Expected<int> launchLocal(int nproc, const std::vector<std::string> &args) {
 
   std::fflush(stdout);
   std::fflush(stderr);
+  const pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0)
     return Status::error("--nproc", std::string("fork failed: ") + std::strerror(errno));
   if (pid == 0) {
+    // mpirun (and with it every rank) ends when this launcher dies, even by SIGKILL: no rank
+    // may keep training after its job is gone.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent)
+      ::_exit(1); // the launcher died before prctl took effect
     ::execv(argv[0], argv.data());
     std::fprintf(stderr, "error: --nproc: cannot run %s: %s\n", argv[0], std::strerror(errno));
     ::_exit(127);
   }
   gChild = pid;
-  struct sigaction sa, oldInt, oldTerm;
+  struct sigaction sa, oldInt, oldTerm, oldHup;
   std::memset(&sa, 0, sizeof sa);
   sa.sa_sigaction = forward;
   sa.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&sa.sa_mask);
   ::sigaction(SIGINT, &sa, &oldInt);
   ::sigaction(SIGTERM, &sa, &oldTerm);
+  ::sigaction(SIGHUP, &sa, &oldHup); // a closed terminal or ssh session ends the job too
   int status = 0;
   pid_t r;
   do {
@@ -120,6 +129,7 @@ Expected<int> launchLocal(int nproc, const std::vector<std::string> &args) {
   } while (r < 0 && errno == EINTR);
   ::sigaction(SIGINT, &oldInt, nullptr);
   ::sigaction(SIGTERM, &oldTerm, nullptr);
+  ::sigaction(SIGHUP, &oldHup, nullptr);
   gChild = 0;
   if (r < 0)
     return Status::error("--nproc",

@@ -678,18 +678,26 @@ void MpiCommunicator::shutdownMpi() {
 }
 
 uint64_t MpiCommunicator::submit(std::shared_ptr<Task> t) {
-  std::lock_guard<std::mutex> lock(mu_);
-  uint64_t h = nextHandle_++;
-  if (!t->done) {
-    if (!failure_.isOk()) {
-      t->status = failure_;
-      t->done = true;
-    } else {
-      queue_.push_back(t);
-      workCv_.notify_one();
+  bool queued = false;
+  uint64_t h;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    h = nextHandle_++;
+    if (!t->done) {
+      if (!failure_.isOk()) {
+        t->status = failure_;
+        t->done = true;
+      } else {
+        queue_.push_back(t);
+        queued = true;
+      }
     }
+    pending_[h] = std::move(t);
   }
-  pending_[h] = std::move(t);
+  // Notified after unlocking: the woken communication thread must not block on the mutex the
+  // caller (the compute thread, launching a bucket) still holds.
+  if (queued)
+    workCv_.notify_one();
   return h;
 }
 

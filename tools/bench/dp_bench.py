@@ -5,12 +5,12 @@
 # gradient all-reduces with compute, from a --trace of the CNN (see tools/bench/TRAINING.md).
 #
 #     /usr/bin/python3 tools/bench/dp_bench.py [--build build] [--models cnn,gpt] [--steps 30]
-#         [--warmup 5] [--batch-per-rank 32] [--repeats 3] [--torch-python /usr/bin/python3]
+#         [--warmup 5] [--batch-per-rank 32] [--repeats 5] [--trace-repeats 3] [--no-overlap]
+#         [--overlap-bucket-mb 0.004] [--keep-traces DIR] [--torch-python /usr/bin/python3]
 import argparse
 import json
 import os
 import random
-import re
 import socket
 import statistics
 import subprocess
@@ -300,6 +300,8 @@ def scaling(bench, args, models):
               f"{fmt(eff(d2, ds), 5, 3)}  torch {fmt(eff(t2, ts), 5, 3)})")
     print("(ranks 1*: reference without data parallelism: dtc --strategy single, torch without "
           "DDP; loss0: first step, mean over the global batch)")
+    print("(Debian's torch runs Linear/MatMul on the netlib reference BLAS: gpt's torch numbers "
+          "are low; see train_bench.py)")
     for k, e in errors.items():
         print(f"error {'/'.join(map(str, k))}: {e}")
 
@@ -393,7 +395,7 @@ def overlap(bench, args):
     variants = [("default 25 MiB", []), (f"{mb} MiB", ["--bucket-mb", str(mb)]),
                 (f"{mb} MiB + sync-BN", ["--bucket-mb", str(mb), "--sync-batchnorm"])]
     print(f"\n== Overlap (cnn, 2 ranks, batch {b}/rank, {args.trace_steps} traced steps, "
-          f"first {args.warmup} dropped; median over {args.repeats} runs) ==")
+          f"first {args.warmup} dropped; median over {args.trace_repeats} runs) ==")
     print("ovl = part of the comm thread's all-reduce time (us) that intersects the union of "
           "kernel events of the same rank (launch/wait events excluded)")
     print("buckets: gradient buckets only; all: + 'step loss and accuracy' (+ sync-BN "
@@ -406,7 +408,7 @@ def overlap(bench, args):
             print(f"{label:22} {plan}")
             continue
         runs = []
-        for rep in range(args.repeats):
+        for rep in range(args.trace_repeats):
             trace = os.path.join(bench.tmp, f"trace{i}-{rep}.json")
             r = bench.run_dtc(plan, 2, data, args.trace_steps, ["--trace", trace])
             if isinstance(r, Failure):
@@ -434,6 +436,7 @@ def overlap(bench, args):
                   f"{100 * frac('buckets'):10.1f}% {100 * frac('all'):7.1f}% {bus:14.0f} "
                   f"{per('wait_per_step'):12.0f} {per('launch_med'):9.0f} "
                   f"{per('step') / 1e3:7.1f}")
+    print("rank all: the ranks' times summed (ovl) or averaged (per step), median over runs")
     print("target: >= 50% of the bucket all-reduce time overlapped on the CNN (several buckets)")
 
 
@@ -445,7 +448,8 @@ def main():
     ap.add_argument("--batch-per-rank", type=int, default=32)
     ap.add_argument("--steps", type=int, default=30, help="timed steps per run")
     ap.add_argument("--warmup", type=int, default=5, help="untimed steps before them")
-    ap.add_argument("--repeats", type=int, default=3, help="interleaved runs of every config")
+    ap.add_argument("--repeats", type=int, default=5, help="interleaved runs of every config")
+    ap.add_argument("--trace-repeats", type=int, default=3, help="traced runs of every variant")
     ap.add_argument("--trace-steps", type=int, default=20, help="steps of each traced run")
     ap.add_argument("--overlap-bucket-mb", type=float, default=0.004,
                     help="small bucket size for the overlap part (the CNN's gradients: ~22 KB)")
@@ -454,8 +458,8 @@ def main():
     ap.add_argument("--torch-python", default="/usr/bin/python3",
                     help="interpreter with torch and torch.distributed (gloo)")
     args = ap.parse_args()
-    if args.steps < 1 or args.warmup < 1 or args.repeats < 1 or args.batch_per_rank < 1:
-        sys.exit("--steps, --warmup, --repeats and --batch-per-rank must be >= 1")
+    if min(args.steps, args.warmup, args.repeats, args.trace_repeats, args.batch_per_rank) < 1:
+        sys.exit("--steps, --warmup, --repeats, --trace-repeats, --batch-per-rank must be >= 1")
     if args.trace_steps <= args.warmup:
         sys.exit("--trace-steps must exceed --warmup")
     models = args.models.split(",")

@@ -353,7 +353,12 @@ TEST(DataParallelLowering, GradientAccumulationKeepsValidPlans) {
   cfg.gradAccumSteps = 2;
   Lowered l = lowerText(kDpModel, cfg);
   ASSERT_TRUE(l.plan) << l.plan.status().message();
-  EXPECT_EQ(collectivesOf(l.plan->ranks(0)).size(), 5u);
+  // The accumulated gradients are reduced once per step, in the optimizer part (DDP's
+  // no_sync() for all micro-batches but the last), not after every micro-batch.
+  const std::vector<int> cols = collectivesOf(l.plan->ranks(0));
+  EXPECT_EQ(cols.size(), 5u);
+  for (int c : cols)
+    EXPECT_GE(c, l.plan->training().optimizer_begin());
   EXPECT_TRUE(validatePlan(*l.plan, "").isOk());
 }
 
@@ -378,6 +383,19 @@ TEST(DataParallelLowering, ValidationRefusesUnwaitedAndMisdirectedWaits) {
         ins.mutable_wait()->set_collective(0);
   s = validatePlan(badWait, "");
   EXPECT_NE(s.message().find("is not a collective before it"), std::string::npos) << s.message();
+}
+
+TEST(DataParallelLowering, OneValuePerChannelNeedsSyncBatchNorm) {
+  passes::TrainingConfig cfg = dpConfig(2, 25.0f);
+  cfg.batchSize = 2; // one sample per rank, BatchNormalization over (N, 3)
+  Lowered l = lowerText(kDpModel, cfg);
+  ASSERT_FALSE(l.plan);
+  EXPECT_NE(l.plan.status().message().find("has 1 value per channel"), std::string::npos)
+      << l.plan.status().message();
+  EXPECT_NE(l.plan.status().message().find("--sync-batchnorm"), std::string::npos);
+  cfg.syncBatchNorm = true; // statistics over both ranks: 2 values per channel
+  Lowered synced = lowerText(kDpModel, cfg);
+  EXPECT_TRUE(synced.plan) << synced.plan.status().message();
 }
 
 TEST(DataParallelConfig, StrategyAndBatchErrors) {

@@ -1,0 +1,28 @@
+// Gradient buckets of data parallelism (passes/DataParallel.cpp), shared by the data-parallel
+// pass (buckets in backward, launched where backward completes them) and the optimizer pass
+// (with gradient accumulation: the accumulated gradients, once per step).
+#pragma once
+
+#include "compiler/ir/Graph.h"
+#include "compiler/support/Diagnostics.h"
+#include "compiler/support/Status.h"
+
+#include <vector>
+
+namespace dtc::passes {
+
+/// Splits `ready` (gradients in the order they become ready; static shapes) into buckets as
+/// PyTorch DDP does (Li et al., VLDB 2020): the first at most min(1 MiB, bucketMb MiB), the
+/// others at most bucketMb MiB; a gradient larger than the cap gets a bucket of its own; a
+/// bucket holds one dtype. Errors: a gradient without a static shape.
+Expected<std::vector<std::vector<ir::Value *>>>
+bucketGradients(const std::vector<ir::Value *> &ready, float bucketMb);
+
+/// Adds ai.dtc.AllReduce(bucket...) {op = "mean", group = "dp", bucket = index} named
+/// "dp/bucket<index>/AllReduce" before `before` (appended when null), in `phase`, with output i
+/// the reduced value of bucket[i] ("<name>/all-reduced"); infers its types.
+Expected<ir::Node *> addBucketAllReduce(ir::Graph &graph, const std::vector<ir::Value *> &bucket,
+                                        size_t index, ir::Node *before, ir::Phase phase,
+                                        Diagnostics &diags);
+
+} // namespace dtc::passes
