@@ -230,6 +230,7 @@ Status Executor::load() {
       step.outputs.push_back(device_->arenaAt(rp.buffers(ins.copy().dst()).offset()));
       step.copyBytes = rp.buffers(ins.copy().src()).size_bytes();
       step.category = "copy";
+      step.name = "copy -> " + rp.buffers(ins.copy().dst()).name();
       entries.push_back({"copy", "", 0, 0});
     } else if (ins.has_collective()) {
       const plan::Collective &c = ins.collective();
@@ -340,7 +341,9 @@ Status Executor::run(int begin, int end) {
       if (opts_.tracer) {
         const Step &s = steps_[i];
         Tracer::Event e;
-        e.name = s.kind == StepKind::kKernel ? s.name : s.category + " " + s.name;
+        e.name = s.kind == StepKind::kKernel || s.kind == StepKind::kCopy
+                     ? s.name
+                     : s.category + " " + s.name;
         e.category = s.category;
         e.thread = Tracer::kCompute;
         e.beginUs = traceBegin;
@@ -371,7 +374,8 @@ Status Executor::runStep(size_t i) {
     ops::cpu::KernelArgs args{s.inputs.data(), s.inputs.size(), s.outputs.data(),
                               s.outputs.size()};
     Status st = s.kernel->run(args);
-    return st.isOk() ? st : st.withContext(where());
+    // A collective inside a kernel (synchronized BatchNorm) names the rank and node already.
+    return st.isOk() || st.message().rfind("rank ", 0) == 0 ? st : st.withContext(where());
   }
   case StepKind::kCopy:
     if (s.outputs[0] != s.inputs[0] && s.copyBytes)

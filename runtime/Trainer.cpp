@@ -100,6 +100,8 @@ struct TrainingLayout {
   std::string predictionName;
   std::string labelName;
   int optimizerBegin = 0;
+  /// Validation runs [0, forwardEnd).
+  int forwardEnd = 0;
   int64_t microBatches = 1;
   int64_t batch = 0;
   /// PARAMETER, OPTIMIZER_STATE and state buffers: what a checkpoint holds.
@@ -120,6 +122,7 @@ TrainingLayout layoutOf(const plan::Plan &plan) {
   l.predictionName = tr.prediction_output();
   l.labelName = tr.label_input();
   l.optimizerBegin = tr.optimizer_begin();
+  l.forwardEnd = tr.forward_end() > 0 ? tr.forward_end() : tr.optimizer_begin();
   l.microBatches = std::max<int64_t>(1, plan.hyperparameters().grad_accum_steps());
   std::set<int> persistent;
   for (int b = 0; b < rp.buffers_size(); ++b)
@@ -193,7 +196,7 @@ private:
   Status setScalars(int64_t step, int64_t rngCounter, double lr);
   /// Runs the micro-batch part on the batch starting at order[first]; adds loss/accuracy.
   Status microBatch(const Dataset &data, const std::vector<int64_t> &order, int64_t first,
-                    double &loss, Totals &totals);
+                    double &loss, Totals &totals, int end = -1);
   Status validate(int64_t step, Totals &val);
   Status writeCheckpointAt(int64_t step, int64_t epoch, int64_t stepInEpoch, const Totals &t);
   Status resume(int64_t &startStep, Totals &epochTotals);
@@ -302,14 +305,14 @@ Status Trainer::setScalars(int64_t step, int64_t rngCounter, double lr) {
 }
 
 Status Trainer::microBatch(const Dataset &data, const std::vector<int64_t> &order, int64_t first,
-                           double &loss, Totals &totals) {
+                           double &loss, Totals &totals, int end) {
   std::vector<HostArray> batch = data.batch(order, first);
   for (const HostArray &a : batch) {
     Status s = ex_.setInput(a);
     if (!s.isOk())
       return s.withContext(data.path());
   }
-  DTC_RETURN_IF_ERROR(ex_.run(0, l_.optimizerBegin));
+  DTC_RETURN_IF_ERROR(ex_.run(0, end >= 0 ? end : l_.optimizerBegin));
   DTC_ASSIGN_OR_RETURN(HostArray lossArray, ex_.output(plan_.training().loss_output()));
   DTC_ASSIGN_OR_RETURN(loss, scalarOf(lossArray));
   if (!l_.predictionName.empty() && !l_.labelName.empty()) {
@@ -329,8 +332,9 @@ void Trainer::logLine(const nlohmann::json &j) {
 }
 
 Status Trainer::validate(int64_t step, Totals &val) {
-  // The plan has no forward-only program: run the micro-batch part (forward and backward, no
-  // update) and put back any persistent buffer it writes (BatchNormalization running stats).
+  // Run the forward part of the plan (loss and prediction; without forward_end, from older
+  // plans, the whole micro-batch part) and put back any persistent buffer it writes
+  // (BatchNormalization's running statistics).
   std::vector<HostArray> saved;
   for (int b : l_.writtenByForward) {
     DTC_ASSIGN_OR_RETURN(HostArray a, ex_.readBuffer(b));
@@ -343,8 +347,8 @@ Status Trainer::validate(int64_t step, Totals &val) {
   for (int64_t i = 0; i < batches; ++i) {
     DTC_RETURN_IF_ERROR(setScalars(step, step * l_.microBatches, 0.0));
     double loss = 0;
-    DTC_RETURN_IF_ERROR(
-        microBatch(*val_, order, i * globalBatch_ + rank_ * l_.batch, loss, val));
+    DTC_RETURN_IF_ERROR(microBatch(*val_, order, i * globalBatch_ + rank_ * l_.batch, loss,
+                                   val, l_.forwardEnd));
     val.lossSum += loss;
     val.steps += 1;
     val.samples += l_.batch;
@@ -760,6 +764,10 @@ Status checkTrainingPlan(const plan::Plan &plan, const std::string &where) {
     return Status::error(w, "optimizer_begin " + std::to_string(tr.optimizer_begin()) +
                                 " is outside [1, " + std::to_string(rp.instructions_size()) +
                                 "] (instructions before it compute the loss)");
+  if (tr.forward_end() < 0 || tr.forward_end() > tr.optimizer_begin())
+    return Status::error(w, "forward_end " + std::to_string(tr.forward_end()) +
+                                " is outside [0, optimizer_begin " +
+                                std::to_string(tr.optimizer_begin()) + "]");
   for (const plan::TrainedParameter &p : tr.parameters()) {
     const std::string pw = w + ": parameter '" + p.name() + "'";
     if (!inRange(p.buffer()) || (p.gradient() != -1 && !inRange(p.gradient())))

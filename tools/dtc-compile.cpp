@@ -317,7 +317,9 @@ int main(int argc, char **argv) {
       for (const auto &ins : r.instructions())
         collectives += ins.has_collective();
       const std::string buckets =
-          collectives ? " (" + std::to_string(collectives) + " gradient all-reduce buckets)" : "";
+          collectives ? " (" + std::to_string(collectives) + " gradient all-reduce bucket" +
+                            (collectives == 1 ? ")" : "s)")
+                      : "";
       std::fprintf(stderr,
                    "%s: %s: %d instructions%s, %d buffers, arena %llu bytes (without reuse %llu "
                    "bytes)\n",

@@ -715,6 +715,17 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
     if (optimizerBegin >= 0)
       optimizerBegin += shift;
   }
+  // The forward part ends at the first instruction of a backward or optimizer node (state
+  // copies of BatchNormalization's running statistics come right after their producer, in it).
+  int forwardEnd = 0;
+  if (st) {
+    forwardEnd = static_cast<int>(instrs.size());
+    for (size_t i = 0; i < instrs.size(); ++i)
+      if (instrs[i].node && instrs[i].node->phase() != ir::Phase::kForward) {
+        forwardEnd = static_cast<int>(i);
+        break;
+      }
+  }
   std::unordered_set<const ir::Value *> gradientValues;
   if (st)
     for (const ir::Value *g : st->gradients)
@@ -992,6 +1003,7 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
 
   if (st) {
     DTC_RETURN_IF_ERROR(fillTraining(plan, graph, *st, *cfg, pb.bufferOfValue, optimizerBegin));
+    plan.mutable_training()->set_forward_end(forwardEnd);
   }
   // Data parallelism: every rank runs rank 0's program on its shard of the batch.
   if (cfg && cfg->dataParallel >= 1) {

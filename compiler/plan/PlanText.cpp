@@ -446,7 +446,9 @@ std::string planText(const Plan &plan, std::optional<int> rank) {
     out += "training loss=" + quote(t.loss_output()) + " prediction=" +
            quote(t.prediction_output()) + " label=" + quote(t.label_input()) +
            " ignore_index=" + std::to_string(t.ignore_index()) +
-           " optimizer_begin=" + std::to_string(t.optimizer_begin()) + " lr_input=" +
+           " optimizer_begin=" + std::to_string(t.optimizer_begin()) +
+           (t.forward_end() ? " forward_end=" + std::to_string(t.forward_end()) : "") +
+           " lr_input=" +
            quote(t.lr_input()) + " step_input=" + quote(t.step_input()) + " rng_input=" +
            quote(t.rng_input()) + "\n";
     for (const TrainedParameter &p : t.parameters()) {

@@ -380,6 +380,10 @@ Status checkTraining(const Plan &plan) {
   for (int32_t b : t.state_buffers())
     if (!bufferOk(b) || r.buffers(b).kind() != BUFFER_PARAMETER)
       return Status::error("state buffer " + str(b) + " is not a parameter buffer");
+  if (t.forward_end() < 0 || t.forward_end() > r.instructions_size() ||
+      (t.forward_end() > t.optimizer_begin() && t.optimizer_begin() >= 0))
+    return Status::error("forward_end " + str(t.forward_end()) + " is not in [0, optimizer_begin " +
+                         str(t.optimizer_begin()) + "]");
   if (t.optimizer_begin() < -1 || t.optimizer_begin() > r.instructions_size())
     return Status::error("optimizer_begin " + str(t.optimizer_begin()) + " is not in [-1, " +
                          std::to_string(r.instructions_size()) + "]");
