@@ -353,7 +353,7 @@ TEST(Launcher, CommandLine) {
 }
 
 // --fault=stop|kill: rank 1 stops (SIGSTOP) or kills (SIGKILL) itself before a collective; rank
-// 0's collective (timeout 2 s) must fail within ~5 s naming rank 1, then end the job.
+// 0's collective (timeout 2 s) must fail within 15 s naming rank 1, then end the job.
 TEST(CommFault, LostPeerIsNamed) {
   if (gFault.empty())
     GTEST_SKIP() << "runs with --fault=stop|kill";
@@ -367,7 +367,7 @@ TEST(CommFault, LostPeerIsNamed) {
   Status s = gComm->allReduce(v.data(), v.size(), ir::DType::kFloat32, ReduceOp::kSum, "bucket 3");
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   ASSERT_FALSE(s.isOk());
-  EXPECT_LT(seconds, 5.0);
+  EXPECT_LT(seconds, 15.0); // the 2 s timeout plus generous scheduling slack (sanitizers, load)
   EXPECT_NE(s.message().find("rank 1"), std::string::npos) << s.message();
   EXPECT_EQ(s.message().rfind("rank " + std::to_string(rankOf()) + ": all-reduce 'bucket 3'", 0),
             0u)

@@ -5,7 +5,6 @@
 // (positive and negative steps).
 #include "tests/unit/cpu/KernelTestUtil.h"
 
-#include <chrono>
 #include <cmath>
 
 namespace dtc::ops::cpu::test {
@@ -159,8 +158,8 @@ TEST(TensorGradKernel, SoftmaxCrossEntropyLossGradRejectsBadLabels) {
 }
 
 TEST(TensorGradKernel, SoftmaxCrossEntropyLossGradLanguageModelSize) {
-  // 256 tokens x a GPT-2 vocabulary, in place: one oneDNN softmax pass and one scaling pass
-  // (a loose bound for a slow shared machine: 500 ms).
+  // 256 tokens x a GPT-2 vocabulary, in place, run twice (the second run starts from the first
+  // one's output). Speed is a benchmark matter (tools/bench), not asserted here.
   const int64_t n = 256, c = 50257;
   Buf<float> x = randomBuf(static_cast<size_t>(n * c), 37);
   std::vector<int64_t> labv(static_cast<size_t>(n));
@@ -176,11 +175,7 @@ TEST(TensorGradKernel, SoftmaxCrossEntropyLossGradLanguageModelSize) {
   std::vector<const void *> ins = {dl.data(), x.data(), lab.data()};
   std::vector<void *> outs = {x.data()};
   ASSERT_TRUE((*k)->run({ins.data(), ins.size(), outs.data(), outs.size()}).isOk());
-  auto t0 = std::chrono::steady_clock::now();
   ASSERT_TRUE((*k)->run({ins.data(), ins.size(), outs.data(), outs.size()}).isOk());
-  double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_LT(ms, 500.0);
   // Each row of the gradient sums to 0 (softmax sums to 1, minus the one-hot).
   double rowSum = 0;
   for (int64_t j = 0; j < c; ++j)
@@ -282,9 +277,9 @@ TEST(TensorGradKernel, GatherGradInt32IndicesAndRangeErrors) {
             "node 'n0' (ai.dtc.GatherGrad): index 3 is out of range for axis 0 of size 3");
 }
 
-TEST(TensorGradKernel, GatherGradEmbeddingTableIsFast) {
-  // GPT-2 small embedding: (50257 x 768) table, 8 x 128 tokens. One step must stay well under
-  // the time of a memset-and-add pass (a loose bound: 200 ms even on a slow shared machine).
+TEST(TensorGradKernel, GatherGradEmbeddingTable) {
+  // GPT-2 small embedding: (50257 x 768) table, 8 x 128 tokens, run twice: the second run
+  // must give the same table (the output is zeroed first, not accumulated across runs).
   const int64_t vocab = 50257, dm = 768, tokens = 1024;
   Buf<float> dy = randomBuf(static_cast<size_t>(tokens * dm), 23);
   std::vector<int64_t> idxv(tokens);
@@ -301,11 +296,7 @@ TEST(TensorGradKernel, GatherGradEmbeddingTableIsFast) {
   std::vector<const void *> ins = {dy.data(), idx.data()};
   std::vector<void *> outs = {dx.data()};
   ASSERT_TRUE((*k)->run({ins.data(), ins.size(), outs.data(), outs.size()}).isOk());
-  auto t0 = std::chrono::steady_clock::now();
   ASSERT_TRUE((*k)->run({ins.data(), ins.size(), outs.data(), outs.size()}).isOk());
-  double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_LT(ms, 200.0);
   EXPECT_FLOAT_EQ(dx[static_cast<size_t>(idxv[5] * dm + 3)], dy[5 * dm + 3]);
 }
 
