@@ -270,8 +270,13 @@ public:
   Status allGather(const void *send, size_t bytes, void *recv, const std::string &what) override;
   Status reduceScatter(const void *send, void *recv, size_t count, ir::DType dtype, ReduceOp op,
                        const std::string &what) override;
-  Status send(const void *data, size_t bytes, int peer, int tag, const std::string &what) override;
-  Status recv(void *data, size_t bytes, int peer, int tag, const std::string &what) override;
+  Status send(const void *data, size_t bytes, int peer, int tag, const std::string &what) override {
+    // MPI_Isend reads the bytes only; one code path for both directions.
+    return pointToPoint(true, const_cast<void *>(data), bytes, peer, tag, what);
+  }
+  Status recv(void *data, size_t bytes, int peer, int tag, const std::string &what) override {
+    return pointToPoint(false, data, bytes, peer, tag, what);
+  }
   Status barrier(const std::string &what) override;
   [[noreturn]] void abortJob(int exitCode) override;
 
@@ -285,6 +290,10 @@ private:
   /// Queues `t` and waits for it.
   Status run(std::shared_ptr<Task> t) { return wait(submit(std::move(t))); }
   std::shared_ptr<Task> makeAllReduce(AllReduceRequest request, Status &invalid);
+  /// One blocking send (isSend) or receive of `bytes` bytes with `peer`, in chunks of at most
+  /// kMaxChunk bytes (MPI counts are ints).
+  Status pointToPoint(bool isSend, void *data, size_t bytes, int peer, int tag,
+                      const std::string &what);
 
   // Communication thread.
   void threadMain(std::promise<Status> started);
@@ -969,10 +978,10 @@ Status MpiCommunicator::reduceScatter(const void *send, void *recv, size_t count
   return run(std::move(t));
 }
 
-Status MpiCommunicator::send(const void *data, size_t bytes, int peer, int tag,
-                             const std::string &what) {
+Status MpiCommunicator::pointToPoint(bool isSend, void *data, size_t bytes, int peer, int tag,
+                                     const std::string &what) {
   auto t = std::make_shared<Task>();
-  t->kind = "send";
+  t->kind = isSend ? "send" : "recv";
   t->name = what;
   t->bytes = bytes;
   t->collective = false;
@@ -981,40 +990,14 @@ Status MpiCommunicator::send(const void *data, size_t bytes, int peer, int tag,
     return taskError(*t, "peer rank " + std::to_string(peer) + " is not another rank of the job");
   if (tag < 0 || tag > 32767)
     return taskError(*t, "tag " + std::to_string(tag) + " is outside [0, 32767]");
-  t->start = [this, data, bytes, peer, tag](std::vector<MPI_Request> &reqs) {
+  t->start = [this, isSend, data, bytes, peer, tag](std::vector<MPI_Request> &reqs) {
     size_t off = 0;
     do { // at least one message, so a zero-byte send still matches its recv
       reqs.emplace_back();
-      int rc = MPI_Isend(static_cast<const std::byte *>(data) + off,
-                         static_cast<int>(std::min(kMaxChunk, bytes - off)), MPI_BYTE, peer, tag,
-                         comm_, &reqs.back());
-      if (rc != MPI_SUCCESS)
-        return rc;
-      off += kMaxChunk;
-    } while (off < bytes);
-    return MPI_SUCCESS;
-  };
-  return run(std::move(t));
-}
-
-Status MpiCommunicator::recv(void *data, size_t bytes, int peer, int tag, const std::string &what) {
-  auto t = std::make_shared<Task>();
-  t->kind = "recv";
-  t->name = what;
-  t->bytes = bytes;
-  t->collective = false;
-  t->peer = peer;
-  if (peer < 0 || peer >= size_ || peer == rank_)
-    return taskError(*t, "peer rank " + std::to_string(peer) + " is not another rank of the job");
-  if (tag < 0 || tag > 32767)
-    return taskError(*t, "tag " + std::to_string(tag) + " is outside [0, 32767]");
-  t->start = [this, data, bytes, peer, tag](std::vector<MPI_Request> &reqs) {
-    size_t off = 0;
-    do {
-      reqs.emplace_back();
-      int rc = MPI_Irecv(static_cast<std::byte *>(data) + off,
-                         static_cast<int>(std::min(kMaxChunk, bytes - off)), MPI_BYTE, peer, tag,
-                         comm_, &reqs.back());
+      std::byte *at = static_cast<std::byte *>(data) + off;
+      const int n = static_cast<int>(std::min(kMaxChunk, bytes - off));
+      int rc = isSend ? MPI_Isend(at, n, MPI_BYTE, peer, tag, comm_, &reqs.back())
+                      : MPI_Irecv(at, n, MPI_BYTE, peer, tag, comm_, &reqs.back());
       if (rc != MPI_SUCCESS)
         return rc;
       off += kMaxChunk;

@@ -20,6 +20,9 @@ import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from train_bench import make_data  # noqa: E402  (same synthetic data as the single-device bench)
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BATCHES_IN_DATA = 4  # the data file holds this many global batches of the largest rank count
 RANKS = (1, 2)
@@ -31,15 +34,6 @@ MODELS = {
 }
 
 
-def make_data(model, n, rng):
-    """Random inputs and labels for n samples, named as the plan's data inputs ("label")."""
-    if model == "cnn":
-        return {"input": rng.standard_normal((n, 3, 32, 32)).astype(np.float32),
-                "label": rng.integers(0, 10, n).astype(np.int64)}
-    if model == "gpt":
-        return {"tokens": rng.integers(0, 64, (n, 16)).astype(np.int64),
-                "label": rng.integers(0, 64, (n, 16)).astype(np.int64)}
-    raise ValueError(model)
 
 
 # One PyTorch rank. argv: models dir, model, data .npz, batch per rank, warmup, steps, ddp (0/1).
