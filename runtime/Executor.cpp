@@ -356,12 +356,16 @@ Status Executor::run(int begin, int end) {
   // that each one has a wait); a range that stops in between would leave one writing its
   // outputs while the caller reads them.
   for (size_t i = static_cast<size_t>(begin); i < static_cast<size_t>(end); ++i)
-    if (launched_[i])
+    if (launched_[i]) {
+      Status drained = opts_.comm->waitAll(); // nothing may write the arena after returning
+      (void)drained;
+      launched_[i] = false;
       return Status::error("rank " + std::to_string(opts_.rank) + ": instruction " +
                                std::to_string(i) + " (all-reduce '" + steps_[i].name + "')",
                            "still in flight at the end of the instruction range [" +
                                std::to_string(begin) + ", " + std::to_string(end) +
                                "): its wait lies outside the range");
+    }
   return device_->synchronize();
 }
 

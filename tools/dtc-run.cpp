@@ -219,18 +219,8 @@ int main(int argc, char **argv) {
                         : " is a plan for " + std::to_string(plan->world_size()) +
                               " rank(s) (dtc-compile --strategy dp=" +
                               std::to_string(plan->world_size()) + ")"));
-    std::vector<std::string> args;
-    for (int i = 1; i < argc; ++i) {
-      const std::string a = argv[i];
-      if (a == "--nproc") {
-        ++i;
-        continue;
-      }
-      if (a.rfind("--nproc=", 0) == 0)
-        continue;
-      args.push_back(a);
-    }
-    auto code = dtc::rt::launchLocal(nproc, args);
+    // launchLocal drops --nproc from the arguments.
+    auto code = dtc::rt::launchLocal(nproc, std::vector<std::string>(argv + 1, argv + argc));
     if (!code)
       return fail(code.status().message());
     return *code;

@@ -231,6 +231,13 @@ Status checkInstruction(const RankProgram &r, int index, const KernelCheck &kern
       if (in.dtype() != static_cast<int32_t>(ir::DType::kFloat32) &&
           in.dtype() != static_cast<int32_t>(ir::DType::kFloat64))
         return Status::error(where, "operand " + q(in.name()) + " is not f32 or f64");
+      // One reduction covers every operand: one dtype, and outputs laid out as their inputs.
+      if (in.dtype() != r.buffers(c.inputs(0)).dtype())
+        return Status::error(where, "operand " + q(in.name()) + " has another dtype than " +
+                                        q(r.buffers(c.inputs(0)).name()));
+      if (in.layout() != out.layout())
+        return Status::error(where, "input " + q(in.name()) + " and output " + q(out.name()) +
+                                        " differ in layout");
     }
     return Status::ok();
   }
