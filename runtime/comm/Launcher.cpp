@@ -41,10 +41,13 @@ std::string findOnPath(const std::string &name) {
 }
 
 volatile sig_atomic_t gChild = 0;
+/// The signal that stopped the job (SIGINT, SIGTERM, SIGHUP), 0 when none.
+volatile sig_atomic_t gStopSignal = 0;
 
 void forward(int sig, siginfo_t *info, void *) {
   // Signals from the terminal (SI_KERNEL) reach mpirun directly (same process group): forwarding
   // them too would make mpirun see each twice.
+  gStopSignal = sig;
   if (gChild > 0 && info && info->si_code != SI_KERNEL)
     ::kill(gChild, sig == SIGHUP ? SIGTERM : sig); // mpirun ends the job on SIGTERM
 }
@@ -99,6 +102,7 @@ Expected<int> launchLocal(int nproc, const std::vector<std::string> &args) {
 
   std::fflush(stdout);
   std::fflush(stderr);
+  gStopSignal = 0;
   const pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0)
@@ -134,6 +138,10 @@ Expected<int> launchLocal(int nproc, const std::vector<std::string> &args) {
   if (r < 0)
     return Status::error("--nproc",
                          std::string("waiting for mpirun failed: ") + std::strerror(errno));
+  // Interrupted (Ctrl-C, kill): exit as a process killed by that signal would, 128 + signal,
+  // whatever status mpirun chose while ending the ranks.
+  if (gStopSignal != 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+    return 128 + gStopSignal;
   if (WIFEXITED(status))
     return WEXITSTATUS(status);
   if (WIFSIGNALED(status))
