@@ -588,22 +588,6 @@ Status Trainer::run() {
         }
     }
     stepLoss /= static_cast<double>(l_.microBatches);
-    // Data parallelism: the step's loss is the mean over the global batch (the mean of the
-    // ranks' means), and accuracy counts every rank's predictions, so that all ranks keep the
-    // same totals. The sums are all-reduced while the optimizer part runs.
-    std::vector<double> sums = {stepLoss, static_cast<double>(epochTotals.correct - correct0),
-                                static_cast<double>(epochTotals.counted - counted0)};
-    uint64_t sumsHandle = 0;
-    if (comm_ && world_ > 1) {
-      AllReduceRequest r;
-      r.name = "step loss and accuracy";
-      r.dtype = ir::DType::kFloat64;
-      r.op = ReduceOp::kSum;
-      r.inputs = {sums.data()};
-      r.outputs = {sums.data()};
-      r.bytes = {sums.size() * sizeof(double)};
-      sumsHandle = comm_->allReduceAsync(std::move(r));
-    }
     if (l_.microBatches > 1)
       for (size_t g = 0; g < l_.gradients.size(); ++g) {
         DTC_ASSIGN_OR_RETURN(HostArray a, ex_.readBuffer(l_.gradients[g].first));
@@ -628,9 +612,28 @@ Status Trainer::run() {
           lastGradients_.push_back(std::move(a));
       }
     }
-    DTC_RETURN_IF_ERROR(ex_.run(l_.optimizerBegin, ex_.numInstructions()));
+    // Data parallelism: the step's loss is the mean over the global batch (the mean of the
+    // ranks' means), and accuracy counts every rank's predictions, so that all ranks keep the
+    // same totals. The sums are all-reduced while the optimizer part runs.
+    std::vector<double> sums = {stepLoss, static_cast<double>(epochTotals.correct - correct0),
+                                static_cast<double>(epochTotals.counted - counted0)};
+    uint64_t sumsHandle = 0;
+    if (comm_ && world_ > 1) {
+      AllReduceRequest r;
+      r.name = "step loss and accuracy";
+      r.dtype = ir::DType::kFloat64;
+      r.op = ReduceOp::kSum;
+      r.inputs = {sums.data()};
+      r.outputs = {sums.data()};
+      r.bytes = {sums.size() * sizeof(double)};
+      sumsHandle = comm_->allReduceAsync(std::move(r));
+    }
+    Status optimized = ex_.run(l_.optimizerBegin, ex_.numInstructions());
+    // The metrics' all-reduce writes into `sums`: wait for it before anything returns.
+    Status summed = sumsHandle ? comm_->wait(sumsHandle) : Status::ok();
+    DTC_RETURN_IF_ERROR(optimized);
+    DTC_RETURN_IF_ERROR(summed);
     if (sumsHandle) {
-      DTC_RETURN_IF_ERROR(comm_->wait(sumsHandle));
       stepLoss = sums[0] / world_;
       epochTotals.correct = correct0 + static_cast<int64_t>(sums[1]);
       epochTotals.counted = counted0 + static_cast<int64_t>(sums[2]);
