@@ -5,6 +5,8 @@
 #include "runtime/Trace.h"
 #include "runtime/comm/Communicator.h"
 
+#include <algorithm>
+
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -133,7 +135,14 @@ Expected<std::string> resolveModelPath(const plan::Plan &plan, const ExecutorOpt
 
 Executor::Executor(plan::Plan plan, const ExecutorOptions &opts)
     : plan_(std::move(plan)), opts_(opts) {}
-Executor::~Executor() = default;
+Executor::~Executor() {
+  // A run that failed after launching collectives leaves them writing into the arena: let them
+  // finish before the arena goes (a lost peer fails them within the communicator's timeout).
+  if (opts_.comm && std::find(launched_.begin(), launched_.end(), true) != launched_.end()) {
+    Status drained = opts_.comm->waitAll();
+    (void)drained; // the run's own error is the one reported
+  }
+}
 
 Expected<std::unique_ptr<Executor>> Executor::create(plan::Plan plan, const ExecutorOptions &opts) {
   std::unique_ptr<Executor> ex(new Executor(std::move(plan), opts));
@@ -359,7 +368,7 @@ Status Executor::run(int begin, int end) {
     if (launched_[i]) {
       Status drained = opts_.comm->waitAll(); // nothing may write the arena after returning
       (void)drained;
-      launched_[i] = false;
+      std::fill(launched_.begin(), launched_.end(), false);
       return Status::error("rank " + std::to_string(opts_.rank) + ": instruction " +
                                std::to_string(i) + " (all-reduce '" + steps_[i].name + "')",
                            "still in flight at the end of the instruction range [" +
