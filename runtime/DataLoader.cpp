@@ -1,5 +1,6 @@
 // Datasets and the per-epoch sample order (see DataLoader.h).
 #include "runtime/DataLoader.h"
+#include "runtime/PlanUtil.h"
 
 #include "ops/cpu/Kernel.h"
 
@@ -13,10 +14,6 @@
 namespace dtc::rt {
 
 namespace {
-
-std::string typeStr(ir::DType dtype, const std::vector<int64_t> &shape) {
-  return ops::cpu::TensorDesc{dtype, shape}.str();
-}
 
 /// "[N,3,4]": the shape of a whole array holding `sample`-shaped samples.
 std::string arrayShapeStr(const std::vector<int64_t> &sample) {

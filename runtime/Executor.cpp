@@ -1,5 +1,6 @@
 // Plan loading and execution on one device (see Executor.h).
 #include "runtime/Executor.h"
+#include "runtime/PlanUtil.h"
 
 #include "compiler/onnx/Importer.h"
 #include "runtime/Trace.h"
@@ -17,14 +18,6 @@ namespace dtc::rt {
 namespace {
 
 /// "f32[2,3]": the text kernels use for operand types (ops::cpu::TensorDesc::str).
-std::string typeStr(ir::DType dtype, const std::vector<int64_t> &shape) {
-  return ops::cpu::TensorDesc{dtype, shape}.str();
-}
-
-std::vector<int64_t> shapeOf(const plan::Buffer &b) {
-  return std::vector<int64_t>(b.shape().begin(), b.shape().end());
-}
-
 ops::cpu::TensorDesc descOf(const plan::Buffer &b, bool inference) {
   ops::cpu::TensorDesc d;
   d.dtype = static_cast<ir::DType>(b.dtype());

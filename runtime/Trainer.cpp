@@ -1,5 +1,6 @@
 // The training loop (see Trainer.h).
 #include "runtime/Trainer.h"
+#include "runtime/PlanUtil.h"
 
 #include "compiler/support/FileIO.h"
 #include "ops/cpu/Kernel.h"
@@ -27,22 +28,6 @@ namespace dtc::rt {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string typeStr(ir::DType dtype, const std::vector<int64_t> &shape) {
-  return ops::cpu::TensorDesc{dtype, shape}.str();
-}
-
-std::vector<int64_t> shapeOf(const plan::Buffer &b) {
-  return std::vector<int64_t>(b.shape().begin(), b.shape().end());
-}
-
-int findBinding(const google::protobuf::RepeatedPtrField<plan::Binding> &bindings,
-                const std::string &name) {
-  for (const plan::Binding &b : bindings)
-    if (b.name() == name)
-      return b.buffer();
-  return -1;
-}
 
 /// The value of a scalar f32 or f64 output (the loss).
 Expected<double> scalarOf(const HostArray &a) {
@@ -726,132 +711,6 @@ Status Trainer::run() {
 }
 
 } // namespace
-
-Status checkTrainingPlan(const plan::Plan &plan, const std::string &where) {
-  const std::string w = (where.empty() ? std::string("plan") : "plan " + where) + ": training";
-  if (plan.mode() != plan::MODE_TRAINING)
-    return Status::error(w, "not a training plan");
-  if (plan.world_size() < 1 || plan.ranks_size() != plan.world_size())
-    return Status::error(w, "the plan has " + std::to_string(plan.ranks_size()) +
-                                " rank programs for a world of " +
-                                std::to_string(plan.world_size()));
-  // Data parallelism: every rank runs rank 0's program (the loop reads rank 0's layout).
-  for (int r = 1; r < plan.ranks_size(); ++r) {
-    plan::RankProgram same = plan.ranks(r);
-    same.set_rank(0);
-    if (same.SerializeAsString() != plan.ranks(0).SerializeAsString())
-      return Status::error(w, "rank " + std::to_string(r) +
-                                  "'s program differs from rank 0's; this dtc-run trains "
-                                  "data-parallel plans, whose ranks run one program");
-  }
-  const plan::RankProgram &rp = plan.ranks(0);
-  const plan::Training &tr = plan.training();
-  const int nb = rp.buffers_size();
-  auto inRange = [&](int32_t b) { return b >= 0 && b < nb; };
-  const int lossBuffer = findBinding(rp.outputs(), tr.loss_output());
-  if (lossBuffer < 0 || !inRange(lossBuffer))
-    return Status::error(w, "loss output '" + tr.loss_output() + "' is not an output binding");
-  const plan::Buffer &lb = rp.buffers(lossBuffer);
-  if (lb.shape_size() != 0 || (lb.dtype() != static_cast<int32_t>(ir::DType::kFloat32) &&
-                               lb.dtype() != static_cast<int32_t>(ir::DType::kFloat64)))
-    return Status::error(w, "loss output '" + tr.loss_output() + "' is " +
-                                typeStr(static_cast<ir::DType>(lb.dtype()), shapeOf(lb)) +
-                                ", not an f32 scalar");
-  if (!tr.prediction_output().empty() && findBinding(rp.outputs(), tr.prediction_output()) < 0)
-    return Status::error(w, "prediction output '" + tr.prediction_output() +
-                                "' is not an output binding");
-  if (!tr.label_input().empty() && findBinding(rp.inputs(), tr.label_input()) < 0)
-    return Status::error(w, "label input '" + tr.label_input() + "' is not an input binding");
-  if (tr.optimizer_begin() < (rp.instructions_size() ? 1 : 0) ||
-      tr.optimizer_begin() > rp.instructions_size())
-    return Status::error(w, "optimizer_begin " + std::to_string(tr.optimizer_begin()) +
-                                " is outside [1, " + std::to_string(rp.instructions_size()) +
-                                "] (instructions before it compute the loss)");
-  if (tr.forward_end() < 0 || tr.forward_end() > tr.optimizer_begin())
-    return Status::error(w, "forward_end " + std::to_string(tr.forward_end()) +
-                                " is outside [0, optimizer_begin " +
-                                std::to_string(tr.optimizer_begin()) + "]");
-  for (const plan::TrainedParameter &p : tr.parameters()) {
-    const std::string pw = w + ": parameter '" + p.name() + "'";
-    if (!inRange(p.buffer()) || (p.gradient() != -1 && !inRange(p.gradient())))
-      return Status::error(pw, "buffer index out of range");
-    for (int32_t s : p.state())
-      if (!inRange(s))
-        return Status::error(pw, "state buffer index " + std::to_string(s) + " out of range");
-    if (p.gradient() >= 0 && (rp.buffers(p.gradient()).dtype() != rp.buffers(p.buffer()).dtype() ||
-                              shapeOf(rp.buffers(p.gradient())) != shapeOf(rp.buffers(p.buffer()))))
-      return Status::error(pw, "its gradient's type differs from the parameter's");
-  }
-  for (int32_t s : tr.state_buffers())
-    if (!inRange(s))
-      return Status::error(w, "state buffer index " + std::to_string(s) + " out of range");
-  struct Fed {
-    std::string name;
-    ir::DType dtype;
-    std::vector<int64_t> shape;
-  };
-  for (const Fed &f :
-       {Fed{tr.lr_input(), ir::DType::kFloat32, {}}, Fed{tr.step_input(), ir::DType::kInt64, {}},
-        Fed{tr.rng_input(), ir::DType::kInt64, {3}}}) {
-    if (f.name.empty())
-      continue;
-    const int b = findBinding(rp.inputs(), f.name);
-    if (b < 0 || !inRange(b))
-      return Status::error(w, "runtime input '" + f.name + "' is not an input binding");
-    if (rp.buffers(b).dtype() != static_cast<int32_t>(f.dtype) || shapeOf(rp.buffers(b)) != f.shape)
-      return Status::error(
-          w, "runtime input '" + f.name + "' is " +
-                 typeStr(static_cast<ir::DType>(rp.buffers(b).dtype()), shapeOf(rp.buffers(b))) +
-                 ", expected " + typeStr(f.dtype, f.shape));
-  }
-  if (plan.hyperparameters().grad_accum_steps() < 0)
-    return Status::error(w, "grad_accum_steps " +
-                                std::to_string(plan.hyperparameters().grad_accum_steps()) +
-                                " is below 1");
-  return Status::ok();
-}
-
-bool countCorrect(const HostArray &prediction, const HostArray &label, int64_t ignoreIndex,
-                  int64_t &correct, int64_t &counted) {
-  if (prediction.dtype != ir::DType::kFloat32 ||
-      (label.dtype != ir::DType::kInt32 && label.dtype != ir::DType::kInt64))
-    return false;
-  const std::vector<int64_t> &p = prediction.shape;
-  const std::vector<int64_t> &y = label.shape;
-  if (p.size() != y.size() + 1 || y.empty() || p[0] != y[0] || p[1] < 1)
-    return false;
-  for (size_t i = 1; i < y.size(); ++i)
-    if (p[i + 1] != y[i])
-      return false;
-  const int64_t n = p[0], c = p[1];
-  int64_t inner = 1;
-  for (size_t i = 2; i < p.size(); ++i)
-    inner *= p[i];
-  const float *scores = reinterpret_cast<const float *>(prediction.bytes.data());
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t s = 0; s < inner; ++s) {
-      const int64_t li = b * inner + s;
-      int64_t want;
-      if (label.dtype == ir::DType::kInt64) {
-        std::memcpy(&want, label.bytes.data() + 8 * li, 8);
-      } else {
-        int32_t v;
-        std::memcpy(&v, label.bytes.data() + 4 * li, 4);
-        want = v;
-      }
-      if (want == ignoreIndex)
-        continue;
-      const float *row = scores + b * c * inner + s;
-      int64_t best = 0;
-      for (int64_t k = 1; k < c; ++k)
-        if (row[k * inner] > row[best * inner])
-          best = k;
-      ++counted;
-      if (best == want)
-        ++correct;
-    }
-  return true;
-}
 
 Status train(plan::Plan plan, const TrainOptions &opts) {
   DTC_RETURN_IF_ERROR(checkTrainingPlan(plan, opts.planPath));

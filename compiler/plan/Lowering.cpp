@@ -1,12 +1,11 @@
-// IR -> plan: dim binding, kernel checks, storage groups (views, in-place), live ranges, the
-// memory plan and the emitted rank program (see Lowering.h).
+// IR -> plan: kernel checks, collectives and their waits, storage groups (views, in-place,
+// gradient buckets), live ranges, the memory plan and the emitted rank program (see Lowering.h;
+// dim binding is in BindDims.cpp).
 #include "compiler/plan/Lowering.h"
 
-#include "ops/comm/Collective.h"
-
 #include "compiler/plan/MemoryPlanner.h"
+#include "ops/comm/Collective.h"
 #include "ops/cpu/Kernel.h"
-#include "passes/Passes.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -16,102 +15,6 @@
 #include <unordered_set>
 
 namespace dtc::plan {
-
-namespace {
-
-/// The size of `d` with every symbol replaced; nullopt when a symbol is unbound or on overflow.
-std::optional<int64_t> evaluateDim(const ir::Dim &d, const std::map<std::string, int64_t> &dims) {
-  if (d.isUnknown())
-    return std::nullopt;
-  int64_t v = d.coefficient();
-  for (const std::string &s : d.symbols()) {
-    auto it = dims.find(s);
-    if (it == dims.end() || __builtin_mul_overflow(v, it->second, &v))
-      return std::nullopt;
-  }
-  return v;
-}
-
-void substituteType(ir::TensorType &t, const std::map<std::string, int64_t> &dims) {
-  if (!t.shape.hasRank())
-    return;
-  for (ir::Dim &d : t.shape.dims())
-    if (d.isSymbolic())
-      if (std::optional<int64_t> v = evaluateDim(d, dims))
-        d = ir::Dim::fixed(*v);
-}
-
-} // namespace
-
-Status bindDims(ir::Graph &graph, LowerOptions &opts, Diagnostics &diags) {
-  std::map<std::string, int64_t> &dims = opts.dims;
-  for (const auto &[name, size] : dims)
-    if (size < 1)
-      return Status::error("--dim " + name, "size must be at least 1, got " + std::to_string(size));
-  if (opts.batchSize && *opts.batchSize < 1)
-    return Status::error("--batch-size",
-                         "must be at least 1, got " + std::to_string(*opts.batchSize));
-  std::set<std::string> symbols;
-  for (ir::Value *in : graph.inputs())
-    if (in->shape().hasRank())
-      for (const ir::Dim &d : in->shape().dims())
-        symbols.insert(d.symbols().begin(), d.symbols().end());
-  for (const auto &[name, size] : opts.dims)
-    if (!symbols.count(name)) {
-      std::string known;
-      for (const std::string &sym : symbols)
-        known += (known.empty() ? "" : ", ") + sym;
-      return Status::error("--dim " + name,
-                           "the model's inputs have no symbolic dim '" + name +
-                               "' (their symbols: " + (known.empty() ? "none" : known) + ")");
-    }
-  for (ir::Value *in : graph.inputs()) {
-    const ir::Shape &s = in->shape();
-    if (!s.hasRank() || s.rank() == 0 || !opts.batchSize)
-      continue;
-    const ir::Dim &lead = s[0];
-    if (!lead.isSymbolic() || lead.coefficient() != 1 || lead.symbols().size() != 1)
-      continue;
-    const std::string &sym = lead.symbols()[0];
-    auto it = dims.find(sym);
-    if (it == dims.end())
-      dims[sym] = *opts.batchSize;
-    else if (it->second != *opts.batchSize)
-      return Status::error("--batch-size " + std::to_string(*opts.batchSize),
-                           "input '" + in->name() + "' has the batch dim '" + sym +
-                               "', which --dim " + sym + "=" + std::to_string(it->second) +
-                               " binds to another size");
-  }
-  for (ir::Value *in : graph.inputs()) {
-    const ir::Shape &s = in->shape();
-    if (!s.hasRank())
-      return Status::error("input '" + in->name() + "'",
-                           "rank unknown; the plan needs static shapes (declare the input's shape "
-                           "in the model)");
-    for (const ir::Dim &d : s.dims()) {
-      if (d.isUnknown())
-        return Status::error("input '" + in->name() + "'",
-                             "shape " + s.str() +
-                                 " has an unknown dim; the plan needs static shapes");
-      for (const std::string &sym : d.symbols())
-        if (!dims.count(sym))
-          return Status::error("input '" + in->name() + "'",
-                               "shape " + s.str() + " has the symbolic dim '" + sym +
-                                   "'; bind it with --batch-size B or --dim " + sym + "=SIZE");
-      if (!evaluateDim(d, dims))
-        return Status::error("input '" + in->name() + "'",
-                             "dim " + d.str() + " overflows int64 with the bound sizes");
-    }
-  }
-  for (ir::Value *v : graph.values())
-    substituteType(v->type(), dims);
-  passes::PassContext ctx;
-  Status s = passes::createCanonicalizePass()->run(graph, ctx);
-  for (const Diagnostic &d : ctx.diags.items())
-    if (d.severity == Severity::kWarning)
-      diags.warning("", d.message);
-  return s;
-}
 
 namespace {
 
@@ -512,74 +415,6 @@ struct Storage {
 };
 
 /// The plan's Training message and hyperparameters.
-Status fillTraining(Plan &plan, const ir::Graph &graph, const passes::TrainingState &st, const passes::TrainingConfig &cfg,
-                    const std::unordered_map<const ir::Value *, int> &bufferOf,
-                    int optimizerBegin) {
-  Hyperparameters *hp = plan.mutable_hyperparameters();
-  hp->set_batch_size(cfg.batchSize);
-  hp->set_loss(cfg.loss);
-  hp->set_optimizer(cfg.optimizer);
-  hp->set_lr(cfg.lr);
-  hp->set_momentum(cfg.momentum);
-  hp->set_nesterov(cfg.nesterov);
-  hp->set_weight_decay(cfg.weightDecay);
-  hp->set_beta1(cfg.beta1);
-  hp->set_beta2(cfg.beta2);
-  hp->set_eps(cfg.eps);
-  hp->set_lr_schedule(cfg.lrSchedule);
-  hp->set_warmup_steps(cfg.warmupSteps);
-  hp->set_step_size(cfg.stepSize);
-  hp->set_gamma(cfg.gamma);
-  hp->set_total_steps(cfg.totalSteps);
-  hp->set_min_lr(cfg.minLr);
-  hp->set_clip_grad_norm(cfg.clipGradNorm);
-  hp->set_grad_accum_steps(cfg.gradAccumSteps);
-  hp->set_freeze(cfg.freeze);
-  Training *t = plan.mutable_training();
-  t->set_loss_output(st.loss->name());
-  if (st.prediction)
-    t->set_prediction_output(st.prediction->name());
-  if (st.label)
-    t->set_label_input(st.label->name());
-  t->set_ignore_index(cfg.ignoreIndex);
-  auto bufferOfValue = [&](const ir::Value *v) { return v ? bufferOf.at(v) : -1; };
-  for (size_t i = 0; i < st.parameters.size(); ++i) {
-    if (!st.gradients[i])
-      continue;
-    TrainedParameter *p = t->add_parameters();
-    p->set_name(st.parameters[i]->name());
-    p->set_buffer(bufferOfValue(st.parameters[i]));
-    p->set_gradient(bufferOfValue(st.gradients[i]));
-    if (i < st.optimizerState.size())
-      for (const ir::Value *s : st.optimizerState[i])
-        p->add_state(bufferOfValue(s));
-  }
-  t->set_optimizer_begin(optimizerBegin);
-  if (st.lr)
-    t->set_lr_input(st.lr->name());
-  if (st.step)
-    t->set_step_input(st.step->name());
-  if (st.rng)
-    t->set_rng_input(st.rng->name());
-  std::unordered_set<const ir::Value *> trained(st.parameters.begin(), st.parameters.end());
-  for (const auto &states : st.optimizerState)
-    for (const ir::Value *s : states)
-      trained.insert(s);
-  for (const passes::StateUpdate &u : st.updates)
-    if (!trained.count(u.state))
-      t->add_state_buffers(bufferOfValue(u.state));
-  // Every input but the runtime-fed ones comes from the dataset, split along the sample axis.
-  for (const ir::Value *v : graph.inputs()) {
-    if (v->isInitializer() || v == st.lr || v == st.step || v == st.rng)
-      continue;
-    DataBinding *d = plan.add_data_bindings();
-    d->set_array(v->name());
-    d->set_input(v->name());
-    d->set_shard_axis(0);
-  }
-  return Status::ok();
-}
-
 /// Lowers `graph` to a one-rank plan; `st`/`cfg` are given for training plans.
 Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
                             const passes::TrainingState *st, const passes::TrainingConfig *cfg) {

@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 
 namespace dtc::plan {
 
@@ -56,5 +57,13 @@ Expected<Plan> lowerInference(const ir::Graph &graph, const LowerOptions &opts);
 /// Errors as lowerInference, plus a state read after its update or without a computed update.
 Expected<Plan> lowerTraining(const ir::Graph &graph, const passes::TrainingState &st,
                              const passes::TrainingConfig &cfg, const LowerOptions &opts);
+
+/// Fills `plan`'s hyperparameters (from `cfg`) and Training message (from `st`: loss,
+/// prediction and label bindings, trained parameters with their gradient and state buffers,
+/// state buffers, runtime-fed inputs, `optimizerBegin`) and one data binding per dataset-fed
+/// graph input (sharded on axis 0). `bufferOf` maps values to the plan's buffer indices.
+Status fillTraining(Plan &plan, const ir::Graph &graph, const passes::TrainingState &st,
+                    const passes::TrainingConfig &cfg,
+                    const std::unordered_map<const ir::Value *, int> &bufferOf, int optimizerBegin);
 
 } // namespace dtc::plan

@@ -3,6 +3,8 @@
 // and returning its exit status.
 #include "runtime/comm/Launcher.h"
 
+#include "runtime/comm/Communicator.h"
+
 #include <csignal>
 #include <sys/prctl.h>
 #include <cstring>
@@ -147,6 +149,45 @@ Expected<int> launchLocal(int nproc, const std::vector<std::string> &args) {
   if (WIFSIGNALED(status))
     return 128 + WTERMSIG(status);
   return 1;
+}
+
+namespace {
+/// A positive integer from the environment, 0 when unset or malformed.
+long envInt(const char *name, bool allowZero) {
+  const char *v = std::getenv(name);
+  if (!v || !*v)
+    return -1;
+  char *end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  if (*end != '\0' || x < (allowZero ? 0 : 1) || x > INT_MAX)
+    return -1;
+  return x;
+}
+} // namespace
+
+int launcherWorldSize() {
+  for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"}) {
+    long x = envInt(name, false);
+    if (x > 0)
+      return static_cast<int>(x);
+  }
+  // srun --mpi=pmix sets PMIX_RANK but no size variable: Slurm's step size.
+  if (envInt("PMIX_RANK", true) >= 0)
+    for (const char *name : {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"}) {
+      long x = envInt(name, false);
+      if (x > 0)
+        return static_cast<int>(x);
+    }
+  return 1;
+}
+
+int launcherRank() {
+  for (const char *name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}) {
+    long x = envInt(name, true);
+    if (x >= 0)
+      return static_cast<int>(x);
+  }
+  return 0;
 }
 
 } // namespace dtc::rt

@@ -1,0 +1,78 @@
+// The Training message and hyperparameters of a training plan (fillTraining in Lowering.h):
+// what dtc-run needs beyond the instructions, from the training passes' state.
+#include "compiler/plan/Lowering.h"
+
+#include <unordered_set>
+
+namespace dtc::plan {
+
+Status fillTraining(Plan &plan, const ir::Graph &graph, const passes::TrainingState &st,
+                    const passes::TrainingConfig &cfg,
+                    const std::unordered_map<const ir::Value *, int> &bufferOf,
+                    int optimizerBegin) {
+  Hyperparameters *hp = plan.mutable_hyperparameters();
+  hp->set_batch_size(cfg.batchSize);
+  hp->set_loss(cfg.loss);
+  hp->set_optimizer(cfg.optimizer);
+  hp->set_lr(cfg.lr);
+  hp->set_momentum(cfg.momentum);
+  hp->set_nesterov(cfg.nesterov);
+  hp->set_weight_decay(cfg.weightDecay);
+  hp->set_beta1(cfg.beta1);
+  hp->set_beta2(cfg.beta2);
+  hp->set_eps(cfg.eps);
+  hp->set_lr_schedule(cfg.lrSchedule);
+  hp->set_warmup_steps(cfg.warmupSteps);
+  hp->set_step_size(cfg.stepSize);
+  hp->set_gamma(cfg.gamma);
+  hp->set_total_steps(cfg.totalSteps);
+  hp->set_min_lr(cfg.minLr);
+  hp->set_clip_grad_norm(cfg.clipGradNorm);
+  hp->set_grad_accum_steps(cfg.gradAccumSteps);
+  hp->set_freeze(cfg.freeze);
+  Training *t = plan.mutable_training();
+  t->set_loss_output(st.loss->name());
+  if (st.prediction)
+    t->set_prediction_output(st.prediction->name());
+  if (st.label)
+    t->set_label_input(st.label->name());
+  t->set_ignore_index(cfg.ignoreIndex);
+  auto bufferOfValue = [&](const ir::Value *v) { return v ? bufferOf.at(v) : -1; };
+  for (size_t i = 0; i < st.parameters.size(); ++i) {
+    if (!st.gradients[i])
+      continue;
+    TrainedParameter *p = t->add_parameters();
+    p->set_name(st.parameters[i]->name());
+    p->set_buffer(bufferOfValue(st.parameters[i]));
+    p->set_gradient(bufferOfValue(st.gradients[i]));
+    if (i < st.optimizerState.size())
+      for (const ir::Value *s : st.optimizerState[i])
+        p->add_state(bufferOfValue(s));
+  }
+  t->set_optimizer_begin(optimizerBegin);
+  if (st.lr)
+    t->set_lr_input(st.lr->name());
+  if (st.step)
+    t->set_step_input(st.step->name());
+  if (st.rng)
+    t->set_rng_input(st.rng->name());
+  std::unordered_set<const ir::Value *> trained(st.parameters.begin(), st.parameters.end());
+  for (const auto &states : st.optimizerState)
+    for (const ir::Value *s : states)
+      trained.insert(s);
+  for (const passes::StateUpdate &u : st.updates)
+    if (!trained.count(u.state))
+      t->add_state_buffers(bufferOfValue(u.state));
+  // Every input but the runtime-fed ones comes from the dataset, split along the sample axis.
+  for (const ir::Value *v : graph.inputs()) {
+    if (v->isInitializer() || v == st.lr || v == st.step || v == st.rng)
+      continue;
+    DataBinding *d = plan.add_data_bindings();
+    d->set_array(v->name());
+    d->set_input(v->name());
+    d->set_shard_axis(0);
+  }
+  return Status::ok();
+}
+
+} // namespace dtc::plan
