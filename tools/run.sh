@@ -25,7 +25,7 @@ echo "run.sh: training for $epochs epochs on models/data/digits_train.npz with 2
 build/tools/dtc-run "$out/train.dtc" --nproc 2 --data models/data/digits_train.npz \
   --val-data models/data/digits_val.npz --epochs "$epochs" --seed 0 \
   --log "$out/metrics.jsonl" --export "$out/trained.onnx"
-PY="${PYTHON:-python3}"
+PY=.venv/bin/python3  # made by tools/setup.sh
 "$PY" - "$out/trained.onnx" models/data/digits_val.npz <<'PYEOF'
 import sys
 import numpy as np

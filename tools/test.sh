@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds dtc, and runs every test:
-#   1. Release build with -Werror: unit tests (GoogleTest) and lit golden/error tests (ctest);
+#   1. Release build with -Werror; tools/check_setup.sh (every Debian package the build uses comes
+#      with tools/setup.sh); unit tests (GoogleTest) and lit golden/error tests (ctest);
 #   2. AddressSanitizer + UndefinedBehaviorSanitizer build (clang): unit tests and the
 #      bad-input lit tests under the sanitizers;
 #   3. libFuzzer targets (ONNX importer, plan reader + validator, NPY/NPZ reader): short runs
@@ -17,6 +18,8 @@ tools/setup.sh
 echo "== build (release, -Werror) =="
 cmake -S . -B build -G Ninja -DDTC_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 ninja -C build -j"$jobs"
+echo "== set-up completeness (tools/check_setup.sh) =="
+tools/check_setup.sh build
 echo "== tests (release) =="
 ctest --test-dir build --output-on-failure -j"$jobs"
 
