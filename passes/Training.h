@@ -6,6 +6,7 @@
 #pragma once
 
 #include "compiler/ir/Graph.h"
+#include "compiler/support/Mesh.h"
 
 #include <cstdint>
 #include <string>
@@ -54,20 +55,22 @@ struct TrainingConfig {
   int64_t gradAccumSteps = 1;
   /// Parameters whose name matches this ECMAScript regex are frozen ("" = none).
   std::string freeze;
-  /// The global batch: with data parallelism each rank computes batchSize / dataParallel
+  /// The global batch: with data parallelism each rank computes batchSize / dataParallel()
   /// samples of it.
   int64_t batchSize = 0;
-  /// --strategy: 0 for single (one device, no collectives), N >= 1 for dp=N (synchronous data
-  /// parallelism over N ranks; dp=1 runs the same program with its collectives over one rank).
-  int64_t dataParallel = 0;
+  /// --strategy as a device mesh (single, dp, and as they land pp and tp).
+  Mesh mesh;
+  /// 0 for single (one device, no collectives), N >= 1 for a mesh with dp=N (synchronous data
+  /// parallelism over N replicas; dp=1 runs the same program with its collectives over one rank).
+  int64_t dataParallel() const { return mesh.single ? 0 : mesh.dp; }
   /// dp: gradient buckets of at most this many MiB (PyTorch DDP's bucket_cap_mb, default 25);
   /// the first bucket (the last layers' gradients, ready first) is capped at 1 MiB, as DDP does.
   float bucketMb = kDefaultBucketMb;
   /// dp: BatchNormalization statistics over all ranks (torch.nn.SyncBatchNorm) instead of per
   /// rank (DDP's default).
   bool syncBatchNorm = false;
-  /// Samples one rank computes per micro-batch: batchSize / max(1, dataParallel).
-  int64_t rankBatchSize() const { return batchSize / (dataParallel > 1 ? dataParallel : 1); }
+  /// Samples one rank computes per micro-batch: batchSize / max(1, dataParallel()).
+  int64_t rankBatchSize() const { return batchSize / (dataParallel() > 1 ? dataParallel() : 1); }
 };
 
 /// A state tensor the step overwrites: `state` (a parameter, optimizer state or running

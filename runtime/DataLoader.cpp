@@ -28,14 +28,14 @@ bool isIndexType(ir::DType t) { return t == ir::DType::kInt32 || t == ir::DType:
 } // namespace
 
 Expected<std::vector<DataInput>> dataInputsOf(const plan::Plan &plan, int rank) {
-  const plan::RankProgram &rp = plan.ranks(rank);
+  const plan::RankProgram &rp = plan::programOf(plan, rank);
   std::set<std::string> runtimeFed;
   for (const std::string &n :
-       {plan.training().lr_input(), plan.training().step_input(), plan.training().rng_input()})
+       {rp.training().lr_input(), rp.training().step_input(), rp.training().rng_input()})
     if (!n.empty())
       runtimeFed.insert(n);
   std::map<std::string, std::string> arrayOf;
-  for (const plan::DataBinding &d : plan.data_bindings())
+  for (const plan::DataBinding &d : rp.data_bindings())
     arrayOf[d.input()] = d.array();
   std::vector<DataInput> out;
   for (const plan::Binding &b : rp.inputs()) {

@@ -158,7 +158,7 @@ Status Executor::load() {
   const plan::RankProgram &rp = program();
   const std::string rankWhere =
       (where.empty() ? "" : where + ": ") + "rank " + std::to_string(opts_.rank);
-  if (rp.device().type() != plan::DEVICE_CPU)
+  if (plan_.ranks(opts_.rank).device().type() != plan::DEVICE_CPU)
     return Status::error(rankWhere, "the plan targets a CUDA device; this dtc-run runs CPU plans");
 
   // Weights: re-read from the source model after checking it is the file the plan was made from.
@@ -236,6 +236,10 @@ Status Executor::load() {
       entries.push_back({"copy", "", 0, 0});
     } else if (ins.has_collective()) {
       const plan::Collective &c = ins.collective();
+      if (c.kind() != plan::COLLECTIVE_ALL_REDUCE)
+        return Status::error(rankWhere + ": instruction " + std::to_string(i),
+                             "collective kind " + std::to_string(c.kind()) +
+                                 " is not supported by this executor (all-reduce only)");
       step.kind = StepKind::kCollective;
       for (int j = 0; j < c.inputs_size(); ++j) {
         step.inputs.push_back(device_->arenaAt(rp.buffers(c.inputs(j)).offset()));

@@ -45,7 +45,7 @@ public:
   ~Executor();
 
   const plan::Plan &plan() const { return plan_; }
-  const plan::RankProgram &program() const { return plan_.ranks(opts_.rank); }
+  const plan::RankProgram &program() const { return plan::programOf(plan_, opts_.rank); }
 
   /// Copies `array` into the input named `array.name`. Errors: "input 'x': ..." for an unknown
   /// name (listing the expected inputs), a different dtype or shape (showing what is expected).

@@ -100,8 +100,8 @@ struct TrainingLayout {
 };
 
 TrainingLayout layoutOf(const plan::Plan &plan) {
-  const plan::RankProgram &rp = plan.ranks(0);
-  const plan::Training &tr = plan.training();
+  const plan::RankProgram &rp = plan.programs(0);
+  const plan::Training &tr = rp.training();
   TrainingLayout l;
   l.lossBuffer = findBinding(rp.outputs(), tr.loss_output());
   l.predictionName = tr.prediction_output();
@@ -273,7 +273,7 @@ Status Trainer::broadcastState() {
 }
 
 Status Trainer::setScalars(int64_t step, int64_t rngCounter, double lr) {
-  const plan::Training &tr = plan_.training();
+  const plan::Training &tr = plan_.programs(0).training();
   if (!tr.lr_input().empty()) {
     float v = static_cast<float>(lr);
     DTC_RETURN_IF_ERROR(ex_.setInput(scalarArray(tr.lr_input(), ir::DType::kFloat32, {}, &v, 4)));
@@ -298,13 +298,13 @@ Status Trainer::microBatch(const Dataset &data, const std::vector<int64_t> &orde
       return s.withContext(data.path());
   }
   DTC_RETURN_IF_ERROR(ex_.run(0, end >= 0 ? end : l_.optimizerBegin));
-  DTC_ASSIGN_OR_RETURN(HostArray lossArray, ex_.output(plan_.training().loss_output()));
+  DTC_ASSIGN_OR_RETURN(HostArray lossArray, ex_.output(plan_.programs(0).training().loss_output()));
   DTC_ASSIGN_OR_RETURN(loss, scalarOf(lossArray));
   if (!l_.predictionName.empty() && !l_.labelName.empty()) {
     DTC_ASSIGN_OR_RETURN(HostArray pred, ex_.output(l_.predictionName));
     for (const HostArray &a : batch)
       if (a.name == l_.labelName)
-        countCorrect(pred, a, plan_.training().ignore_index(), totals.correct, totals.counted);
+        countCorrect(pred, a, plan_.programs(0).training().ignore_index(), totals.correct, totals.counted);
   }
   return Status::ok();
 }
@@ -395,7 +395,7 @@ Status Trainer::resume(int64_t &startStep, Totals &epochTotals) {
                                    std::to_string(m.stepInEpoch) + ")");
   seed_ = m.seed;
   shuffle_ = m.shuffle;
-  const plan::RankProgram &rp = plan_.ranks(0);
+  const plan::RankProgram &rp = plan_.programs(0);
   std::map<std::string, const HostArray *> byName;
   for (const HostArray &a : c.arrays)
     byName[a.name] = &a;
@@ -529,7 +529,7 @@ Status Trainer::run() {
     shuffle_ = position[6] != 0;
     DTC_RETURN_IF_ERROR(broadcastState());
   }
-  const plan::RankProgram &rp = plan_.ranks(0);
+  const plan::RankProgram &rp = plan_.programs(0);
   std::vector<std::vector<float>> accum;
   if (l_.microBatches > 1)
     for (auto &[b, name] : l_.gradients) {
@@ -748,7 +748,7 @@ Status train(plan::Plan plan, const TrainOptions &opts) {
                                inputs[0].input + "'s " + std::to_string(layout.batch));
 
   bool hasCollectives = false;
-  for (const plan::Instruction &ins : plan.ranks(0).instructions())
+  for (const plan::Instruction &ins : plan.programs(0).instructions())
     hasCollectives = hasCollectives || ins.has_collective();
   if ((plan.world_size() > 1 || hasCollectives) && !opts.comm)
     return Status::error(opts.planPath.empty() ? "plan" : opts.planPath,

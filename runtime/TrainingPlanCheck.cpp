@@ -15,19 +15,14 @@ Status checkTrainingPlan(const plan::Plan &plan, const std::string &where) {
     return Status::error(w, "not a training plan");
   if (plan.world_size() < 1 || plan.ranks_size() != plan.world_size())
     return Status::error(w, "the plan has " + std::to_string(plan.ranks_size()) +
-                                " rank programs for a world of " +
-                                std::to_string(plan.world_size()));
-  // Data parallelism: every rank runs rank 0's program (the loop reads rank 0's layout).
-  for (int r = 1; r < plan.ranks_size(); ++r) {
-    plan::RankProgram same = plan.ranks(r);
-    same.set_rank(0);
-    if (same.SerializeAsString() != plan.ranks(0).SerializeAsString())
-      return Status::error(w, "rank " + std::to_string(r) +
-                                  "'s program differs from rank 0's; this dtc-run trains "
-                                  "data-parallel plans, whose ranks run one program");
-  }
-  const plan::RankProgram &rp = plan.ranks(0);
-  const plan::Training &tr = plan.training();
+                                " ranks for a world of " + std::to_string(plan.world_size()));
+  // Data parallelism: every rank runs the one program (the loop reads its layout).
+  if (plan.programs_size() != 1)
+    return Status::error(w, "the plan has " + std::to_string(plan.programs_size()) +
+                                " different rank programs; this dtc-run trains single-device "
+                                "and data-parallel plans, whose ranks run one program");
+  const plan::RankProgram &rp = plan.programs(0);
+  const plan::Training &tr = rp.training();
   const int nb = rp.buffers_size();
   auto inRange = [&](int32_t b) { return b >= 0 && b < nb; };
   const int lossBuffer = findBinding(rp.outputs(), tr.loss_output());

@@ -309,7 +309,7 @@ int main(int argc, char **argv) {
       if (!s.isOk())
         return fail(s.message());
       // Data-parallel ranks run one program: one line for all of them.
-      const auto &r = plan->ranks(0);
+      const auto &r = plan->programs(0);
       const std::string ranks =
           plan->world_size() == 1 ? "rank 0"
                                   : "each of " + std::to_string(plan->world_size()) + " ranks";

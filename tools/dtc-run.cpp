@@ -38,7 +38,7 @@ int usage(const std::string &message) {
 int runTraining(dtc::plan::Plan plan, dtc::rt::TrainOptions &train, double timeout,
                 const std::string &tracePath) {
   bool hasCollectives = false;
-  for (const dtc::plan::Instruction &ins : plan.ranks(0).instructions())
+  for (const dtc::plan::Instruction &ins : plan.programs(0).instructions())
     hasCollectives = hasCollectives || ins.has_collective();
   const int launched = dtc::rt::launcherWorldSize();
   if (plan.world_size() == 1 && !hasCollectives && launched == 1) {

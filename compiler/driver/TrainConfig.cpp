@@ -138,24 +138,13 @@ Status readTrainConfigFile(const std::string &path, passes::TrainingConfig &cfg,
 }
 
 Status parseStrategy(const std::string &strategy, passes::TrainingConfig &cfg) {
-  if (strategy == "single") {
-    cfg.dataParallel = 0;
-    return Status::ok();
-  }
-  if (strategy.rfind("dp=", 0) == 0) {
-    const std::string n = strategy.substr(3);
-    char *end = nullptr;
-    errno = 0;
-    const long long v = std::strtoll(n.c_str(), &end, 10);
-    if (n.empty() || !end || *end || errno || v < 1 || v > 65536)
-      return Status::error("--strategy " + strategy,
-                           "dp=N needs a rank count N in [1, 65536], e.g. dp=2");
-    cfg.dataParallel = v;
-    return Status::ok();
-  }
-  return Status::error("--strategy " + strategy,
-                       "unknown strategy (available: single, dp=N for synchronous data "
-                       "parallelism over N ranks)");
+  DTC_ASSIGN_OR_RETURN(Mesh mesh, parseMesh(strategy));
+  if (mesh.tp > 1 || mesh.pp > 1)
+    return Status::error("--strategy " + strategy,
+                         std::string(mesh.tp > 1 ? "tensor" : "pipeline") +
+                             " parallelism is not implemented yet; available: single, dp=N");
+  cfg.mesh = mesh;
+  return Status::ok();
 }
 
 Status validateTrainConfig(const passes::TrainingConfig &c) {
@@ -209,18 +198,18 @@ Status validateTrainConfig(const passes::TrainingConfig &c) {
   if (c.batchSize > (int64_t{1} << 31) || c.batchSize * c.gradAccumSteps > (int64_t{1} << 40))
     return bad("--batch-size", "batch size x accumulation steps " + std::to_string(c.batchSize) +
                                    " x " + std::to_string(c.gradAccumSteps) + " is too large");
-  if (c.dataParallel < 0 || c.dataParallel > 65536)
-    return bad("--strategy", "dp=N needs N in [1, 65536], got " + std::to_string(c.dataParallel));
-  if (c.dataParallel > 1 && c.batchSize % c.dataParallel != 0)
+  if (c.dataParallel() < 0 || c.dataParallel() > 65536)
+    return bad("--strategy", "dp=N needs N in [1, 65536], got " + std::to_string(c.dataParallel()));
+  if (c.dataParallel() > 1 && c.batchSize % c.dataParallel() != 0)
     return bad("--batch-size", "the global batch " + std::to_string(c.batchSize) +
                                    " does not split evenly over dp=" +
-                                   std::to_string(c.dataParallel) + " ranks (use a multiple of " +
-                                   std::to_string(c.dataParallel) + ")");
+                                   std::to_string(c.dataParallel()) + " ranks (use a multiple of " +
+                                   std::to_string(c.dataParallel()) + ")");
   if (!finite(c.bucketMb) || c.bucketMb <= 0 || c.bucketMb > 65536)
     return bad("--bucket-mb", "must be in (0, 65536] MiB, got " + std::to_string(c.bucketMb));
-  if (c.syncBatchNorm && c.dataParallel == 0)
+  if (c.syncBatchNorm && c.dataParallel() == 0)
     return bad("--sync-batchnorm", "applies to --strategy dp=N");
-  if (c.bucketMb != passes::kDefaultBucketMb && c.dataParallel == 0)
+  if (c.bucketMb != passes::kDefaultBucketMb && c.dataParallel() == 0)
     return bad("--bucket-mb", "applies to --strategy dp=N");
   if (c.lrSchedule == "cosine" && c.minLr > c.lr)
     return bad("--min-lr", "must not exceed --lr with --lr-schedule cosine");
@@ -250,7 +239,7 @@ Status runTrainingPasses(ir::Graph &graph, passes::TrainingConfig &cfg,
   for (const ir::Value *v : graph.inputs())
     if (!v->isInitializer() && v->shape().hasRank() && v->shape().rank() > 0 &&
         v->shape()[0].isStatic() && v->shape()[0].value() != cfg.rankBatchSize()) {
-      const int64_t ranks = std::max<int64_t>(1, cfg.dataParallel);
+      const int64_t ranks = std::max<int64_t>(1, cfg.dataParallel());
       return Status::error(
           "input '" + v->name() + "'",
           "has a fixed leading (batch) dim of " + std::to_string(v->shape()[0].value()) +
@@ -264,7 +253,7 @@ Status runTrainingPasses(ir::Graph &graph, passes::TrainingConfig &cfg,
   ctx.trainingState = &state;
   Status result = Status::ok();
   std::vector<const char *> pipeline = {"training-mode", "attach-loss", "autodiff"};
-  if (cfg.dataParallel > 0)
+  if (cfg.dataParallel() > 0)
     pipeline.push_back("data-parallel");
   pipeline.push_back("optimizer");
   for (const char *name : pipeline) {
@@ -304,7 +293,7 @@ Status runTrainingPasses(ir::Graph &graph, passes::TrainingConfig &cfg,
             "input " + n->input(0)->type().str() +
                 " has 1 value per channel: batch statistics need at least 2 (a --batch-size of "
                 "at least 2 per rank" +
-                (cfg.dataParallel > 1 ? std::string(", or --sync-batchnorm") : "") + ")");
+                (cfg.dataParallel() > 1 ? std::string(", or --sync-batchnorm") : "") + ")");
     }
   if (result.isOk() &&
       std::none_of(state.gradients.begin(), state.gradients.end(), [](ir::Value *g) { return g; }))

@@ -18,7 +18,7 @@ namespace dtc::driver {
 Status readTrainConfigFile(const std::string &path, passes::TrainingConfig &cfg,
                            std::string &strategy);
 
-/// Sets cfg.dataParallel from a --strategy value: "single" (0) or "dp=N" (N in [1, 65536]).
+/// Sets cfg.dataParallel() from a --strategy value: "single" (0) or "dp=N" (N in [1, 65536]).
 /// Errors name the flag and list the available strategies.
 Status parseStrategy(const std::string &strategy, passes::TrainingConfig &cfg);
 

@@ -728,12 +728,9 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
   plan.set_format_version(kPlanFormatVersion);
   plan.set_producer(opts.producer);
   plan.set_mode(st ? MODE_TRAINING : MODE_INFERENCE);
-  plan.set_world_size(1);
   for (const auto &[sym, size] : opts.dims)
     (*plan.mutable_bound_dims())[sym] = size;
-  RankProgram *rp = plan.add_ranks();
-  rp->set_rank(0);
-  rp->mutable_device()->set_type(DEVICE_CPU);
+  RankProgram *rp = plan.add_programs();
   rp->set_alignment(kCpuAlignment);
   rp->set_arena_bytes(mp.arenaBytes);
   // Without reuse every buffer (views and in-place results included) has its own bytes.
@@ -837,27 +834,23 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
   }
 
   if (st) {
-    DTC_RETURN_IF_ERROR(fillTraining(plan, graph, *st, *cfg, pb.bufferOfValue, optimizerBegin));
-    plan.mutable_training()->set_forward_end(forwardEnd);
+    DTC_RETURN_IF_ERROR(
+        fillTraining(plan, *rp, graph, *st, *cfg, pb.bufferOfValue, optimizerBegin));
+    rp->mutable_training()->set_forward_end(forwardEnd);
   }
-  // Data parallelism: every rank runs rank 0's program on its shard of the batch.
-  if (cfg && cfg->dataParallel >= 1) {
-    const int world = static_cast<int>(cfg->dataParallel);
-    plan.set_world_size(world);
-    CommGroup *dp = plan.add_groups();
-    dp->set_name("dp");
-    for (int r = 0; r < world; ++r)
-      dp->add_ranks(r);
-    for (int r = 1; r < world; ++r) {
-      RankProgram *copy = plan.add_ranks();
-      *copy = plan.ranks(0);
-      copy->set_rank(r);
-    }
-    plan.mutable_hyperparameters()->set_bucket_mb(cfg->bucketMb);
-    plan.mutable_hyperparameters()->set_sync_batchnorm(cfg->syncBatchNorm);
-  } else if (pb.numCollectives > 0) {
+  // Data parallelism: every rank runs the one program on its shard of the batch.
+  const Mesh mesh = cfg ? cfg->mesh : Mesh{};
+  if (mesh.single && pb.numCollectives > 0)
     return Status::error("lowering", "the graph has collectives (ai.dtc.AllReduce) but the "
                                      "strategy is single");
+  if (mesh.pp > 1 || mesh.tp > 1)
+    return Status::error("lowering", "--strategy " + mesh.text() +
+                                         ": one program cannot serve a pipeline or tensor-"
+                                         "parallel mesh (lowerStages does)");
+  DTC_RETURN_IF_ERROR(layoutRanks(plan, mesh, [](const MeshCoord &) { return 0; }));
+  if (!mesh.single) {
+    plan.mutable_hyperparameters()->set_bucket_mb(cfg->bucketMb);
+    plan.mutable_hyperparameters()->set_sync_batchnorm(cfg->syncBatchNorm);
   }
   ModelRef *model = plan.mutable_model();
   model->set_path(opts.modelPath);

@@ -7,9 +7,11 @@
 #include "compiler/ir/Graph.h"
 #include "compiler/plan/Plan.h"
 #include "compiler/support/Diagnostics.h"
+#include "compiler/support/Mesh.h"
 #include "passes/Training.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -58,12 +60,20 @@ Expected<Plan> lowerInference(const ir::Graph &graph, const LowerOptions &opts);
 Expected<Plan> lowerTraining(const ir::Graph &graph, const passes::TrainingState &st,
                              const passes::TrainingConfig &cfg, const LowerOptions &opts);
 
-/// Fills `plan`'s hyperparameters (from `cfg`) and Training message (from `st`: loss,
+/// Fills `plan`'s hyperparameters (from `cfg`) and `program`'s Training message (from `st`: loss,
 /// prediction and label bindings, trained parameters with their gradient and state buffers,
 /// state buffers, runtime-fed inputs, `optimizerBegin`) and one data binding per dataset-fed
-/// graph input (sharded on axis 0). `bufferOf` maps values to the plan's buffer indices.
-Status fillTraining(Plan &plan, const ir::Graph &graph, const passes::TrainingState &st,
+/// graph input (sharded on axis 0). `bufferOf` maps values to the program's buffer indices.
+Status fillTraining(Plan &plan, RankProgram &program, const ir::Graph &graph, const passes::TrainingState &st,
                     const passes::TrainingConfig &cfg,
                     const std::unordered_map<const ir::Value *, int> &bufferOf, int optimizerBegin);
+
+/// Fills `plan`'s mesh description, world size, communicator groups (for single: none; else every
+/// group along each axis of degree > 1, and the dp groups always, so dp=1 plans keep their
+/// trivial collectives) and rank table: rank r runs programs[programOf(coordOf(r))] on CPU 0.
+/// Each program's `ranks` lists its ranks. Errors: programOf out of range, a program no rank
+/// runs.
+Status layoutRanks(Plan &plan, const Mesh &mesh,
+                   const std::function<int(const MeshCoord &)> &programOf);
 
 } // namespace dtc::plan

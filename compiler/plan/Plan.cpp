@@ -61,6 +61,12 @@ Expected<Plan> parsePlan(const std::string &bytes, const std::string &where) {
     return Status::error(where, "not a dtc plan (cannot parse)");
   if (plan.format_version() == 0)
     return Status::error(where, "not a dtc plan (no format version)");
+  // Other protobuf messages (an ONNX model: ir_version in field 1, its graph in field 7) parse
+  // as a plan with unknown fields; plans of older formats have them too, and get the version
+  // message below.
+  if (plan.format_version() > kPlanFormatVersion &&
+      !plan.GetReflection()->GetUnknownFields(plan).empty())
+    return Status::error(where, "not a dtc plan (fields no plan has)");
   if (plan.format_version() != kPlanFormatVersion)
     return Status::error(where, "plan format version " + std::to_string(plan.format_version()) +
                                     ", this dtc reads version " +
@@ -143,6 +149,10 @@ std::string sha256Hex(const std::string &bytes) {
   llvm::SHA256 hasher;
   hasher.update(llvm::StringRef(bytes));
   return llvm::toHex(hasher.final(), /*LowerCase=*/true);
+}
+
+const RankProgram &programOf(const Plan &plan, int rank) {
+  return plan.programs(plan.ranks(rank).program());
 }
 
 } // namespace dtc::plan

@@ -14,7 +14,9 @@
 namespace dtc::plan {
 
 /// Version written into Plan.format_version; readers reject any other value.
-inline constexpr uint32_t kPlanFormatVersion = 1;
+/// 2: per-program training sections and data bindings, a rank table and a program list
+/// (identical rank programs stored once), group ids, point-to-point transfers.
+inline constexpr uint32_t kPlanFormatVersion = 2;
 /// Arena alignment of CPU plans, bytes.
 inline constexpr uint64_t kCpuAlignment = 64;
 
@@ -37,6 +39,9 @@ std::string fingerprint(const Plan &plan);
 Expected<std::string> sha256File(const std::string &path);
 /// SHA-256 of bytes, lowercase hex.
 std::string sha256Hex(const std::string &bytes);
+
+/// The program rank `rank` runs. Precondition: the plan is valid and 0 <= rank < world size.
+const RankProgram &programOf(const Plan &plan, int rank);
 
 /// Checks of an instruction that need the kernel registry (op known, arity, dtypes), supplied by
 /// the runtime so that this library does not depend on the kernels.

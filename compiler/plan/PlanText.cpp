@@ -307,9 +307,31 @@ std::string attrText(const Attr &a) {
 
 std::string operand(int32_t index) { return index < 0 ? "_" : "%" + std::to_string(index); }
 
-void appendRank(std::string &out, const RankProgram &r) {
-  out += "rank " + std::to_string(r.rank()) + " device=" + deviceText(r.device()) +
-         " arena=" + std::to_string(r.arena_bytes()) +
+void appendTraining(std::string &out, const Training &t) {
+  out += "  training loss=" + quote(t.loss_output()) + " prediction=" +
+         quote(t.prediction_output()) + " label=" + quote(t.label_input()) +
+         " ignore_index=" + std::to_string(t.ignore_index()) +
+         " optimizer_begin=" + std::to_string(t.optimizer_begin()) +
+         (t.forward_end() ? " forward_end=" + std::to_string(t.forward_end()) : "") +
+         " lr_input=" +
+         quote(t.lr_input()) + " step_input=" + quote(t.step_input()) + " rng_input=" +
+         quote(t.rng_input()) + "\n";
+  for (const TrainedParameter &p : t.parameters()) {
+    out += "    trains " + quote(p.name()) + " buffer=" + std::to_string(p.buffer()) +
+           " gradient=" + std::to_string(p.gradient()) + " state=[";
+    for (int i = 0; i < p.state_size(); ++i)
+      out += (i ? "," : "") + std::to_string(p.state(i));
+    out += "]\n";
+  }
+  for (int32_t b : t.state_buffers())
+    out += "    state buffer=" + std::to_string(b) + "\n";
+}
+
+void appendProgram(std::string &out, int index, const RankProgram &r) {
+  out += "program " + std::to_string(index) + " ranks=[";
+  for (int i = 0; i < r.ranks_size(); ++i)
+    out += (i ? "," : "") + std::to_string(r.ranks(i));
+  out += "] arena=" + std::to_string(r.arena_bytes()) +
          " no_reuse=" + std::to_string(r.no_reuse_bytes()) +
          " alignment=" + std::to_string(r.alignment()) + "\n";
   for (int i = 0; i < r.buffers_size(); ++i) {
@@ -327,6 +349,11 @@ void appendRank(std::string &out, const RankProgram &r) {
       out += " data=" + dataText(b.dtype(), b.shape(), b.data());
     out += "\n";
   }
+  for (const DataBinding &d : r.data_bindings())
+    out += "  data " + quote(d.array()) + " -> input " + quote(d.input()) +
+           " shard_axis=" + std::to_string(d.shard_axis()) + "\n";
+  if (r.has_training())
+    appendTraining(out, r.training());
   for (const Binding &in : r.inputs())
     out += "  input " + quote(in.name()) + " -> " + operand(in.buffer()) + "\n";
   for (const Binding &o : r.outputs())
@@ -364,16 +391,27 @@ void appendRank(std::string &out, const RankProgram &r) {
       const Collective &c = inst.collective();
       for (int j = 0; j < c.outputs_size(); ++j)
         out += (j ? ", " : "") + operand(c.outputs(j));
-      out += std::string(" = ") +
-             (c.kind() == COLLECTIVE_ALL_REDUCE ? "all-reduce"
-                                                : "collective(" + std::to_string(c.kind()) + ")") +
-             (c.op() == REDUCE_SUM    ? "-sum"
+      static const char *const kKinds[] = {"collective(0)", "all-reduce", "all-gather",
+                                           "reduce-scatter", "broadcast", "send", "recv"};
+      const bool known = c.kind() >= 0 && c.kind() <= COLLECTIVE_RECV;
+      const bool reduces = c.kind() == COLLECTIVE_ALL_REDUCE ||
+                           c.kind() == COLLECTIVE_REDUCE_SCATTER;
+      out += std::string(c.outputs_size() > 0 ? " = " : "") +
+             (known ? kKinds[c.kind()] : "collective(" + std::to_string(c.kind()) + ")") +
+             (!reduces                ? ""
+              : c.op() == REDUCE_SUM  ? "-sum"
               : c.op() == REDUCE_MEAN ? "-mean"
                                       : "-op(" + std::to_string(c.op()) + ")") +
              "(";
       for (int j = 0; j < c.inputs_size(); ++j)
         out += (j ? ", " : "") + operand(c.inputs(j));
-      out += ") group=" + quote(c.group()) + " name=" + quote(c.name()) + " async";
+      out += ") group=" + quote(c.group());
+      if (c.kind() == COLLECTIVE_SEND || c.kind() == COLLECTIVE_RECV ||
+          c.kind() == COLLECTIVE_BROADCAST)
+        out += " peer=" + std::to_string(c.peer());
+      if (c.kind() == COLLECTIVE_SEND || c.kind() == COLLECTIVE_RECV)
+        out += " tag=" + std::to_string(c.tag());
+      out += " name=" + quote(c.name()) + " async";
       break;
     }
     case Instruction::kWait:
@@ -409,15 +447,18 @@ std::string planText(const Plan &plan, std::optional<int> rank) {
   std::sort(bound.begin(), bound.end());
   for (const auto &[name, value] : bound)
     out += "bound " + token(name) + "=" + std::to_string(value) + "\n";
+  if (plan.has_mesh())
+    out += "mesh " + quote(plan.mesh().strategy()) + " dp=" + std::to_string(plan.mesh().dp()) +
+           " pp=" + std::to_string(plan.mesh().pp()) + " tp=" + std::to_string(plan.mesh().tp()) +
+           " microbatches=" + std::to_string(plan.mesh().microbatches()) +
+           (plan.mesh().schedule().empty() ? "" : " schedule=" + token(plan.mesh().schedule())) +
+           "\n";
   for (const CommGroup &g : plan.groups()) {
-    out += "group " + quote(g.name()) + " [";
+    out += "group " + std::to_string(g.id()) + " " + token(g.axis()) + " [";
     for (int i = 0; i < g.ranks_size(); ++i)
       out += (i ? ", " : "") + std::to_string(g.ranks(i));
     out += "]\n";
   }
-  for (const DataBinding &d : plan.data_bindings())
-    out += "data " + quote(d.array()) + " -> input " + quote(d.input()) +
-           " shard_axis=" + std::to_string(d.shard_axis()) + "\n";
   if (plan.has_hyperparameters()) {
     const Hyperparameters &h = plan.hyperparameters();
     out += "hyperparameters batch_size=" + std::to_string(h.batch_size());
@@ -441,40 +482,23 @@ std::string planText(const Plan &plan, std::optional<int> rank) {
     }
     out += "\n";
   }
-  if (plan.has_training()) {
-    const Training &t = plan.training();
-    out += "training loss=" + quote(t.loss_output()) + " prediction=" +
-           quote(t.prediction_output()) + " label=" + quote(t.label_input()) +
-           " ignore_index=" + std::to_string(t.ignore_index()) +
-           " optimizer_begin=" + std::to_string(t.optimizer_begin()) +
-           (t.forward_end() ? " forward_end=" + std::to_string(t.forward_end()) : "") +
-           " lr_input=" +
-           quote(t.lr_input()) + " step_input=" + quote(t.step_input()) + " rng_input=" +
-           quote(t.rng_input()) + "\n";
-    for (const TrainedParameter &p : t.parameters()) {
-      out += "  trains " + quote(p.name()) + " buffer=" + std::to_string(p.buffer()) +
-             " gradient=" + std::to_string(p.gradient()) + " state=[";
-      for (int i = 0; i < p.state_size(); ++i)
-        out += (i ? "," : "") + std::to_string(p.state(i));
-      out += "]\n";
-    }
-    for (int32_t b : t.state_buffers())
-      out += "  state buffer=" + std::to_string(b) + "\n";
-  }
-  // Data-parallel ranks run one program: print it once, and the others as references to it.
-  for (int i = 0; i < plan.ranks_size(); ++i) {
-    if (rank && *rank != i)
+  // The rank table, then each program once (data-parallel replicas share theirs).
+  std::vector<bool> shown(static_cast<size_t>(plan.programs_size()), false);
+  for (const RankInfo &ri : plan.ranks()) {
+    if (rank && *rank != ri.rank())
       continue;
-    if (i > 0 && !rank) {
-      RankProgram same = plan.ranks(i);
-      same.set_rank(plan.ranks(0).rank());
-      if (same.SerializeAsString() == plan.ranks(0).SerializeAsString()) {
-        out += "rank " + std::to_string(plan.ranks(i).rank()) + " = rank 0's program\n";
-        continue;
-      }
-    }
-    appendRank(out, plan.ranks(i));
+    out += "rank " + std::to_string(ri.rank()) + " device=" + deviceText(ri.device()) +
+           " program=" + std::to_string(ri.program()) + " dp=" + std::to_string(ri.dp()) +
+           " pp=" + std::to_string(ri.pp()) + " tp=" + std::to_string(ri.tp()) + " groups=[";
+    for (int i = 0; i < ri.groups_size(); ++i)
+      out += (i ? "," : "") + std::to_string(ri.groups(i));
+    out += "]\n";
+    if (ri.program() >= 0 && ri.program() < plan.programs_size())
+      shown[static_cast<size_t>(ri.program())] = true;
   }
+  for (int p = 0; p < plan.programs_size(); ++p)
+    if (shown[static_cast<size_t>(p)] || (!rank && plan.ranks_size() == 0))
+      appendProgram(out, p, plan.programs(p));
   return out;
 }
 

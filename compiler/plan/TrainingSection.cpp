@@ -6,7 +6,7 @@
 
 namespace dtc::plan {
 
-Status fillTraining(Plan &plan, const ir::Graph &graph, const passes::TrainingState &st,
+Status fillTraining(Plan &plan, RankProgram &program, const ir::Graph &graph, const passes::TrainingState &st,
                     const passes::TrainingConfig &cfg,
                     const std::unordered_map<const ir::Value *, int> &bufferOf,
                     int optimizerBegin) {
@@ -30,7 +30,7 @@ Status fillTraining(Plan &plan, const ir::Graph &graph, const passes::TrainingSt
   hp->set_clip_grad_norm(cfg.clipGradNorm);
   hp->set_grad_accum_steps(cfg.gradAccumSteps);
   hp->set_freeze(cfg.freeze);
-  Training *t = plan.mutable_training();
+  Training *t = program.mutable_training();
   t->set_loss_output(st.loss->name());
   if (st.prediction)
     t->set_prediction_output(st.prediction->name());
@@ -67,7 +67,7 @@ Status fillTraining(Plan &plan, const ir::Graph &graph, const passes::TrainingSt
   for (const ir::Value *v : graph.inputs()) {
     if (v->isInitializer() || v == st.lr || v == st.step || v == st.rng)
       continue;
-    DataBinding *d = plan.add_data_bindings();
+    DataBinding *d = program.add_data_bindings();
     d->set_array(v->name());
     d->set_input(v->name());
     d->set_shard_axis(0);

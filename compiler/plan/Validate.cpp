@@ -14,6 +14,8 @@ namespace {
 
 /// Largest world size a plan may declare.
 constexpr int32_t kMaxWorldSize = 65536;
+/// Open MPI's MPI_TAG_UB is 2^31 - 1; the MPI standard guarantees only 32767.
+constexpr int64_t kMaxTag = (int64_t{1} << 31) - 1;
 /// Sanity cap on one rank's arena: 1 TiB.
 constexpr uint64_t kMaxArenaBytes = uint64_t{1} << 40;
 
@@ -153,8 +155,8 @@ Status checkAttr(const Attr &a) {
 }
 
 std::string operandRange(const char *what, int j, int32_t index, const RankProgram &r) {
-  return std::string(what) + " " + std::to_string(j) + " is buffer " + str(index) + ", but rank " +
-         str(r.rank()) + " has " + std::to_string(r.buffers_size()) + " buffers";
+  return std::string(what) + " " + std::to_string(j) + " is buffer " + str(index) +
+         ", but the program has " + std::to_string(r.buffers_size()) + " buffers";
 }
 
 Status checkInstruction(const RankProgram &r, int index, const KernelCheck &kernelCheck) {
@@ -194,11 +196,11 @@ Status checkInstruction(const RankProgram &r, int index, const KernelCheck &kern
     const Copy &c = inst.copy();
     const std::string where = at + " (copy)";
     if (c.src() < 0 || c.src() >= n)
-      return Status::error(where, "source is buffer " + str(c.src()) + ", but rank " +
-                                      str(r.rank()) + " has " + std::to_string(n) + " buffers");
+      return Status::error(where, "source is buffer " + str(c.src()) +
+                                      ", but the program has " + std::to_string(n) + " buffers");
     if (c.dst() < 0 || c.dst() >= n)
-      return Status::error(where, "destination is buffer " + str(c.dst()) + ", but rank " +
-                                      str(r.rank()) + " has " + std::to_string(n) + " buffers");
+      return Status::error(where, "destination is buffer " + str(c.dst()) +
+                                      ", but the program has " + std::to_string(n) + " buffers");
     const uint64_t srcBytes = r.buffers(c.src()).size_bytes();
     const uint64_t dstBytes = r.buffers(c.dst()).size_bytes();
     if (srcBytes != dstBytes)
@@ -210,10 +212,27 @@ Status checkInstruction(const RankProgram &r, int index, const KernelCheck &kern
   case Instruction::kCollective: {
     const Collective &c = inst.collective();
     const std::string where = at + " (collective " + q(c.name()) + ")";
-    if (c.kind() != COLLECTIVE_ALL_REDUCE)
+    if (c.kind() < COLLECTIVE_ALL_REDUCE || c.kind() > COLLECTIVE_RECV)
       return Status::error(where, "unknown collective kind " + std::to_string(c.kind()));
-    if (c.op() != REDUCE_SUM && c.op() != REDUCE_MEAN)
+    if (c.group() != "dp" && c.group() != "pp" && c.group() != "tp")
+      return Status::error(where, "group axis " + q(c.group()) + " is not dp, pp or tp");
+    const bool reduces = c.kind() == COLLECTIVE_ALL_REDUCE || c.kind() == COLLECTIVE_REDUCE_SCATTER;
+    if (reduces && c.op() != REDUCE_SUM && c.op() != REDUCE_MEAN)
       return Status::error(where, "unknown reduction " + std::to_string(c.op()));
+    if (c.kind() == COLLECTIVE_SEND || c.kind() == COLLECTIVE_RECV) {
+      const bool send = c.kind() == COLLECTIVE_SEND;
+      if (c.inputs_size() != (send ? 1 : 0) || c.outputs_size() != (send ? 0 : 1))
+        return Status::error(where, std::string(send ? "a send needs one input and no output"
+                                                     : "a receive needs one output and no input"));
+      const int32_t b = send ? c.inputs(0) : c.outputs(0);
+      if (b < 0 || b >= n)
+        return Status::error(where, operandRange(send ? "input" : "output", 0, b, r));
+      if (c.tag() < 0 || c.tag() > kMaxTag)
+        return Status::error(where, "tag " + str(c.tag()) + " is not in [0, " + str(kMaxTag) + "]");
+      return Status::ok();
+    }
+    if (c.kind() != COLLECTIVE_ALL_REDUCE && (c.inputs_size() != 1 || c.outputs_size() != 1))
+      return Status::error(where, "needs one input and one output");
     if (c.inputs_size() == 0 || c.inputs_size() != c.outputs_size())
       return Status::error(where, "needs one output per input, got " +
                                       std::to_string(c.inputs_size()) + " inputs and " +
@@ -224,11 +243,13 @@ Status checkInstruction(const RankProgram &r, int index, const KernelCheck &kern
       if (c.outputs(j) < 0 || c.outputs(j) >= n)
         return Status::error(where, operandRange("output", j, c.outputs(j), r));
       const Buffer &in = r.buffers(c.inputs(j)), &out = r.buffers(c.outputs(j));
-      if (in.dtype() != out.dtype() || in.size_bytes() != out.size_bytes())
+      // Sizes of gathers and scatters depend on the group size: checked per rank.
+      const bool sameSize = c.kind() == COLLECTIVE_ALL_REDUCE || c.kind() == COLLECTIVE_BROADCAST;
+      if (in.dtype() != out.dtype() || (sameSize && in.size_bytes() != out.size_bytes()))
         return Status::error(where, "input " + std::to_string(j) + " " + q(in.name()) +
                                         " and output " + q(out.name()) +
                                         " differ in dtype or size");
-      if (in.dtype() != static_cast<int32_t>(ir::DType::kFloat32) &&
+      if (reduces && in.dtype() != static_cast<int32_t>(ir::DType::kFloat32) &&
           in.dtype() != static_cast<int32_t>(ir::DType::kFloat64))
         return Status::error(where, "operand " + q(in.name()) + " is not f32 or f64");
       // One reduction covers every operand: one dtype, and outputs laid out as their inputs.
@@ -265,8 +286,8 @@ Status checkBindings(const RankProgram &r, bool inputs) {
     if (!names.insert(b.name()).second)
       return Status::error(where, "name appears twice");
     if (b.buffer() < 0 || b.buffer() >= r.buffers_size())
-      return Status::error(where, "is buffer " + str(b.buffer()) + ", but rank " + str(r.rank()) +
-                                      " has " + std::to_string(r.buffers_size()) + " buffers");
+      return Status::error(where, "is buffer " + str(b.buffer()) + ", but the program has " +
+                                      std::to_string(r.buffers_size()) + " buffers");
     if (inputs && r.buffers(b.buffer()).kind() != BUFFER_INPUT)
       return Status::error(where, "is buffer %" + str(b.buffer()) + " " +
                                       q(r.buffers(b.buffer()).name()) +
@@ -275,16 +296,11 @@ Status checkBindings(const RankProgram &r, bool inputs) {
   return Status::ok();
 }
 
-Status checkRank(const RankProgram &r, const KernelCheck &kernelCheck) {
-  if (r.device().type() != DEVICE_CPU && r.device().type() != DEVICE_CUDA)
-    return Status::error("device type " + std::to_string(r.device().type()) +
-                         " is not cpu or cuda");
-  if (r.device().index() < 0)
-    return Status::error("device index " + str(r.device().index()) + " is below 0");
+Status checkProgram(const RankProgram &r, const KernelCheck &kernelCheck) {
   if (!isPowerOfTwo(r.alignment()))
     return Status::error("alignment " + str(r.alignment()) + " is not a power of two");
   // Kernels rely on 64-byte aligned operands (ops/cpu/Kernel.h: KernelArgs).
-  if (r.device().type() == DEVICE_CPU && r.alignment() < kCpuAlignment)
+  if (r.alignment() < kCpuAlignment)
     return Status::error("alignment " + str(r.alignment()) + " is below the " + str(kCpuAlignment) +
                          " bytes CPU kernels need");
   if (r.arena_bytes() > kMaxArenaBytes)
@@ -313,16 +329,13 @@ Status checkRank(const RankProgram &r, const KernelCheck &kernelCheck) {
   return Status::ok();
 }
 
-/// The Training message against rank 0's program (every rank runs the same step).
-Status checkTraining(const Plan &plan) {
+/// A program's Training message against its buffers and bindings.
+Status checkTraining(const Plan &plan, const RankProgram &r) {
   if (plan.mode() != MODE_TRAINING)
     return Status::error("only training plans carry a training section");
-  if (!plan.has_training())
+  if (!r.has_training())
     return Status::error("a training plan needs its training section");
-  if (plan.ranks_size() == 0)
-    return Status::error("no rank program");
-  const Training &t = plan.training();
-  const RankProgram &r = plan.ranks(0);
+  const Training &t = r.training();
   const int32_t numBuffers = r.buffers_size();
   auto bufferOk = [&](int32_t b) { return b >= 0 && b < numBuffers; };
   auto inputNamed = [&](const std::string &name) -> const Buffer * {
@@ -412,7 +425,10 @@ Status checkPlan(const Plan &plan, const KernelCheck &kernelCheck) {
     return Status::error("world size " + str(world) + " is not in [1, " + str(kMaxWorldSize) + "]");
   if (plan.ranks_size() != world)
     return Status::error("world size is " + str(world) + ", but the plan has " +
-                         std::to_string(plan.ranks_size()) + " rank programs");
+                         std::to_string(plan.ranks_size()) + " ranks");
+  if (plan.programs_size() < 1 || plan.programs_size() > world)
+    return Status::error("the plan has " + std::to_string(plan.programs_size()) +
+                         " programs for " + str(world) + " ranks");
   // Sorted: protobuf map order is unspecified, and the first error must not depend on it.
   std::map<std::string, int64_t> bound(plan.bound_dims().begin(), plan.bound_dims().end());
   for (const auto &[name, value] : bound) {
@@ -425,7 +441,11 @@ Status checkPlan(const Plan &plan, const KernelCheck &kernelCheck) {
     return Status::error("batch size " + str(plan.hyperparameters().batch_size()) + " is below 0");
   for (int g = 0; g < plan.groups_size(); ++g) {
     const CommGroup &group = plan.groups(g);
-    const std::string where = "group " + std::to_string(g) + " " + q(group.name());
+    const std::string where = "group " + std::to_string(g) + " " + q(group.axis());
+    if (group.id() != g)
+      return Status::error(where, "has id " + str(group.id()));
+    if (group.axis() != "dp" && group.axis() != "pp" && group.axis() != "tp")
+      return Status::error(where, "axis is not dp, pp or tp");
     if (group.ranks_size() == 0)
       return Status::error(where, "has no ranks");
     std::set<int32_t> seen;
@@ -436,30 +456,96 @@ Status checkPlan(const Plan &plan, const KernelCheck &kernelCheck) {
         return Status::error(where, "rank " + str(rank) + " appears twice");
     }
   }
-  for (int i = 0; i < world; ++i) {
-    const RankProgram &r = plan.ranks(i);
-    if (r.rank() != i)
-      return Status::error("rank program " + std::to_string(i) + " is for rank " + str(r.rank()));
-    DTC_RETURN_IF_ERROR(checkRank(r, kernelCheck).withContext("rank " + std::to_string(i)));
-  }
-  std::set<std::string> graphInputs;
-  for (const RankProgram &r : plan.ranks())
+  for (int p = 0; p < plan.programs_size(); ++p) {
+    const RankProgram &r = plan.programs(p);
+    const std::string where = "program " + std::to_string(p);
+    DTC_RETURN_IF_ERROR(checkProgram(r, kernelCheck).withContext(where));
+    std::set<std::string> inputs, fed;
     for (const Binding &b : r.inputs())
-      graphInputs.insert(b.name());
-  std::set<std::string> fed;
-  for (const DataBinding &d : plan.data_bindings()) {
-    const std::string where = "data binding " + q(d.array()) + " -> " + q(d.input());
-    if (d.array().empty())
-      return Status::error(where, "no array name");
-    if (!graphInputs.count(d.input()))
-      return Status::error(where, "no rank has a graph input named " + q(d.input()));
-    if (!fed.insert(d.input()).second)
-      return Status::error(where, "input " + q(d.input()) + " is fed twice");
-    if (d.shard_axis() < -1)
-      return Status::error(where, "shard axis " + str(d.shard_axis()) + " is below -1");
+      inputs.insert(b.name());
+    for (const DataBinding &d : r.data_bindings()) {
+      const std::string at = where + ": data binding " + q(d.array()) + " -> " + q(d.input());
+      if (d.array().empty())
+        return Status::error(at, "no array name");
+      if (!inputs.count(d.input()))
+        return Status::error(at, "the program has no graph input named " + q(d.input()));
+      if (!fed.insert(d.input()).second)
+        return Status::error(at, "input " + q(d.input()) + " is fed twice");
+      if (d.shard_axis() < -1)
+        return Status::error(at, "shard axis " + str(d.shard_axis()) + " is below -1");
+    }
+    if (r.has_training() || plan.mode() == MODE_TRAINING)
+      DTC_RETURN_IF_ERROR(checkTraining(plan, r).withContext(where + ": training"));
   }
-  if (plan.has_training() || plan.mode() == MODE_TRAINING)
-    DTC_RETURN_IF_ERROR(checkTraining(plan).withContext("training"));
+  const MeshInfo &mesh = plan.mesh();
+  const bool meshSet = mesh.dp() > 0 || mesh.pp() > 0 || mesh.tp() > 0;
+  if (meshSet && (mesh.dp() < 1 || mesh.pp() < 1 || mesh.tp() < 1 ||
+                  mesh.dp() * mesh.pp() * mesh.tp() != world))
+    return Status::error("mesh dp=" + str(mesh.dp()) + ",pp=" + str(mesh.pp()) + ",tp=" +
+                         str(mesh.tp()) + " does not have the world size " + str(world));
+  for (int i = 0; i < world; ++i) {
+    const RankInfo &ri = plan.ranks(i);
+    const std::string where = "rank " + std::to_string(i);
+    if (ri.rank() != i)
+      return Status::error(where, "entry is for rank " + str(ri.rank()));
+    if (ri.device().type() != DEVICE_CPU && ri.device().type() != DEVICE_CUDA)
+      return Status::error(where, "device type " + std::to_string(ri.device().type()) +
+                                      " is not cpu or cuda");
+    if (ri.device().index() < 0)
+      return Status::error(where, "device index " + str(ri.device().index()) + " is below 0");
+    if (ri.program() < 0 || ri.program() >= plan.programs_size())
+      return Status::error(where, "program " + str(ri.program()) + " is not in [0, " +
+                                      std::to_string(plan.programs_size()) + ")");
+    if (meshSet) {
+      if (ri.dp() < 0 || ri.dp() >= mesh.dp() || ri.pp() < 0 || ri.pp() >= mesh.pp() ||
+          ri.tp() < 0 || ri.tp() >= mesh.tp() ||
+          ri.tp() + mesh.tp() * (ri.dp() + mesh.dp() * ri.pp()) != i)
+        return Status::error(where, "mesh coordinates (dp " + str(ri.dp()) + ", pp " +
+                                        str(ri.pp()) + ", tp " + str(ri.tp()) +
+                                        ") are not this rank's");
+    }
+    // The rank's group along each axis, and its index in it.
+    std::map<std::string, std::pair<int, int>> groupOf; // axis -> (group size, index)
+    for (int32_t g : ri.groups()) {
+      if (g < 0 || g >= plan.groups_size())
+        return Status::error(where, "group id " + str(g) + " is not in [0, " +
+                                        std::to_string(plan.groups_size()) + ")");
+      const CommGroup &group = plan.groups(g);
+      int index = -1;
+      for (int k = 0; k < group.ranks_size(); ++k)
+        if (group.ranks(k) == i)
+          index = k;
+      if (index < 0)
+        return Status::error(where, "is not a member of its group " + str(g));
+      if (!groupOf.emplace(group.axis(), std::make_pair(group.ranks_size(), index)).second)
+        return Status::error(where, "has two " + group.axis() + " groups");
+    }
+    const RankProgram &r = plan.programs(ri.program());
+    for (int k = 0; k < r.instructions_size(); ++k) {
+      if (!r.instructions(k).has_collective())
+        continue;
+      const Collective &c = r.instructions(k).collective();
+      const std::string at = where + ": instruction " + std::to_string(k) + " (collective " +
+                             q(c.name()) + ")";
+      auto it = groupOf.find(c.group());
+      if (it == groupOf.end())
+        return Status::error(at, "the rank has no " + c.group() + " group");
+      const auto [size, self] = it->second;
+      const bool p2p = c.kind() == COLLECTIVE_SEND || c.kind() == COLLECTIVE_RECV;
+      if ((p2p || c.kind() == COLLECTIVE_BROADCAST) &&
+          (c.peer() < 0 || c.peer() >= size || (p2p && c.peer() == self)))
+        return Status::error(at, "peer " + str(c.peer()) + " is not another rank of its " +
+                                     c.group() + " group of " + std::to_string(size));
+      if (c.kind() == COLLECTIVE_ALL_GATHER || c.kind() == COLLECTIVE_REDUCE_SCATTER) {
+        const uint64_t in = r.buffers(c.inputs(0)).size_bytes();
+        const uint64_t out = r.buffers(c.outputs(0)).size_bytes();
+        const bool gather = c.kind() == COLLECTIVE_ALL_GATHER;
+        if ((gather ? in : out) * static_cast<uint64_t>(size) != (gather ? out : in))
+          return Status::error(at, "operand sizes " + str(in) + " -> " + str(out) +
+                                       " bytes do not fit a group of " + std::to_string(size));
+      }
+    }
+  }
   // Metadata last, so that a fuzzer's mutations reach the structural checks above.
   if (plan.mode() != MODE_INFERENCE && plan.mode() != MODE_TRAINING)
     return Status::error("mode " + std::to_string(plan.mode()) +

@@ -64,7 +64,7 @@ TEST(Lowering, MlpPlanBindsBatchAndReusesMemory) {
   EXPECT_EQ(plan->format_version(), kPlanFormatVersion);
   EXPECT_EQ(plan->mode(), MODE_INFERENCE);
   EXPECT_EQ(plan->bound_dims().at("N"), 5);
-  const RankProgram &rp = plan->ranks(0);
+  const RankProgram &rp = plan->programs(0);
   ASSERT_EQ(rp.instructions_size(), 3);
   EXPECT_EQ(rp.instructions(1).kernel().op(), "Relu");
   EXPECT_EQ(bufferNamed(rp, "x").kind(), BUFFER_INPUT);
@@ -87,7 +87,7 @@ TEST(Lowering, NoMemoryReuseGivesEveryBufferItsOwnBytes) {
   opts.reuseMemory = false;
   auto plan = lower(kMlp, opts);
   ASSERT_TRUE(plan) << plan.status().message();
-  const RankProgram &rp = plan->ranks(0);
+  const RankProgram &rp = plan->programs(0);
   EXPECT_NE(bufferNamed(rp, "r").offset(), bufferNamed(rp, "h").offset());
   EXPECT_EQ(rp.arena_bytes(), rp.no_reuse_bytes());
 }
@@ -109,7 +109,7 @@ g (float[B,T,4] x) => (float[B,T,4] y) { y = Relu (x) }
   opts.dims = {{"B", 2}, {"T", 3}};
   auto plan = lower(text, opts);
   ASSERT_TRUE(plan) << plan.status().message();
-  const Buffer &y = bufferNamed(plan->ranks(0), "y");
+  const Buffer &y = bufferNamed(plan->programs(0), "y");
   EXPECT_EQ(std::vector<int64_t>(y.shape().begin(), y.shape().end()),
             (std::vector<int64_t>{2, 3, 4}));
   opts.dims = {{"B", 0}, {"T", 3}};
@@ -141,7 +141,7 @@ g (float[2,6] x) => (float[3,4] y, float[2,6] z)
 )";
   auto plan = lower(text, LowerOptions{});
   ASSERT_TRUE(plan) << plan.status().message();
-  const RankProgram &rp = plan->ranks(0);
+  const RankProgram &rp = plan->programs(0);
   EXPECT_EQ(bufferNamed(rp, "t").offset(), bufferNamed(rp, "x").offset());
   // Relu's input is a view of a graph input: no in-place, y gets its own bytes.
   EXPECT_NE(bufferNamed(rp, "y").offset(), bufferNamed(rp, "x").offset());
@@ -267,7 +267,7 @@ TEST(Lowering, FusesConvAddReluAndKeepsActivationsChannelsLast) {
   opts.batchSize = 2;
   auto plan = lower(residualBlock(), opts);
   ASSERT_TRUE(plan) << plan.status().message();
-  const RankProgram &rp = plan->ranks(0);
+  const RankProgram &rp = plan->programs(0);
   // c1 + c2 -> s -> r: the first Conv runs fused with the Add (Z = c2) and the Relu.
   const KernelCall &fused = instructionNamed(rp, "FusedConv");
   EXPECT_EQ(fused.domain(), "ai.dtc");
@@ -300,7 +300,7 @@ TEST(Lowering, PlainLoweringHasNoFusionAndNoChannelsLast) {
   opts.channelsLast = false;
   auto plan = lower(residualBlock(), opts);
   ASSERT_TRUE(plan) << plan.status().message();
-  const RankProgram &rp = plan->ranks(0);
+  const RankProgram &rp = plan->programs(0);
   EXPECT_EQ(rp.instructions_size(), 6);
   for (const Buffer &b : rp.buffers())
     EXPECT_EQ(b.layout(), LAYOUT_ROW_MAJOR) << b.name();

@@ -53,15 +53,17 @@ Plan makePlan() {
   plan.mutable_model()->set_sha256(kAbcSha);
   plan.mutable_model()->set_size_bytes(5);
   (*plan.mutable_bound_dims())["N"] = 2;
-  DataBinding *data = plan.add_data_bindings();
+  plan.mutable_hyperparameters()->set_batch_size(2);
+
+  RankInfo *ri = plan.add_ranks();
+  ri->set_rank(0);
+  ri->mutable_device()->set_type(DEVICE_CPU);
+  RankProgram *r = plan.add_programs();
+  r->add_ranks(0);
+  DataBinding *data = r->add_data_bindings();
   data->set_array("x");
   data->set_input("x");
   data->set_shard_axis(-1);
-  plan.mutable_hyperparameters()->set_batch_size(2);
-
-  RankProgram *r = plan.add_ranks();
-  r->set_rank(0);
-  r->mutable_device()->set_type(DEVICE_CPU);
   r->set_arena_bytes(320);
   r->set_no_reuse_bytes(384);
   r->set_alignment(kCpuAlignment);
@@ -98,17 +100,18 @@ Plan makePlan() {
   return plan;
 }
 
-const char *kGolden = R"(plan v1 mode=inference world_size=1
+const char *kGolden = R"(plan v2 mode=inference world_size=1
 model "models/mlp.onnx" sha256=ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad size=5
 bound N=2
-data "x" -> input "x" shard_axis=-1
 hyperparameters batch_size=2
-rank 0 device=cpu:0 arena=320 no_reuse=384 alignment=64
+rank 0 device=cpu:0 program=0 dp=0 pp=0 tp=0 groups=[]
+program 0 ranks=[0] arena=320 no_reuse=384 alignment=64
   buffer %0 "x" input f32[2,4] @0+32
   buffer %1 "w" param f32[3,4] @64+48 source="fc.weight"
   buffer %2 "b" constant f32[3] @128+12 data=[0.5, 1, -2]
   buffer %3 "/fc/Gemm_output_0" activation f32[2,3] @192+24
   buffer %4 "y" output f32[2,3] @256+24
+  data "x" -> input "x" shard_axis=-1
   input "x" -> %0
   output "y" -> %4
   0: %3 = Gemm(%0, %1, %2) {alpha=1, beta=1, transB=1} node="/fc/Gemm"
@@ -197,7 +200,7 @@ TEST_F(PlanFileTest, OtherFormatVersionIsRejected) {
   auto read = readPlanFile(path("v7.dtc"));
   ASSERT_FALSE(read);
   EXPECT_EQ(read.status().message(),
-            path("v7.dtc") + ": plan format version 7, this dtc reads version 1");
+            path("v7.dtc") + ": plan format version 7, this dtc reads version 2");
 }
 
 TEST_F(PlanFileTest, GarbageIsNotAPlan) {
@@ -248,33 +251,61 @@ TEST_F(PlanFileTest, FailedWriteLeavesNothing) {
 
 // --- text and fingerprint ---
 
+/// `plan` with a second rank running the same program, both in one dp group.
+void addSecondDpRank(Plan &plan) {
+  plan.set_world_size(2);
+  RankInfo *r1 = plan.add_ranks();
+  *r1 = plan.ranks(0);
+  r1->set_rank(1);
+  plan.mutable_programs(0)->add_ranks(1);
+  CommGroup *g = plan.add_groups();
+  g->set_axis("dp");
+  g->set_id(0);
+  g->add_ranks(0);
+  g->add_ranks(1);
+  plan.mutable_ranks(0)->add_groups(0);
+  plan.mutable_ranks(1)->add_groups(0);
+}
+
 TEST(PlanTextTest, Golden) { EXPECT_EQ(planText(makePlan()), kGolden); }
 
 TEST(PlanTextTest, RankFilterAndGroups) {
   Plan plan = makePlan();
-  plan.set_world_size(2);
-  *plan.add_ranks() = plan.ranks(0);
-  plan.mutable_ranks(1)->set_rank(1);
-  plan.mutable_ranks(1)->set_arena_bytes(640);
-  CommGroup *g = plan.add_groups();
-  g->set_name("dp");
-  g->add_ranks(0);
-  g->add_ranks(1);
+  addSecondDpRank(plan);
+  // A second program, run by rank 1 only.
+  *plan.add_programs() = plan.programs(0);
+  plan.mutable_programs(1)->set_arena_bytes(640);
+  plan.mutable_programs(0)->clear_ranks();
+  plan.mutable_programs(0)->add_ranks(0);
+  plan.mutable_programs(1)->clear_ranks();
+  plan.mutable_programs(1)->add_ranks(1);
+  plan.mutable_ranks(1)->set_program(1);
+  EXPECT_TRUE(validatePlan(plan, "t").isOk()) << validatePlan(plan, "t").message();
   const std::string all = planText(plan);
-  EXPECT_NE(all.find("group \"dp\" [0, 1]\n"), std::string::npos);
-  EXPECT_NE(all.find("rank 0 device=cpu:0 arena=320 "), std::string::npos);
-  EXPECT_NE(all.find("rank 1 device=cpu:0 arena=640 "), std::string::npos);
+  EXPECT_NE(all.find("group 0 dp [0, 1]\n"), std::string::npos) << all;
+  EXPECT_NE(all.find("rank 0 device=cpu:0 program=0 dp=0 pp=0 tp=0 groups=[0]\n"),
+            std::string::npos);
+  EXPECT_NE(all.find("rank 1 device=cpu:0 program=1 "), std::string::npos);
+  EXPECT_NE(all.find("program 0 ranks=[0] arena=320 "), std::string::npos);
+  EXPECT_NE(all.find("program 1 ranks=[1] arena=640 "), std::string::npos);
   const std::string one = planText(plan, 1);
   EXPECT_EQ(one.find("rank 0 device"), std::string::npos);
-  EXPECT_NE(one.find("rank 1 device=cpu:0 arena=640 "), std::string::npos);
-  EXPECT_NE(one.find("group \"dp\" [0, 1]\n"), std::string::npos);
-  EXPECT_EQ(planText(plan, 5).find("rank "), std::string::npos);
+  EXPECT_EQ(one.find("program 0 "), std::string::npos);
+  EXPECT_NE(one.find("program 1 ranks=[1] arena=640 "), std::string::npos);
+  EXPECT_NE(one.find("group 0 dp [0, 1]\n"), std::string::npos);
+  EXPECT_EQ(planText(plan, 5).find("program "), std::string::npos);
+  // Ranks sharing a program print it once.
+  Plan shared = makePlan();
+  addSecondDpRank(shared);
+  const std::string text = planText(shared);
+  EXPECT_NE(text.find("program 0 ranks=[0,1] "), std::string::npos) << text;
+  EXPECT_EQ(text.find("program 1"), std::string::npos);
 }
 
 TEST(PlanTextTest, OddNamesCannotBreakLines) {
   Plan plan = makePlan();
-  plan.mutable_ranks(0)->mutable_buffers(0)->set_name("a\"b\\c\nd\x01\xff");
-  plan.mutable_ranks(0)->mutable_inputs(0)->set_name("caf\xc3\xa9");
+  plan.mutable_programs(0)->mutable_buffers(0)->set_name("a\"b\\c\nd\x01\xff");
+  plan.mutable_programs(0)->mutable_inputs(0)->set_name("caf\xc3\xa9");
   const std::string text = planText(plan);
   EXPECT_NE(text.find("  buffer %0 \"a\\\"b\\\\c\\nd\\x01\\xff\" input f32[2,4] @0+32\n"),
             std::string::npos)
@@ -287,7 +318,7 @@ TEST(PlanTextTest, OddNamesCannotBreakLines) {
 
 TEST(PlanTextTest, AttributesOptionalInputsAndConstants) {
   Plan plan = makePlan();
-  RankProgram *r = plan.mutable_ranks(0);
+  RankProgram *r = plan.mutable_programs(0);
   KernelCall *k = r->add_instructions()->mutable_kernel();
   k->set_op("ConstantOfShape");
   k->set_domain("ai.dtc");
@@ -336,13 +367,13 @@ TEST(PlanTextTest, AttributesOptionalInputsAndConstants) {
 
 TEST(PlanTextTest, InvalidPlansStillPrint) {
   Plan plan = makePlan();
-  RankProgram *r = plan.mutable_ranks(0);
+  RankProgram *r = plan.mutable_programs(0);
   r->mutable_buffers(0)->set_dtype(99);
   r->mutable_buffers(0)->set_kind(static_cast<BufferKind>(42));
   r->mutable_buffers(2)->set_data("xyz"); // wrong size: hashed, not decoded
   plan.set_mode(static_cast<Mode>(9));
   const std::string text = planText(plan);
-  EXPECT_NE(text.find("plan v1 mode=mode(9) world_size=1\n"), std::string::npos);
+  EXPECT_NE(text.find("plan v2 mode=mode(9) world_size=1\n"), std::string::npos);
   EXPECT_NE(text.find("buffer %0 \"x\" kind(42) dtype(99)[2,4] @0+32\n"), std::string::npos);
   EXPECT_NE(text.find("data=sha256:" + sha256Hex("xyz").substr(0, 16)), std::string::npos);
 }
@@ -370,20 +401,20 @@ TEST(FingerprintTest, ChangesWithEveryField) {
   const std::string base = fingerprint(makePlan());
   std::vector<std::function<void(Plan &)>> edits = {
       [](Plan &p) {
-        p.mutable_ranks(0)->mutable_instructions(0)->mutable_kernel()->set_inputs(2, 1);
+        p.mutable_programs(0)->mutable_instructions(0)->mutable_kernel()->set_inputs(2, 1);
       },
       [](Plan &p) {
-        p.mutable_ranks(0)->mutable_instructions(0)->mutable_kernel()->set_op("MatMul");
+        p.mutable_programs(0)->mutable_instructions(0)->mutable_kernel()->set_op("MatMul");
       },
       [](Plan &p) {
-        p.mutable_ranks(0)->mutable_instructions(0)->mutable_kernel()->mutable_attributes(0)->set_f(
+        p.mutable_programs(0)->mutable_instructions(0)->mutable_kernel()->mutable_attributes(0)->set_f(
             1.0000001f);
       },
-      [](Plan &p) { p.mutable_ranks(0)->mutable_instructions(1)->mutable_copy()->set_dst(3); },
-      [](Plan &p) { p.mutable_ranks(0)->mutable_buffers(3)->set_offset(128); },
-      [](Plan &p) { p.mutable_ranks(0)->mutable_buffers(1)->set_source("fc.bias"); },
-      [](Plan &p) { (*p.mutable_ranks(0)->mutable_buffers(2)->mutable_data())[11] ^= 1; },
-      [](Plan &p) { p.mutable_ranks(0)->set_arena_bytes(321); },
+      [](Plan &p) { p.mutable_programs(0)->mutable_instructions(1)->mutable_copy()->set_dst(3); },
+      [](Plan &p) { p.mutable_programs(0)->mutable_buffers(3)->set_offset(128); },
+      [](Plan &p) { p.mutable_programs(0)->mutable_buffers(1)->set_source("fc.bias"); },
+      [](Plan &p) { (*p.mutable_programs(0)->mutable_buffers(2)->mutable_data())[11] ^= 1; },
+      [](Plan &p) { p.mutable_programs(0)->set_arena_bytes(321); },
       [](Plan &p) { p.mutable_model()->set_size_bytes(6); },
       [](Plan &p) { (*p.mutable_bound_dims())["N"] = 3; },
       [](Plan &p) { p.set_mode(MODE_TRAINING); },
@@ -398,8 +429,8 @@ TEST(FingerprintTest, ChangesWithEveryField) {
   Plan p1 = makePlan();
   Plan p2 = makePlan();
   for (Plan *p : {&p1, &p2})
-    addBuffer(p->mutable_ranks(0), "big", BUFFER_CONSTANT, 2, {9}, 0, 9)->set_data("123456789");
-  (*p2.mutable_ranks(0)->mutable_buffers(5)->mutable_data())[8] = 'x';
+    addBuffer(p->mutable_programs(0), "big", BUFFER_CONSTANT, 2, {9}, 0, 9)->set_data("123456789");
+  (*p2.mutable_programs(0)->mutable_buffers(5)->mutable_data())[8] = 'x';
   EXPECT_NE(fingerprint(p1), fingerprint(p2));
 }
 
@@ -409,7 +440,7 @@ TEST(ValidateTest, GoodPlanPasses) {
   EXPECT_TRUE(validatePlan(makePlan(), "t.dtc").isOk()) << validate(makePlan());
   int calls = 0;
   KernelCheck count = [&](const RankProgram &r, const KernelCall &k) {
-    EXPECT_EQ(r.rank(), 0);
+    EXPECT_EQ(r.ranks(0), 0);
     EXPECT_EQ(k.op(), "Gemm");
     ++calls;
     return Status::ok();
@@ -424,13 +455,13 @@ TEST(ValidateTest, KernelCheckErrorIsPropagated) {
   };
   EXPECT_EQ(
       validate(makePlan(), reject),
-      "plan t.dtc: rank 0: instruction 0: node '/fc/Gemm' (Gemm): needs 2 or 3 inputs, got 7");
+      "plan t.dtc: program 0: instruction 0: node '/fc/Gemm' (Gemm): needs 2 or 3 inputs, got 7");
 }
 
 TEST(ValidateTest, PlanLevelErrors) {
   Plan p = makePlan();
-  p.set_format_version(2);
-  EXPECT_EQ(validate(p), "plan t.dtc: plan format version 2, this dtc reads version 1");
+  p.set_format_version(1);
+  EXPECT_EQ(validate(p), "plan t.dtc: plan format version 1, this dtc reads version 2");
   p = makePlan();
   p.set_mode(MODE_UNSPECIFIED);
   EXPECT_EQ(validate(p), "plan t.dtc: mode 0 is not inference (1) or training (2)");
@@ -450,16 +481,22 @@ TEST(ValidateTest, WorldSize) {
   }
   Plan p = makePlan();
   p.set_world_size(2);
-  EXPECT_EQ(validate(p), "plan t.dtc: world size is 2, but the plan has 1 rank programs");
+  EXPECT_EQ(validate(p), "plan t.dtc: world size is 2, but the plan has 1 ranks");
   p = makePlan();
   p.mutable_ranks(0)->set_rank(1);
-  EXPECT_EQ(validate(p), "plan t.dtc: rank program 0 is for rank 1");
+  EXPECT_EQ(validate(p), "plan t.dtc: rank 0: entry is for rank 1");
+  p = makePlan();
+  p.mutable_ranks(0)->set_program(1);
+  EXPECT_EQ(validate(p), "plan t.dtc: rank 0: program 1 is not in [0, 1)");
+  p = makePlan();
+  *p.add_programs() = p.programs(0);
+  EXPECT_EQ(validate(p), "plan t.dtc: the plan has 2 programs for 1 ranks");
 }
 
 TEST(ValidateTest, Groups) {
   Plan p = makePlan();
   CommGroup *g = p.add_groups();
-  g->set_name("dp");
+  g->set_axis("dp");
   g->add_ranks(0);
   g->add_ranks(1);
   EXPECT_EQ(validate(p), "plan t.dtc: group 0 'dp': rank 1 is not in [0, 1)");
@@ -474,13 +511,13 @@ TEST(ValidateTest, Groups) {
 TEST(ValidateTest, RankSettings) {
   for (uint64_t a : {0ull, 48ull}) {
     Plan p = makePlan();
-    p.mutable_ranks(0)->set_alignment(a);
+    p.mutable_programs(0)->set_alignment(a);
     EXPECT_EQ(validate(p),
-              "plan t.dtc: rank 0: alignment " + std::to_string(a) + " is not a power of two");
+              "plan t.dtc: program 0: alignment " + std::to_string(a) + " is not a power of two");
   }
   Plan p = makePlan();
-  p.mutable_ranks(0)->set_arena_bytes((1ull << 40) + 1);
-  EXPECT_EQ(validate(p), "plan t.dtc: rank 0: arena of 1099511627777 bytes is above the limit of "
+  p.mutable_programs(0)->set_arena_bytes((1ull << 40) + 1);
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: arena of 1099511627777 bytes is above the limit of "
                          "1099511627776 bytes (1 TiB)");
   p = makePlan();
   p.mutable_ranks(0)->mutable_device()->set_type(DEVICE_UNSPECIFIED);
@@ -489,192 +526,255 @@ TEST(ValidateTest, RankSettings) {
 
 TEST(ValidateTest, BufferPastArena) {
   Plan p = makePlan();
-  p.mutable_ranks(0)->mutable_buffers(4)->set_offset(320);
+  p.mutable_programs(0)->mutable_buffers(4)->set_offset(320);
   EXPECT_EQ(validate(p),
-            "plan t.dtc: rank 0: buffer %4 'y': ends at byte 344, past the arena (320 bytes)");
+            "plan t.dtc: program 0: buffer %4 'y': ends at byte 344, past the arena (320 bytes)");
 }
 
 TEST(ValidateTest, MisalignedOffset) {
   Plan p = makePlan();
-  p.mutable_ranks(0)->mutable_buffers(3)->set_offset(200);
-  EXPECT_EQ(validate(p), "plan t.dtc: rank 0: buffer %3 '/fc/Gemm_output_0': offset 200 is not a "
+  p.mutable_programs(0)->mutable_buffers(3)->set_offset(200);
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: buffer %3 '/fc/Gemm_output_0': offset 200 is not a "
                          "multiple of the alignment (64)");
 }
 
 TEST(ValidateTest, OffsetPlusSizeOverflow) {
   Plan p = makePlan();
   const uint64_t off = std::numeric_limits<uint64_t>::max() - 63; // a multiple of 64
-  Buffer *b = p.mutable_ranks(0)->mutable_buffers(3);
+  Buffer *b = p.mutable_programs(0)->mutable_buffers(3);
   b->set_shape(1, 32);
   b->set_size_bytes(256);
   b->set_offset(off);
-  EXPECT_EQ(validate(p), "plan t.dtc: rank 0: buffer %3 '/fc/Gemm_output_0': offset " +
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: buffer %3 '/fc/Gemm_output_0': offset " +
                              std::to_string(off) + " + size 256 overflows");
 }
 
 TEST(ValidateTest, ShapeProductOverflow) {
   Plan p = makePlan();
-  Buffer *b = p.mutable_ranks(0)->mutable_buffers(3);
+  Buffer *b = p.mutable_programs(0)->mutable_buffers(3);
   b->set_shape(0, int64_t{1} << 40);
   b->set_shape(1, int64_t{1} << 40);
-  EXPECT_EQ(validate(p), "plan t.dtc: rank 0: buffer %3 '/fc/Gemm_output_0': element count "
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: buffer %3 '/fc/Gemm_output_0': element count "
                          "overflows (dim 1 is 1099511627776)");
   // Elements fit, bytes do not.
   b->set_shape(0, int64_t{1} << 62);
   b->set_shape(1, 1);
-  EXPECT_EQ(validate(p), "plan t.dtc: rank 0: buffer %3 '/fc/Gemm_output_0': size in bytes "
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: buffer %3 '/fc/Gemm_output_0': size in bytes "
                          "overflows (4611686018427387904 elements of 4 bytes)");
 }
 
 TEST(ValidateTest, SizeMismatchNegativeDimAndDTypes) {
   Plan p = makePlan();
-  p.mutable_ranks(0)->mutable_buffers(3)->set_size_bytes(28);
-  EXPECT_EQ(validate(p), "plan t.dtc: rank 0: buffer %3 '/fc/Gemm_output_0': size_bytes is 28, "
+  p.mutable_programs(0)->mutable_buffers(3)->set_size_bytes(28);
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: buffer %3 '/fc/Gemm_output_0': size_bytes is 28, "
                          "but 6 elements of 4 bytes take 24");
   p = makePlan();
-  p.mutable_ranks(0)->mutable_buffers(3)->set_shape(1, -3);
-  EXPECT_EQ(validate(p), "plan t.dtc: rank 0: buffer %3 '/fc/Gemm_output_0': dim 1 is -3, below 0");
+  p.mutable_programs(0)->mutable_buffers(3)->set_shape(1, -3);
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: buffer %3 '/fc/Gemm_output_0': dim 1 is -3, below 0");
   p = makePlan();
-  p.mutable_ranks(0)->mutable_buffers(0)->set_dtype(14); // complex64: not a dtc dtype
-  EXPECT_EQ(validate(p), "plan t.dtc: rank 0: buffer %0 'x': unknown dtype 14");
-  p.mutable_ranks(0)->mutable_buffers(0)->set_dtype(8);
-  EXPECT_EQ(validate(p), "plan t.dtc: rank 0: buffer %0 'x': dtype string has no fixed element "
+  p.mutable_programs(0)->mutable_buffers(0)->set_dtype(14); // complex64: not a dtc dtype
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: buffer %0 'x': unknown dtype 14");
+  p.mutable_programs(0)->mutable_buffers(0)->set_dtype(8);
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: buffer %0 'x': dtype string has no fixed element "
                          "size");
 }
 
 TEST(ValidateTest, BufferKinds) {
   Plan p = makePlan();
-  p.mutable_ranks(0)->mutable_buffers(2)->set_data(floatBytes({1, 2}));
-  EXPECT_EQ(validate(p), "plan t.dtc: rank 0: buffer %2 'b': constant carries 8 bytes of data, "
+  p.mutable_programs(0)->mutable_buffers(2)->set_data(floatBytes({1, 2}));
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: buffer %2 'b': constant carries 8 bytes of data, "
                          "but its size is 12 bytes");
   p = makePlan();
-  p.mutable_ranks(0)->mutable_buffers(1)->clear_source();
+  p.mutable_programs(0)->mutable_buffers(1)->clear_source();
   EXPECT_EQ(validate(p),
-            "plan t.dtc: rank 0: buffer %1 'w': parameter without a source (initializer name)");
+            "plan t.dtc: program 0: buffer %1 'w': parameter without a source (initializer name)");
   p = makePlan();
-  p.mutable_ranks(0)->mutable_buffers(3)->set_data("x");
-  EXPECT_EQ(validate(p), "plan t.dtc: rank 0: buffer %3 '/fc/Gemm_output_0': data on a buffer "
+  p.mutable_programs(0)->mutable_buffers(3)->set_data("x");
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: buffer %3 '/fc/Gemm_output_0': data on a buffer "
                          "that is not a constant");
   p = makePlan();
-  p.mutable_ranks(0)->mutable_buffers(3)->set_kind(static_cast<BufferKind>(99));
+  p.mutable_programs(0)->mutable_buffers(3)->set_kind(static_cast<BufferKind>(99));
   EXPECT_EQ(validate(p),
-            "plan t.dtc: rank 0: buffer %3 '/fc/Gemm_output_0': unknown buffer kind 99");
+            "plan t.dtc: program 0: buffer %3 '/fc/Gemm_output_0': unknown buffer kind 99");
 }
 
 TEST(ValidateTest, OperandOutOfRange) {
   Plan p = makePlan();
-  p.mutable_ranks(0)->mutable_instructions(0)->mutable_kernel()->set_inputs(2, 99);
-  EXPECT_EQ(validate(p), "plan t.dtc: rank 0: instruction 0 (Gemm, node '/fc/Gemm'): input 2 is "
-                         "buffer 99, but rank 0 has 5 buffers");
-  p.mutable_ranks(0)->mutable_instructions(0)->mutable_kernel()->set_inputs(2, -2);
-  EXPECT_EQ(validate(p), "plan t.dtc: rank 0: instruction 0 (Gemm, node '/fc/Gemm'): input 2 is "
-                         "buffer -2, but rank 0 has 5 buffers");
+  p.mutable_programs(0)->mutable_instructions(0)->mutable_kernel()->set_inputs(2, 99);
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: instruction 0 (Gemm, node '/fc/Gemm'): input 2 is "
+                         "buffer 99, but the program has 5 buffers");
+  p.mutable_programs(0)->mutable_instructions(0)->mutable_kernel()->set_inputs(2, -2);
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: instruction 0 (Gemm, node '/fc/Gemm'): input 2 is "
+                         "buffer -2, but the program has 5 buffers");
   // -1 is an omitted optional input.
-  p.mutable_ranks(0)->mutable_instructions(0)->mutable_kernel()->set_inputs(2, -1);
+  p.mutable_programs(0)->mutable_instructions(0)->mutable_kernel()->set_inputs(2, -1);
   EXPECT_TRUE(validatePlan(p, "t.dtc").isOk());
-  p.mutable_ranks(0)->mutable_instructions(0)->mutable_kernel()->set_outputs(0, 5);
-  EXPECT_EQ(validate(p), "plan t.dtc: rank 0: instruction 0 (Gemm, node '/fc/Gemm'): output 0 is "
-                         "buffer 5, but rank 0 has 5 buffers");
+  p.mutable_programs(0)->mutable_instructions(0)->mutable_kernel()->set_outputs(0, 5);
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: instruction 0 (Gemm, node '/fc/Gemm'): output 0 is "
+                         "buffer 5, but the program has 5 buffers");
 }
 
 TEST(ValidateTest, OmittedOutput) {
   Plan p = makePlan();
-  p.mutable_ranks(0)->mutable_instructions(0)->mutable_kernel()->set_outputs(0, -1);
-  EXPECT_EQ(validate(p), "plan t.dtc: rank 0: instruction 0 (Gemm, node '/fc/Gemm'): output 0 is "
+  p.mutable_programs(0)->mutable_instructions(0)->mutable_kernel()->set_outputs(0, -1);
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: instruction 0 (Gemm, node '/fc/Gemm'): output 0 is "
                          "-1 (only optional inputs may be omitted)");
 }
 
 TEST(ValidateTest, BadInstructions) {
   Plan p = makePlan();
-  p.mutable_ranks(0)->mutable_instructions(0)->mutable_kernel()->clear_op();
-  EXPECT_EQ(validate(p), "plan t.dtc: rank 0: instruction 0: kernel call without an op");
+  p.mutable_programs(0)->mutable_instructions(0)->mutable_kernel()->clear_op();
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: instruction 0: kernel call without an op");
   p = makePlan();
-  p.mutable_ranks(0)->add_instructions();
-  EXPECT_EQ(validate(p), "plan t.dtc: rank 0: instruction 2: empty instruction");
+  p.mutable_programs(0)->add_instructions();
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: instruction 2: empty instruction");
   p = makePlan();
-  Attr *a = p.mutable_ranks(0)->mutable_instructions(0)->mutable_kernel()->add_attributes();
+  Attr *a = p.mutable_programs(0)->mutable_instructions(0)->mutable_kernel()->add_attributes();
   a->set_name("alpha");
   a->set_f(2);
-  EXPECT_EQ(validate(p), "plan t.dtc: rank 0: instruction 0 (Gemm, node '/fc/Gemm'): attribute "
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: instruction 0 (Gemm, node '/fc/Gemm'): attribute "
                          "'alpha' appears twice");
   a->set_name("value");
   a->mutable_t()->set_dtype(1);
   a->mutable_t()->add_shape(2);
   a->mutable_t()->set_data("abc");
-  EXPECT_EQ(validate(p), "plan t.dtc: rank 0: instruction 0 (Gemm, node '/fc/Gemm'): attribute "
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: instruction 0 (Gemm, node '/fc/Gemm'): attribute "
                          "'value': tensor carries 3 bytes of data, but its shape needs 2 "
                          "elements of 4 bytes");
 }
 
 TEST(ValidateTest, CopySizes) {
   Plan p = makePlan();
-  p.mutable_ranks(0)->mutable_instructions(1)->mutable_copy()->set_dst(2);
-  EXPECT_EQ(validate(p), "plan t.dtc: rank 0: instruction 1 (copy): copies buffer %3 (24 bytes) "
+  p.mutable_programs(0)->mutable_instructions(1)->mutable_copy()->set_dst(2);
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: instruction 1 (copy): copies buffer %3 (24 bytes) "
                          "into buffer %2 (12 bytes): sizes differ");
-  p.mutable_ranks(0)->mutable_instructions(1)->mutable_copy()->set_dst(7);
-  EXPECT_EQ(validate(p), "plan t.dtc: rank 0: instruction 1 (copy): destination is buffer 7, but "
-                         "rank 0 has 5 buffers");
-  p.mutable_ranks(0)->mutable_instructions(1)->mutable_copy()->set_src(-1);
-  EXPECT_EQ(validate(p), "plan t.dtc: rank 0: instruction 1 (copy): source is buffer -1, but "
-                         "rank 0 has 5 buffers");
+  p.mutable_programs(0)->mutable_instructions(1)->mutable_copy()->set_dst(7);
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: instruction 1 (copy): destination is buffer 7, but "
+                         "the program has 5 buffers");
+  p.mutable_programs(0)->mutable_instructions(1)->mutable_copy()->set_src(-1);
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: instruction 1 (copy): source is buffer -1, but "
+                         "the program has 5 buffers");
 }
 
 TEST(ValidateTest, Bindings) {
   Plan p = makePlan();
-  p.mutable_ranks(0)->mutable_inputs(0)->set_buffer(5);
+  p.mutable_programs(0)->mutable_inputs(0)->set_buffer(5);
   EXPECT_EQ(validate(p),
-            "plan t.dtc: rank 0: input binding 'x': is buffer 5, but rank 0 has 5 buffers");
-  p.mutable_ranks(0)->mutable_inputs(0)->set_buffer(3);
-  EXPECT_EQ(validate(p), "plan t.dtc: rank 0: input binding 'x': is buffer %3 "
+            "plan t.dtc: program 0: input binding 'x': is buffer 5, but the program has 5 buffers");
+  p.mutable_programs(0)->mutable_inputs(0)->set_buffer(3);
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: input binding 'x': is buffer %3 "
                          "'/fc/Gemm_output_0', which is not an input buffer");
   p = makePlan();
-  p.mutable_ranks(0)->mutable_outputs(0)->set_buffer(-1);
+  p.mutable_programs(0)->mutable_outputs(0)->set_buffer(-1);
   EXPECT_EQ(validate(p),
-            "plan t.dtc: rank 0: output binding 'y': is buffer -1, but rank 0 has 5 buffers");
+            "plan t.dtc: program 0: output binding 'y': is buffer -1, but the program has 5 buffers");
   // Outputs may name any buffer, but not twice.
-  p.mutable_ranks(0)->mutable_outputs(0)->set_buffer(3);
+  p.mutable_programs(0)->mutable_outputs(0)->set_buffer(3);
   EXPECT_TRUE(validatePlan(p, "t.dtc").isOk());
-  *p.mutable_ranks(0)->add_outputs() = p.ranks(0).outputs(0);
-  EXPECT_EQ(validate(p), "plan t.dtc: rank 0: output binding 'y': name appears twice");
+  *p.mutable_programs(0)->add_outputs() = p.programs(0).outputs(0);
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: output binding 'y': name appears twice");
 }
 
 TEST(ValidateTest, DataBindings) {
   Plan p = makePlan();
-  p.mutable_data_bindings(0)->set_input("label");
+  p.mutable_programs(0)->mutable_data_bindings(0)->set_input("label");
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: data binding 'x' -> 'label': the program has no "
+                         "graph input named 'label'");
+  p = makePlan();
+  *p.mutable_programs(0)->add_data_bindings() = p.programs(0).data_bindings(0);
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: data binding 'x' -> 'x': input 'x' is fed twice");
+  p = makePlan();
+  p.mutable_programs(0)->mutable_data_bindings(0)->set_shard_axis(-2);
   EXPECT_EQ(validate(p),
-            "plan t.dtc: data binding 'x' -> 'label': no rank has a graph input named 'label'");
-  p = makePlan();
-  *p.add_data_bindings() = p.data_bindings(0);
-  EXPECT_EQ(validate(p), "plan t.dtc: data binding 'x' -> 'x': input 'x' is fed twice");
-  p = makePlan();
-  p.mutable_data_bindings(0)->set_shard_axis(-2);
-  EXPECT_EQ(validate(p), "plan t.dtc: data binding 'x' -> 'x': shard axis -2 is below -1");
+            "plan t.dtc: program 0: data binding 'x' -> 'x': shard axis -2 is below -1");
 }
 
 TEST(ValidateTest, MessagesStayOnOneLine) {
   Plan p = makePlan();
-  p.mutable_ranks(0)->mutable_buffers(4)->set_name("y\nz");
-  p.mutable_ranks(0)->mutable_buffers(4)->set_offset(320);
+  p.mutable_programs(0)->mutable_buffers(4)->set_name("y\nz");
+  p.mutable_programs(0)->mutable_buffers(4)->set_offset(320);
   EXPECT_EQ(
       validate(p),
-      "plan t.dtc: rank 0: buffer %4 'y\\x0az': ends at byte 344, past the arena (320 bytes)");
+      "plan t.dtc: program 0: buffer %4 'y\\x0az': ends at byte 344, past the arena (320 bytes)");
+}
+
+TEST(ValidateTest, CollectivesAndRanks) {
+  // Two ranks of one dp group; program 0 gets an all-reduce of %3 into itself, waited for.
+  auto withCollective = [](CollectiveKind kind) {
+    Plan p = makePlan();
+    addSecondDpRank(p);
+    RankProgram *r = p.mutable_programs(0);
+    Collective *c = r->add_instructions()->mutable_collective();
+    c->set_kind(kind);
+    c->set_op(REDUCE_MEAN);
+    c->set_group("dp");
+    c->set_name("t");
+    if (kind != COLLECTIVE_RECV)
+      c->add_inputs(3);
+    if (kind != COLLECTIVE_SEND)
+      c->add_outputs(3);
+    c->set_peer(1);
+    const int at = r->instructions_size() - 1;
+    r->add_instructions()->mutable_wait()->set_collective(at);
+    return p;
+  };
+  const std::string at = "plan t.dtc: rank 0: instruction 2 (collective 't'): ";
+  Plan p = withCollective(COLLECTIVE_ALL_REDUCE);
+  EXPECT_TRUE(validatePlan(p, "t.dtc").isOk()) << validate(p);
+  p.mutable_programs(0)->mutable_instructions(2)->mutable_collective()->set_group("tp");
+  EXPECT_EQ(validate(p), at + "the rank has no tp group");
+  p.mutable_programs(0)->mutable_instructions(2)->mutable_collective()->set_group("xy");
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: instruction 2 (collective 't'): group axis 'xy' "
+                         "is not dp, pp or tp");
+  // Point-to-point: the peer is another rank of the group; rank 1 sending to peer 1 is itself.
+  p = withCollective(COLLECTIVE_SEND);
+  EXPECT_EQ(validate(p), "plan t.dtc: rank 1: instruction 2 (collective 't'): peer 1 is not "
+                         "another rank of its dp group of 2");
+  p.mutable_programs(0)->mutable_instructions(2)->mutable_collective()->set_peer(5);
+  EXPECT_EQ(validate(p), at + "peer 5 is not another rank of its dp group of 2");
+  p.mutable_programs(0)->mutable_instructions(2)->mutable_collective()->set_tag(-1);
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: instruction 2 (collective 't'): tag -1 is not in "
+                         "[0, 2147483647]");
+  p = withCollective(COLLECTIVE_RECV);
+  p.mutable_programs(0)->mutable_instructions(2)->mutable_collective()->add_inputs(3);
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: instruction 2 (collective 't'): a receive needs "
+                         "one output and no input");
+  // An all-gather's output holds the group's inputs: 2 x 24 bytes, not 24.
+  p = withCollective(COLLECTIVE_ALL_GATHER);
+  EXPECT_EQ(validate(p), at + "operand sizes 24 -> 24 bytes do not fit a group of 2");
+  p = withCollective(COLLECTIVE_ALL_REDUCE);
+  p.mutable_programs(0)->mutable_instructions(2)->mutable_collective()->set_kind(
+      static_cast<CollectiveKind>(9));
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: instruction 2 (collective 't'): unknown "
+                         "collective kind 9");
+  // The rank table: group membership and mesh coordinates.
+  p = withCollective(COLLECTIVE_ALL_REDUCE);
+  p.mutable_ranks(1)->set_groups(0, 3);
+  EXPECT_EQ(validate(p), "plan t.dtc: rank 1: group id 3 is not in [0, 1)");
+  p = withCollective(COLLECTIVE_ALL_REDUCE);
+  p.mutable_groups(0)->set_ranks(1, 0);
+  EXPECT_EQ(validate(p), "plan t.dtc: group 0 'dp': rank 0 appears twice");
+  p = withCollective(COLLECTIVE_ALL_REDUCE);
+  p.mutable_mesh()->set_dp(2);
+  p.mutable_mesh()->set_pp(1);
+  p.mutable_mesh()->set_tp(1);
+  EXPECT_EQ(validate(p), "plan t.dtc: rank 1: mesh coordinates (dp 0, pp 0, tp 0) are not this "
+                         "rank's");
+  p.mutable_ranks(1)->set_dp(1);
+  EXPECT_TRUE(validatePlan(p, "t.dtc").isOk()) << validate(p);
+  p.mutable_mesh()->set_pp(2);
+  EXPECT_EQ(validate(p), "plan t.dtc: mesh dp=2,pp=2,tp=1 does not have the world size 2");
 }
 
 /// The fuzz seeds (tests/fuzz/corpus/plan/): two valid plans and one with several faults.
 std::vector<std::pair<std::string, Plan>> seedPlans() {
   Plan two = makePlan();
-  two.set_world_size(2);
-  *two.add_ranks() = two.ranks(0);
-  two.mutable_ranks(1)->set_rank(1);
-  CommGroup *g = two.add_groups();
-  g->set_name("dp");
-  g->add_ranks(0);
-  g->add_ranks(1);
+  addSecondDpRank(two);
   two.set_mode(MODE_INFERENCE);
   Plan bad = makePlan();
-  bad.mutable_ranks(0)->mutable_buffers(4)->set_offset(320);
-  bad.mutable_ranks(0)->mutable_instructions(0)->mutable_kernel()->set_inputs(2, -1);
-  Attr *a = bad.mutable_ranks(0)->mutable_instructions(0)->mutable_kernel()->add_attributes();
+  bad.mutable_programs(0)->mutable_buffers(4)->set_offset(320);
+  bad.mutable_programs(0)->mutable_instructions(0)->mutable_kernel()->set_inputs(2, -1);
+  Attr *a = bad.mutable_programs(0)->mutable_instructions(0)->mutable_kernel()->add_attributes();
   a->set_name("value");
   a->mutable_t()->set_dtype(7);
   a->mutable_t()->add_shape(1);
@@ -688,7 +788,7 @@ TEST(PlanSeeds, ValidityAndRegeneration) {
   EXPECT_TRUE(validatePlan(seeds[0].second, "s").isOk());
   EXPECT_TRUE(validatePlan(seeds[1].second, "s").isOk()) << validate(seeds[1].second);
   EXPECT_EQ(validate(seeds[2].second),
-            "plan t.dtc: rank 0: buffer %4 'y': ends at byte 344, past the arena (320 bytes)");
+            "plan t.dtc: program 0: buffer %4 'y': ends at byte 344, past the arena (320 bytes)");
   if (const char *dir = std::getenv("DTC_WRITE_PLAN_SEEDS")) {
     for (const auto &[name, plan] : seeds)
       EXPECT_TRUE(writePlanFile(plan, std::string(dir) + "/" + name).isOk());

@@ -77,15 +77,15 @@ TEST(TrainingLowering, BuffersStateUpdatesAndTrainingSection) {
   ASSERT_TRUE(l.plan) << l.plan.status().message();
   const Plan &plan = *l.plan;
   EXPECT_EQ(plan.mode(), MODE_TRAINING);
-  const RankProgram &rp = plan.ranks(0);
-  const Training &t = plan.training();
+  const RankProgram &rp = plan.programs(0);
+  const Training &t = plan.programs(0).training();
   EXPECT_EQ(t.label_input(), "label");
   EXPECT_EQ(t.prediction_output(), "y");
   EXPECT_EQ(t.lr_input(), "dtc::lr");
   EXPECT_EQ(t.step_input(), "dtc::step");
   EXPECT_EQ(plan.hyperparameters().optimizer(), "adam");
   EXPECT_EQ(plan.hyperparameters().batch_size(), 4);
-  ASSERT_EQ(plan.data_bindings_size(), 2); // x and label; the runtime inputs are not data
+  ASSERT_EQ(plan.programs(0).data_bindings_size(), 2); // x and label; the runtime inputs are not data
   // Trained: w, s, b (not the running statistics m, v).
   std::vector<std::string> trained;
   for (const TrainedParameter &p : t.parameters()) {
@@ -149,31 +149,31 @@ TEST(TrainingLowering, ValidationRejectsBadTrainingSections) {
   ASSERT_TRUE(l.plan) << l.plan.status().message();
   {
     Plan p = *l.plan;
-    p.mutable_training()->mutable_parameters(0)->set_gradient(100000);
+    p.mutable_programs(0)->mutable_training()->mutable_parameters(0)->set_gradient(100000);
     EXPECT_EQ(validatePlan(p, "x").message(),
-              "plan x: training: parameter 'w': buffer or gradient index out of range");
+              "plan x: program 0: training: parameter 'w': buffer or gradient index out of range");
   }
   {
     Plan p = *l.plan;
-    p.mutable_training()->set_loss_output("nope");
+    p.mutable_programs(0)->mutable_training()->set_loss_output("nope");
     EXPECT_EQ(validatePlan(p, "x").message(),
-              "plan x: training: loss output 'nope' is not a f32 output binding");
+              "plan x: program 0: training: loss output 'nope' is not a f32 output binding");
   }
   {
     Plan p = *l.plan;
-    p.mutable_training()->set_optimizer_begin(-7);
+    p.mutable_programs(0)->mutable_training()->set_optimizer_begin(-7);
     EXPECT_NE(validatePlan(p, "x").message().find("optimizer_begin -7"), std::string::npos);
   }
   {
     Plan p = *l.plan;
     p.mutable_hyperparameters()->set_grad_accum_steps(0);
-    EXPECT_EQ(validatePlan(p, "x").message(), "plan x: training: grad_accum_steps 0 is not in [1, 1048576]");
+    EXPECT_EQ(validatePlan(p, "x").message(), "plan x: program 0: training: grad_accum_steps 0 is not in [1, 1048576]");
   }
   {
     Plan p = *l.plan;
-    p.clear_training();
+    p.mutable_programs(0)->clear_training();
     EXPECT_EQ(validatePlan(p, "x").message(),
-              "plan x: training: a training plan needs its training section");
+              "plan x: program 0: training: a training plan needs its training section");
   }
 }
 
@@ -184,7 +184,7 @@ TEST(TrainingLowering, SgdWithoutMomentumHasNoStateAndFrozenParametersAreNotTrai
   Lowered l = lowerText(kModel, cfg);
   ASSERT_TRUE(l.plan) << l.plan.status().message();
   std::vector<std::string> trained;
-  for (const TrainedParameter &p : l.plan->training().parameters()) {
+  for (const TrainedParameter &p : l.plan->programs(0).training().parameters()) {
     trained.push_back(p.name());
     EXPECT_EQ(p.state_size(), 0);
   }
@@ -226,7 +226,7 @@ g (float[N,4] x) => (float[N,3] y)
 passes::TrainingConfig dpConfig(int64_t ranks, float bucketMb) {
   passes::TrainingConfig cfg = adamConfig();
   cfg.batchSize = 8;
-  cfg.dataParallel = ranks;
+  cfg.mesh = *parseMesh("dp=" + std::to_string(ranks));
   cfg.bucketMb = bucketMb;
   return cfg;
 }
@@ -246,16 +246,15 @@ TEST(DataParallelLowering, OneBucketPerGradientWithWaitsBeforeTheOptimizer) {
   EXPECT_EQ(plan.world_size(), 2);
   ASSERT_EQ(plan.ranks_size(), 2);
   ASSERT_EQ(plan.groups_size(), 1);
-  EXPECT_EQ(plan.groups(0).name(), "dp");
+  EXPECT_EQ(plan.groups(0).axis(), "dp");
   EXPECT_EQ(plan.groups(0).ranks_size(), 2);
   EXPECT_EQ(plan.hyperparameters().batch_size(), 8); // global
   EXPECT_EQ(plan.bound_dims().at("N"), 4);            // per rank
   EXPECT_EQ(plan.ranks(1).rank(), 1);
-  RankProgram same = plan.ranks(1);
-  same.set_rank(0);
-  EXPECT_EQ(same.SerializeAsString(), plan.ranks(0).SerializeAsString());
-  const RankProgram &rp = plan.ranks(0);
-  const Training &t = plan.training();
+  EXPECT_EQ(plan.programs_size(), 1); // both ranks run the one program
+  EXPECT_EQ(plan.ranks(1).program(), 0);
+  const RankProgram &rp = plan.programs(0);
+  const Training &t = plan.programs(0).training();
   const std::vector<int> cols = collectivesOf(rp);
   ASSERT_EQ(cols.size(), static_cast<size_t>(t.parameters_size())); // w1, b1, w2, s, b
   EXPECT_EQ(t.parameters_size(), 5);
@@ -309,7 +308,7 @@ TEST(DataParallelLowering, OneBucketPerGradientWithWaitsBeforeTheOptimizer) {
 TEST(DataParallelLowering, DefaultBucketIsOneBackToBackAllReduce) {
   Lowered l = lowerText(kDpModel, dpConfig(4, 25.0f));
   ASSERT_TRUE(l.plan) << l.plan.status().message();
-  const RankProgram &rp = l.plan->ranks(0);
+  const RankProgram &rp = l.plan->programs(0);
   EXPECT_EQ(l.plan->world_size(), 4);
   const std::vector<int> cols = collectivesOf(rp);
   ASSERT_EQ(cols.size(), 1u);
@@ -323,7 +322,7 @@ TEST(DataParallelLowering, DefaultBucketIsOneBackToBackAllReduce) {
     EXPECT_EQ(spans[i].first, spans[i - 1].first + (spans[i - 1].second + 63) / 64 * 64)
         << "bucket outputs are not back to back";
   // The all-reduce comes after the last gradient's producer: nothing after it writes a gradient.
-  for (int i = cols[0] + 1; i < l.plan->training().optimizer_begin(); ++i) {
+  for (int i = cols[0] + 1; i < l.plan->programs(0).training().optimizer_begin(); ++i) {
     if (!rp.instructions(i).has_kernel())
       continue;
     for (int32_t o : rp.instructions(i).kernel().outputs())
@@ -339,7 +338,7 @@ TEST(DataParallelLowering, SyncBatchNormMarksTheBatchNormNodes) {
   Lowered l = lowerText(kDpModel, cfg);
   ASSERT_TRUE(l.plan) << l.plan.status().message();
   int marked = 0;
-  for (const Instruction &ins : l.plan->ranks(0).instructions())
+  for (const Instruction &ins : l.plan->programs(0).instructions())
     if (ins.has_kernel() && (ins.kernel().op() == "BatchNormTraining" ||
                              ins.kernel().op() == "BatchNormGrad"))
       for (const Attr &a : ins.kernel().attributes())
@@ -355,10 +354,10 @@ TEST(DataParallelLowering, GradientAccumulationKeepsValidPlans) {
   ASSERT_TRUE(l.plan) << l.plan.status().message();
   // The accumulated gradients are reduced once per step, in the optimizer part (DDP's
   // no_sync() for all micro-batches but the last), not after every micro-batch.
-  const std::vector<int> cols = collectivesOf(l.plan->ranks(0));
+  const std::vector<int> cols = collectivesOf(l.plan->programs(0));
   EXPECT_EQ(cols.size(), 5u);
   for (int c : cols)
-    EXPECT_GE(c, l.plan->training().optimizer_begin());
+    EXPECT_GE(c, l.plan->programs(0).training().optimizer_begin());
   EXPECT_TRUE(validatePlan(*l.plan, "").isOk());
 }
 
@@ -366,7 +365,7 @@ TEST(DataParallelLowering, ValidationRefusesUnwaitedAndMisdirectedWaits) {
   Lowered l = lowerText(kDpModel, dpConfig(2, 25.0f));
   ASSERT_TRUE(l.plan) << l.plan.status().message();
   Plan noWait = *l.plan;
-  for (RankProgram &rp : *noWait.mutable_ranks()) {
+  for (RankProgram &rp : *noWait.mutable_programs()) {
     auto *ins = rp.mutable_instructions();
     for (int i = 0; i < ins->size(); ++i)
       if (ins->Get(i).has_wait()) {
@@ -377,7 +376,7 @@ TEST(DataParallelLowering, ValidationRefusesUnwaitedAndMisdirectedWaits) {
   Status s = validatePlan(noWait, "");
   EXPECT_NE(s.message().find("is never waited for"), std::string::npos) << s.message();
   Plan badWait = *l.plan;
-  for (RankProgram &rp : *badWait.mutable_ranks())
+  for (RankProgram &rp : *badWait.mutable_programs())
     for (Instruction &ins : *rp.mutable_instructions())
       if (ins.has_wait())
         ins.mutable_wait()->set_collective(0);
@@ -401,20 +400,20 @@ TEST(DataParallelLowering, OneValuePerChannelNeedsSyncBatchNorm) {
 TEST(DataParallelConfig, StrategyAndBatchErrors) {
   passes::TrainingConfig cfg = adamConfig();
   EXPECT_TRUE(driver::parseStrategy("dp=4", cfg).isOk());
-  EXPECT_EQ(cfg.dataParallel, 4);
+  EXPECT_EQ(cfg.dataParallel(), 4);
   EXPECT_TRUE(driver::parseStrategy("single", cfg).isOk());
-  EXPECT_EQ(cfg.dataParallel, 0);
-  for (const char *bad : {"dp=0", "dp=", "dp=2x", "dp=-1", "pp=2", "dp=100000"}) {
+  EXPECT_EQ(cfg.dataParallel(), 0);
+  for (const char *bad : {"dp=0", "dp=", "dp=2x", "dp=-1", "pp=2", "dp=100000", "tp=2", "dp=2,dp=2", "xx=1"}) {
     Status s = driver::parseStrategy(bad, cfg);
     EXPECT_FALSE(s.isOk()) << bad;
     EXPECT_NE(s.message().find("--strategy"), std::string::npos) << s.message();
   }
-  cfg.dataParallel = 3;
+  cfg.mesh = *parseMesh("dp=3");
   cfg.batchSize = 8;
   Status s = driver::validateTrainConfig(cfg);
   EXPECT_NE(s.message().find("does not split evenly over dp=3"), std::string::npos)
       << s.message();
-  cfg.dataParallel = 0;
+  cfg.mesh = Mesh{};
   cfg.syncBatchNorm = true;
   EXPECT_NE(driver::validateTrainConfig(cfg).message().find("--sync-batchnorm"),
             std::string::npos);

@@ -38,7 +38,7 @@ TEST(DataLoaderTest, InputsOfTheRegressionPlan) {
   EXPECT_EQ((*inputs)[0].shape, (std::vector<int64_t>{4, 3}));
   EXPECT_EQ((*inputs)[1].input, "label");
   // A data binding renames the array.
-  plan::DataBinding *d = p.add_data_bindings();
+  plan::DataBinding *d = p.mutable_programs(0)->add_data_bindings();
   d->set_array("features");
   d->set_input("x");
   EXPECT_EQ((*dataInputsOf(p))[0].array, "features");

@@ -295,7 +295,7 @@ TEST(TrainerTest, DataAndOptionErrors) {
   EXPECT_NE(train(inference, fx.options()).message().find("not a training plan"),
             std::string::npos);
   plan::Plan bad = fx.plan;
-  bad.mutable_training()->set_loss_output("nope");
+  bad.mutable_programs(0)->mutable_training()->set_loss_output("nope");
   EXPECT_NE(train(bad, fx.options()).message().find("loss output 'nope' is not an output"),
             std::string::npos);
 }

@@ -128,9 +128,11 @@ plan::Plan makeRegressionPlan(const std::string &dir, const RegressionConfig &cf
   hp->set_momentum(cfg.momentum);
   hp->set_lr_schedule("constant");
   hp->set_grad_accum_steps(cfg.gradAccumSteps);
-  RankProgram *r = p.add_ranks();
-  r->set_rank(0);
-  r->mutable_device()->set_type(DEVICE_CPU);
+  RankInfo *ri = p.add_ranks();
+  ri->set_rank(0);
+  ri->mutable_device()->set_type(DEVICE_CPU);
+  RankProgram *r = p.add_programs();
+  r->add_ranks(0);
   r->set_alignment(kCpuAlignment);
   Builder b{r};
   using ir::DType;
@@ -190,7 +192,7 @@ plan::Plan makeRegressionPlan(const std::string &dir, const RegressionConfig &cf
     out->set_name(name);
     out->set_buffer(buf);
   }
-  Training *t = p.mutable_training();
+  Training *t = r->mutable_training();
   t->set_loss_output("loss");
   t->set_prediction_output("pred");
   t->set_label_input("label");

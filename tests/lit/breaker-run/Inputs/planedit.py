@@ -82,8 +82,8 @@ def main():
     if cmd == "attr-float":
         instr, name, value = int(args[0]), args[1].encode(), float(args[2])
         attr = encode([[1, 2, name], [3, 5, struct.pack("<f", value)]])
-        # Plan.ranks(7)[0] -> RankProgram.instructions(7)[instr] -> Instruction.kernel(1)
-        edit_sub(plan, 7, 0, lambda rank: edit_sub(
+        # Plan.programs(13)[0] -> RankProgram.instructions(7)[instr] -> Instruction.kernel(1)
+        edit_sub(plan, 13, 0, lambda rank: edit_sub(
             rank, 7, instr, lambda ins: edit_sub(
                 ins, 1, 0, lambda call: call.append([6, 2, attr]))))
     elif cmd == "clear-sha":

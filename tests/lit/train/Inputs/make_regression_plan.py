@@ -37,7 +37,7 @@ with open(os.path.join(out, "model.onnx"), "wb") as f:
     f.write(model_bytes)
 
 p = P.Plan()
-p.format_version = 1
+p.format_version = 2
 p.producer = "hand-made test plan"
 p.mode = P.MODE_TRAINING
 p.world_size = 1
@@ -47,9 +47,11 @@ p.model.size_bytes = len(model_bytes)
 hp = p.hyperparameters
 hp.batch_size, hp.loss, hp.optimizer, hp.lr, hp.momentum = B, "mse", "sgd", 0.05, 0.9
 hp.lr_schedule, hp.grad_accum_steps = "constant", 1
-r = p.ranks.add()
-r.rank = 0
-r.device.type = P.DEVICE_CPU
+ri = p.ranks.add()
+ri.rank = 0
+ri.device.type = P.DEVICE_CPU
+r = p.programs.add()
+r.ranks.append(0)
 r.alignment = 64
 DT = {np.float32: 1, np.int64: 7}
 
@@ -130,7 +132,7 @@ for name, b in [("x", x), ("label", label), ("dtc::lr", lr), ("dtc::step", step)
     r.inputs.add(name=name, buffer=b)
 for name, b in [("pred", pred), ("loss", loss)]:
     r.outputs.add(name=name, buffer=b)
-t = p.training
+t = r.training
 t.loss_output, t.prediction_output, t.label_input, t.ignore_index = "loss", "pred", "label", -100
 t.optimizer_begin = optimizer_begin
 t.lr_input, t.step_input, t.rng_input = "dtc::lr", "dtc::step", "dtc::rng"

@@ -1,0 +1,64 @@
+// The plan's rank table and communicator groups from the device mesh (layoutRanks in
+// Lowering.h): which program each rank runs, its mesh coordinates and the ids of its groups.
+#include "compiler/plan/Lowering.h"
+
+namespace dtc::plan {
+
+Status layoutRanks(Plan &plan, const Mesh &mesh,
+                   const std::function<int(const MeshCoord &)> &programOf) {
+  MeshInfo *mi = plan.mutable_mesh();
+  mi->set_strategy(mesh.text());
+  mi->set_dp(mesh.dp);
+  mi->set_pp(mesh.pp);
+  mi->set_tp(mesh.tp);
+  mi->set_microbatches(mesh.microbatches);
+  mi->set_schedule(mesh.pp > 1 ? (mesh.schedule == PipelineSchedule::kGPipe ? "gpipe" : "1f1b")
+                               : "");
+  const int64_t world = mesh.worldSize();
+  plan.set_world_size(static_cast<int32_t>(world));
+  plan.clear_groups();
+  plan.clear_ranks();
+  for (RankProgram &p : *plan.mutable_programs())
+    p.clear_ranks();
+  // group id per (axis, rank)
+  std::vector<std::vector<int32_t>> groupsOfRank(static_cast<size_t>(world));
+  if (!mesh.single) {
+    for (MeshAxis axis : {MeshAxis::kTp, MeshAxis::kDp, MeshAxis::kPp}) {
+      if (mesh.degree(axis) == 1 && axis != MeshAxis::kDp)
+        continue;
+      for (const std::vector<int64_t> &g : mesh.groups(axis)) {
+        CommGroup *cg = plan.add_groups();
+        cg->set_id(plan.groups_size() - 1);
+        cg->set_axis(meshAxisName(axis));
+        for (int64_t r : g) {
+          cg->add_ranks(static_cast<int32_t>(r));
+          groupsOfRank[static_cast<size_t>(r)].push_back(cg->id());
+        }
+      }
+    }
+  }
+  std::vector<bool> used(static_cast<size_t>(plan.programs_size()), false);
+  for (int64_t r = 0; r < world; ++r) {
+    const MeshCoord c = mesh.coordOf(r);
+    const int p = programOf(c);
+    if (p < 0 || p >= plan.programs_size())
+      return Status::error("lowering", "rank " + std::to_string(r) + " has no program");
+    used[static_cast<size_t>(p)] = true;
+    RankInfo *ri = plan.add_ranks();
+    ri->set_rank(static_cast<int32_t>(r));
+    ri->mutable_device()->set_type(DEVICE_CPU);
+    ri->set_program(p);
+    ri->set_dp(c.dp);
+    ri->set_pp(c.pp);
+    ri->set_tp(c.tp);
+    for (int32_t g : groupsOfRank[static_cast<size_t>(r)])
+      ri->add_groups(g);
+    plan.mutable_programs(p)->add_ranks(static_cast<int32_t>(r));
+  }
+  for (size_t p = 0; p < used.size(); ++p)
+    if (!used[p])
+      return Status::error("lowering", "program " + std::to_string(p) + " is run by no rank");
+  return Status::ok();
+}
+
+} // namespace dtc::plan

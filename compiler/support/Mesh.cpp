@@ -1,0 +1,145 @@
+// Device mesh: --strategy parsing, rank <-> coordinates (tp fastest, then dp, then pp) and the
+// communicator groups along each axis.
+#include "compiler/support/Mesh.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <set>
+
+namespace dtc {
+
+const char *meshAxisName(MeshAxis a) {
+  switch (a) {
+  case MeshAxis::kDp:
+    return "dp";
+  case MeshAxis::kPp:
+    return "pp";
+  case MeshAxis::kTp:
+    return "tp";
+  }
+  return "?";
+}
+
+int64_t Mesh::degree(MeshAxis a) const {
+  return a == MeshAxis::kDp ? dp : a == MeshAxis::kPp ? pp : tp;
+}
+
+MeshCoord Mesh::coordOf(int64_t rank) const {
+  MeshCoord c;
+  c.tp = rank % tp;
+  c.dp = (rank / tp) % dp;
+  c.pp = rank / (tp * dp);
+  return c;
+}
+
+int64_t Mesh::rankOf(const MeshCoord &c) const { return c.tp + tp * (c.dp + dp * c.pp); }
+
+std::vector<int64_t> Mesh::groupOf(int64_t rank, MeshAxis axis) const {
+  MeshCoord c = coordOf(rank);
+  std::vector<int64_t> ranks;
+  for (int64_t i = 0; i < degree(axis); ++i) {
+    MeshCoord m = c;
+    (axis == MeshAxis::kDp ? m.dp : axis == MeshAxis::kPp ? m.pp : m.tp) = i;
+    ranks.push_back(rankOf(m));
+  }
+  return ranks;
+}
+
+std::vector<std::vector<int64_t>> Mesh::groups(MeshAxis axis) const {
+  std::vector<std::vector<int64_t>> out;
+  std::set<int64_t> seen;
+  for (int64_t r = 0; r < worldSize(); ++r) {
+    if (seen.count(r))
+      continue;
+    std::vector<int64_t> g = groupOf(r, axis);
+    seen.insert(g.begin(), g.end());
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+std::string Mesh::text() const {
+  if (single)
+    return "single";
+  std::string s;
+  auto add = [&](const std::string &item) { s += (s.empty() ? "" : ",") + item; };
+  if (dp > 1 || (pp == 1 && tp == 1))
+    add("dp=" + std::to_string(dp));
+  if (pp > 1)
+    add("pp=" + std::to_string(pp));
+  if (tp > 1)
+    add("tp=" + std::to_string(tp));
+  if (pp > 1) {
+    add("microbatches=" + std::to_string(microbatches));
+    add(std::string("schedule=") + (schedule == PipelineSchedule::kGPipe ? "gpipe" : "1f1b"));
+  }
+  return s;
+}
+
+Expected<Mesh> parseMesh(const std::string &strategy) {
+  const std::string where = "--strategy " + strategy;
+  Mesh m;
+  if (strategy == "single")
+    return m;
+  const char *kHelp = " (available: single, or dp=N, pp=S, tp=T combined with commas, with "
+                      "microbatches=M and schedule=gpipe|1f1b for pipelines; e.g. dp=2,pp=2)";
+  if (strategy.empty())
+    return Status::error("--strategy", std::string("is empty") + kHelp);
+  m.single = false;
+  std::set<std::string> seen;
+  bool microbatchesGiven = false, scheduleGiven = false;
+  size_t pos = 0;
+  while (pos <= strategy.size()) {
+    size_t comma = strategy.find(',', pos);
+    if (comma == std::string::npos)
+      comma = strategy.size();
+    const std::string item = strategy.substr(pos, comma - pos);
+    pos = comma + 1;
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return Status::error(where, "'" + item + "' is not KEY=VALUE" + kHelp);
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (!seen.insert(key).second)
+      return Status::error(where, "'" + key + "' is given twice");
+    if (key == "schedule") {
+      if (value == "gpipe")
+        m.schedule = PipelineSchedule::kGPipe;
+      else if (value == "1f1b")
+        m.schedule = PipelineSchedule::k1F1B;
+      else
+        return Status::error(where, "unknown schedule '" + value + "' (known: gpipe, 1f1b)");
+      scheduleGiven = true;
+      continue;
+    }
+    if (key != "dp" && key != "pp" && key != "tp" && key != "microbatches")
+      return Status::error(where, "unknown key '" + key + "'" + kHelp);
+    char *end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(value.c_str(), &end, 10);
+    const long long hi = key == "microbatches" ? 4096 : 65536;
+    if (value.empty() || !end || *end || errno || v < 1 || v > hi)
+      return Status::error(where, key + " needs an integer in [1, " + std::to_string(hi) +
+                                      "], got '" + value + "'");
+    if (key == "dp")
+      m.dp = v;
+    else if (key == "pp")
+      m.pp = v;
+    else if (key == "tp")
+      m.tp = v;
+    else {
+      m.microbatches = v;
+      microbatchesGiven = true;
+    }
+  }
+  if (m.worldSize() > 65536)
+    return Status::error(where, "the mesh has " + std::to_string(m.worldSize()) +
+                                    " ranks; at most 65536");
+  if (m.pp == 1 && (microbatchesGiven || scheduleGiven))
+    return Status::error(where, std::string(microbatchesGiven ? "microbatches" : "schedule") +
+                                    " is a pipeline option: it needs pp=S with S >= 2");
+  if (m.pp > 1 && !microbatchesGiven)
+    m.microbatches = m.pp;
+  return m;
+}
+
+} // namespace dtc
