@@ -41,7 +41,17 @@ else
   debootstrap --variant=minbase bookworm "$root" "$mirror" >"$root.debootstrap.log" 2>&1 ||
     { tail -n 20 "$root.debootstrap.log" >&2; echo "error: fresh_check: debootstrap failed" >&2; exit 1; }
 fi
+# The host's network set-up comes along (it describes the network, not the system under test):
+# DNS, the extra CA certificates of an intercepting proxy (ca-certificates, which setup
+# installs, adds them to the system store) and pip's configuration (which names that store).
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+if [ -d /usr/local/share/ca-certificates ]; then
+  mkdir -p "$root/usr/local/share/ca-certificates"
+  cp -r /usr/local/share/ca-certificates/. "$root/usr/local/share/ca-certificates/"
+fi
+[ -f /etc/pip.conf ] && cp /etc/pip.conf "$root/etc/pip.conf"
+# A reused root has ca-certificates already: refresh its store (a new root's install does it).
+[ -x "$root/usr/sbin/update-ca-certificates" ] && chroot "$root" /usr/sbin/update-ca-certificates >/dev/null
 
 mounted=()
 cleanup() {
