@@ -14,8 +14,8 @@ namespace {
 
 /// Largest world size a plan may declare.
 constexpr int32_t kMaxWorldSize = 65536;
-/// Open MPI's MPI_TAG_UB is 2^31 - 1; the MPI standard guarantees only 32767.
-constexpr int64_t kMaxTag = (int64_t{1} << 31) - 1;
+/// The least MPI_TAG_UB the MPI standard guarantees (Open MPI allows 2^31 - 1).
+constexpr int64_t kMaxTag = 32767;
 /// Sanity cap on one rank's arena: 1 TiB.
 constexpr uint64_t kMaxArenaBytes = uint64_t{1} << 40;
 

@@ -734,7 +734,7 @@ TEST(ValidateTest, CollectivesAndRanks) {
   EXPECT_EQ(validate(p), at + "peer 5 is not another rank of its dp group of 2");
   p.mutable_programs(0)->mutable_instructions(2)->mutable_collective()->set_tag(-1);
   EXPECT_EQ(validate(p), "plan t.dtc: program 0: instruction 2 (collective 't'): tag -1 is not in "
-                         "[0, 2147483647]");
+                         "[0, 32767]");
   p = withCollective(COLLECTIVE_RECV);
   p.mutable_programs(0)->mutable_instructions(2)->mutable_collective()->add_inputs(3);
   EXPECT_EQ(validate(p), "plan t.dtc: program 0: instruction 2 (collective 't'): a receive needs "

@@ -1,0 +1,193 @@
+// Pipeline schedules (GPipe, 1F1B), their simulation (deadlock check, bubble, activations in
+// flight) and cost-balanced contiguous stage splits.
+#include "passes/PipelineSchedule.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace dtc::passes {
+
+std::string pipelineOpText(const PipelineOp &op) {
+  return (op.kind == PipelineOp::kForward ? "F" : "B") + std::to_string(op.microbatch);
+}
+
+PipelineScheduleTable makePipelineSchedule(PipelineSchedule kind, int64_t stages,
+                                           int64_t microbatches) {
+  PipelineScheduleTable table(static_cast<size_t>(stages));
+  for (int64_t s = 0; s < stages; ++s) {
+    std::vector<PipelineOp> &ops = table[static_cast<size_t>(s)];
+    if (kind == PipelineSchedule::kGPipe) {
+      for (int64_t m = 0; m < microbatches; ++m)
+        ops.push_back({PipelineOp::kForward, m});
+      for (int64_t m = 0; m < microbatches; ++m)
+        ops.push_back({PipelineOp::kBackward, m});
+      continue;
+    }
+    const int64_t warmup = std::min(stages - s - 1, microbatches);
+    int64_t f = 0, b = 0;
+    for (; f < warmup; ++f)
+      ops.push_back({PipelineOp::kForward, f});
+    while (f < microbatches) {
+      ops.push_back({PipelineOp::kForward, f++});
+      ops.push_back({PipelineOp::kBackward, b++});
+    }
+    while (b < microbatches)
+      ops.push_back({PipelineOp::kBackward, b++});
+  }
+  return table;
+}
+
+Expected<PipelineSimulation> simulatePipeline(const PipelineScheduleTable &schedule,
+                                              int64_t microbatches, double forwardCost,
+                                              double backwardCost) {
+  const int64_t stages = static_cast<int64_t>(schedule.size());
+  if (stages < 1 || microbatches < 1)
+    return Status::error("pipeline schedule", "needs at least one stage and one micro-batch");
+  if (!(forwardCost > 0) || !(backwardCost > 0))
+    return Status::error("pipeline schedule", "pass costs must be positive");
+  // Each stage lists every pass of every micro-batch once, its backward after its forward.
+  for (int64_t s = 0; s < stages; ++s) {
+    const std::string where = "pipeline schedule: stage " + std::to_string(s);
+    std::vector<int> seenF(static_cast<size_t>(microbatches), 0);
+    std::vector<int> seenB(static_cast<size_t>(microbatches), 0);
+    for (const PipelineOp &op : schedule[static_cast<size_t>(s)]) {
+      if (op.microbatch < 0 || op.microbatch >= microbatches)
+        return Status::error(where, pipelineOpText(op) + " names no micro-batch of " +
+                                        std::to_string(microbatches));
+      const size_t m = static_cast<size_t>(op.microbatch);
+      if (op.kind == PipelineOp::kForward ? seenF[m]++ : seenB[m]++)
+        return Status::error(where, "runs " + pipelineOpText(op) + " twice");
+      if (op.kind == PipelineOp::kBackward && !seenF[m])
+        return Status::error(where, "runs " + pipelineOpText(op) + " before F" +
+                                        std::to_string(op.microbatch));
+    }
+    for (int64_t m = 0; m < microbatches; ++m)
+      if (!seenF[static_cast<size_t>(m)] || !seenB[static_cast<size_t>(m)])
+        return Status::error(where, "never runs " +
+                                        std::string(seenF[static_cast<size_t>(m)] ? "B" : "F") +
+                                        std::to_string(m));
+  }
+  // Event simulation: finish[s][kind][m] once done; a stage's next slot starts when the stage
+  // is free and its inputs have arrived.
+  const double kNever = -1;
+  std::vector<std::vector<double>> doneF(static_cast<size_t>(stages),
+                                         std::vector<double>(static_cast<size_t>(microbatches), kNever));
+  std::vector<std::vector<double>> doneB = doneF;
+  std::vector<size_t> next(static_cast<size_t>(stages), 0);
+  std::vector<double> freeAt(static_cast<size_t>(stages), 0);
+  PipelineSimulation sim;
+  sim.start.assign(static_cast<size_t>(stages), {});
+  sim.peakActivations.assign(static_cast<size_t>(stages), 0);
+  std::vector<int64_t> alive(static_cast<size_t>(stages), 0);
+  // The input a slot waits for: (stage, kind) of its producer, or stage -1 for none.
+  auto dependency = [&](int64_t s, const PipelineOp &op) -> std::pair<int64_t, PipelineOp::Kind> {
+    if (op.kind == PipelineOp::kForward)
+      return {s - 1, PipelineOp::kForward};
+    if (s == stages - 1)
+      return {-1, PipelineOp::kForward};
+    return {s + 1, PipelineOp::kBackward};
+  };
+  size_t remaining = 0;
+  for (const auto &ops : schedule)
+    remaining += ops.size();
+  while (remaining > 0) {
+    bool progressed = false;
+    for (int64_t s = 0; s < stages; ++s) {
+      const size_t si = static_cast<size_t>(s);
+      while (next[si] < schedule[si].size()) {
+        const PipelineOp &op = schedule[si][next[si]];
+        const size_t m = static_cast<size_t>(op.microbatch);
+        const auto [ds, dk] = dependency(s, op);
+        double ready = freeAt[si];
+        if (ds >= 0) {
+          const double t = (dk == PipelineOp::kForward ? doneF : doneB)[static_cast<size_t>(ds)][m];
+          if (t == kNever)
+            break;
+          ready = std::max(ready, t);
+        }
+        if (op.kind == PipelineOp::kBackward)
+          ready = std::max(ready, doneF[si][m]);
+        sim.start[si].push_back(ready);
+        const double end = ready + (op.kind == PipelineOp::kForward ? forwardCost : backwardCost);
+        (op.kind == PipelineOp::kForward ? doneF : doneB)[si][m] = end;
+        alive[si] += op.kind == PipelineOp::kForward ? 1 : -1;
+        sim.peakActivations[si] = std::max(sim.peakActivations[si], alive[si]);
+        freeAt[si] = end;
+        sim.makespan = std::max(sim.makespan, end);
+        ++next[si];
+        --remaining;
+        progressed = true;
+      }
+    }
+    if (!progressed) {
+      std::string what;
+      for (int64_t s = 0; s < stages; ++s) {
+        const size_t si = static_cast<size_t>(s);
+        if (next[si] >= schedule[si].size())
+          continue;
+        const PipelineOp &op = schedule[si][next[si]];
+        const auto [ds, dk] = dependency(s, op);
+        what += (what.empty() ? "" : "; ") + std::string("stage ") + std::to_string(s) +
+                " waits at " + pipelineOpText(op) + " for " +
+                (dk == PipelineOp::kForward ? "F" : "B") + std::to_string(op.microbatch) +
+                " of stage " + std::to_string(ds);
+      }
+      return Status::error("pipeline schedule", "deadlocks: " + what);
+    }
+  }
+  const double busy = static_cast<double>(stages * microbatches) * (forwardCost + backwardCost);
+  sim.bubbleFraction = 1.0 - busy / (static_cast<double>(stages) * sim.makespan);
+  return sim;
+}
+
+Expected<std::vector<size_t>> balanceStages(const std::vector<double> &costs, int64_t stages) {
+  const size_t n = costs.size();
+  if (stages < 1)
+    return Status::error("pipeline stages", "need at least one stage");
+  if (n < static_cast<size_t>(stages))
+    return Status::error("pipeline stages", std::to_string(n) + " items cannot fill " +
+                                                std::to_string(stages) +
+                                                " stages: a stage would have nothing to do");
+  std::vector<double> prefix(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) {
+    if (!(costs[i] >= 0) || !std::isfinite(costs[i]))
+      return Status::error("pipeline stages", "item " + std::to_string(i) + " has cost " +
+                                                  std::to_string(costs[i]));
+    prefix[i + 1] = prefix[i] + costs[i];
+  }
+  const size_t S = static_cast<size_t>(stages);
+  struct Best {
+    double max = std::numeric_limits<double>::infinity();
+    double squares = std::numeric_limits<double>::infinity();
+    size_t from = 0;
+  };
+  // best[k][i]: items [0, i) in k + 1 parts.
+  std::vector<std::vector<Best>> best(S, std::vector<Best>(n + 1));
+  const double eps = 1e-9 * std::max(1.0, prefix[n]);
+  // Ties go to the later split (the last part smaller), so leftover items go to the first
+  // stages, as 8/8/7/7.
+  auto better = [&](double mx, double sq, const Best &b) {
+    return mx < b.max - eps || (mx <= b.max + eps && sq <= b.squares + eps * eps);
+  };
+  for (size_t i = 1; i <= n; ++i)
+    best[0][i] = {prefix[i], prefix[i] * prefix[i], 0};
+  for (size_t k = 1; k < S; ++k)
+    for (size_t i = k + 1; i <= n; ++i)
+      for (size_t j = k; j < i; ++j) {
+        const Best &prev = best[k - 1][j];
+        const double part = prefix[i] - prefix[j];
+        const double mx = std::max(prev.max, part), sq = prev.squares + part * part;
+        if (better(mx, sq, best[k][i]))
+          best[k][i] = {mx, sq, j};
+      }
+  std::vector<size_t> firsts(S);
+  size_t end = n;
+  for (size_t k = S; k-- > 0;) {
+    firsts[k] = k == 0 ? 0 : best[k][end].from;
+    end = firsts[k];
+  }
+  return firsts;
+}
+
+} // namespace dtc::passes

@@ -1,0 +1,74 @@
+// Pipeline schedules and stage balancing (DESIGN.md section 6, issue "pipeline model
+// parallelism"): the order in which each stage runs the forward (F) and backward (B) pass of
+// every micro-batch, a simulation that checks a schedule (each pass once, no deadlock) and
+// measures its bubble and the activations each stage keeps, and the contiguous split of a
+// sequence of costs into balanced stages. Pure functions: the pipeline pass and the compiler's
+// checks build on them.
+#pragma once
+
+#include "compiler/support/Mesh.h"
+#include "compiler/support/Status.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dtc::passes {
+
+/// One slot of a stage's schedule.
+struct PipelineOp {
+  enum Kind { kForward, kBackward };
+  Kind kind = kForward;
+  int64_t microbatch = 0;
+  bool operator==(const PipelineOp &o) const {
+    return kind == o.kind && microbatch == o.microbatch;
+  }
+};
+/// "F0", "B3".
+std::string pipelineOpText(const PipelineOp &op);
+
+/// What every stage runs, in order: schedule[s] is stage s's list.
+using PipelineScheduleTable = std::vector<std::vector<PipelineOp>>;
+
+/// The schedule of `stages` stages over `microbatches` micro-batches.
+/// GPipe (Huang et al. 2019): every stage runs F0..F(M-1), then B0..B(M-1).
+/// 1F1B (PipeDream-Flush, Narayanan et al. 2021, section 2.2): stage s first runs
+/// min(S - s - 1, M) warm-up forwards, then alternates one forward and one backward, then runs
+/// the remaining backwards; at most S - s micro-batches' activations are alive on stage s.
+/// Precondition: stages >= 1, microbatches >= 1.
+PipelineScheduleTable makePipelineSchedule(PipelineSchedule kind, int64_t stages,
+                                           int64_t microbatches);
+
+/// What a simulation of a schedule found.
+struct PipelineSimulation {
+  /// Time from the first forward's start to the last backward's end (units of the costs).
+  double makespan = 0;
+  /// Idle share of the stages' time: 1 - (busy time of all stages) / (stages * makespan).
+  /// GPipe and 1F1B with equal stage costs: (S - 1) / (M + S - 1).
+  double bubbleFraction = 0;
+  /// Per stage, the most micro-batches whose forward has run and whose backward has not: the
+  /// activations the stage keeps at once.
+  std::vector<int64_t> peakActivations;
+  /// start[s][k]: when stage s starts its k-th slot.
+  std::vector<std::vector<double>> start;
+};
+
+/// Runs the schedule as the executor would: each stage runs its slots in order; F(s, m) waits
+/// for F(s - 1, m) (the activations it receives), B(s, m) for B(s + 1, m) (the gradient it
+/// receives) and for F(s, m); the last stage's B(m) follows its F(m) (the loss). Sends do not
+/// block. A forward takes `forwardCost`, a backward `backwardCost` (> 0, the same on every
+/// stage). Errors: a stage that lists a pass twice or misses one, a backward before its own
+/// forward, or a deadlock: no stage can go on; the message names every stage's blocked slot
+/// and what it waits for ("stage 0 waits at B1 for B1 of stage 1; stage 1 waits at F1 ...").
+Expected<PipelineSimulation> simulatePipeline(const PipelineScheduleTable &schedule,
+                                              int64_t microbatches, double forwardCost = 1,
+                                              double backwardCost = 2);
+
+/// Splits `costs` (one per item, in order: layers or nodes) into `stages` contiguous, non-empty
+/// parts and returns the index of each part's first item (the first is 0). The split minimizes
+/// the largest part's cost and, among those, the sum of squared part costs, so equal items
+/// spread evenly, the first stages taking the leftovers (30 equal layers on 4 stages: 8/8/7/7). Exact dynamic programming, O(S * n^2).
+/// Errors: fewer items than stages (a stage would have nothing to do), a negative cost.
+Expected<std::vector<size_t>> balanceStages(const std::vector<double> &costs, int64_t stages);
+
+} // namespace dtc::passes

@@ -1,0 +1,89 @@
+// Pipeline schedules: the GPipe and 1F1B orders, the simulation's deadlock check, bubble
+// fraction against (S - 1) / (M + S - 1), activations in flight, and cost-balanced stage splits.
+#include "passes/PipelineSchedule.h"
+
+#include <gtest/gtest.h>
+
+namespace dtc::passes {
+namespace {
+
+std::string text(const std::vector<PipelineOp> &ops) {
+  std::string s;
+  for (const PipelineOp &op : ops)
+    s += (s.empty() ? "" : " ") + pipelineOpText(op);
+  return s;
+}
+
+TEST(PipelineSchedule, GPipeAndOneFOneBOrders) {
+  PipelineScheduleTable g = makePipelineSchedule(PipelineSchedule::kGPipe, 2, 3);
+  EXPECT_EQ(text(g[0]), "F0 F1 F2 B0 B1 B2");
+  EXPECT_EQ(text(g[1]), "F0 F1 F2 B0 B1 B2");
+  PipelineScheduleTable f = makePipelineSchedule(PipelineSchedule::k1F1B, 4, 6);
+  EXPECT_EQ(text(f[0]), "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5");
+  EXPECT_EQ(text(f[2]), "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 B5");
+  EXPECT_EQ(text(f[3]), "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5");
+  // Fewer micro-batches than stages: the warm-up is cut to M.
+  EXPECT_EQ(text(makePipelineSchedule(PipelineSchedule::k1F1B, 4, 2)[0]), "F0 F1 B0 B1");
+}
+
+TEST(PipelineSchedule, BubbleMatchesTheFormula) {
+  for (PipelineSchedule kind : {PipelineSchedule::kGPipe, PipelineSchedule::k1F1B})
+    for (int64_t s : {1, 2, 4})
+      for (int64_t m : {1, 4, 8}) {
+        auto sim = simulatePipeline(makePipelineSchedule(kind, s, m), m, 1.0, 2.0);
+        ASSERT_TRUE(sim) << sim.status().message();
+        const double expected = static_cast<double>(s - 1) / static_cast<double>(m + s - 1);
+        EXPECT_NEAR(sim->bubbleFraction, expected, 1e-12) << "S=" << s << " M=" << m;
+        EXPECT_DOUBLE_EQ(sim->makespan, 3.0 * static_cast<double>(m + s - 1));
+      }
+}
+
+TEST(PipelineSchedule, OneFOneBKeepsFewerActivations) {
+  const int64_t S = 4, M = 8;
+  auto g = simulatePipeline(makePipelineSchedule(PipelineSchedule::kGPipe, S, M), M);
+  auto f = simulatePipeline(makePipelineSchedule(PipelineSchedule::k1F1B, S, M), M);
+  ASSERT_TRUE(g && f);
+  for (int64_t s = 0; s < S; ++s) {
+    EXPECT_EQ(g->peakActivations[static_cast<size_t>(s)], M);
+    EXPECT_EQ(f->peakActivations[static_cast<size_t>(s)], S - s);
+  }
+}
+
+TEST(PipelineSchedule, DeadlockAndMalformedSchedulesAreRejected) {
+  // Stage 0 waits for B0's gradient before sending F1; stage 1 runs F1 before B0: a cycle.
+  PipelineScheduleTable t = {
+      {{PipelineOp::kForward, 0}, {PipelineOp::kBackward, 0}, {PipelineOp::kForward, 1},
+       {PipelineOp::kBackward, 1}},
+      {{PipelineOp::kForward, 0}, {PipelineOp::kForward, 1}, {PipelineOp::kBackward, 0},
+       {PipelineOp::kBackward, 1}}};
+  auto sim = simulatePipeline(t, 2);
+  ASSERT_FALSE(sim);
+  EXPECT_EQ(sim.status().message(), "pipeline schedule: deadlocks: stage 0 waits at B0 for B0 of "
+                                    "stage 1; stage 1 waits at F1 for F1 of stage 0");
+  PipelineScheduleTable twice = {{{PipelineOp::kForward, 0}, {PipelineOp::kForward, 0}}};
+  EXPECT_EQ(simulatePipeline(twice, 1).status().message(),
+            "pipeline schedule: stage 0: runs F0 twice");
+  PipelineScheduleTable early = {{{PipelineOp::kBackward, 0}, {PipelineOp::kForward, 0}}};
+  EXPECT_EQ(simulatePipeline(early, 1).status().message(),
+            "pipeline schedule: stage 0: runs B0 before F0");
+  PipelineScheduleTable missing = {{{PipelineOp::kForward, 0}}};
+  EXPECT_EQ(simulatePipeline(missing, 1).status().message(),
+            "pipeline schedule: stage 0: never runs B0");
+}
+
+TEST(PipelineSchedule, BalancedStageSplits) {
+  auto split = balanceStages(std::vector<double>(30, 1.0), 4);
+  ASSERT_TRUE(split);
+  EXPECT_EQ(*split, (std::vector<size_t>{0, 8, 16, 23})); // 8/8/7/7
+  // One heavy item gets a stage of its own.
+  auto heavy = balanceStages({1, 1, 10, 1, 1}, 3);
+  ASSERT_TRUE(heavy);
+  EXPECT_EQ(*heavy, (std::vector<size_t>{0, 2, 3}));
+  EXPECT_EQ(*balanceStages({5}, 1), (std::vector<size_t>{0}));
+  EXPECT_EQ(balanceStages({1, 2}, 3).status().message(),
+            "pipeline stages: 2 items cannot fill 3 stages: a stage would have nothing to do");
+  EXPECT_FALSE(balanceStages({1, -1}, 1));
+}
+
+} // namespace
+} // namespace dtc::passes
