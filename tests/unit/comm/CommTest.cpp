@@ -126,10 +126,10 @@ TEST(Comm, AllReduceSumIntegers) {
 }
 
 TEST(Comm, InvalidRequestsFailWithoutBreaking) {
-  std::vector<uint16_t> h(4);
-  Status s = gComm->allReduce(h.data(), 4, ir::DType::kFloat16, ReduceOp::kSum, "halves");
+  std::vector<uint8_t> h(4);
+  Status s = gComm->allReduce(h.data(), 4, ir::DType::kUInt8, ReduceOp::kSum, "bytes");
   ASSERT_FALSE(s.isOk());
-  EXPECT_NE(s.message().find("all-reduce 'halves'"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("all-reduce 'bytes'"), std::string::npos) << s.message();
   std::vector<int32_t> i(4, 1);
   s = gComm->allReduce(i.data(), 4, ir::DType::kInt32, ReduceOp::kMean, "int mean");
   EXPECT_FALSE(s.isOk());
