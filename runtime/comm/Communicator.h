@@ -1,8 +1,7 @@
-// The communicator of a multi-rank job (DESIGN.md section 8): one per process, over Open MPI's
-// world (later: NCCL on GPUs). Collectives run on a communication thread with non-blocking MPI
-// so the executor keeps computing: the executor launches an all-reduce and waits for it only
-// when it needs the result. A watchdog on that thread exchanges heartbeats with every peer, so a
-// peer that dies or stops answering makes this rank fail within `timeoutSeconds`, naming it.
+// The communicator of a multi-rank job (DESIGN.md sections 6a, 8): one per process, over Open
+// MPI's world and its groups (later: NCCL on GPUs). Every collective and send/recv is one
+// asynchronous request (submit/wait) run with MPI's non-blocking calls, so the executor keeps
+// computing. A heartbeat watchdog names a peer that dies or stops answering within the timeout.
 #pragma once
 
 #include "compiler/ir/Types.h"
@@ -32,10 +31,57 @@ struct CommOptions {
   Tracer *tracer = nullptr;
 };
 
-/// One asynchronous collective's buffers: the communication thread first copies each
-/// `inputs[i]` (when it is not the same pointer) into `outputs[i]`, then reduces the outputs in
-/// place. When the outputs lie back to back in memory (gaps below 64 bytes) they are reduced as
-/// one span in one MPI call; otherwise packed into a staging buffer and unpacked.
+/// The kinds of asynchronous request (CommRequest::kind).
+enum class CommKind {
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kBroadcast,
+  kSend,
+  kRecv,
+};
+
+/// "all-reduce", "all-gather", "reduce-scatter", "broadcast", "send", "recv".
+const char *commKindName(CommKind kind);
+
+/// One asynchronous communication request (Communicator::submit). Buffers are raw bytes of
+/// `dtype` elements; `bytes[i]` is the size of operand i. Per kind:
+/// - kAllReduce: outputs[i] = reduce(inputs[i]) over the group, element-wise (`op`). When
+///   inputs[i] != outputs[i] the input is read, not written. Outputs that lie back to back in
+///   memory (gaps below 64 bytes, whole elements; the gaps are reduced too) are reduced in one
+///   call, others are packed into a staging buffer. Any number of operands, zero bytes allowed.
+/// - kAllGather: inputs[0] holds b = bytes[0] bytes; outputs[0] (b * group size bytes) receives
+///   every member's b bytes in group-rank order. inputs[0] may be outputs[0] + groupRank * b.
+/// - kReduceScatter: inputs[0] holds b * group size bytes (group size blocks of b = bytes[0]
+///   bytes); group rank r receives in outputs[0] (b bytes) block r of the reduction.
+/// - kBroadcast: `peer` is the root, a world rank that is a member of the group; on the root
+///   inputs[0] (when given and different) is first copied into outputs[0]; every member ends
+///   with the root's bytes[0] bytes in outputs[0].
+/// - kSend: inputs[0] (bytes[0] bytes) to world rank `peer` with `tag`.
+/// - kRecv: outputs[0] (bytes[0] bytes) from world rank `peer` with `tag`; a message of another
+///   size is an error naming both sizes (it is consumed; the communicator stays usable).
+///   Sends and receives match by (peer, tag) in submission order, as MPI's non-overtaking rule
+///   says; messages with different tags are never confused.
+/// `group`: 0 is the world, 1..n the groups of createGroups(). This rank must be a member; for
+/// kSend/kRecv `peer` must be a member too (point-to-point addresses world ranks in any group).
+/// `dtype` matters for kAllReduce and kReduceScatter (f32, f64, i32, i64, and f16/bf16 through a
+/// user-defined MPI operation summing in f32); `op` kMean is for floating types only.
+/// Tags are in [0, 32767] (the least MPI_TAG_UB MPI guarantees).
+struct CommRequest {
+  CommKind kind = CommKind::kAllReduce;
+  std::string name; ///< "bucket 0", "activations of stage 1": messages and traces
+  int group = 0;
+  ir::DType dtype = ir::DType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  int peer = -1; ///< broadcast root, send destination, recv source (world ranks)
+  int tag = 0;   ///< send/recv
+  std::vector<const void *> inputs;
+  std::vector<void *> outputs;
+  std::vector<size_t> bytes; ///< per operand (see the kinds above)
+};
+
+/// The all-reduce of a CommRequest (kind kAllReduce, world group); kept for the executor and
+/// the trainer, which launch gradient buckets and metrics through allReduceAsync().
 struct AllReduceRequest {
   std::string name; ///< "bucket 0": messages and traces
   ir::DType dtype = ir::DType::kFloat32;
@@ -57,7 +103,23 @@ public:
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  /// The world's size (KernelCollectives: synchronized BatchNorm reduces over the world).
   int groupSize() const override { return size(); }
+
+  /// Creates communicator groups 1..groups.size() (in the order given; group 0 is the world).
+  /// Each group lists world ranks; its order is the group-rank order (all-gather and
+  /// reduce-scatter blocks). A rank may be in any number of groups (a dp x pp mesh: one dp and
+  /// one pp group per rank). Collective over the world: every rank passes the same lists (a
+  /// rank also lists groups it is not in). Replaces the groups of an earlier call; requests
+  /// submitted before it complete first. Blocking. Errors (the same on every rank, groups left
+  /// as before): an empty group, a rank out of range or listed twice in a group (naming the
+  /// group), lists that differ between ranks (naming the first differing group), a lost peer.
+  virtual Status createGroups(const std::vector<std::vector<int>> &groups) = 0;
+  /// Number of ranks in `group` (0 for an unknown group id).
+  virtual int sizeOf(int group) const = 0;
+  /// This rank's position in `group` (its group rank), -1 when it is not a member or the group
+  /// is unknown.
+  virtual int rankIn(int group) const = 0;
 
   /// All ranks compare `fingerprint` (the plan's, any length) and `planWorldSize` with rank 0's
   /// and with the job's size. Every rank gets the same verdict: an error on all of them when any
@@ -65,32 +127,47 @@ public:
   virtual Status checkSameJob(const std::string &fingerprint, int planWorldSize,
                               const std::string &planPath) = 0;
 
-  /// Queues an all-reduce on the communication thread and returns at once; the buffers must not
-  /// be touched (outputs) or overwritten (inputs) until wait() returns. Calls must be made in the
-  /// same order on every rank. Returns a handle for wait().
-  virtual uint64_t allReduceAsync(AllReduceRequest request) = 0;
-  /// Blocks until the collective `handle` has completed. Errors: timeout or lost peer (naming
-  /// the collective and the rank(s)), an MPI error. After an error the communicator is broken:
-  /// every later call returns the same error.
+  /// Queues `request` and returns at once with a handle for wait(). The buffers must not be
+  /// touched (outputs) or overwritten (inputs) until wait() returns. Many requests may be in
+  /// flight; the communication thread starts them in submission order, so collectives must be
+  /// submitted in the same order on every member of their group (sends and receives in any
+  /// order: they match by peer and tag). A malformed request (sizes, group, peer, tag, dtype)
+  /// fails in wait() with a message naming it; the communicator stays usable.
+  virtual uint64_t submit(CommRequest request) = 0;
+  /// Blocks until request `handle` has completed; the waiting thread drives MPI meanwhile.
+  /// Errors: the request's own error; a timeout or lost peer (naming the request and the
+  /// rank(s)): a peer whose heartbeat is older than timeoutSeconds, a collective not complete
+  /// within timeoutSeconds of its start, a send or recv not complete within timeoutSeconds of
+  /// the first wait() on it; an MPI error. After a timeout, lost peer or MPI error the
+  /// communicator is broken: every later call returns the same error.
   virtual Status wait(uint64_t handle) = 0;
-  /// Waits for every queued collective.
+  /// Waits for every request submitted and not yet waited for; the first error.
   virtual Status waitAll() = 0;
 
-  // Blocking collectives (queued behind the asynchronous ones, so ordering is kept).
+  /// submit() and wait() in one, on this thread (which drives MPI meanwhile): the blocking form
+  /// of any request, with wait()'s errors.
+  virtual Status run(CommRequest request) { return wait(submit(std::move(request))); }
+
+  /// submit() of an all-reduce over the world.
+  uint64_t allReduceAsync(AllReduceRequest request);
+
+  // Blocking forms (submit + wait, so ordering with the asynchronous requests is kept).
   /// Element-wise sum over the ranks, in place (KernelCollectives; also metrics).
-  Status allReduceSum(double *data, size_t count, const std::string &what) override = 0;
-  virtual Status allReduce(void *data, size_t count, ir::DType dtype, ReduceOp op,
-                           const std::string &what) = 0;
-  /// Rank `root`'s `bytes` bytes at `data` replace every other rank's.
-  virtual Status broadcast(void *data, size_t bytes, int root, const std::string &what) = 0;
+  Status allReduceSum(double *data, size_t count, const std::string &what) override;
+  /// `count` elements of `dtype` at `data` reduced over the world, in place.
+  Status allReduce(void *data, size_t count, ir::DType dtype, ReduceOp op,
+                   const std::string &what);
+  /// World rank `root`'s `bytes` bytes at `data` replace every other rank's.
+  Status broadcast(void *data, size_t bytes, int root, const std::string &what);
   /// recv (size() * bytes) receives every rank's `bytes` bytes of `send`, in rank order.
-  virtual Status allGather(const void *send, size_t bytes, void *recv, const std::string &what) = 0;
-  /// Sums `count * size()` elements of `send` over the ranks; rank r receives elements
-  /// [r * count, (r + 1) * count) of the sum in `recv`.
-  virtual Status reduceScatter(const void *send, void *recv, size_t count, ir::DType dtype,
-                               ReduceOp op, const std::string &what) = 0;
-  virtual Status send(const void *data, size_t bytes, int peer, int tag, const std::string &what) = 0;
-  virtual Status recv(void *data, size_t bytes, int peer, int tag, const std::string &what) = 0;
+  Status allGather(const void *send, size_t bytes, void *recv, const std::string &what);
+  /// Reduces `count * size()` elements of `send` over the ranks; rank r receives elements
+  /// [r * count, (r + 1) * count) of the reduction in `recv`.
+  Status reduceScatter(const void *send, void *recv, size_t count, ir::DType dtype, ReduceOp op,
+                       const std::string &what);
+  Status send(const void *data, size_t bytes, int peer, int tag, const std::string &what);
+  Status recv(void *data, size_t bytes, int peer, int tag, const std::string &what);
+  /// Every rank of the world has reached it.
   virtual Status barrier(const std::string &what) = 0;
 
   /// After an error on one rank: ends every process of the job (MPI_Abort) with `exitCode`.

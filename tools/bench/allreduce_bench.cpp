@@ -1,8 +1,9 @@
-// All-reduce benchmark of the communicator (runtime/comm): `mpirun -n 2 dtc_allreduce_bench
-// [reps]`. For 4 KiB to 64 MiB of f32 it times a raw blocking MPI_Allreduce (main thread, on a
-// communicator of its own) against Communicator::allReduceAsync + wait on the same bytes,
-// alternating, and prints medians, the overhead, the bus bandwidth (NCCL's busbw = bytes / t *
-// 2 (n - 1) / n) and the CPU the communication used per wall second (the raw call spins).
+// Communication benchmark of the communicator (runtime/comm): `mpirun -n 2 dtc_allreduce_bench
+// [reps-scale] [kinds]`. For 4 KiB to 64 MiB it times raw blocking MPI calls (main thread, on a
+// communicator of its own) against the communicator's blocking form (run: submit + wait on the
+// calling thread) and its asynchronous form (submit, then wait) on the same bytes, interleaved,
+// and prints medians, bus bandwidths (NCCL's busbw) and the ratios raw time / dtc time.
+// kinds: a comma-separated subset of allreduce,allgather,reducescatter,broadcast,sendrecv.
 #include "runtime/Trace.h"
 #include "runtime/comm/Communicator.h"
 
@@ -12,7 +13,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
+#include <cstring>
+#include <string>
 #include <vector>
 
 using namespace dtc;
@@ -20,24 +22,29 @@ using namespace dtc::rt;
 
 namespace {
 
-double cpuSeconds(clockid_t clock) {
-  timespec ts;
-  clock_gettime(clock, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
 
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+struct Kind {
+  const char *name;
+  CommKind kind;
+  /// Bus-bandwidth factor (NCCL's): bytes moved per rank relative to `bytes` / time.
+  double factor;
+};
+
 } // namespace
 
 int main(int argc, char **argv) {
-  int repsScale = argc > 1 ? std::max(1, std::atoi(argv[1])) : 1;
+  const int repsScale = argc > 1 ? std::max(1, std::atoi(argv[1])) : 1;
+  const std::string only = argc > 2 ? argv[2] : "allreduce,allgather,reducescatter,broadcast,sendrecv";
   CommOptions opts;
-  Tracer tracer(0); // the communication thread's own time per collective ("in thread")
-  opts.tracer = &tracer;
   auto comm = Communicator::createMpi(opts);
   if (!comm) {
     std::fprintf(stderr, "error: %s\n", comm.status().message().c_str());
@@ -54,68 +61,157 @@ int main(int argc, char **argv) {
   }
   MPI_Comm raw;
   MPI_Comm_dup(MPI_COMM_WORLD, &raw);
-  const int n = c.size();
-  if (c.rank() == 0) {
-    std::printf("ranks %d; medians; cpu = CPU seconds of the communication per wall second\n", n);
-    std::printf("%10s %10s %10s %10s %9s %10s %10s %8s %8s\n", "bytes", "raw us", "dtc us",
-                "thread us", "overhead", "raw GB/s", "dtc GB/s", "raw cpu", "dtc cpu");
+  const int n = c.size(), me = c.rank();
+  const double nn = n;
+  const std::vector<Kind> kinds = {
+      {"allreduce", CommKind::kAllReduce, 2 * (nn - 1) / nn},
+      {"allgather", CommKind::kAllGather, (nn - 1) / nn},
+      {"reducescatter", CommKind::kReduceScatter, (nn - 1) / nn},
+      {"broadcast", CommKind::kBroadcast, 1},
+      {"sendrecv", CommKind::kSend, 1},
+  };
+  if (me == 0) {
+    std::printf("ranks %d; medians of interleaved repetitions; bytes: the all-reduced buffer, the "
+                "gathered or scattered total, the broadcast buffer, each direction of the "
+                "exchange; GB/s: bus bandwidth; ratio: raw time / dtc time (1 = as fast as raw "
+                "MPI); dtc = blocking form (run), async = submit then wait\n",
+                n);
+    std::printf("%-13s %10s %9s %9s %9s %9s %9s %7s %7s\n", "kind", "bytes", "raw us", "dtc us",
+                "async us", "raw GB/s", "dtc GB/s", "ratio", "async");
   }
-  for (size_t bytes = 4096; bytes <= (size_t{64} << 20); bytes *= 4) {
-    const size_t count = bytes / 4;
-    std::vector<float> buf(count, 1.0f);
-    int reps = (bytes >= (size_t{16} << 20)  ? 8
-                : bytes >= (size_t{1} << 20) ? 20
-                                             : 100) *
-               repsScale;
-    std::vector<double> rawT, dtcT, threadT;
-    double rawCpu = 0, rawWall = 0, dtcCpu = 0, dtcWall = 0;
-    for (int rep = -2; rep < reps; ++rep) {
-      MPI_Barrier(raw);
-      double c0 = cpuSeconds(CLOCK_THREAD_CPUTIME_ID);
-      auto t0 = std::chrono::steady_clock::now();
-      MPI_Allreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, raw);
-      double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      double cpu = cpuSeconds(CLOCK_THREAD_CPUTIME_ID) - c0;
-      if (rep >= 0) {
-        rawT.push_back(t);
-        rawCpu += cpu;
-        rawWall += t;
+  const int peer = me ^ 1;
+  for (const Kind &k : kinds) {
+    if (only.find(k.name) == std::string::npos)
+      continue;
+    if (k.kind == CommKind::kSend && (n % 2 != 0))
+      continue; // pairs of ranks exchange
+    for (size_t bytes = 4096; bytes <= (size_t{64} << 20); bytes *= 4) {
+      const size_t count = bytes / 4; // f32 elements
+      const size_t per = bytes / static_cast<size_t>(n);
+      std::vector<float> a(count, 1.0f), b(count, 0.0f);
+      const int reps = (bytes >= (size_t{16} << 20)  ? 8
+                        : bytes >= (size_t{1} << 20) ? 30
+                                                     : 300) *
+                       repsScale;
+      auto rawOp = [&] {
+        switch (k.kind) {
+        case CommKind::kAllReduce:
+          MPI_Allreduce(MPI_IN_PLACE, a.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, raw);
+          break;
+        case CommKind::kAllGather:
+          MPI_Allgather(a.data(), static_cast<int>(per), MPI_BYTE, b.data(),
+                        static_cast<int>(per), MPI_BYTE, raw);
+          break;
+        case CommKind::kReduceScatter:
+          MPI_Reduce_scatter_block(a.data(), b.data(), static_cast<int>(per / 4), MPI_FLOAT,
+                                   MPI_SUM, raw);
+          break;
+        case CommKind::kBroadcast:
+          MPI_Bcast(a.data(), static_cast<int>(bytes), MPI_BYTE, 0, raw);
+          break;
+        default:
+          MPI_Sendrecv(a.data(), static_cast<int>(bytes), MPI_BYTE, peer, 1, b.data(),
+                       static_cast<int>(bytes), MPI_BYTE, peer, 1, raw, MPI_STATUS_IGNORE);
+        }
+      };
+      auto request = [&](std::vector<CommRequest> &out) {
+        out.clear();
+        CommRequest r;
+        r.kind = k.kind;
+        r.name = k.name;
+        switch (k.kind) {
+        case CommKind::kAllReduce:
+          r.inputs = {a.data()};
+          r.outputs = {a.data()};
+          r.bytes = {bytes};
+          break;
+        case CommKind::kAllGather:
+          r.inputs = {a.data()};
+          r.outputs = {b.data()};
+          r.bytes = {per};
+          break;
+        case CommKind::kReduceScatter:
+          r.inputs = {a.data()};
+          r.outputs = {b.data()};
+          r.bytes = {per};
+          break;
+        case CommKind::kBroadcast:
+          r.peer = 0;
+          r.inputs = {a.data()};
+          r.outputs = {a.data()};
+          r.bytes = {bytes};
+          break;
+        default: {
+          CommRequest q = r;
+          q.kind = CommKind::kRecv;
+          q.peer = peer;
+          q.tag = 1;
+          q.outputs = {b.data()};
+          q.bytes = {bytes};
+          out.push_back(q);
+          r.peer = peer;
+          r.tag = 1;
+          r.inputs = {a.data()};
+          r.bytes = {bytes};
+        }
+        }
+        out.push_back(r);
+      };
+      std::vector<double> rawT, dtcT, asyncT;
+      std::vector<CommRequest> reqs;
+      for (int rep = -3; rep < reps; ++rep) {
+        MPI_Barrier(raw);
+        double t0 = now();
+        rawOp();
+        double t = now() - t0;
+        if (rep >= 0)
+          rawT.push_back(t);
+        for (int form = 0; form < 2; ++form) {
+          request(reqs);
+          MPI_Barrier(raw);
+          t0 = now();
+          Status s;
+          if (form == 0) {
+            // The blocking form; an exchange posts its recv first.
+            uint64_t h = reqs.size() > 1 ? c.submit(std::move(reqs[0])) : 0;
+            s = c.run(std::move(reqs.back()));
+            if (Status w = h ? c.wait(h) : Status::ok(); s.isOk())
+              s = w;
+          } else {
+            std::vector<uint64_t> handles;
+            for (CommRequest &r : reqs)
+              handles.push_back(c.submit(std::move(r)));
+            for (uint64_t h : handles)
+              if (Status w = c.wait(h); s.isOk())
+                s = w;
+          }
+          t = now() - t0;
+          if (!s.isOk()) {
+            std::fprintf(stderr, "error: %s\n", s.message().c_str());
+            c.abortJob(1);
+          }
+          if (rep >= 0)
+            (form == 0 ? dtcT : asyncT).push_back(t);
+        }
+        // Keep the all-reduced values bounded (powers of n would overflow after many reps).
+        if (k.kind == CommKind::kAllReduce && rep % 16 == 0)
+          std::fill(a.begin(), a.end(), 1.0f);
       }
-      std::fill(buf.begin(), buf.end(), 1.0f);
-      MPI_Barrier(raw);
-      double p0 = cpuSeconds(CLOCK_PROCESS_CPUTIME_ID), m0 = cpuSeconds(CLOCK_THREAD_CPUTIME_ID);
-      t0 = std::chrono::steady_clock::now();
-      AllReduceRequest req;
-      req.name = "bench";
-      req.inputs = {buf.data()};
-      req.outputs = {buf.data()};
-      req.bytes = {bytes};
-      Status s = c.wait(c.allReduceAsync(std::move(req)));
-      t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      // The process's CPU minus this (waiting) thread's: the communication thread's.
-      cpu =
-          (cpuSeconds(CLOCK_PROCESS_CPUTIME_ID) - p0) - (cpuSeconds(CLOCK_THREAD_CPUTIME_ID) - m0);
-      if (!s.isOk()) {
-        std::fprintf(stderr, "error: %s\n", s.message().c_str());
-        c.abortJob(1);
+      if (k.kind == CommKind::kAllReduce) {
+        std::fill(a.begin(), a.end(), 1.0f);
+        Status s = c.allReduce(a.data(), count, ir::DType::kFloat32, ReduceOp::kSum, "check");
+        if (!s.isOk() || a[0] != nn || a[count - 1] != nn) {
+          std::fprintf(stderr, "error: wrong sum %g\n", static_cast<double>(a[0]));
+          c.abortJob(1);
+        }
       }
-      if (buf[0] != static_cast<float>(n) || buf[count - 1] != static_cast<float>(n)) {
-        std::fprintf(stderr, "error: wrong sum %g\n", buf[0]);
-        c.abortJob(1);
-      }
-      if (rep >= 0) {
-        threadT.push_back(1e-6 * static_cast<double>(tracer.snapshot().back().durationUs));
-        dtcT.push_back(t);
-        dtcCpu += cpu;
-        dtcWall += t;
-      }
+      const double r = median(rawT), d = median(dtcT), as = median(asyncT);
+      if (me == 0)
+        std::printf("%-13s %10zu %9.1f %9.1f %9.1f %9.2f %9.2f %7.2f %7.2f\n", k.name, bytes,
+                    r * 1e6, d * 1e6, as * 1e6, bytes / r * k.factor / 1e9,
+                    bytes / d * k.factor / 1e9, r / d, r / as);
+      std::fflush(stdout);
     }
-    double r = median(rawT), d = median(dtcT), th = median(threadT);
-    double factor = 2.0 * (n - 1) / n;
-    if (c.rank() == 0)
-      std::printf("%10zu %10.1f %10.1f %10.1f %8.1f%% %10.2f %10.2f %7.0f%% %7.0f%%\n", bytes,
-                  r * 1e6, d * 1e6, th * 1e6, (d / r - 1) * 100, bytes / r * factor / 1e9,
-                  bytes / d * factor / 1e9, 100 * rawCpu / rawWall, 100 * dtcCpu / dtcWall);
   }
   MPI_Comm_free(&raw);
   return 0;

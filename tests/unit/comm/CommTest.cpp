@@ -1,8 +1,10 @@
-// Tests of the MPI communicator (runtime/comm): collectives with exact values, asynchronous
-// all-reduce waited out of order, job checks, the trace gathered to rank 0, and the watchdog
-// naming a stopped or killed peer. ctest runs this binary plain (one rank) and under
+// Tests of the MPI communicator (runtime/comm): every request kind with exact values, requests
+// in flight together and waited out of order, groups of a 2-column mesh, send/recv with many
+// tags, bad requests, job checks, the trace gathered to rank 0, and the watchdog naming a
+// stopped or killed peer. ctest runs this binary plain (one rank) and under
 // `mpirun -n 2` and `-n 4` (tests/unit/comm/comm.cmake); every rank runs every test in the same
-// order. `--fault=stop|kill` runs only the fault scenario (rank 1 stops or kills itself).
+// order. `--fault=stop|kill|stop-recv|kill-recv` runs only that fault scenario (rank 1 stops or
+// kills itself during a collective or a recv).
 #include "runtime/Trace.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/comm/Launcher.h"
@@ -126,10 +128,10 @@ TEST(Comm, AllReduceSumIntegers) {
 }
 
 TEST(Comm, InvalidRequestsFailWithoutBreaking) {
-  std::vector<uint16_t> h(4);
-  Status s = gComm->allReduce(h.data(), 4, ir::DType::kFloat16, ReduceOp::kSum, "halves");
+  std::vector<uint8_t> h(4);
+  Status s = gComm->allReduce(h.data(), 4, ir::DType::kUInt8, ReduceOp::kSum, "bytes");
   ASSERT_FALSE(s.isOk());
-  EXPECT_NE(s.message().find("all-reduce 'halves'"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("all-reduce 'bytes'"), std::string::npos) << s.message();
   std::vector<int32_t> i(4, 1);
   s = gComm->allReduce(i.data(), 4, ir::DType::kInt32, ReduceOp::kMean, "int mean");
   EXPECT_FALSE(s.isOk());
@@ -338,6 +340,414 @@ TEST(Comm, TraceGathersEveryRank) {
   std::remove(path);
 }
 
+// --- CommRequest: every kind through submit/wait -------------------------------------------
+
+CommRequest request(CommKind kind, const std::string &name, int group = 0) {
+  CommRequest r;
+  r.kind = kind;
+  r.name = name;
+  r.group = group;
+  return r;
+}
+
+TEST(CommRequests, AllGatherAsyncAndInPlace) {
+  const int n = sizeOf(), r = rankOf();
+  std::vector<int64_t> mine = {r, -r, 100 + r};
+  std::vector<int64_t> all(3 * n, -1);
+  CommRequest q = request(CommKind::kAllGather, "gather");
+  q.inputs = {mine.data()};
+  q.outputs = {all.data()};
+  q.bytes = {3 * sizeof(int64_t)};
+  uint64_t h = gComm->submit(q);
+  // In place: this rank's block already sits at its offset.
+  std::vector<float> inPlace(2 * n, -1.0f);
+  inPlace[2 * r] = 0.5f * r;
+  inPlace[2 * r + 1] = -2.0f * r;
+  CommRequest p = request(CommKind::kAllGather, "gather in place");
+  p.inputs = {inPlace.data() + 2 * r};
+  p.outputs = {inPlace.data()};
+  p.bytes = {2 * sizeof(float)};
+  uint64_t h2 = gComm->submit(p);
+  ASSERT_TRUE(gComm->wait(h2).isOk());
+  ASSERT_TRUE(gComm->wait(h).isOk());
+  for (int k = 0; k < n; ++k) {
+    EXPECT_EQ(all[3 * k], k);
+    EXPECT_EQ(all[3 * k + 1], -k);
+    EXPECT_EQ(all[3 * k + 2], 100 + k);
+    EXPECT_EQ(inPlace[2 * k], 0.5f * k);
+    EXPECT_EQ(inPlace[2 * k + 1], -2.0f * k);
+  }
+}
+
+TEST(CommRequests, ReduceScatterSumMeanAndTypes) {
+  const int n = sizeOf(), r = rankOf();
+  const size_t count = 5;
+  // f32 mean, f64 sum, i64 sum in flight together.
+  std::vector<float> f(count * n);
+  std::vector<double> d(count * n);
+  std::vector<int64_t> l(count * n);
+  for (size_t i = 0; i < f.size(); ++i) {
+    f[i] = 2.0f * (r + 1) + static_cast<float>(i);
+    d[i] = 0.25 * r + static_cast<double>(i);
+    l[i] = (int64_t{1} << 50) + r + static_cast<int64_t>(i);
+  }
+  std::vector<float> fo(count, -1);
+  std::vector<double> dOut(count, -1);
+  std::vector<int64_t> lo(count, -1);
+  CommRequest a = request(CommKind::kReduceScatter, "f32 mean");
+  a.op = ReduceOp::kMean;
+  a.inputs = {f.data()};
+  a.outputs = {fo.data()};
+  a.bytes = {count * 4};
+  CommRequest b = request(CommKind::kReduceScatter, "f64 sum");
+  b.dtype = ir::DType::kFloat64;
+  b.inputs = {d.data()};
+  b.outputs = {dOut.data()};
+  b.bytes = {count * 8};
+  CommRequest c = request(CommKind::kReduceScatter, "i64 sum");
+  c.dtype = ir::DType::kInt64;
+  c.inputs = {l.data()};
+  c.outputs = {lo.data()};
+  c.bytes = {count * 8};
+  uint64_t ha = gComm->submit(a), hb = gComm->submit(b), hc = gComm->submit(c);
+  ASSERT_TRUE(gComm->wait(hc).isOk());
+  ASSERT_TRUE(gComm->wait(ha).isOk());
+  ASSERT_TRUE(gComm->wait(hb).isOk());
+  for (size_t i = 0; i < count; ++i) {
+    const size_t g = static_cast<size_t>(r) * count + i; // this rank's block
+    EXPECT_EQ(fo[i], (n + 1.0f) + static_cast<float>(g)) << i;          // mean of 2 (r + 1)
+    EXPECT_EQ(dOut[i], 0.25 * n * (n - 1) / 2 + n * static_cast<double>(g)) << i;
+    EXPECT_EQ(lo[i], n * ((int64_t{1} << 50) + static_cast<int64_t>(g)) + n * (n - 1) / 2) << i;
+  }
+}
+
+TEST(CommRequests, AllReduceSumVersusMeanAndHalfTypes) {
+  const int n = sizeOf(), r = rankOf();
+  // The same f32 values summed and averaged, plus f16 and bf16 (small integers: exact).
+  std::vector<float> sum(7), mean(7);
+  for (int i = 0; i < 7; ++i)
+    sum[i] = mean[i] = static_cast<float>(4 * (r + 1) + i);
+  const uint16_t halfOf[] = {0x3c00 /*1*/, 0x4000 /*2*/, 0x4200 /*3*/, 0x4400 /*4*/};
+  const uint16_t bf16Of[] = {0x3f80 /*1*/, 0x4000 /*2*/, 0x4040 /*3*/, 0x4080 /*4*/};
+  std::vector<uint16_t> h(3, halfOf[r % 4]), bf(3, bf16Of[r % 4]), hm(2, 0x4400 /*4*/);
+  CommRequest a = request(CommKind::kAllReduce, "sum");
+  a.inputs = {sum.data()};
+  a.outputs = {sum.data()};
+  a.bytes = {28};
+  CommRequest b = a;
+  b.name = "mean";
+  b.op = ReduceOp::kMean;
+  b.inputs = {mean.data()};
+  b.outputs = {mean.data()};
+  CommRequest c = request(CommKind::kAllReduce, "f16");
+  c.dtype = ir::DType::kFloat16;
+  c.inputs = {h.data()};
+  c.outputs = {h.data()};
+  c.bytes = {6};
+  CommRequest d = c;
+  d.name = "bf16";
+  d.dtype = ir::DType::kBFloat16;
+  d.inputs = {bf.data()};
+  d.outputs = {bf.data()};
+  CommRequest e = c;
+  e.name = "f16 mean";
+  e.op = ReduceOp::kMean;
+  e.inputs = {hm.data()};
+  e.outputs = {hm.data()};
+  e.bytes = {4};
+  std::vector<uint64_t> hs = {gComm->submit(a), gComm->submit(b), gComm->submit(c),
+                              gComm->submit(d), gComm->submit(e)};
+  ASSERT_TRUE(gComm->waitAll().isOk());
+  float expectHalf = 0;
+  for (int q = 0; q < n; ++q)
+    expectHalf += static_cast<float>(q % 4 + 1);
+  for (int i = 0; i < 7; ++i) {
+    EXPECT_EQ(sum[i], 4.0f * n * (n + 1) / 2 + n * i) << i;
+    EXPECT_EQ(mean[i], 4.0f * (n + 1) / 2 + i) << i;
+  }
+  for (int i = 0; i < 3; ++i) {
+    uint16_t want = 0, wantBf = 0;
+    // The sums are 1, 3, 6, 10 for 1..4 ranks.
+    const uint16_t halves[] = {0x3c00, 0x4200, 0x4600, 0x4900};
+    const uint16_t bf16s[] = {0x3f80, 0x4040, 0x40c0, 0x4120};
+    want = halves[n - 1 < 4 ? n - 1 : 3];
+    wantBf = bf16s[n - 1 < 4 ? n - 1 : 3];
+    ASSERT_LE(n, 4) << "expected values for up to 4 ranks";
+    EXPECT_EQ(h[i], want) << "f16 sum " << expectHalf;
+    EXPECT_EQ(bf[i], wantBf) << "bf16 sum " << expectHalf;
+  }
+  EXPECT_EQ(hm[0], 0x4400); // the mean of 4s is 4
+  EXPECT_EQ(hm[1], 0x4400);
+}
+
+TEST(CommRequests, BroadcastFromLastRankWithCopyIn) {
+  const int n = sizeOf(), r = rankOf();
+  std::vector<int32_t> src(50), dst(50, -7);
+  for (int i = 0; i < 50; ++i)
+    src[i] = r == n - 1 ? 3 * i + 1 : -1;
+  CommRequest q = request(CommKind::kBroadcast, "parameters");
+  q.peer = n - 1;
+  q.inputs = {src.data()};
+  q.outputs = {dst.data()};
+  q.bytes = {200};
+  ASSERT_TRUE(gComm->wait(gComm->submit(q)).isOk());
+  for (int i = 0; i < 50; ++i)
+    EXPECT_EQ(dst[i], 3 * i + 1) << i;
+}
+
+/// A 2-column mesh (rows {0, 1}, {2, 3}, ...; columns {0, 2, ...}, {1, 3, ...}) as groups 1..:
+/// the rows first, then the columns. Four ranks: {0,1}, {2,3}, {0,2}, {1,3}.
+std::vector<std::vector<int>> meshGroups(int n) {
+  std::vector<std::vector<int>> rows, cols(n > 1 ? 2 : 1);
+  for (int r = 0; r < n; r += 2)
+    rows.push_back(r + 1 < n ? std::vector<int>{r, r + 1} : std::vector<int>{r});
+  for (int r = 0; r < n; ++r)
+    cols[static_cast<size_t>(r % 2)].push_back(r);
+  rows.insert(rows.end(), cols.begin(), cols.end());
+  return rows;
+}
+
+TEST(CommGroups, MeshCollectivesOnDifferentGroupsConcurrently) {
+  const int n = sizeOf(), r = rankOf();
+  if (n % 2 != 0 && n != 1)
+    GTEST_SKIP() << "an even number of ranks";
+  std::vector<std::vector<int>> groups = meshGroups(n);
+  ASSERT_TRUE(gComm->createGroups(groups).isOk());
+  const int rows = (n + 1) / 2;
+  const int row = 1 + r / 2, col = 1 + rows + r % 2; // this rank's group ids
+  ASSERT_EQ(gComm->sizeOf(0), n);
+  EXPECT_EQ(gComm->sizeOf(row), n == 1 ? 1 : 2);
+  EXPECT_EQ(gComm->rankIn(row), r % 2);
+  EXPECT_EQ(gComm->rankIn(col), r / 2);
+  EXPECT_EQ(gComm->sizeOf(static_cast<int>(groups.size()) + 1), 0);
+  // Row: all-reduce (sum of world ranks) and broadcast from its last member; column: all-gather
+  // of world ranks and a mean; world: an all-reduce in between. Waited in reverse.
+  std::vector<double> rowSum(3, r + 1.0), colMean(2, 10.0 * r);
+  std::vector<int32_t> colAll(static_cast<size_t>(gComm->sizeOf(col)), -1), mine = {r};
+  std::vector<int64_t> world(2, r), rowB(4, r);
+  CommRequest a = request(CommKind::kAllReduce, "row sum", row);
+  a.dtype = ir::DType::kFloat64;
+  a.inputs = {rowSum.data()};
+  a.outputs = {rowSum.data()};
+  a.bytes = {24};
+  CommRequest b = request(CommKind::kAllGather, "column gather", col);
+  b.inputs = {mine.data()};
+  b.outputs = {colAll.data()};
+  b.bytes = {4};
+  CommRequest c = request(CommKind::kAllReduce, "world sum", 0);
+  c.dtype = ir::DType::kInt64;
+  c.inputs = {world.data()};
+  c.outputs = {world.data()};
+  c.bytes = {16};
+  CommRequest d = request(CommKind::kAllReduce, "column mean", col);
+  d.dtype = ir::DType::kFloat64;
+  d.op = ReduceOp::kMean;
+  d.inputs = {colMean.data()};
+  d.outputs = {colMean.data()};
+  d.bytes = {16};
+  const std::vector<int> &rowRanks = groups[static_cast<size_t>(row - 1)];
+  CommRequest e = request(CommKind::kBroadcast, "row broadcast", row);
+  e.peer = rowRanks.back();
+  e.inputs = {rowB.data()};
+  e.outputs = {rowB.data()};
+  e.bytes = {32};
+  std::vector<uint64_t> hs = {gComm->submit(a), gComm->submit(b), gComm->submit(c),
+                              gComm->submit(d), gComm->submit(e)};
+  for (size_t k = hs.size(); k-- > 0;)
+    ASSERT_TRUE(gComm->wait(hs[k]).isOk()) << k;
+  double wantRow = 0;
+  for (int q : rowRanks)
+    wantRow += q + 1.0;
+  const std::vector<int> &colRanks = groups[static_cast<size_t>(col - 1)];
+  double wantMean = 0;
+  for (int q : colRanks)
+    wantMean += 10.0 * q / static_cast<double>(colRanks.size());
+  for (double v : rowSum)
+    EXPECT_EQ(v, wantRow);
+  for (size_t k = 0; k < colRanks.size(); ++k)
+    EXPECT_EQ(colAll[k], colRanks[k]);
+  for (double v : colMean)
+    EXPECT_DOUBLE_EQ(v, wantMean);
+  EXPECT_EQ(world[0], n * (n - 1) / 2);
+  for (int64_t v : rowB)
+    EXPECT_EQ(v, rowRanks.back());
+  // A rank outside a group cannot use it: the other row (when there is one).
+  if (rows > 1) {
+    const int other = r / 2 == 0 ? 2 : 1;
+    std::vector<float> x(1);
+    CommRequest bad = request(CommKind::kAllReduce, "foreign row", other);
+    bad.inputs = {x.data()};
+    bad.outputs = {x.data()};
+    bad.bytes = {4};
+    Status s = gComm->wait(gComm->submit(bad));
+    ASSERT_FALSE(s.isOk());
+    EXPECT_NE(s.message().find("not a member of group " + std::to_string(other)),
+              std::string::npos)
+        << s.message();
+  }
+  EXPECT_TRUE(gComm->barrier("after mesh").isOk());
+}
+
+TEST(CommGroups, BadListsAreErrorsOnEveryRank) {
+  const int n = sizeOf(), r = rankOf();
+  ASSERT_TRUE(gComm->createGroups({{0}}).isOk());
+  Status s = gComm->createGroups({{0}, {0, n}});
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("group 2 {0, " + std::to_string(n) + "}: rank " +
+                             std::to_string(n) + " is outside the world"),
+            std::string::npos)
+      << s.message();
+  s = gComm->createGroups({{0, 0}});
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("group 1 {0, 0} lists rank 0 twice"), std::string::npos)
+      << s.message();
+  s = gComm->createGroups({{}});
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("group 1 {} is empty"), std::string::npos) << s.message();
+  if (n > 1) {
+    // Rank 1 lists group 2 differently: every rank refuses, naming group 2.
+    s = gComm->createGroups({{0}, r == 1 ? std::vector<int>{1, 0} : std::vector<int>{0, 1}});
+    ASSERT_FALSE(s.isOk());
+    EXPECT_NE(s.message().find("group 2 differs between ranks"), std::string::npos)
+        << s.message();
+    // A different count.
+    s = gComm->createGroups(r == 0 ? std::vector<std::vector<int>>{{0}}
+                                   : std::vector<std::vector<int>>{{0}, {1}});
+    ASSERT_FALSE(s.isOk());
+    EXPECT_NE(s.message().find("different numbers of groups"), std::string::npos)
+        << s.message();
+  }
+  // The groups of the last good call remain; unknown ids are refused.
+  EXPECT_EQ(gComm->sizeOf(1), 1);
+  EXPECT_EQ(gComm->rankIn(1), r == 0 ? 0 : -1);
+  std::vector<float> x(1);
+  CommRequest q = request(CommKind::kAllReduce, "unknown group", 9);
+  q.inputs = {x.data()};
+  q.outputs = {x.data()};
+  q.bytes = {4};
+  s = gComm->wait(gComm->submit(q));
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("unknown group 9"), std::string::npos) << s.message();
+  EXPECT_TRUE(gComm->barrier("after bad groups").isOk());
+}
+
+TEST(CommPointToPoint, ManyTagsInFlightBothSendFirst) {
+  const int n = sizeOf(), r = rankOf();
+  if (n == 1)
+    GTEST_SKIP() << "needs two ranks";
+  // A ring: send to the right, receive from the left (with 2 ranks, both ways between 0 and 1).
+  // Every rank submits all its sends (tags 0..11, large ones above the eager limit) before any
+  // recv, and the recvs in another tag order; two messages share tag 20 (they arrive in order).
+  const int right = (r + 1) % n, left = (r + n - 1) % n;
+  const int kTags = 12;
+  auto sizeOfTag = [](int tag) { return static_cast<size_t>(tag % 3 == 0 ? 70000 : 5 + tag); };
+  auto value = [](int from, int tag, size_t i) {
+    return static_cast<int32_t>(from * 1000000 + tag * 10000 + static_cast<int>(i % 9973));
+  };
+  std::vector<std::vector<int32_t>> out(kTags + 2), in(kTags + 2);
+  std::vector<uint64_t> handles;
+  for (int tag = 0; tag < kTags + 2; ++tag) {
+    const int t = tag < kTags ? tag : 20;
+    const size_t count = tag < kTags ? sizeOfTag(tag) : static_cast<size_t>(3 + tag);
+    out[tag].resize(count);
+    for (size_t i = 0; i < count; ++i)
+      out[tag][i] = value(r, tag, i);
+    CommRequest q = request(CommKind::kSend, "send " + std::to_string(tag));
+    q.peer = right;
+    q.tag = t;
+    q.inputs = {out[tag].data()};
+    q.bytes = {count * 4};
+    handles.push_back(gComm->submit(q));
+  }
+  std::vector<uint64_t> recvs(kTags + 2);
+  for (int k = kTags + 1; k >= 0; --k) {
+    // Tags in reverse, except that the two tag-20 recvs keep their order.
+    const int tag = k >= kTags ? (k == kTags + 1 ? kTags : kTags + 1) : k;
+    const int t = tag < kTags ? tag : 20;
+    const size_t count = tag < kTags ? sizeOfTag(tag) : static_cast<size_t>(3 + tag);
+    in[tag].assign(count, -1);
+    CommRequest q = request(CommKind::kRecv, "recv " + std::to_string(tag));
+    q.peer = left;
+    q.tag = t;
+    q.outputs = {in[tag].data()};
+    q.bytes = {count * 4};
+    recvs[static_cast<size_t>(tag)] = gComm->submit(q);
+  }
+  for (int tag = 0; tag < kTags + 2; ++tag)
+    ASSERT_TRUE(gComm->wait(recvs[static_cast<size_t>(tag)]).isOk()) << tag;
+  for (uint64_t h : handles)
+    ASSERT_TRUE(gComm->wait(h).isOk());
+  for (int tag = 0; tag < kTags + 2; ++tag)
+    for (size_t i = 0; i < in[tag].size(); ++i)
+      ASSERT_EQ(in[tag][i], value(left, tag, i)) << "tag " << tag << " element " << i;
+}
+
+TEST(CommPointToPoint, SizeMismatchNamesBothSizes) {
+  const int n = sizeOf(), r = rankOf();
+  if (n == 1)
+    GTEST_SKIP() << "needs two ranks";
+  if (r > 1)
+    return;
+  std::vector<char> buf(400, 'x');
+  if (r == 0) {
+    ASSERT_TRUE(gComm->send(buf.data(), 400, 1, 9, "too long").isOk());
+    ASSERT_TRUE(gComm->send(buf.data(), 8, 1, 9, "right size").isOk());
+  } else {
+    Status s = gComm->recv(buf.data(), 300, 0, 9, "too long");
+    ASSERT_FALSE(s.isOk());
+    EXPECT_NE(s.message().find("recv 'too long'"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("rank 0 sent 400 bytes with tag 9, this rank expects 300 bytes"),
+              std::string::npos)
+        << s.message();
+    // Consumed: the next message of that tag still matches.
+    EXPECT_TRUE(gComm->recv(buf.data(), 8, 0, 9, "right size").isOk());
+  }
+}
+
+TEST(CommRequests, BadRequestsAreErrors) {
+  const int n = sizeOf(), r = rankOf();
+  std::vector<float> x(8);
+  auto fails = [&](CommRequest q, const std::string &part) {
+    Status s = gComm->wait(gComm->submit(std::move(q)));
+    ASSERT_FALSE(s.isOk()) << part;
+    EXPECT_NE(s.message().find(part), std::string::npos) << s.message();
+  };
+  CommRequest q = request(CommKind::kSend, "to nowhere");
+  q.peer = n;
+  q.inputs = {x.data()};
+  q.bytes = {4};
+  fails(q, "peer rank " + std::to_string(n) + " is not another rank");
+  q.peer = r;
+  fails(q, "is not another rank");
+  q.peer = (r + 1) % n;
+  q.tag = 40000;
+  fails(q, n == 1 ? "is not another rank" : "tag 40000 is outside");
+  CommRequest g = request(CommKind::kAllGather, "two inputs");
+  g.inputs = {x.data(), x.data()};
+  g.outputs = {x.data()};
+  g.bytes = {4};
+  fails(g, "takes 1 input(s), 1 output(s) and 1 size; got 2, 1 and 1");
+  CommRequest a = request(CommKind::kAllReduce, "odd bytes");
+  a.inputs = {x.data()};
+  a.outputs = {x.data()};
+  a.bytes = {6};
+  fails(a, "operand 0 has 6 bytes, not a multiple of 4");
+  CommRequest m = request(CommKind::kReduceScatter, "integer mean");
+  m.dtype = ir::DType::kInt64;
+  m.op = ReduceOp::kMean;
+  m.inputs = {x.data()};
+  m.outputs = {x.data()};
+  m.bytes = {8};
+  fails(m, "mean of i64 is not supported");
+  CommRequest b = request(CommKind::kBroadcast, "bad root");
+  b.peer = n;
+  b.outputs = {x.data()};
+  b.bytes = {4};
+  fails(b, "root rank " + std::to_string(n) + " is not a member of group 0");
+  // Still usable.
+  EXPECT_TRUE(gComm->barrier("after bad requests").isOk());
+}
+
 TEST(Launcher, CommandLine) {
   auto cmd = localLaunchCommand("/usr/bin/mpirun", "/x/dtc-run", 3,
                                 {"plan.dtc", "--nproc", "3", "--data", "d.npz", "--nproc=3"});
@@ -355,7 +765,7 @@ TEST(Launcher, CommandLine) {
 // --fault=stop|kill: rank 1 stops (SIGSTOP) or kills (SIGKILL) itself before a collective; rank
 // 0's collective (timeout 2 s) must fail within 15 s naming rank 1, then end the job.
 TEST(CommFault, LostPeerIsNamed) {
-  if (gFault.empty())
+  if (gFault != "stop" && gFault != "kill")
     GTEST_SKIP() << "runs with --fault=stop|kill";
   ASSERT_GE(sizeOf(), 2);
   if (rankOf() == 1) {
@@ -377,6 +787,50 @@ TEST(CommFault, LostPeerIsNamed) {
   if (!::testing::Test::HasFailure() && rankOf() == 0)
     std::printf("FAULT TEST PASSED after %.1f s: %s\n", seconds, s.message().c_str());
   gComm->abortJob(3); // ends the stopped rank too
+}
+
+// --fault=stop-recv|kill-recv: rank 0 waits in a recv from rank 1 (submitted before rank 1 is
+// lost, with a send to rank 1 in flight too); rank 1 stops or kills itself. The wait must fail
+// within 15 s naming rank 1 and the recv.
+TEST(CommFault, LostPeerDuringRecv) {
+  if (gFault != "stop-recv" && gFault != "kill-recv")
+    GTEST_SKIP() << "runs with --fault=stop-recv|kill-recv";
+  ASSERT_GE(sizeOf(), 2);
+  ASSERT_TRUE(gComm->barrier("before the fault").isOk());
+  if (rankOf() == 1) {
+    std::raise(gFault == "kill-recv" ? SIGKILL : SIGSTOP);
+    ::pause();
+  }
+  if (rankOf() != 0) {
+    ::pause(); // rank 0 ends the job
+  }
+  auto begin = std::chrono::steady_clock::now();
+  std::vector<float> in(1000), out(300000, 1.0f); // the send is above the eager limit
+  CommRequest recv;
+  recv.kind = CommKind::kRecv;
+  recv.name = "activations of stage 1";
+  recv.peer = 1;
+  recv.tag = 3;
+  recv.outputs = {in.data()};
+  recv.bytes = {in.size() * 4};
+  uint64_t h = gComm->submit(recv);
+  CommRequest send = recv;
+  send.kind = CommKind::kSend;
+  send.name = "gradients of stage 0";
+  send.outputs.clear();
+  send.inputs = {out.data()};
+  send.bytes = {out.size() * 4};
+  uint64_t hs = gComm->submit(send);
+  Status s = gComm->wait(h);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  ASSERT_FALSE(s.isOk());
+  EXPECT_LT(seconds, 15.0); // the 2 s timeout plus generous scheduling slack
+  EXPECT_NE(s.message().find("rank 1"), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().rfind("rank 0: recv 'activations of stage 1'", 0), 0u) << s.message();
+  EXPECT_EQ(gComm->wait(hs).message(), s.message()); // broken: the send fails alike
+  if (!::testing::Test::HasFailure())
+    std::printf("FAULT TEST PASSED after %.1f s: %s\n", seconds, s.message().c_str());
+  gComm->abortJob(3);
 }
 
 /// Ranks other than 0 print only failures (with their rank), so the output stays readable.

@@ -1,6 +1,6 @@
 # Communicator tests (runtime/comm): one binary with its own main (it owns MPI), run by ctest on
-# one rank, under mpirun with 2 and 4 ranks, and in the two fault scenarios (rank 1 stops or
-# kills itself; the job must end quickly, naming rank 1).
+# one rank, under mpirun with 2 and 4 ranks, and in the fault scenarios (rank 1 stops or kills
+# itself during a collective or a recv; the job must end quickly, naming rank 1).
 add_executable(dtc_comm_tests unit/comm/CommTest.cpp)
 target_link_libraries(dtc_comm_tests PRIVATE dtc_comm nlohmann_json::nlohmann_json GTest::gtest)
 
@@ -19,9 +19,19 @@ add_test(NAME comm_fault_kill
   COMMAND sh -c "\"$0\" \"$@\"; test $? -ne 0" ${DTC_MPIRUN} -n 2
           $<TARGET_FILE:dtc_comm_tests> --fault=kill)
 set_tests_properties(comm_fault_kill PROPERTIES LABELS "unit;comm" TIMEOUT 30)
+# The same during a recv (rank 0 waits for a message from rank 1 when rank 1 stops or dies).
+add_test(NAME comm_fault_stop_recv
+  COMMAND ${DTC_MPIRUN} -n 2 $<TARGET_FILE:dtc_comm_tests> --fault=stop-recv)
+set_tests_properties(comm_fault_stop_recv PROPERTIES LABELS "unit;comm" TIMEOUT 30
+  PASS_REGULAR_EXPRESSION "FAULT TEST PASSED")
+add_test(NAME comm_fault_kill_recv
+  COMMAND sh -c "\"$0\" \"$@\"; test $? -ne 0" ${DTC_MPIRUN} -n 2
+          $<TARGET_FILE:dtc_comm_tests> --fault=kill-recv)
+set_tests_properties(comm_fault_kill_recv PROPERTIES LABELS "unit;comm" TIMEOUT 30)
 # Open MPI keeps its start-up allocations (dlopen'ed components) until exit: LeakSanitizer would
 # report them as leaks of the test. Address errors still fail the test.
 if(DTC_SANITIZE)
-  set_tests_properties(comm_np1 comm_np2 comm_np4 comm_fault_stop comm_fault_kill PROPERTIES
+  set_tests_properties(comm_np1 comm_np2 comm_np4 comm_fault_stop comm_fault_kill
+    comm_fault_stop_recv comm_fault_kill_recv PROPERTIES
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:halt_on_error=1")
 endif()
