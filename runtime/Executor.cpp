@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <unordered_map>
 
 namespace dtc::rt {
@@ -190,6 +191,18 @@ Status Executor::load() {
     return Status::error(rankWhere, "the plan has collectives (data parallelism over " +
                                         std::to_string(plan_.world_size()) +
                                         " ranks) but runs without a communicator");
+  // One communicator per plan group (ids shifted by one: the communicator's group 0 is the
+  // world), created by every rank together; a collective naming axis "dp" runs on this rank's
+  // dp group, and point-to-point peers are group ranks turned into world ranks here.
+  std::map<std::string, int> groupOfAxis;
+  if (opts_.comm && plan_.groups_size() > 0) {
+    std::vector<std::vector<int>> lists;
+    for (const plan::CommGroup &g : plan_.groups())
+      lists.emplace_back(g.ranks().begin(), g.ranks().end());
+    DTC_RETURN_IF_ERROR(opts_.comm->createGroups(lists).withContext(rankWhere));
+    for (int32_t g : plan_.ranks(opts_.rank).groups())
+      groupOfAxis[plan_.groups(g).axis()] = g;
+  }
   device_ = createCpuDevice(opts_.threads);
   device_->setCollectives(opts_.comm ? static_cast<ops::cpu::KernelCollectives *>(opts_.comm)
                                      : nullptr);
@@ -236,27 +249,48 @@ Status Executor::load() {
       entries.push_back({"copy", "", 0, 0});
     } else if (ins.has_collective()) {
       const plan::Collective &c = ins.collective();
-      if (c.kind() != plan::COLLECTIVE_ALL_REDUCE)
-        return Status::error(rankWhere + ": instruction " + std::to_string(i),
-                             "collective kind " + std::to_string(c.kind()) +
-                                 " is not supported by this executor (all-reduce only)");
       step.kind = StepKind::kCollective;
+      static const CommKind kKinds[] = {CommKind::kAllReduce,  CommKind::kAllReduce,
+                                        CommKind::kAllGather,  CommKind::kReduceScatter,
+                                        CommKind::kBroadcast,  CommKind::kSend,
+                                        CommKind::kRecv};
+      step.commKind = kKinds[c.kind()]; // validated: ALL_REDUCE..RECV
+      // Validation checked that this rank has a group on the axis and that the peer is in it.
+      const int group = groupOfAxis.count(c.group()) ? groupOfAxis.at(c.group()) : -1;
+      if (group < 0)
+        return Status::error(rankWhere + ": instruction " + std::to_string(i),
+                             "the rank has no " + c.group() + " group");
+      step.group = group + 1;
+      if (c.kind() == plan::COLLECTIVE_SEND || c.kind() == plan::COLLECTIVE_RECV ||
+          c.kind() == plan::COLLECTIVE_BROADCAST)
+        step.peer = plan_.groups(group).ranks(c.peer());
+      step.tag = static_cast<int>(c.tag());
+      static const char *const kCategories[] = {"all-reduce", "all-reduce", "all-gather",
+                                                "reduce-scatter", "broadcast", "send", "recv"};
+      step.category = kCategories[c.kind()];
       for (int j = 0; j < c.inputs_size(); ++j) {
         step.inputs.push_back(device_->arenaAt(rp.buffers(c.inputs(j)).offset()));
-        step.outputs.push_back(device_->arenaAt(rp.buffers(c.outputs(j)).offset()));
         step.operandBytes.push_back(rp.buffers(c.inputs(j)).size_bytes());
       }
-      step.dtype = rp.buffers(c.inputs(0)).dtype();
+      for (int j = 0; j < c.outputs_size(); ++j) {
+        step.outputs.push_back(device_->arenaAt(rp.buffers(c.outputs(j)).offset()));
+        if (c.inputs_size() == 0) // recv: the size it receives
+          step.operandBytes.push_back(rp.buffers(c.outputs(j)).size_bytes());
+      }
+      const int typed = c.inputs_size() > 0 ? c.inputs(0) : c.outputs(0);
+      step.dtype = rp.buffers(typed).dtype();
       step.mean = c.op() == plan::REDUCE_MEAN;
       step.name = c.name();
-      step.category = "all-reduce";
-      entries.push_back({"AllReduce(launch)", c.name(), 0, 0});
+      static const char *const kLabels[] = {"AllReduce", "AllReduce", "AllGather",
+                                            "ReduceScatter", "Broadcast", "Send", "Recv"};
+      entries.push_back({std::string(kLabels[c.kind()]) + "(launch)", c.name(), 0, 0});
     } else if (ins.has_wait()) {
       step.kind = StepKind::kWait;
       step.collective = ins.wait().collective();
       step.name = rp.instructions(step.collective).collective().name();
       step.category = "wait";
-      entries.push_back({"AllReduce(wait)", step.name, 0, 0});
+      const std::string launch = entries[static_cast<size_t>(step.collective)].op;
+      entries.push_back({launch.substr(0, launch.find('(')) + "(wait)", step.name, 0, 0});
     } else {
       const plan::KernelCall &call = ins.kernel();
       DTC_ASSIGN_OR_RETURN(ops::cpu::KernelSpec spec,
@@ -395,14 +429,18 @@ Status Executor::runStep(size_t i) {
     // Kernels before it must have written its inputs (the CPU stream is in order, but a device
     // with an asynchronous stream would need an event here).
     DTC_RETURN_IF_ERROR(device_->synchronize());
-    AllReduceRequest r;
+    CommRequest r;
+    r.kind = s.commKind;
     r.name = s.name;
+    r.group = s.group;
     r.dtype = static_cast<ir::DType>(s.dtype);
     r.op = s.mean ? ReduceOp::kMean : ReduceOp::kSum;
+    r.peer = s.peer;
+    r.tag = s.tag;
     r.inputs = s.inputs;
     r.outputs = s.outputs;
     r.bytes = s.operandBytes;
-    inFlight_[i] = opts_.comm->allReduceAsync(std::move(r));
+    inFlight_[i] = opts_.comm->submit(std::move(r));
     launched_[i] = true;
     return Status::ok();
   }

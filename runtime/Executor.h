@@ -7,6 +7,7 @@
 #include "compiler/plan/Plan.h"
 #include "runtime/Device.h"
 #include "runtime/Profiler.h"
+#include "runtime/comm/Communicator.h"
 #include "runtime/io/Npy.h"
 
 #include <memory>
@@ -94,6 +95,10 @@ private:
     std::vector<size_t> operandBytes; // kCollective
     int dtype = 0;                    // kCollective (ONNX dtype number)
     bool mean = false;                // kCollective
+    CommKind commKind = CommKind::kAllReduce; // kCollective
+    int group = 0;                    // kCollective: communicator group id (0: the world)
+    int peer = -1;                    // kCollective: send/recv peer, broadcast root (world rank)
+    int tag = 0;                      // kCollective: send/recv
     int collective = -1;              // kWait: the instruction index of its collective
     std::string name;                 // kCollective: "bucket 0"; trace/profile label
     std::string category;             // trace category (op type)

@@ -35,3 +35,13 @@ if(DTC_SANITIZE)
     comm_fault_stop_recv comm_fault_kill_recv PROPERTIES
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:halt_on_error=1")
 endif()
+
+# The executor's communication instructions on two ranks running different programs.
+add_executable(dtc_executor_comm_tests unit/runtime/ExecutorCommTest.cpp)
+target_link_libraries(dtc_executor_comm_tests PRIVATE dtc_runtime GTest::gtest)
+add_test(NAME executor_comm_np2 COMMAND ${DTC_MPIRUN} -n 2 $<TARGET_FILE:dtc_executor_comm_tests>)
+set_tests_properties(executor_comm_np2 PROPERTIES LABELS "unit;comm" TIMEOUT 90)
+if(DTC_SANITIZE)
+  set_tests_properties(executor_comm_np2 PROPERTIES
+    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:halt_on_error=1")
+endif()
