@@ -12,6 +12,7 @@
 #include "compiler/ir/Graph.h"
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Status.h"
+#include "ops/Cost.h"
 #include "ops/Gradient.h"
 
 #include <cstdint>
@@ -186,6 +187,9 @@ struct OpDef {
   FoldFn fold;
   /// The gradient rule (ops/Gradient.h). Optional: ops without one are not differentiable.
   GradFn gradient;
+  /// FLOPs and bytes of a node with static shapes (ops/Cost.h). Required: the completeness test
+  /// (tests/unit/ops/CostTest.cpp) fails for an op without one.
+  CostFn cost;
 
   /// Starts a new version that copies the previous one (or an empty one).
   OpVersion &version(int since);

@@ -13,6 +13,7 @@ OpDef defineAbs() {
   d.infer = inferSameShape;
   // dX = dY * sign(X), with sign(0) = 0 (PyTorch's abs backward).
   d.gradient = [](GradientContext &ctx) { return eltwiseGradRule(ctx, "abs", false); };
+  d.cost = elementwiseCost();
   return d;
 }
 

@@ -136,6 +136,8 @@ OpDef defineCast() {
     ctx.setInputGrad(0, dx);
     return Status::ok();
   };
+  // A conversion, not arithmetic: 0 FLOPs, bytes of both dtypes.
+  d.cost = dataMovementCost();
   return d;
 }
 

@@ -70,6 +70,7 @@ OpDef defineClip() {
     ctx.setInputGrad(0, dx);
     return Status::ok();
   };
+  d.cost = elementwiseCost();
   return d;
 }
 

@@ -86,6 +86,8 @@ OpDef defineDropout() {
     }
     return Status::ok();
   };
+  // Inference Dropout copies data (training uses ai.dtc.DropoutTraining): no FLOPs.
+  d.cost = dataMovementCost();
   return d;
 }
 

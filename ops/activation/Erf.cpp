@@ -14,6 +14,7 @@ OpDef defineErf() {
   d.infer = inferSameShape;
   // dX = dY * 2/sqrt(pi) * exp(-X^2).
   d.gradient = [](GradientContext &ctx) { return eltwiseGradRule(ctx, "erf", false); };
+  d.cost = elementwiseCost();
   return d;
 }
 

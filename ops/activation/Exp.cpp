@@ -13,6 +13,7 @@ OpDef defineExp() {
   d.infer = inferSameShape;
   // dX = dY * Y (from the output).
   d.gradient = [](GradientContext &ctx) { return eltwiseGradRule(ctx, "exp_dst", true); };
+  d.cost = elementwiseCost();
   return d;
 }
 

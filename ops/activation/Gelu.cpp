@@ -27,6 +27,7 @@ OpDef defineGelu() {
     const bool tanh = ctx.node().attrString("approximate", "none") == "tanh";
     return eltwiseGradRule(ctx, tanh ? "gelu_tanh" : "gelu_erf", false);
   };
+  d.cost = elementwiseCost();
   return d;
 }
 

@@ -21,6 +21,7 @@ OpDef defineHardSigmoid() {
     return eltwiseGradRule(ctx, "hardsigmoid", false, ctx.node().attrFloat("alpha", 0.2f),
                            ctx.node().attrFloat("beta", 0.5f));
   };
+  d.cost = elementwiseCost();
   return d;
 }
 

@@ -14,6 +14,7 @@ OpDef defineHardSwish() {
   // dX = 0 for X < -3, dY * (X / 3 + 1/2) for -3 <= X <= 3, dY for X > 3 (PyTorch's
   // hardswish_backward, kinks included).
   d.gradient = [](GradientContext &ctx) { return eltwiseGradRule(ctx, "hardswish", false); };
+  d.cost = elementwiseCost();
   return d;
 }
 

@@ -32,6 +32,7 @@ OpDef defineIdentity() {
       ctx.setInputGrad(0, ctx.outputGrad(0));
     return Status::ok();
   };
+  d.cost = viewCost();
   return d;
 }
 

@@ -21,6 +21,7 @@ OpDef defineLeakyRelu() {
     const float alpha = ctx.node().attrFloat("alpha", 0.01f);
     return eltwiseGradRule(ctx, alpha >= 0.f ? "relu_dst" : "relu", alpha >= 0.f, alpha);
   };
+  d.cost = elementwiseCost();
   return d;
 }
 

@@ -13,6 +13,7 @@ OpDef defineLog() {
   d.infer = inferSameShape;
   // dX = dY / X (inf at X = 0, NaN-free only for X > 0, as PyTorch).
   d.gradient = [](GradientContext &ctx) { return eltwiseGradRule(ctx, "log", false); };
+  d.cost = elementwiseCost();
   return d;
 }
 

@@ -19,6 +19,20 @@ OpDef defineLogSoftmax() {
     ctx.setInputGrad(0, dx);
     return Status::ok();
   };
+  // x - max - log(sum(exp(x - max))): per element max, subtract, exp, sum, subtract (5 FLOPs),
+  // plus one log per row along `axis`.
+  d.cost = [](const CostContext &ctx) -> Expected<Cost> {
+    const std::vector<int64_t> &dims = ctx.inputDims(0);
+    int64_t r = static_cast<int64_t>(dims.size());
+    int64_t axis = ctx.node().attrInt("axis", -1);
+    axis = axis < 0 ? axis + r : axis;
+    if (axis < 0 || axis >= r)
+      return ctx.error("axis " + std::to_string(axis) + " is out of range for rank " +
+                       std::to_string(r));
+    double n = ctx.inputElements(0);
+    double rows = dims[axis] > 0 ? n / static_cast<double>(dims[axis]) : 0;
+    return ctx.withFlops(5 * n + rows);
+  };
   return d;
 }
 

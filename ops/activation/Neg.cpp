@@ -19,6 +19,7 @@ OpDef defineNeg() {
     ctx.setInputGrad(0, dx);
     return Status::ok();
   };
+  d.cost = elementwiseCost();
   return d;
 }
 

@@ -13,6 +13,7 @@ OpDef defineReciprocal() {
   d.infer = inferSameShape;
   // dX = -dY * Y^2 (= -dY / X^2), from the output.
   d.gradient = [](GradientContext &ctx) { return eltwiseGradRule(ctx, "reciprocal_dst", true); };
+  d.cost = elementwiseCost();
   return d;
 }
 

@@ -15,6 +15,7 @@ OpDef defineRelu() {
   d.infer = inferSameShape;
   // dX = Y > 0 ? dY : 0, from the output: 0 at X = 0, as PyTorch (threshold_backward).
   d.gradient = [](GradientContext &ctx) { return eltwiseGradRule(ctx, "relu_dst", true); };
+  d.cost = elementwiseCost();
   return d;
 }
 

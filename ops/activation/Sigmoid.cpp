@@ -13,6 +13,7 @@ OpDef defineSigmoid() {
   d.infer = inferSameShape;
   // dX = dY * Y * (1 - Y), from the output.
   d.gradient = [](GradientContext &ctx) { return eltwiseGradRule(ctx, "logistic_dst", true); };
+  d.cost = elementwiseCost();
   return d;
 }
 

@@ -15,6 +15,7 @@ OpDef defineSqrt() {
   // dX = dY / (2 Y) from the output (oneDNN sqrt backward). At X = 0 this is dY / 0 = +inf for
   // dY > 0 (-inf for dY < 0, NaN for dY = 0), as PyTorch's sqrt backward.
   d.gradient = [](GradientContext &ctx) { return eltwiseGradRule(ctx, "sqrt_dst", true); };
+  d.cost = elementwiseCost();
   return d;
 }
 

@@ -13,6 +13,7 @@ OpDef defineTanh() {
   d.infer = inferSameShape;
   // dX = dY * (1 - Y^2), from the output.
   d.gradient = [](GradientContext &ctx) { return eltwiseGradRule(ctx, "tanh_dst", true); };
+  d.cost = elementwiseCost();
   return d;
 }
 

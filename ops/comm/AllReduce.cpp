@@ -40,6 +40,9 @@ OpDef defineAllReduce() {
     }
     return Status::ok();
   };
+  // Local cost only: 0 FLOPs (the reduction runs in the communicator, whose cost the
+  // strategy model counts from the bytes), every input read and every output written.
+  d.cost = dataMovementCost();
   return d;
 }
 

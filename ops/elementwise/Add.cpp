@@ -32,6 +32,7 @@ OpDef defineAdd() {
     }
     return Status::ok();
   };
+  d.cost = elementwiseCost();
   return d;
 }
 

@@ -43,6 +43,7 @@ OpDef defineDiv() {
     }
     return Status::ok();
   };
+  d.cost = elementwiseCost();
   return d;
 }
 

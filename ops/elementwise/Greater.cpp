@@ -14,6 +14,7 @@ OpDef defineGreater() {
         ctx, [](int64_t a, int64_t b) -> Expected<int64_t> { return a > b ? 1 : 0; },
         [](double a, double b) { return a > b ? 1.0 : 0.0; }, ir::DType::kBool);
   };
+  d.cost = elementwiseCost();
   return d;
 }
 

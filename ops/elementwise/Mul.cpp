@@ -28,6 +28,7 @@ OpDef defineMul() {
     }
     return Status::ok();
   };
+  d.cost = elementwiseCost();
   return d;
 }
 

@@ -3,6 +3,10 @@
 
 namespace dtc::ops {
 
-OpDef defineNot() { return unaryDef("Not", 1, kBoolType); }
+OpDef defineNot() {
+  OpDef d = unaryDef("Not", 1, kBoolType);
+  d.cost = elementwiseCost();
+  return d;
+}
 
 } // namespace dtc::ops

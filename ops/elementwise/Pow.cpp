@@ -87,6 +87,7 @@ OpDef definePow() {
     }
     return Status::ok();
   };
+  d.cost = elementwiseCost();
   return d;
 }
 

@@ -36,6 +36,7 @@ OpDef defineSub() {
     }
     return Status::ok();
   };
+  d.cost = elementwiseCost();
   return d;
 }
 

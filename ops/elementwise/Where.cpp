@@ -33,6 +33,7 @@ OpDef defineWhere() {
     }
     return Status::ok();
   };
+  d.cost = elementwiseCost();
   return d;
 }
 

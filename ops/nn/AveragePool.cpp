@@ -52,6 +52,8 @@ OpDef defineAveragePool() {
   d.version(19).attr("dilations", ir::AttrKind::kInts);
   d.infer = nn::inferPool;
   d.gradient = averagePoolGradient;
+  // prod(kernel_shape) - 1 adds and one divide per output element (nn::poolCost).
+  d.cost = nn::poolCost(/*windowsFromInput=*/false, 0);
   return d;
 }
 

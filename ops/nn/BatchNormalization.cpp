@@ -9,6 +9,7 @@
 // Gradient: inference mode (frozen statistics) only; the training-mode conversion pass turns
 // training_mode=1 nodes into ai.dtc.BatchNormTraining, which has its own rule.
 #include "ops/OpDef.h"
+#include "ops/nn/NNCommon.h"
 
 namespace dtc::ops {
 
@@ -178,6 +179,16 @@ OpDef defineBatchNormalization() {
   d.normalize = normalizeBatchNorm;
   d.infer = inferBatchNorm;
   d.gradient = batchNormInferenceGrad;
+  // Inference: Y = (X - mean) / sqrt(var + epsilon) * scale + B (ONNX BatchNormalization), 4
+  // FLOPs per element of X and 2 per channel (add epsilon, sqrt). training_mode=1:
+  // nn::batchNormTrainingFlops (outputs 1 and 2 are the running statistics).
+  d.cost = [](const CostContext &ctx) -> Expected<Cost> {
+    double n = ctx.inputElements(0), c = ctx.inputElements(1);
+    if (ctx.node().attrInt("training_mode", 0) == 0)
+      return ctx.withFlops(4 * n + 2 * c);
+    int running = int(ctx.hasOutput(1)) + int(ctx.hasOutput(2));
+    return ctx.withFlops(nn::batchNormTrainingFlops(n, c, running));
+  };
   return d;
 }
 

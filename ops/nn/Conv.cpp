@@ -145,6 +145,12 @@ OpDef defineConv() {
   d.version(11);
   d.infer = inferConv;
   d.gradient = convGradient;
+  // 2 * N * Cout * prod(out spatial) * (Cin / group) * prod(kernel) FLOPs (convFlops, the
+  // roofline count of direct convolution), plus one add per output element for the bias B.
+  d.cost = [](const CostContext &ctx) -> Expected<Cost> {
+    double y = ctx.outputElements(0);
+    return ctx.withFlops(convFlops(y, ctx.inputDims(1)) + (ctx.hasInput(2) ? y : 0));
+  };
   return d;
 }
 

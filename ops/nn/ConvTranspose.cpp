@@ -213,6 +213,13 @@ OpDef defineConvTranspose() {
   d.version(11);
   d.infer = inferConvTranspose;
   d.gradient = convTransposeGradient;
+  // Every X element multiplies a (M / group) x prod(kernel) slice of W [C, M/group, k1..kn] into
+  // Y: 2 * N * C * prod(in spatial) * (M / group) * prod(kernel) FLOPs (the MACs of the Conv it
+  // is the adjoint of), plus one add per output element for the bias B.
+  d.cost = [](const CostContext &ctx) -> Expected<Cost> {
+    double flops = convFlops(ctx.inputElements(0), ctx.inputDims(1));
+    return ctx.withFlops(flops + (ctx.hasInput(2) ? ctx.outputElements(0) : 0));
+  };
   return d;
 }
 

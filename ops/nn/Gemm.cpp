@@ -105,6 +105,22 @@ OpDef defineGemm() {
   d.version(11).inputs[2].optional = true;
   d.infer = inferGemm;
   d.gradient = gemmGrad;
+  // A' is (M, K), B' is (K, N): 2 * M * N * K FLOPs for A' * B', plus M * N for the alpha scale
+  // when alpha != 1, plus, when C is present, M * N for adding it and M * N for the beta scale
+  // when beta != 1 (ONNX Gemm; the BLAS gemm count 2MNK + 2MN for alpha, beta != 1 and C).
+  d.cost = [](const CostContext &ctx) -> Expected<Cost> {
+    const std::vector<int64_t> &a = ctx.inputDims(0);
+    if (a.size() != 2)
+      return ctx.error("A must be 2-D");
+    double k = static_cast<double>(a[ctx.node().attrInt("transA", 0) != 0 ? 0 : 1]);
+    double mn = ctx.outputElements(0);
+    double flops = 2 * mn * k;
+    if (ctx.node().attrFloat("alpha", 1.f) != 1.f)
+      flops += mn;
+    if (ctx.hasInput(2))
+      flops += mn * (ctx.node().attrFloat("beta", 1.f) != 1.f ? 2 : 1);
+    return ctx.withFlops(flops);
+  };
   return d;
 }
 

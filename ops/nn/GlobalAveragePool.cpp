@@ -49,6 +49,8 @@ OpDef defineGlobalAveragePool() {
     return Status::ok();
   };
   d.gradient = globalAveragePoolGradient;
+  // One add per input element (the last one of each window is the divide).
+  d.cost = reductionCost();
   return d;
 }
 

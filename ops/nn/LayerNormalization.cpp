@@ -98,6 +98,24 @@ OpDef defineLayerNormalization() {
       .type("U", bit(ir::DType::kFloat32) | bit(ir::DType::kBFloat16));
   d.infer = inferLayerNorm;
   d.gradient = layerNormGrad;
+  // Per element of X: 1 add for the mean, 3 for the variance (subtract, square, add), 2 to
+  // normalize (subtract, multiply by the inverse standard deviation), 1 for Scale and 1 for B
+  // when present; per row (the normalized part X.shape[axis:]): 2 divides (mean, variance) and
+  // 3 for 1 / sqrt(var + epsilon). ONNX LayerNormalization-17's function body.
+  d.cost = [](const CostContext &ctx) -> Expected<Cost> {
+    const std::vector<int64_t> &x = ctx.inputDims(0);
+    int64_t r = static_cast<int64_t>(x.size());
+    int64_t axis = ctx.node().attrInt("axis", -1);
+    axis = axis < 0 ? axis + r : axis;
+    if (axis < 0 || axis >= r)
+      return ctx.error("axis " + std::to_string(axis) + " is out of range for rank " +
+                       std::to_string(r));
+    double rows = 1;
+    for (int64_t i = 0; i < axis; ++i)
+      rows *= static_cast<double>(x[i]);
+    double n = ctx.inputElements(0);
+    return ctx.withFlops((7 + (ctx.hasInput(2) ? 1 : 0)) * n + 5 * rows);
+  };
   return d;
 }
 

@@ -138,6 +138,15 @@ OpDef defineMatMul() {
   d.version(1).in("A", "T").in("B", "T").out("Y", "T").type("T", kTypes);
   d.infer = inferMatMul;
   d.gradient = matmulGrad;
+  // Each output element is a dot product of length K (A's last axis): 2 * numel(Y) * K FLOPs,
+  // i.e. 2 * batch * M * N * K with batch the broadcast batch (roofline convention, one
+  // multiply-add = 2). 1-D operands count as M = 1 or N = 1.
+  d.cost = [](const CostContext &ctx) -> Expected<Cost> {
+    const std::vector<int64_t> &a = ctx.inputDims(0);
+    if (a.empty())
+      return ctx.error("A must have rank >= 1");
+    return ctx.withFlops(2 * ctx.outputElements(0) * static_cast<double>(a.back()));
+  };
   return d;
 }
 

@@ -65,6 +65,8 @@ OpDef defineMaxPool() {
     return Status::ok();
   };
   d.gradient = maxPoolGradient;
+  // prod(kernel_shape) comparisons per output element (nn::poolCost).
+  d.cost = nn::poolCost(/*windowsFromInput=*/false, 0);
   return d;
 }
 

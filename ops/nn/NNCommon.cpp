@@ -209,4 +209,32 @@ ir::Dim scaledDim(const ir::Dim &in, float scale) {
   return ir::Dim::unknown();
 }
 
+CostFn poolCost(bool windowsFromInput, double extraPerWindow) {
+  return [=](const CostContext &ctx) -> Expected<Cost> {
+    double k = 1;
+    for (int64_t v : ctx.node().attrInts("kernel_shape"))
+      k *= static_cast<double>(v);
+    double windows = windowsFromInput ? ctx.inputElements(0) : ctx.outputElements(0);
+    return ctx.withFlops(windows * (k + extraPerWindow));
+  };
+}
+
+double resizeFlops(const std::string &mode, const std::vector<int64_t> &in,
+                   const std::vector<int64_t> &out, bool adjoint) {
+  double elements = 1;
+  for (int64_t v : out)
+    elements *= static_cast<double>(v);
+  if (mode == "nearest")
+    return adjoint ? elements : 0;
+  double taps = 1;
+  for (size_t i = 0; i < in.size() && i < out.size(); ++i)
+    if (in[i] != out[i])
+      taps *= mode == "cubic" ? 4 : 2;
+  return 2 * taps * elements;
+}
+
+double batchNormTrainingFlops(double elements, double channels, int runningOutputs) {
+  return 8 * elements + (4 + 3 * runningOutputs) * channels;
+}
+
 } // namespace dtc::ops::nn

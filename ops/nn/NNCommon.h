@@ -55,6 +55,28 @@ bool isEmptyTensor(const ir::Value *v);
 /// Drops trailing omitted (nullptr) inputs of `node`.
 void dropTrailingOmittedInputs(ir::Node &node);
 
+/// Cost of a pooling window op (MaxPool, AveragePool and their ai.dtc gradients): prod of the
+/// kernel_shape attribute per element of input/output `windows` (the tensor with one element
+/// per window: Y forward, dY backward), plus `extraPerWindow` each. A window of k elements
+/// takes k - 1 comparisons (max) or k - 1 adds and a divide (average): counted as k.
+CostFn poolCost(bool windowsFromInput, double extraPerWindow);
+
+/// FLOPs of training-mode batch normalization of `elements` values over `channels` channels
+/// (ONNX BatchNormalization-15 training_mode=1, ai.dtc.BatchNormTraining; Ioffe & Szegedy 2015,
+/// algorithm 1), counting the formula's operations: per element 1 for the mean, 3 for the
+/// variance (subtract, square, add) and 4 to normalize (subtract, divide, scale, shift); per
+/// channel 2 divides (mean, variance), 2 for sqrt(var + epsilon), and 3 for each running
+/// statistic written (`runningOutputs`: input * momentum + stat * (1 - momentum)).
+double batchNormTrainingFlops(double elements, double channels, int runningOutputs);
+
+/// FLOPs of Resize and Upsample from X dims `in` to Y dims `out`, and of their adjoint
+/// ResizeGrad (`adjoint`; `in` = dX dims, `out` = dY dims): "nearest" is a gather (0 FLOPs; the
+/// adjoint adds each dY element once); "linear" reads 2 taps per resized axis and "cubic" 4,
+/// with a multiply-add per tap: 2 * taps FLOPs per element of Y (or dY). An axis counts as
+/// resized when its sizes differ.
+double resizeFlops(const std::string &mode, const std::vector<int64_t> &in,
+                   const std::vector<int64_t> &out, bool adjoint);
+
 } // namespace dtc::ops::nn
 
 namespace dtc::ops::nn {

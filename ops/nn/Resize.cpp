@@ -285,6 +285,11 @@ OpDef defineResize() {
   d.normalize = normalizeResize;
   d.infer = inferResize;
   d.gradient = resizeGradient;
+  // nn::resizeFlops: nearest 0 FLOPs, linear / cubic a multiply-add per tap.
+  d.cost = [](const CostContext &ctx) -> Expected<Cost> {
+    return ctx.withFlops(nn::resizeFlops(ctx.node().attrString("mode", "nearest"),
+                                         ctx.inputDims(0), ctx.outputDims(0), false));
+  };
   return d;
 }
 

@@ -88,6 +88,11 @@ OpDef defineUpsample() {
   d.version(10);
   d.normalize = normalizeUpsample;
   d.infer = inferUpsample;
+  // As Resize (nn::resizeFlops); import rewrites Upsample into Resize.
+  d.cost = [](const CostContext &ctx) -> Expected<Cost> {
+    return ctx.withFlops(nn::resizeFlops(ctx.node().attrString("mode", "nearest"),
+                                         ctx.inputDims(0), ctx.outputDims(0), false));
+  };
   return d;
 }
 

@@ -43,6 +43,15 @@ OpDef defineNegativeLogLikelihoodLoss() {
     ctx.setInputGrad(0, dx);
     return Status::ok();
   };
+  // Per sample (element of target): a negation and, with weights, a multiply; then the
+  // reduction (lossReductionFlops).
+  d.cost = [](const CostContext &ctx) -> Expected<Cost> {
+    double samples = ctx.inputElements(1);
+    bool weighted = ctx.hasInput(2);
+    return ctx.withFlops(samples * (weighted ? 2 : 1) +
+                         lossReductionFlops(samples, ctx.node().attrString("reduction", "mean"),
+                                            weighted));
+  };
   return d;
 }
 

@@ -217,4 +217,12 @@ Expected<ir::Value *> broadcastReduceGrad(GradientContext &ctx, ir::Value *dy) {
   return ctx.emit1("Expand", {r, ctx.constantI64s(inShape)});
 }
 
+double lossReductionFlops(double samples, const std::string &reduction, bool weighted) {
+  if (reduction == "none")
+    return 0;
+  if (reduction == "sum")
+    return samples;
+  return samples * (weighted ? 2 : 1) + 1;
+}
+
 } // namespace dtc::ops

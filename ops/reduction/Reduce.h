@@ -48,4 +48,9 @@ Expected<ir::Value *> broadcastReduceGrad(GradientContext &ctx, ir::Value *dy);
 /// unknown reduction.
 Status inferLoss(InferenceContext &ctx);
 
+/// FLOPs of a loss's `reduction` over `samples` per-sample losses: none 0; sum one add per
+/// sample; mean one add per sample, one more per sample for the sum of the weights when
+/// `weighted`, and the final divide.
+double lossReductionFlops(double samples, const std::string &reduction, bool weighted);
+
 } // namespace dtc::ops

@@ -46,6 +46,8 @@ OpDef defineReduceMax() {
     ctx.setInputGrad(0, dx);
     return Status::ok();
   };
+  // One comparison per input element.
+  d.cost = reductionCost();
   return d;
 }
 

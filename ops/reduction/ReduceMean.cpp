@@ -30,6 +30,8 @@ OpDef defineReduceMean() {
     ctx.setInputGrad(0, dx);
     return Status::ok();
   };
+  // One add per input element and one divide per output element.
+  d.cost = reductionCost(1, 1);
   return d;
 }
 

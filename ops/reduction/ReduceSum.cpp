@@ -19,6 +19,8 @@ OpDef defineReduceSum() {
     ctx.setInputGrad(0, dx);
     return Status::ok();
   };
+  // One add per input element.
+  d.cost = reductionCost();
   return d;
 }
 

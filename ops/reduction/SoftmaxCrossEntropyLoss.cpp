@@ -50,6 +50,15 @@ OpDef defineSoftmaxCrossEntropyLoss() {
     ctx.setInputGrad(0, dx);
     return Status::ok();
   };
+  // log_softmax over the classes as LogSoftmax (5 FLOPs per score, one log per sample), then
+  // NegativeLogLikelihoodLoss's count (a negation, a weight multiply, the reduction).
+  d.cost = [](const CostContext &ctx) -> Expected<Cost> {
+    double samples = ctx.inputElements(1);
+    bool weighted = ctx.hasInput(2);
+    return ctx.withFlops(5 * ctx.inputElements(0) + samples * (weighted ? 3 : 2) +
+                         lossReductionFlops(samples, ctx.node().attrString("reduction", "mean"),
+                                            weighted));
+  };
   return d;
 }
 

@@ -143,6 +143,7 @@ OpDef defineConcat() {
         ctx.setInputGrad(i, pieces[i]);
     return Status::ok();
   };
+  d.cost = dataMovementCost();
   return d;
 }
 

@@ -105,6 +105,8 @@ OpDef defineConstant() {
           ir::TensorData::fromInt64s(out, {static_cast<int64_t>(a.ints().size())}, a.ints())};
     return ctx.error("cannot fold string constants");
   };
+  // Writes its value (import turns Constant nodes into initializers).
+  d.cost = dataMovementCost();
   return d;
 }
 

@@ -60,6 +60,7 @@ OpDef defineConstantOfShape() {
                                                     [](int64_t) { return int64_t{0}; }, where));
     return std::vector<ir::TensorDataPtr>{out};
   };
+  d.cost = dataMovementCost();
   return d;
 }
 

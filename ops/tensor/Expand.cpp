@@ -69,6 +69,7 @@ OpDef defineExpand() {
     ctx.setInputGrad(0, dx);
     return Status::ok();
   };
+  d.cost = dataMovementCost();
   return d;
 }
 

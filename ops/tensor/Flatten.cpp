@@ -59,6 +59,7 @@ OpDef defineFlatten() {
   };
   // dX = dY reshaped back to the input's shape.
   d.gradient = reshapeGradient;
+  d.cost = viewCost();
   return d;
 }
 

@@ -130,6 +130,7 @@ OpDef defineGather() {
     ctx.setInputGrad(0, dx);
     return Status::ok();
   };
+  d.cost = dataMovementCost();
   return d;
 }
 

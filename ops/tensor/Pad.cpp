@@ -247,6 +247,7 @@ OpDef definePad() {
     }
     return Status::ok();
   };
+  d.cost = dataMovementCost();
   return d;
 }
 

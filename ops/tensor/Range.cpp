@@ -125,6 +125,8 @@ OpDef defineRange() {
                            : s[0] + static_cast<double>(k) * dl[0]);
     return std::vector<ir::TensorDataPtr>{makeTensor(name, t, {n}, values)};
   };
+  // output[i] = start + i * delta: one multiply-add (2 FLOPs) per element.
+  d.cost = elementwiseCost(2);
   return d;
 }
 

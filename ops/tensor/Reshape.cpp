@@ -60,6 +60,7 @@ OpDef defineReshape() {
   };
   // dX = dY reshaped back to the input's shape.
   d.gradient = reshapeGradient;
+  d.cost = viewCost();
   return d;
 }
 

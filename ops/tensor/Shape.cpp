@@ -56,6 +56,8 @@ OpDef defineShape() {
     return std::vector<ir::TensorDataPtr>{ir::TensorData::fromInt64s(
         node.output(0)->name(), {static_cast<int64_t>(out.size())}, out)};
   };
+  // Reads only X's metadata: writes the int64 shape.
+  d.cost = writeOnlyCost();
   return d;
 }
 

@@ -248,6 +248,7 @@ OpDef defineSlice() {
     ctx.setInputGrad(0, dx);
     return Status::ok();
   };
+  d.cost = dataMovementCost();
   return d;
 }
 

@@ -153,6 +153,7 @@ OpDef defineSplit() {
     ctx.setInputGrad(0, dx);
     return Status::ok();
   };
+  d.cost = dataMovementCost();
   return d;
 }
 

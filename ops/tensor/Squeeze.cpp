@@ -95,6 +95,7 @@ OpDef defineSqueeze() {
   };
   // dX = dY reshaped back to the input's shape.
   d.gradient = reshapeGradient;
+  d.cost = viewCost();
   return d;
 }
 

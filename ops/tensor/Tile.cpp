@@ -96,6 +96,7 @@ OpDef defineTile() {
     ctx.setInputGrad(0, dx);
     return Status::ok();
   };
+  d.cost = dataMovementCost();
   return d;
 }
 

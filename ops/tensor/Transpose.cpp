@@ -93,6 +93,7 @@ OpDef defineTranspose() {
     ctx.setInputGrad(0, dx);
     return Status::ok();
   };
+  d.cost = dataMovementCost();
   return d;
 }
 

@@ -72,6 +72,7 @@ OpDef defineUnsqueeze() {
   };
   // dX = dY reshaped back to the input's shape.
   d.gradient = reshapeGradient;
+  d.cost = viewCost();
   return d;
 }
 

@@ -76,6 +76,9 @@ OpDef softmaxGradDef(const std::string &name) {
     }
     return inferSameAsGrad(ctx, 1, "Y");
   };
+  // SoftmaxGrad dX = Y * (dY - sum(dY * Y)): multiply, sum, subtract, multiply; LogSoftmaxGrad
+  // dX = dY - exp(Y) * sum(dY): sum, exp, multiply, subtract. 4 FLOPs per element either way.
+  d.cost = elementwiseCost(4);
   return d;
 }
 
@@ -122,6 +125,8 @@ OpDef defineEltwiseGrad() {
       return ctx.error("algorithm relu_dst needs alpha >= 0");
     return inferSameAsGrad(ctx, 1, "T");
   };
+  // Per element: the derivative (1, whatever the algorithm, as the forward counts) times dY.
+  d.cost = elementwiseCost(2);
   return d;
 }
 
@@ -144,6 +149,8 @@ OpDef defineClipGrad() {
     DTC_RETURN_IF_ERROR(checkScalarInput(ctx, 3, "input 'max'"));
     return inferSameAsGrad(ctx, 1, "X");
   };
+  // Per element: the range test on X and the select of dY or 0.
+  d.cost = elementwiseCost(2);
   return d;
 }
 
@@ -197,6 +204,9 @@ OpDef defineDropoutTraining() {
     ctx.setInputGrad(0, dx);
     return Status::ok();
   };
+  // Per element: the mask test on the random draw and the scaled multiply (the generator's own
+  // arithmetic is not counted).
+  d.cost = elementwiseCost(2);
   return d;
 }
 
@@ -217,6 +227,8 @@ OpDef defineDropoutGrad() {
     DTC_RETURN_IF_ERROR(checkRatio(ctx));
     return inferSameAsGrad(ctx, 1, "mask");
   };
+  // Per element: dY * scale where the mask is set (the select is free).
+  d.cost = elementwiseCost(1);
   return d;
 }
 

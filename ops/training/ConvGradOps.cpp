@@ -3,6 +3,7 @@
 // window attributes with auto_pad already resolved into explicit pads (ConvGradRules.h), and
 // the forward input's shape where the inputs do not determine it.
 #include "ops/OpDef.h"
+#include "ops/nn/NNCommon.h"
 
 namespace dtc::ops {
 
@@ -41,6 +42,10 @@ OpDef defineConvGradData() {
       .attr("group", ir::AttrKind::kInt)
       .attr("input_shape", ir::AttrKind::kInts, /*required=*/true);
   d.infer = inferFromInputShape;
+  // The MACs of the forward Conv: 2 * numel(dY) * (C / group) * prod(kernel) FLOPs (convFlops).
+  d.cost = [](const CostContext &ctx) -> Expected<Cost> {
+    return ctx.withFlops(convFlops(ctx.inputElements(0), ctx.inputDims(1)));
+  };
   return d;
 }
 
@@ -74,6 +79,12 @@ OpDef defineConvGradWeight() {
       ctx.setOutputShape(1, ir::Shape(std::vector<ir::Dim>{dy[1]}));
     return Status::ok();
   };
+  // The MACs of the forward Conv, 2 * numel(dY) * (C / group) * prod(kernel) FLOPs (convFlops
+  // over dW [M, C/group, k..]), plus one add per dY element for dB.
+  d.cost = [](const CostContext &ctx) -> Expected<Cost> {
+    double dy = ctx.inputElements(0);
+    return ctx.withFlops(convFlops(dy, ctx.outputDims(0)) + (ctx.hasOutput(1) ? dy : 0));
+  };
   return d;
 }
 
@@ -90,6 +101,8 @@ OpDef defineMaxPoolGrad() {
     ctx.setOutputShape(0, ctx.inputShape(1));
     return Status::ok();
   };
+  // Per dY element: prod(kernel_shape) comparisons to find the window's maximum, one add.
+  d.cost = nn::poolCost(/*windowsFromInput=*/true, 1);
   return d;
 }
 
@@ -105,6 +118,8 @@ OpDef defineAveragePoolGrad() {
       .attr("count_include_pad", ir::AttrKind::kInt)
       .attr("input_shape", ir::AttrKind::kInts, /*required=*/true);
   d.infer = inferFromInputShape;
+  // Per dY element: one divide and prod(kernel_shape) adds.
+  d.cost = nn::poolCost(/*windowsFromInput=*/true, 1);
   return d;
 }
 
@@ -130,6 +145,12 @@ OpDef defineResizeGrad() {
       return ctx.error("input_shape has " + std::to_string(shape.size()) + " values; dY has rank " +
                        std::to_string(ctx.inputShape(0).rank()));
     return inferFromInputShape(ctx);
+  };
+  // The adjoint of Resize (nn::resizeFlops): nearest one add per dY element, linear a
+  // multiply-add per tap.
+  d.cost = [](const CostContext &ctx) -> Expected<Cost> {
+    return ctx.withFlops(nn::resizeFlops(ctx.node().attrString("mode", "nearest"),
+                                         ctx.outputDims(0), ctx.inputDims(0), true));
   };
   return d;
 }

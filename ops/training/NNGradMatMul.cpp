@@ -60,6 +60,16 @@ OpDef defineMatMulT() {
       .attr("alpha", ir::AttrKind::kFloat)
       .type("T", kFloatTypes);
   d.infer = inferMatMulT;
+  // As MatMul: 2 * numel(Y) * K FLOPs with K = A's last axis (second to last when transA), plus
+  // numel(Y) for the alpha scale when alpha != 1. The transposes are read through strides.
+  d.cost = [](const CostContext &ctx) -> Expected<Cost> {
+    const std::vector<int64_t> &a = ctx.inputDims(0);
+    if (a.size() < 2)
+      return ctx.error("A must have rank >= 2");
+    double k = static_cast<double>(a[a.size() - (ctx.node().attrInt("transA", 0) != 0 ? 2 : 1)]);
+    double y = ctx.outputElements(0);
+    return ctx.withFlops(2 * y * k + (ctx.node().attrFloat("alpha", 1.f) != 1.f ? y : 0));
+  };
   return d;
 }
 

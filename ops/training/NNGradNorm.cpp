@@ -4,6 +4,7 @@
 // Statistics follow PyTorch's training forward (torch.nn.BatchNorm*d, LayerNorm); with sync=1
 // the batch statistics span the data-parallel group (torch.nn.SyncBatchNorm).
 #include "ops/OpDef.h"
+#include "ops/nn/NNCommon.h"
 #include "ops/ShapeHelpers.h"
 
 namespace dtc::ops {
@@ -183,6 +184,12 @@ OpDef defineBatchNormTraining() {
       .type("T2", kFloatTypes);
   d.infer = inferBatchNormTraining;
   d.gradient = batchNormTrainingGrad;
+  // nn::batchNormTrainingFlops over X and its channels (scale's elements).
+  d.cost = [](const CostContext &ctx) -> Expected<Cost> {
+    int running = int(ctx.hasOutput(1)) + int(ctx.hasOutput(2));
+    return ctx.withFlops(
+        nn::batchNormTrainingFlops(ctx.inputElements(0), ctx.inputElements(1), running));
+  };
   return d;
 }
 
@@ -214,6 +221,12 @@ OpDef defineBatchNormGrad() {
       .type("T1", kFloatTypes)
       .type("T2", kFloatTypes);
   d.infer = inferBatchNormGrad;
+  // The formula above, per element of X: 2 for xhat, 1 for dB, 2 for dScale, 4 for dX (dB and
+  // dScale are needed for dX even when not output); per channel 4 (1 / sqrt(var + epsilon) and
+  // the two divides by n).
+  d.cost = [](const CostContext &ctx) -> Expected<Cost> {
+    return ctx.withFlops(9 * ctx.inputElements(1) + 4 * ctx.inputElements(2));
+  };
   return d;
 }
 
@@ -238,6 +251,23 @@ OpDef defineLayerNormGrad() {
       .attr("epsilon", ir::AttrKind::kFloat)
       .type("T", kFloatTypes);
   d.infer = inferLayerNormGrad;
+  // The formula above, per element of X: 4 to recompute the statistics (mean; subtract, square,
+  // add), 2 for xhat, 2 for dScale, 1 for dB when output, 1 for g, 3 for the two row sums and
+  // 4 for dX; per row 7 (the statistics' divides, 1 / sqrt(var + epsilon), the two means).
+  d.cost = [](const CostContext &ctx) -> Expected<Cost> {
+    const std::vector<int64_t> &x = ctx.inputDims(1);
+    int64_t r = static_cast<int64_t>(x.size());
+    int64_t axis = ctx.node().attrInt("axis", -1);
+    axis = axis < 0 ? axis + r : axis;
+    if (axis < 0 || axis >= r)
+      return ctx.error("axis " + std::to_string(axis) + " is out of range for rank " +
+                       std::to_string(r));
+    double rows = 1;
+    for (int64_t i = 0; i < axis; ++i)
+      rows *= static_cast<double>(x[i]);
+    double n = ctx.inputElements(1);
+    return ctx.withFlops((16 + (ctx.hasOutput(2) ? 1 : 0)) * n + 7 * rows);
+  };
   return d;
 }
 

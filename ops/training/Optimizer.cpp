@@ -36,6 +36,12 @@ Status scalarInput(InferenceContext &ctx, size_t i, const std::string &what) {
   return Status::ok();
 }
 
+/// FLOPs per parameter element of the gradient scale (grad * grad_scale, when input
+/// `gradScaleInput` is present).
+double gradScaleFlops(const CostContext &ctx, size_t gradScaleInput) {
+  return ctx.hasInput(gradScaleInput) ? 1 : 0;
+}
+
 /// Adam and AdamW share their form; they differ in how weight_decay applies.
 OpDef defineAdamLike(const std::string &name) {
   OpDef d;
@@ -69,6 +75,18 @@ OpDef defineAdamLike(const std::string &name) {
     for (size_t o = 0; o < 3; ++o)
       ctx.setOutputShape(o, ctx.inputShape(0));
     return Status::ok();
+  };
+  // Per parameter element (the formulas at defineAdam / defineAdamW): m 3 FLOPs, v 4, the update
+  // 6 (sqrt, divide by sqrt(1 - beta2^t), add epsilon, divide, multiply by the step size,
+  // subtract), 1 for grad_scale when present; weight_decay != 0 adds the L2 term (2: multiply,
+  // add) for Adam, the decoupled decay (1 multiply) for AdamW. The per-tensor scalars (bias
+  // corrections) are not counted.
+  const bool decoupled = name == "AdamW";
+  d.cost = [decoupled](const CostContext &ctx) -> Expected<Cost> {
+    double perElement = 13 + gradScaleFlops(ctx, 6);
+    if (ctx.node().attrFloat("weight_decay", 0.f) != 0.f)
+      perElement += decoupled ? 1 : 2;
+    return ctx.withFlops(perElement * ctx.inputElements(0));
   };
   return d;
 }
@@ -116,6 +134,17 @@ OpDef defineSGD() {
       ctx.setOutputShape(o, ctx.inputShape(0));
     return Status::ok();
   };
+  // Per parameter element, from the formula above: grad_scale 1 (when present), weight_decay 2
+  // (when != 0), the momentum buffer 2 and nesterov 2 more (when momentum != 0), the update 2.
+  d.cost = [](const CostContext &ctx) -> Expected<Cost> {
+    const ir::Node &node = ctx.node();
+    double perElement = 2 + gradScaleFlops(ctx, 4);
+    if (node.attrFloat("weight_decay", 0.f) != 0.f)
+      perElement += 2;
+    if (node.attrFloat("momentum", 0.f) != 0.f)
+      perElement += node.attrInt("nesterov", 0) != 0 ? 4 : 2;
+    return ctx.withFlops(perElement * ctx.inputElements(0));
+  };
   return d;
 }
 
@@ -147,6 +176,13 @@ OpDef defineSumSquares() {
         return ctx.error("input " + std::to_string(i) + " is missing");
     ctx.setOutputShape(0, ir::Shape(std::vector<ir::Dim>{}));
     return Status::ok();
+  };
+  // A square and an add per element of every input.
+  d.cost = [](const CostContext &ctx) -> Expected<Cost> {
+    double n = 0;
+    for (size_t i = 0; i < ctx.numInputs(); ++i)
+      n += ctx.inputElements(i);
+    return ctx.withFlops(2 * n);
   };
   return d;
 }
@@ -180,6 +216,10 @@ OpDef defineClipGradNormScale() {
     ctx.setOutputShape(0, ir::Shape(std::vector<ir::Dim>{}));
     return Status::ok();
   };
+  // Scalars: n - 1 adds for the sum, then sqrt, two multiplies, an add, a divide and a min.
+  d.cost = [](const CostContext &ctx) -> Expected<Cost> {
+    return ctx.withFlops(static_cast<double>(ctx.numInputs()) + 5);
+  };
   return d;
 }
 
@@ -200,6 +240,8 @@ OpDef defineZeroGradient() {
     ctx.setOutputShape(0, ctx.inputShape(0));
     return Status::ok();
   };
+  // Overwrites X with zeros; reads neither X nor `after`.
+  d.cost = writeOnlyCost();
   return d;
 }
 

@@ -41,6 +41,8 @@ OpDef defineGatherGrad() {
     ctx.setOutputShape(0, ir::Shape::ofStatic(shape));
     return Status::ok();
   };
+  // dx is zero-filled, then one add per dy element (scatter-add).
+  d.cost = reductionCost();
   return d;
 }
 

@@ -43,6 +43,13 @@ OpDef defineNegativeLogLikelihoodLossGrad() {
     ctx.setOutputShape(0, ir::Shape::ofStatic(shape));
     return Status::ok();
   };
+  // dinput is zero-filled (no FLOPs); per sample (element of target) the negation, the weight
+  // multiply with weights, and for mean the weight sum and the divide.
+  d.cost = [](const CostContext &ctx) -> Expected<Cost> {
+    double samples = ctx.inputElements(1);
+    bool mean = ctx.node().attrString("reduction", "mean") == "mean";
+    return ctx.withFlops(samples * (1 + (ctx.hasInput(2) ? 1 : 0) + (mean ? 2 : 0)));
+  };
   return d;
 }
 

@@ -47,6 +47,8 @@ OpDef defineSliceGrad() {
     ctx.setOutputShape(0, ir::Shape::ofStatic(shape));
     return Status::ok();
   };
+  // Zero-fills dx and copies dy into the slice: 0 FLOPs.
+  d.cost = dataMovementCost();
   return d;
 }
 

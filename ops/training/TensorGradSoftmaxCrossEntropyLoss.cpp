@@ -54,6 +54,16 @@ OpDef defineSoftmaxCrossEntropyLossGrad() {
     ctx.setOutputShape(0, scores);
     return Status::ok();
   };
+  // Per score: 5 to recompute softmax (max, subtract, exp, sum, divide) and 1 to scale by the
+  // sample's factor; with dlog_prob 4 more (the row sum, multiply, subtract, add). Per sample:
+  // the one-hot subtraction, the g * w[y] product with weights, and for mean the weight sum.
+  d.cost = [](const CostContext &ctx) -> Expected<Cost> {
+    double n = ctx.inputElements(1), samples = ctx.inputElements(2);
+    bool weighted = ctx.hasInput(3);
+    bool mean = ctx.node().attrString("reduction", "mean") == "mean";
+    return ctx.withFlops((ctx.hasInput(4) ? 10 : 6) * n +
+                         samples * (1 + (weighted ? 1 : 0) + (mean && weighted ? 1 : 0)));
+  };
   return d;
 }
 
