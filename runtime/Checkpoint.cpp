@@ -147,6 +147,10 @@ Expected<std::string> newestCheckpoint(const std::string &dir) {
     if (!std::regex_match(name, m, kName))
       continue;
     long long step = std::stoll(m[1].str());
+    if (!entry.is_regular_file(ec))
+      return Status::error(entry.path().string(),
+                           "is named like a checkpoint but is not a regular file (a FIFO, "
+                           "device or folder); remove it or use another --checkpoint-dir");
     if (step > bestStep) {
       bestStep = step;
       best = entry.path().string();
@@ -157,6 +161,32 @@ Expected<std::string> newestCheckpoint(const std::string &dir) {
   if (best.empty())
     return Status::error(dir, "no checkpoint (ckpt-<step>.npz) to resume from");
   return best;
+}
+
+Status removeStaleCheckpointTemporaries(const std::string &dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    return Status::ok();
+  // writeNpz's "<checkpoint>.tmp" and libzip's "<that>.XXXXXX" (mkstemp) inside it.
+  static const std::regex kTemp("ckpt-[0-9]{1,18}\\.npz\\.tmp(\\.[A-Za-z0-9]{6})?");
+  std::vector<std::filesystem::path> stale;
+  for (const auto &entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    std::error_code fileEc;
+    if (name.size() < 64 && std::regex_match(name, kTemp) &&
+        entry.symlink_status(fileEc).type() == std::filesystem::file_type::regular)
+      stale.push_back(entry.path());
+  }
+  if (ec)
+    return Status::error(dir, "cannot list the checkpoint folder: " + ec.message());
+  for (const std::filesystem::path &p : stale) {
+    std::filesystem::remove(p, ec);
+    if (ec)
+      return Status::error(p.string(), "cannot remove this stale temporary file of an "
+                                       "interrupted checkpoint: " +
+                                           ec.message());
+  }
+  return Status::ok();
 }
 
 } // namespace dtc::rt

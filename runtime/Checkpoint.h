@@ -61,8 +61,14 @@ Expected<Checkpoint> readCheckpoint(const std::string &path,
                                     const std::optional<std::string> &planFingerprint);
 
 /// The checkpoint of `dir` with the highest step (files named ckpt-<digits>.npz; temporary
-/// files of interrupted writes are ignored). Errors: `dir` missing or not a folder, or no
-/// checkpoint in it.
+/// files of interrupted writes are ignored). Errors: `dir` missing or not a folder, no
+/// checkpoint in it, or a file named like one that is not a regular file (a FIFO).
 Expected<std::string> newestCheckpoint(const std::string &dir);
+
+/// Removes the temporary files an interrupted checkpoint write leaves in `dir` (kill -9 during
+/// writeCheckpoint): regular files named "ckpt-<digits>.npz.tmp" (writeNpz's) or
+/// "ckpt-<digits>.npz.tmp.XXXXXX" (libzip's, inside it) only; nothing else is touched. Called
+/// on start, before anything reads the folder. A missing `dir` is not an error.
+Status removeStaleCheckpointTemporaries(const std::string &dir);
 
 } // namespace dtc::rt

@@ -78,7 +78,30 @@ std::vector<int64_t> epochOrder(int64_t n, uint64_t seed, int64_t epoch, bool sh
 }
 
 Expected<Dataset> Dataset::load(const std::string &path, const std::vector<DataInput> &inputs) {
-  DTC_ASSIGN_OR_RETURN(std::vector<HostArray> arrays, readArrays(path));
+  // Arrays the plan does not read are skipped, and a needed one of the wrong dtype or sample
+  // shape is refused, from its .npy header alone: nothing is inflated that is not needed.
+  std::vector<std::string> skipped; // "<name> <type>" of the arrays not read, for messages
+  auto filter = [&](const std::string &name, ir::DType dtype,
+                    const std::vector<int64_t> &shape) -> Expected<bool> {
+    for (const DataInput &in : inputs) {
+      if (in.array != name)
+        continue;
+      std::vector<int64_t> sample(in.shape.begin() + 1, in.shape.end());
+      if (shape.empty())
+        return true; // "is a scalar" below
+      std::vector<int64_t> gotSample(shape.begin() + 1, shape.end());
+      const bool convert = dtype != in.dtype && isIndexType(dtype) && isIndexType(in.dtype);
+      if ((dtype != in.dtype && !convert) || gotSample != sample)
+        return Status::error(path + ": array '" + in.array + "'",
+                             "expected " + typeStr(in.dtype, sample) + " per sample (array shape " +
+                                 arrayShapeStr(sample) + "), got " + typeStr(dtype, gotSample) +
+                                 " per sample (array " + typeStr(dtype, shape) + ")");
+      return true;
+    }
+    skipped.push_back(name + " " + typeStr(dtype, shape));
+    return false;
+  };
+  DTC_ASSIGN_OR_RETURN(std::vector<HostArray> arrays, readArrays(path, filter));
   std::map<std::string, size_t> byName;
   for (size_t i = 0; i < arrays.size(); ++i)
     byName[arrays[i].name] = i;
@@ -88,6 +111,8 @@ Expected<Dataset> Dataset::load(const std::string &path, const std::vector<DataI
   std::string available;
   for (const HostArray &a : arrays)
     available += (available.empty() ? "" : ", ") + a.name + " " + typeStr(a.dtype, a.shape);
+  for (const std::string &a : skipped)
+    available += (available.empty() ? "" : ", ") + a;
   for (const DataInput &in : inputs) {
     const std::string where = path + ": array '" + in.array + "'";
     std::vector<int64_t> sample(in.shape.begin() + 1, in.shape.end());

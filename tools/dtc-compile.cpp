@@ -11,7 +11,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -47,8 +50,10 @@ bool checkPassNames(const std::vector<std::string> &names, const char *flag, boo
   return true;
 }
 
+// Messages carry names from the model (nodes, tensors): control characters are escaped so that
+// a name cannot start a line of its own (a forged "error:" line).
 int fail(const std::string &message) {
-  std::fprintf(stderr, "error: %s\n", message.c_str());
+  std::fprintf(stderr, "error: %s\n", dtc::escapeControl(message).c_str());
   return 1;
 }
 
@@ -86,7 +91,8 @@ int main(int argc, char **argv) {
   train->add_option("--loss-output", flags.lossOutput,
                     "model output the loss reads (default: the first)");
   train->add_option("--label-name", flags.labelName, "name of the label input (default: label)");
-  train->add_option("--ignore-index", flags.ignoreIndex,
+  std::string ignoreIndex;
+  train->add_option("--ignore-index", ignoreIndex,
                     "softmax-cross-entropy: label value that carries no loss (default -100)");
   train->add_option("--class-axis", flags.classAxis,
                     "softmax-cross-entropy: class axis of the scores (default 1; -1 for (N,T,V) "
@@ -146,6 +152,39 @@ int main(int argc, char **argv) {
     return 2;
   }
 
+  // An empty file name is a mistake (an unset shell variable), never "no file".
+  for (const char *flag : {"--output", "--config"})
+    if (app.count(flag) && app[flag]->as<std::string>().empty()) {
+      std::fprintf(stderr, "error: %s: empty file name\n", flag);
+      return 2;
+    }
+  if (model.empty()) {
+    std::fprintf(stderr, "error: model: empty file name\n");
+    return 2;
+  }
+  if (app.count("--ignore-index")) {
+    // strtoll reports overflow (CLI11 would clamp to INT64_MAX silently).
+    errno = 0;
+    char *end = nullptr;
+    long long v = std::strtoll(ignoreIndex.c_str(), &end, 10);
+    if (ignoreIndex.empty() || !end || *end || errno == ERANGE) {
+      std::fprintf(stderr, "error: --ignore-index %s: expected an integer in [%lld, %lld]\n",
+                   dtc::escapeControl(ignoreIndex).c_str(),
+                   static_cast<long long>(INT64_MIN), static_cast<long long>(INT64_MAX));
+      return 2;
+    }
+    flags.ignoreIndex = v;
+  }
+  // The output is checked before any work: not a device, FIFO or directory, and not the model
+  // or the --config file (by device and inode).
+  if (!output.empty() && output != "-") {
+    if (dtc::Status s = dtc::checkOutputTarget(output); !s.isOk())
+      return fail(s.message());
+    if (dtc::Status s = dtc::checkDistinctFiles({{"-o", output}},
+                                                {{"the model", model}, {"--config", configPath}});
+        !s.isOk())
+      return fail(s.message());
+  }
   if (app.count("--batch-size") && batchSize < 1) {
     std::fprintf(stderr, "error: --batch-size: must be at least 1, got %lld\n",
                  static_cast<long long>(batchSize));

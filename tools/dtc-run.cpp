@@ -3,6 +3,8 @@
 // `dtc-run plan.dtc --data train.npz [--epochs E | --steps S] ...` (runtime/Trainer.h).
 // Exit codes: 0 ok, 1 error (printed as "error: <where>: <what>"), 2 usage.
 #include "compiler/plan/Plan.h"
+#include "compiler/support/FileIO.h"
+#include "runtime/Checkpoint.h"
 #include "runtime/Executor.h"
 #include "runtime/Trace.h"
 #include "runtime/Trainer.h"
@@ -16,21 +18,53 @@
 #include <cmath>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <tuple>
 #include <unistd.h>
 
 namespace {
 
+// Messages carry names from files (arrays, nodes): control characters are escaped so that none
+// can start a line of its own.
 int fail(const std::string &message) {
-  std::fprintf(stderr, "error: %s\n", message.c_str());
+  std::fprintf(stderr, "error: %s\n", dtc::escapeControl(message).c_str());
   return 1;
 }
 
 int usage(const std::string &message) {
-  std::fprintf(stderr, "error: %s\n", message.c_str());
+  std::fprintf(stderr, "error: %s\n", dtc::escapeControl(message).c_str());
   return 2;
+}
+
+/// The plan file, checked before it is parsed: a regular file within protobuf's 2 GiB.
+dtc::Expected<dtc::plan::Plan> readPlan(const std::string &path) {
+  DTC_RETURN_IF_ERROR(dtc::checkInputFile(path, "the plan", dtc::kMaxPlanFileBytes));
+  return dtc::plan::readPlanFile(path);
+}
+
+/// The files a run reads, for the identity checks against its outputs: the plan, the model it
+/// names (relative to the plan's folder, or the copy next to the plan) or --model, and the
+/// data files.
+std::vector<dtc::NamedPath> runInputs(const dtc::plan::Plan &plan, const std::string &planPath,
+                                      const std::string &modelPath,
+                                      std::vector<dtc::NamedPath> data) {
+  namespace fs = std::filesystem;
+  std::vector<dtc::NamedPath> in = {{"the plan", planPath}};
+  if (!modelPath.empty()) {
+    in.push_back({"--model", modelPath});
+  } else if (!plan.model().path().empty()) {
+    fs::path named = plan.model().path();
+    fs::path dir = fs::path(planPath).parent_path();
+    in.push_back({"the plan's model", (named.is_relative() ? dir / named : named).string()});
+    in.push_back({"the plan's model", (dir / named.filename()).string()});
+  }
+  for (dtc::NamedPath &d : data)
+    if (!d.path.empty())
+      in.push_back(std::move(d));
+  return in;
 }
 
 /// Trains `plan`; with several ranks (or collectives) on a communicator: the ranks first agree
@@ -199,6 +233,14 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "error: %s\nRun with --help for usage.\n", e.what());
     return 2;
   }
+  // An empty file name is a mistake (an unset shell variable), never "no file".
+  for (const char *flag : {"--inputs", "--outputs", "--model", "--data", "--val-data", "--log",
+                           "--checkpoint-dir", "--export", "--dump-gradients", "--save-params",
+                           "--trace"})
+    if (app.count(flag) && app[flag]->as<std::string>().empty())
+      return usage(std::string(flag) + ": empty file name");
+  if (planPath.empty())
+    return usage("plan: empty file name");
   if (nproc > 0) {
     // Re-run this command line under mpirun, without --nproc.
     if (dtc::rt::launcherWorldSize() > 1)
@@ -207,7 +249,7 @@ int main(int argc, char **argv) {
                    " ranks started by mpirun; drop --nproc");
     if (dataOpt->empty())
       return usage("--nproc starts the ranks of a data-parallel training plan (with --data)");
-    auto plan = dtc::plan::readPlanFile(planPath);
+    auto plan = readPlan(planPath);
     if (!plan)
       return fail(plan.status().message());
     if (plan->world_size() != nproc)
@@ -239,12 +281,39 @@ int main(int argc, char **argv) {
     for (const char *flag : {"--inputs", "--outputs", "--repeat", "--warmup"})
       if (app.count(flag))
         return usage(std::string(flag) + " is an --infer option; training takes --data");
-    auto plan = dtc::plan::readPlanFile(planPath);
+    auto plan = readPlan(planPath);
     if (!plan)
       return fail(plan.status().message());
     if (plan->mode() != dtc::plan::MODE_TRAINING)
       return usage(planPath + ": an inference plan: run it with --infer --inputs IN.npz (compile "
                               "without --inference for a training plan)");
+    // Inputs are regular files (a FIFO would block, /dev/zero never ends); outputs never name
+    // one of them (compared by device and inode, so links and other spellings are caught).
+    for (const auto &[flag, path, limit] :
+         {std::tuple<const char *, std::string, uint64_t>{"--data", train.dataPath,
+                                                           dtc::kMaxArrayFileBytes},
+          {"--val-data", train.valDataPath, dtc::kMaxArrayFileBytes},
+          {"--model", modelPath, dtc::kMaxModelFileBytes}})
+      if (!path.empty())
+        if (dtc::Status s = dtc::checkInputFile(path, flag, limit); !s.isOk())
+          return fail(s.message());
+    dtc::Status distinct = dtc::checkDistinctFiles(
+        {{"--log", train.logPath},
+         {"--trace", tracePath},
+         {"--export", train.exportPath},
+         {"--save-params", train.saveParamsPath},
+         {"--dump-gradients", train.dumpGradientsPath}},
+        runInputs(*plan, planPath, modelPath,
+                  {{"--data", train.dataPath}, {"--val-data", train.valDataPath}}));
+    if (!distinct.isOk())
+      return fail(distinct.message());
+    // Temporaries of checkpoint writes cut short (kill -9) are removed before anything else
+    // looks at the folder; rank 0 alone writes checkpoints.
+    if (!train.checkpointDir.empty() && dtc::rt::launcherRank() == 0) {
+      dtc::Status c = dtc::rt::removeStaleCheckpointTemporaries(train.checkpointDir);
+      if (!c.isOk())
+        return fail(c.message());
+    }
     train.planPath = planPath;
     train.modelPath = modelPath;
     train.threads = threads;
@@ -281,7 +350,7 @@ int main(int argc, char **argv) {
     return 2;
   }
 
-  auto plan = dtc::plan::readPlanFile(planPath);
+  auto plan = readPlan(planPath);
   if (!plan) {
     std::string message = plan.status().message();
     if (message.find("not a dtc plan") != std::string::npos)
@@ -296,6 +365,15 @@ int main(int argc, char **argv) {
     return fail(planPath + ": the plan has " + std::to_string(plan->world_size()) +
                 " ranks; --infer runs one-rank plans");
 
+  if (!modelPath.empty())
+    if (dtc::Status s = dtc::checkInputFile(modelPath, "--model", dtc::kMaxModelFileBytes);
+        !s.isOk())
+      return fail(s.message());
+  if (dtc::Status s = dtc::checkDistinctFiles(
+          {{"--outputs", outputsPath}},
+          runInputs(*plan, planPath, modelPath, {{"--inputs", inputsPath}}));
+      !s.isOk())
+    return fail(s.message());
   // Read the inputs before loading weights, so a bad input file fails fast.
   auto inputs = dtc::rt::readArrays(inputsPath);
   if (!inputs)

@@ -2,6 +2,7 @@
 #include "compiler/driver/TrainConfig.h"
 
 #include "compiler/ir/Verifier.h"
+#include "compiler/support/FileIO.h"
 #include "passes/Passes.h"
 
 #include <nlohmann/json.hpp>
@@ -10,7 +11,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cmath>
-#include <fstream>
+#include <functional>
+#include <pthread.h>
 #include <regex>
 #include <sstream>
 
@@ -18,6 +20,36 @@ namespace dtc::driver {
 namespace {
 
 using json = nlohmann::json;
+
+/// --freeze limits: std::regex (libstdc++) recurses once per subject character and pattern
+/// node; 256 pattern characters against 4096-character names stay far below kPassStackBytes.
+constexpr size_t kMaxFreezePatternChars = 256;
+constexpr size_t kMaxFreezeNameChars = 4096;
+constexpr size_t kPassStackBytes = size_t{512} << 20;
+
+/// Runs `fn` on a thread with a kPassStackBytes stack (reserved, touched only as used), or on
+/// this thread when such a thread cannot be made.
+void runOnLargeStack(const std::function<void()> &fn) {
+  pthread_attr_t attr;
+  pthread_t thread;
+  bool started = pthread_attr_init(&attr) == 0;
+  started = started && pthread_attr_setstacksize(&attr, kPassStackBytes) == 0 &&
+            pthread_create(
+                &thread, &attr,
+                [](void *arg) -> void * {
+                  (*static_cast<const std::function<void()> *>(arg))();
+                  return nullptr;
+                },
+                const_cast<std::function<void()> *>(&fn)) == 0;
+  pthread_attr_destroy(&attr);
+  if (started)
+    pthread_join(thread, nullptr);
+  else
+    fn();
+}
+
+Status runPipeline(ir::Graph &graph, passes::TrainingConfig &cfg, passes::TrainingState &state,
+                   Diagnostics &diags, bool verifyEach);
 
 Status keyError(const std::string &path, const std::string &key, const std::string &what) {
   return Status::error(path, "key '" + key + "': " + what);
@@ -41,14 +73,11 @@ template <typename T> Status get(const std::string &path, const std::string &key
 
 Status readTrainConfigFile(const std::string &path, passes::TrainingConfig &cfg,
                            std::string &strategy) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return Status::error(path, "cannot read the file");
-  std::stringstream ss;
-  ss << in.rdbuf();
+  // A regular file of at most 1 MiB: a FIFO or /dev/zero is refused, never read without end.
+  DTC_ASSIGN_OR_RETURN(std::string text, readInputFile(path, "--config", kMaxConfigFileBytes));
   json j;
   try {
-    j = json::parse(ss.str());
+    j = json::parse(text);
   } catch (const json::exception &e) { // parse errors, and numbers out of range (1e400)
     return Status::error(path, std::string("not valid JSON: ") + e.what());
   }
@@ -62,6 +91,8 @@ Status readTrainConfigFile(const std::string &path, passes::TrainingConfig &cfg,
     auto integer = [&](int64_t &out) -> Status {
       if (!v.is_number_integer())
         return keyError(path, key, "expected an integer, got " + v.dump());
+      if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX})
+        return keyError(path, key, "integer " + v.dump() + " is out of range (int64)");
       out = v.get<int64_t>();
       return Status::ok();
     };
@@ -217,6 +248,10 @@ Status validateTrainConfig(const passes::TrainingConfig &c) {
     return bad("--momentum", "applies to --optimizer sgd (Adam's moments are set by --betas)");
   if (c.labelName.empty())
     return bad("--label-name", "must not be empty");
+  if (c.freeze.size() > kMaxFreezePatternChars)
+    return bad("--freeze", "the regular expression is " + std::to_string(c.freeze.size()) +
+                               " characters long; at most " +
+                               std::to_string(kMaxFreezePatternChars) + " are accepted");
   if (!c.freeze.empty()) {
     try {
       std::regex r(c.freeze, std::regex::ECMAScript);
@@ -248,6 +283,25 @@ Status runTrainingPasses(ir::Graph &graph, passes::TrainingConfig &cfg,
               "; re-export the model with a dynamic batch axis or use --batch-size " +
               std::to_string(v->shape()[0].value() * ranks));
     }
+  // std::regex matches recursively (stack depth grows with the subject's length): --freeze is
+  // matched against names of bounded length only, on a thread with a large stack (below).
+  if (!cfg.freeze.empty())
+    for (const ir::Value *v : graph.initializers())
+      if (v->name().size() > kMaxFreezeNameChars)
+        return Status::error("initializer '" + v->name().substr(0, 64) + "...'",
+                             "its name is " + std::to_string(v->name().size()) +
+                                 " characters long; --freeze matches names of at most " +
+                                 std::to_string(kMaxFreezeNameChars) +
+                                 " characters (rename it in the model, or drop --freeze)");
+  Status result = Status::ok();
+  runOnLargeStack([&] { result = runPipeline(graph, cfg, state, diags, verifyEach); });
+  return result;
+}
+
+namespace {
+
+Status runPipeline(ir::Graph &graph, passes::TrainingConfig &cfg, passes::TrainingState &state,
+                   Diagnostics &diags, bool verifyEach) {
   passes::PassContext ctx;
   ctx.training = &cfg;
   ctx.trainingState = &state;
@@ -301,5 +355,7 @@ Status runTrainingPasses(ir::Graph &graph, passes::TrainingConfig &cfg,
                                      "--freeze matches all of them): nothing to train");
   return result;
 }
+
+} // namespace
 
 } // namespace dtc::driver

@@ -14,7 +14,8 @@
 namespace dtc::driver {
 
 /// Reads `path` into `cfg` (and `strategy`). Errors: "<path>: ..." for unreadable or malformed
-/// JSON, "<path>: key 'x': ..." for an unknown key or a value of the wrong type.
+/// JSON, a file that is not regular (FIFO, device) or over 1 MiB, "<path>: key 'x': ..." for an
+/// unknown key or a value of the wrong type.
 Status readTrainConfigFile(const std::string &path, passes::TrainingConfig &cfg,
                            std::string &strategy);
 

@@ -1,7 +1,8 @@
-// ONNX export: IR -> ModelProto, written atomically, with automatic external data for models
-// whose initializers exceed protobuf's 2 GiB message limit.
+// ONNX export: IR -> ModelProto, written atomically through exclusive temporaries (FileIO.h),
+// with automatic external data for models whose initializers exceed protobuf's 2 GiB limit.
 #include "compiler/onnx/Exporter.h"
 
+#include "compiler/support/FileIO.h"
 #include "ops/OpDef.h"
 
 #include <onnx/onnx_pb.h>
@@ -9,7 +10,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
+#include <new>
+#include <optional>
 
 namespace dtc::onnxio {
 namespace {
@@ -194,93 +196,61 @@ Expected<onnx::ModelProto> exportModel(const ir::Graph &g) {
   return model;
 }
 
-namespace {
-
-/// Writes `bytes` to `tmp`; errors name `path` (the final destination).
-Status writeFile(const std::string &tmp, const std::string &path,
-                 const std::function<bool(std::ofstream &)> &write) {
-  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-  if (!out)
-    return Status::error(path, "cannot open for writing");
-  bool ok = write(out);
-  out.flush();
-  if (!ok || !out) {
-    out.close();
-    std::remove(tmp.c_str());
-    return Status::error(path, "write failed (disk full?)");
-  }
-  return Status::ok();
-}
-
-} // namespace
-
 Status writeModelFile(const ir::Graph &g, const std::string &path, const ExportOptions &opts) {
   namespace fs = std::filesystem;
-  std::error_code dirError;
-  if (fs::is_directory(path, dirError))
-    return Status::error(path, "is a directory");
+  DTC_RETURN_IF_ERROR(checkOutputTarget(path));
   DTC_ASSIGN_OR_RETURN(onnx::ModelProto model, exportModel(g));
   onnx::GraphProto *gp = model.mutable_graph();
   int64_t total = 0;
   for (const onnx::TensorProto &t : gp->initializer())
     total += static_cast<int64_t>(t.raw_data().size());
 
-  std::string dataTmp, dataPath;
+  // Both files go to exclusive temporaries next to their targets (FileIO.h) and are renamed
+  // into place at the end, the data file first.
+  std::optional<AtomicFile> dataFile;
   if (total > opts.externalThresholdBytes) {
     std::string dataName = fs::path(path).filename().string() + ".data";
-    dataPath = (fs::path(path).parent_path() / dataName).string();
-    dataTmp = dataPath + ".tmp";
-    DTC_RETURN_IF_ERROR(writeFile(dataTmp, dataPath, [&](std::ofstream &out) {
-      int64_t offset = 0;
-      for (onnx::TensorProto &t : *gp->mutable_initializer()) {
-        int64_t size = static_cast<int64_t>(t.raw_data().size());
-        if (size < opts.externalMinBytes)
-          continue;
-        int64_t aligned = (offset + 4095) / 4096 * 4096; // page-aligned for mmap readers
-        for (; offset < aligned; ++offset)
-          out.put('\0');
-        out.write(t.raw_data().data(), size);
-        if (!out)
-          return false;
-        t.clear_raw_data();
-        t.set_data_location(onnx::TensorProto::EXTERNAL);
-        auto add = [&](const std::string &k, const std::string &v) {
-          onnx::StringStringEntryProto *e = t.add_external_data();
-          e->set_key(k);
-          e->set_value(v);
-        };
-        add("location", dataName);
-        add("offset", std::to_string(offset));
-        add("length", std::to_string(size));
-        offset += size;
-      }
-      return true;
-    }));
-  }
-  if (model.ByteSizeLong() > static_cast<size_t>(INT32_MAX)) {
-    if (!dataTmp.empty())
-      std::remove(dataTmp.c_str());
-    return Status::error(path, "model is larger than 2 GiB even with external data");
-  }
-  std::string tmp = path + ".tmp";
-  DTC_RETURN_IF_ERROR(writeFile(tmp, path, [&](std::ofstream &out) {
-    return model.SerializeToOstream(&out);
-  }));
-  std::error_code ec;
-  if (!dataTmp.empty()) {
-    fs::rename(dataTmp, dataPath, ec);
-    if (ec) {
-      std::remove(tmp.c_str());
-      std::remove(dataTmp.c_str());
-      return Status::error(dataPath, "cannot rename into place: " + ec.message());
+    std::string dataPath = (fs::path(path).parent_path() / dataName).string();
+    DTC_ASSIGN_OR_RETURN(AtomicFile f, AtomicFile::create(dataPath));
+    dataFile.emplace(std::move(f));
+    int64_t offset = 0;
+    for (onnx::TensorProto &t : *gp->mutable_initializer()) {
+      int64_t size = static_cast<int64_t>(t.raw_data().size());
+      if (size < opts.externalMinBytes)
+        continue;
+      int64_t aligned = (offset + 4095) / 4096 * 4096; // page-aligned for mmap readers
+      if (aligned > offset)
+        DTC_RETURN_IF_ERROR(
+            dataFile->write(std::string(static_cast<size_t>(aligned - offset), '\0')));
+      offset = aligned;
+      DTC_RETURN_IF_ERROR(dataFile->write(t.raw_data()));
+      t.clear_raw_data();
+      t.set_data_location(onnx::TensorProto::EXTERNAL);
+      auto add = [&](const std::string &k, const std::string &v) {
+        onnx::StringStringEntryProto *e = t.add_external_data();
+        e->set_key(k);
+        e->set_value(v);
+      };
+      add("location", dataName);
+      add("offset", std::to_string(offset));
+      add("length", std::to_string(size));
+      offset += size;
     }
   }
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    return Status::error(path, "cannot rename into place: " + ec.message());
+  if (model.ByteSizeLong() > static_cast<size_t>(INT32_MAX))
+    return Status::error(path, "model is larger than 2 GiB even with external data");
+  std::string bytes;
+  try {
+    if (!model.SerializeToString(&bytes))
+      return Status::error(path, "cannot serialize the model");
+  } catch (const std::bad_alloc &) {
+    return Status::error(path, "out of memory serializing the model");
   }
-  return Status::ok();
+  DTC_ASSIGN_OR_RETURN(AtomicFile modelFile, AtomicFile::create(path));
+  DTC_RETURN_IF_ERROR(modelFile.write(bytes));
+  if (dataFile)
+    DTC_RETURN_IF_ERROR(dataFile->commit());
+  return modelFile.commit();
 }
 
 } // namespace dtc::onnxio

@@ -1,8 +1,9 @@
 // Non-fatal diagnostics (warnings, notes) collected while compiling; errors travel as Status.
-// Tools print them to stderr as "warning: <where>: <what>".
+// Tools print them to stderr as "warning: <where>: <what>", control characters escaped.
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace dtc {
@@ -30,5 +31,10 @@ public:
 private:
   std::vector<Diagnostic> items_;
 };
+
+/// `s` with control characters (newline, carriage return, tab, escape, DEL) written as C escapes
+/// ("\n", "\r", "\t", "\x1b"), so that a name from a file cannot start a new line of output or
+/// forge an "error:" line. Every other byte (including UTF-8) is kept.
+std::string escapeControl(std::string_view s);
 
 } // namespace dtc

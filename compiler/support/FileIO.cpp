@@ -1,10 +1,14 @@
-// Atomic file writes (see FileIO.h).
+// Safe file access (see FileIO.h): exclusive temporaries renamed over regular targets, bounded
+// non-blocking input reads, file identity checks and a checked append-only log file.
 #include "compiler/support/FileIO.h"
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <new>
+#include <stdexcept>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,7 +19,7 @@ namespace {
 std::string errnoText(int err) { return std::strerror(err); }
 
 /// Writes all of `bytes` to `fd`; errno is set when it returns false.
-bool writeAll(int fd, const std::string &bytes) {
+bool writeAll(int fd, std::string_view bytes) {
   size_t done = 0;
   while (done < bytes.size()) {
     ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
@@ -24,52 +28,278 @@ bool writeAll(int fd, const std::string &bytes) {
         continue;
       return false;
     }
+    if (n == 0) {
+      errno = ENOSPC;
+      return false;
+    }
     done += static_cast<size_t>(n);
   }
   return true;
 }
 
+/// The permission bits a new file gets: 0644 less the process umask (what open(2) would do).
+mode_t newFileMode() {
+  mode_t mask = ::umask(0);
+  ::umask(mask);
+  return 0644 & ~mask;
+}
+
+/// Opens `path` read-only without blocking on a FIFO and checks it is a regular file of at most
+/// `maxBytes`;
+/// returns the descriptor (blocking mode restored) and its stat, or an error.
+Expected<std::pair<int, struct stat>> openInput(const std::string &path, const std::string &what,
+                                               uint64_t maxBytes) {
+  if (path.empty())
+    return Status::error(what.empty() ? "<input>" : what, "empty file name");
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0)
+    return Status::error(path, "cannot open: " + errnoText(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    return Status::error(path, "cannot open: " + errnoText(err));
+  }
+  const std::string label = what.empty() ? "" : what + " ";
+  if (S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    return Status::error(path, label + "is a directory, not a file");
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::error(path, label + "is not a regular file (a FIFO, device or socket); " +
+                                   "inputs must be regular files");
+  }
+  if (static_cast<uint64_t>(st.st_size) > maxBytes) {
+    ::close(fd);
+    return Status::error(path, label + "is " + std::to_string(st.st_size) + " bytes, over the " +
+                                   std::to_string(maxBytes) + " byte limit");
+  }
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0)
+    (void)::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  return std::make_pair(fd, st);
+}
+
 } // namespace
 
-Status writeFileAtomically(const std::string &path, const std::string &bytes) {
+Status checkOutputTarget(const std::string &path) {
   if (path.empty())
     return Status::error("<empty path>", "cannot write to an empty path");
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode))
-      return Status::error(path, "is a directory");
-    if (!S_ISREG(st.st_mode)) {
-      int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-      if (fd < 0)
-        return Status::error(path, "cannot open: " + errnoText(errno));
-      bool ok = writeAll(fd, bytes);
-      int err = errno;
-      ::close(fd);
-      return ok ? Status::ok() : Status::error(path, "cannot write: " + errnoText(err));
-    }
-  }
-  const std::string tmp = path + ".tmp";
-  auto fail = [&](const std::string &what, int err) {
-    ::unlink(tmp.c_str());
-    return Status::error(path, what + ": " + errnoText(err));
-  };
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (::lstat(path.c_str(), &st) != 0)
+    return Status::ok(); // absent (or its folder is missing: create() says so)
+  if (S_ISDIR(st.st_mode))
+    return Status::error(path, "is a directory");
+  if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+    return Status::error(path, "exists and is not a regular file (a device, FIFO or socket); "
+                               "refusing to replace it");
+  return Status::ok();
+}
+
+Expected<AtomicFile> AtomicFile::create(const std::string &path) {
+  DTC_RETURN_IF_ERROR(checkOutputTarget(path));
+  std::string tmpl = path + ".tmp.XXXXXX";
+  // mkostemp opens with O_CREAT|O_EXCL (so never through an existing name or symlink).
+  int fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
   if (fd < 0)
-    return Status::error(path, "cannot create " + tmp + ": " + errnoText(errno));
-  if (!writeAll(fd, bytes)) {
+    return Status::error(path, "cannot create " + path + ".tmp.XXXXXX: " + errnoText(errno));
+  if (::fchmod(fd, newFileMode()) != 0) {
     int err = errno;
     ::close(fd);
-    return fail("cannot write " + tmp, err);
+    ::unlink(tmpl.c_str());
+    return Status::error(path, "cannot set the mode of " + tmpl + ": " + errnoText(err));
   }
-  if (::fsync(fd) != 0) {
+  return AtomicFile(path, tmpl, fd);
+}
+
+AtomicFile::AtomicFile(AtomicFile &&other) noexcept
+    : path_(std::move(other.path_)), tmp_(std::move(other.tmp_)), fd_(other.fd_) {
+  other.fd_ = -1;
+  other.tmp_.clear();
+}
+
+AtomicFile::~AtomicFile() { discard(); }
+
+void AtomicFile::discard() {
+  if (fd_ >= 0)
+    ::close(fd_);
+  fd_ = -1;
+  if (!tmp_.empty())
+    ::unlink(tmp_.c_str());
+  tmp_.clear();
+}
+
+Status AtomicFile::write(std::string_view bytes) {
+  if (fd_ < 0)
+    return Status::error(path_, "internal error: write to a closed output");
+  if (!writeAll(fd_, bytes)) {
+    int err = errno;
+    discard();
+    return Status::error(path_, "cannot write: " + errnoText(err));
+  }
+  return Status::ok();
+}
+
+Status AtomicFile::commit() {
+  if (fd_ < 0)
+    return Status::error(path_, "internal error: commit of a closed output");
+  auto fail = [&](const std::string &what, int err) {
+    discard();
+    return Status::error(path_, what + ": " + errnoText(err));
+  };
+  if (::fsync(fd_) != 0)
+    return fail("cannot sync " + tmp_, errno);
+  int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0)
+    return fail("cannot close " + tmp_, errno);
+  // The target may have become a device or FIFO since create(): check again just before.
+  if (Status s = checkOutputTarget(path_); !s.isOk()) {
+    discard();
+    return s;
+  }
+  if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
+    return fail("cannot rename " + tmp_ + " to " + path_, errno);
+  tmp_.clear();
+  return Status::ok();
+}
+
+Status writeFileAtomically(const std::string &path, const std::string &bytes) {
+  DTC_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::create(path));
+  DTC_RETURN_IF_ERROR(file.write(bytes));
+  return file.commit();
+}
+
+Status checkInputFile(const std::string &path, const std::string &what, uint64_t maxBytes) {
+  DTC_ASSIGN_OR_RETURN(auto opened, openInput(path, what, maxBytes));
+  ::close(opened.first);
+  return Status::ok();
+}
+
+Expected<std::string> readInputFile(const std::string &path, const std::string &what,
+                                    uint64_t maxBytes) {
+  DTC_ASSIGN_OR_RETURN(auto opened, openInput(path, what, maxBytes));
+  const int fd = opened.first;
+  try {
+    std::string out;
+    out.resize(static_cast<size_t>(opened.second.st_size));
+    size_t got = 0;
+    for (;;) {
+      if (got == out.size()) {
+        // The file may have grown since fstat: read on, up to the limit.
+        if (out.size() >= maxBytes) {
+          char extra;
+          ssize_t r = ::read(fd, &extra, 1);
+          ::close(fd);
+          if (r > 0)
+            return Status::error(path, (what.empty() ? "" : what + " ") +
+                                           "grew past the " + std::to_string(maxBytes) +
+                                           " byte limit while being read");
+          return out;
+        }
+        out.resize(std::min<uint64_t>(maxBytes, std::max<uint64_t>(out.size() * 2, 4096)));
+      }
+      ssize_t r = ::read(fd, out.data() + got, out.size() - got);
+      if (r < 0 && errno == EINTR)
+        continue;
+      if (r < 0) {
+        int err = errno;
+        ::close(fd);
+        return Status::error(path, "cannot read: " + errnoText(err));
+      }
+      if (r == 0)
+        break;
+      got += static_cast<size_t>(r);
+    }
+    ::close(fd);
+    out.resize(got);
+    return out;
+  } catch (const std::bad_alloc &) {
+    ::close(fd);
+    return Status::error(path, "out of memory reading the file");
+  } catch (const std::length_error &) {
+    ::close(fd);
+    return Status::error(path, "out of memory reading the file");
+  }
+}
+
+std::optional<FileId> fileIdOf(const std::string &path) {
+  if (path.empty())
+    return std::nullopt;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    return std::nullopt;
+  return FileId{st.st_dev, st.st_ino};
+}
+
+Status checkDistinctFiles(const std::vector<NamedPath> &outputs,
+                          const std::vector<NamedPath> &inputs) {
+  auto name = [](const NamedPath &p) { return p.flag.empty() ? p.path : p.flag + " " + p.path; };
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    std::optional<FileId> out = fileIdOf(outputs[i].path);
+    if (!out)
+      continue;
+    for (const NamedPath &in : inputs)
+      if (fileIdOf(in.path) == out)
+        return Status::error(name(outputs[i]), "is the same file as " + name(in) +
+                                                   "; refusing to overwrite an input");
+    for (size_t j = 0; j < i; ++j)
+      if (fileIdOf(outputs[j].path) == out)
+        return Status::error(name(outputs[i]), "is the same file as " + name(outputs[j]) +
+                                                   "; give each output its own file");
+  }
+  return Status::ok();
+}
+
+CheckedAppendFile::~CheckedAppendFile() {
+  if (fd_ >= 0)
+    ::close(fd_);
+}
+
+Status CheckedAppendFile::open(const std::string &path, bool append) {
+  if (fd_ >= 0)
+    return Status::error(path, "internal error: log file opened twice");
+  DTC_RETURN_IF_ERROR(checkOutputTarget(path));
+  path_ = path;
+  int fd = ::open(path.c_str(),
+                  O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK |
+                      (append ? O_APPEND : O_TRUNC),
+                  0644);
+  if (fd < 0)
+    return Status::error(path, "cannot open the log file: " + errnoText(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::error(path, "exists and is not a regular file; refusing to write to it");
+  }
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0)
+    (void)::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  fd_ = fd;
+  return Status::ok();
+}
+
+Status CheckedAppendFile::write(std::string_view bytes) {
+  if (fd_ < 0)
+    return Status::error(path_, "internal error: write to a closed log file");
+  if (!writeAll(fd_, bytes))
+    return Status::error(path_, "cannot write: " + errnoText(errno));
+  return Status::ok();
+}
+
+Status CheckedAppendFile::close() {
+  if (fd_ < 0)
+    return Status::ok();
+  int fd = fd_;
+  fd_ = -1;
+  if (::fsync(fd) != 0 && errno != EINVAL) {
     int err = errno;
     ::close(fd);
-    return fail("cannot sync " + tmp, err);
+    return Status::error(path_, "cannot sync: " + errnoText(err));
   }
   if (::close(fd) != 0)
-    return fail("cannot close " + tmp, errno);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    return fail("cannot rename " + tmp + " to " + path, errno);
+    return Status::error(path_, "cannot close: " + errnoText(errno));
   return Status::ok();
 }
 

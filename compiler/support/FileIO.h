@@ -1,17 +1,117 @@
-// Writing output files so that a failure never leaves a partial file behind (DESIGN.md section
-// 9): the bytes go to "<path>.tmp", are synced, and the temporary is renamed over `path`.
+// Safe file access for every tool (DESIGN.md section 9): outputs are written to a temporary
+// created exclusively next to the target and renamed over it (never over a device, FIFO or
+// directory); inputs are regular files of bounded size opened without blocking on FIFOs; files
+// are compared by identity (device and inode) so that an output never overwrites an input.
 #pragma once
 
+#include "compiler/support/Diagnostics.h"
 #include "compiler/support/Status.h"
 
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <sys/types.h>
+#include <utility>
+#include <vector>
 
 namespace dtc {
 
-/// Writes `bytes` to `path` atomically. A path that exists and is not a regular file (a device
-/// or a pipe such as /dev/null or /dev/stdout) is written directly, never renamed over.
-/// Errors: "<path>: is a directory", "<path>: cannot create <path>.tmp: <reason>", and write,
-/// sync, close or rename failures with errno's text; the temporary file is removed on failure.
+/// Size limits of the files dtc reads, by kind (bytes).
+inline constexpr uint64_t kMaxConfigFileBytes = uint64_t{1} << 20;      // --config JSON: 1 MiB
+inline constexpr uint64_t kMaxPlanFileBytes = uint64_t{2} << 30;        // protobuf's 2 GiB
+inline constexpr uint64_t kMaxModelFileBytes = uint64_t{2} << 30;       // protobuf's 2 GiB
+inline constexpr uint64_t kMaxArrayFileBytes = uint64_t{64} << 30;      // .npz/.npy: 64 GiB
+
+/// Checks that an output may be written at `path`: not empty, and either absent or a regular
+/// file (a symbolic link is replaced, never followed). Errors: "<path>: is a directory",
+/// "<path>: exists and is not a regular file (a device, FIFO or socket); refusing to replace
+/// it", "<empty path>: ...".
+Status checkOutputTarget(const std::string &path);
+
+/// An output file under construction: create() makes "<path>.tmp.XXXXXX" in the target's folder
+/// with O_CREAT|O_EXCL|O_NOFOLLOW (mkostemp; a planted file or symlink at that name is never
+/// opened), write() appends, commit() syncs, closes and renames it over `path`. Destroying an
+/// uncommitted file removes the temporary. Errors name `path` and the reason (errno's text).
+class AtomicFile {
+public:
+  static Expected<AtomicFile> create(const std::string &path);
+  AtomicFile(AtomicFile &&other) noexcept;
+  AtomicFile &operator=(AtomicFile &&other) = delete;
+  AtomicFile(const AtomicFile &) = delete;
+  ~AtomicFile();
+
+  Status write(std::string_view bytes);
+  /// fsync + close + rename; afterwards the object is empty.
+  Status commit();
+  const std::string &tempPath() const { return tmp_; }
+
+private:
+  AtomicFile(std::string path, std::string tmp, int fd)
+      : path_(std::move(path)), tmp_(std::move(tmp)), fd_(fd) {}
+  void discard();
+  std::string path_, tmp_;
+  int fd_ = -1;
+};
+
+/// Writes `bytes` to `path` through an AtomicFile (checkOutputTarget first): a failure leaves
+/// no partial file and no temporary behind, and an existing non-regular `path` is refused.
 Status writeFileAtomically(const std::string &path, const std::string &bytes);
+
+/// Checks that `path` can be read as an input: it is opened with O_NONBLOCK (a FIFO never
+/// blocks), must be a regular file, and at most `maxBytes` long. `what` names the input in
+/// messages ("--data", "model"). Errors: "<path>: cannot open: <reason>", "<path>: <what> is not
+/// a regular file (a FIFO, device or directory)", "<path>: <what> is <n> bytes, over the <m>
+/// byte limit".
+Status checkInputFile(const std::string &path, const std::string &what, uint64_t maxBytes);
+
+/// Reads a whole input file (checkInputFile's rules, then a read bounded by `maxBytes` even if
+/// the file grows); allocation failures are errors ("<path>: out of memory").
+Expected<std::string> readInputFile(const std::string &path, const std::string &what,
+                                    uint64_t maxBytes);
+
+/// Device and inode of the file `path` names (symbolic links followed); nullopt when it does
+/// not exist or cannot be stat'ed.
+struct FileId {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  bool operator==(const FileId &) const = default;
+};
+std::optional<FileId> fileIdOf(const std::string &path);
+
+/// An input or output of a run, for checkDistinctFiles: the flag ("--log", "the plan") and the
+/// path.
+struct NamedPath {
+  std::string flag;
+  std::string path;
+};
+
+/// Fails when an output names the same file (device and inode) as an input, or as another
+/// output: "<out flag> <out path>: is the same file as <in flag> <in path>; refusing to
+/// overwrite it". Empty paths and files that do not exist are skipped.
+Status checkDistinctFiles(const std::vector<NamedPath> &outputs,
+                          const std::vector<NamedPath> &inputs);
+
+/// An append-only text file whose every write, flush and close is checked (--log): a full disk
+/// or an I/O error is a Status naming the path, never a silently short file.
+class CheckedAppendFile {
+public:
+  CheckedAppendFile() = default;
+  CheckedAppendFile(const CheckedAppendFile &) = delete;
+  CheckedAppendFile &operator=(const CheckedAppendFile &) = delete;
+  ~CheckedAppendFile();
+  /// Opens `path` for appending (truncated first unless `append`); refuses a non-regular file
+  /// and does not follow a symbolic link at `path`.
+  Status open(const std::string &path, bool append);
+  bool isOpen() const { return fd_ >= 0; }
+  /// Writes `bytes` completely (retrying short writes); errors: "<path>: cannot write: <reason>".
+  Status write(std::string_view bytes);
+  /// fsync + close; errors: "<path>: cannot sync/close: <reason>". Safe to call when not open.
+  Status close();
+
+private:
+  std::string path_;
+  int fd_ = -1;
+};
 
 } // namespace dtc

@@ -261,7 +261,7 @@ uint32_t readLE(std::string_view b, size_t offset, size_t n) {
 
 int64_t HostArray::numElements() const { return ir::checkedProduct(shape).value_or(-1); }
 
-Expected<HostArray> parseNpy(std::string_view bytes, const std::string &where) {
+Expected<NpyHeader> parseNpyHeader(std::string_view bytes, const std::string &where) {
   auto err = [&](const std::string &what) { return Status::error(where, what); };
   if (bytes.size() < kMagicLen || bytes.substr(0, kMagicLen) != std::string_view(kMagic))
     return err("bad magic: not a .npy file (expected \\x93NUMPY)");
@@ -288,24 +288,40 @@ Expected<HostArray> parseNpy(std::string_view bytes, const std::string &where) {
   if (!header)
     return header.status().withContext(where);
 
-  HostArray array;
+  NpyHeader out;
   auto dtype = dtypeForDescr(header->descr);
   if (!dtype)
     return dtype.status().withContext(where);
   if (header->fortranOrder)
     return err("Fortran-order arrays are not supported (fortran_order: True); save "
                "np.ascontiguousarray(arr) instead");
-  array.dtype = *dtype;
-  array.shape = std::move(header->shape);
-  std::optional<int64_t> elements = ir::checkedProduct(array.shape);
+  out.dtype = *dtype;
+  out.shape = std::move(header->shape);
+  out.descr = header->descr;
+  std::optional<int64_t> elements = ir::checkedProduct(out.shape);
   int64_t nbytes = 0;
-  if (!elements || __builtin_mul_overflow(*elements, ir::dtypeSize(array.dtype), &nbytes))
-    return err("shape " + shapeRepr(array.shape) + " is too large: its byte size overflows");
-  std::string_view data = bytes.substr(prefix + headerLen);
-  if (data.size() != static_cast<uint64_t>(nbytes))
-    return err("data is " + std::to_string(data.size()) + " bytes, but shape " +
-               shapeRepr(array.shape) + " of '" + header->descr + "' needs " +
-               std::to_string(nbytes) + " bytes");
+  if (!elements || __builtin_mul_overflow(*elements, ir::dtypeSize(out.dtype), &nbytes))
+    return err("shape " + shapeRepr(out.shape) + " is too large: its byte size overflows");
+  out.headerBytes = prefix + headerLen;
+  out.dataBytes = static_cast<uint64_t>(nbytes);
+  return out;
+}
+
+Status checkNpyDataSize(const NpyHeader &h, uint64_t dataBytes, const std::string &where) {
+  if (dataBytes != h.dataBytes)
+    return Status::error(where, "data is " + std::to_string(dataBytes) + " bytes, but shape " +
+                                    shapeRepr(h.shape) + " of '" + h.descr + "' needs " +
+                                    std::to_string(h.dataBytes) + " bytes");
+  return Status::ok();
+}
+
+Expected<HostArray> parseNpy(std::string_view bytes, const std::string &where) {
+  DTC_ASSIGN_OR_RETURN(NpyHeader h, parseNpyHeader(bytes, where));
+  std::string_view data = bytes.substr(h.headerBytes);
+  DTC_RETURN_IF_ERROR(checkNpyDataSize(h, data.size(), where));
+  HostArray array;
+  array.dtype = h.dtype;
+  array.shape = std::move(h.shape);
   array.bytes.assign(data.data(), data.size());
   return array;
 }

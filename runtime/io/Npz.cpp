@@ -1,6 +1,7 @@
 // .npz archives through libzip: reading stored and deflated .npy members (from a file or from
-// memory, with sizes checked against the zip's records and zip-bomb limits), reading plain .npy
-// files, and writing uncompressed .npz files atomically (<path>.tmp, then rename).
+// memory; sizes checked against the zip's records, the .npy header, a caller's filter and
+// physical memory before inflating, then streamed into place), reading plain .npy files, and
+// writing uncompressed .npz files atomically (<path>.tmp, then rename).
 #include "runtime/io/NpzInternal.h"
 
 #include <zip.h>
@@ -11,6 +12,8 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <memory>
 #include <new>
 #include <set>
@@ -53,47 +56,104 @@ std::string zipErrorText(int code) {
   return text;
 }
 
-/// Reads member `index` (uncompressed size `size`) completely, growing the buffer with the data
-/// actually read so that a lying size cannot force a huge allocation.
-Expected<std::string> readMember(zip_t *za, zip_uint64_t index, uint64_t size,
-                                 const std::string &where) {
-  ZipFile zf(zip_fopen_index(za, index, 0));
-  if (!zf)
-    return Status::error(where, std::string("cannot open member: ") + zip_strerror(za));
-  std::string data;
+/// Physical memory in bytes (0 when unknown): the arrays of one read must fit in it.
+uint64_t physicalMemoryBytes() {
+  long pages = ::sysconf(_SC_PHYS_PAGES), pageSize = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && pageSize > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(pageSize)
+                                   : 0;
+}
+
+/// The running total of the data bytes of the arrays read so far, checked against physical
+/// memory before each array is allocated.
+struct MemoryBudget {
+  uint64_t used = 0;
+  uint64_t limit = physicalMemoryBytes();
+  Status take(uint64_t bytes, const std::string &where) {
+    if (limit && (bytes > limit || used > limit - bytes))
+      return Status::error(where, "needs " + std::to_string(bytes) + " bytes (" +
+                                      std::to_string(used + bytes) +
+                                      " with the arrays before it), more than the " +
+                                      std::to_string(limit) + " bytes of physical memory");
+    used += bytes;
+    return Status::ok();
+  }
+};
+
+/// Where a member's or file's bytes come from: read(buf, n) returns the bytes read (0 at the
+/// end) or -1 with `error` set.
+struct ByteSource {
+  std::function<int64_t(char *, uint64_t)> read;
+  std::function<std::string()> error;
+  const char *readError = "cannot read: ";
+};
+
+/// Reads exactly `n` bytes into `out` (fewer only at the end of the source); returns the count.
+Expected<uint64_t> readInto(ByteSource &src, char *out, uint64_t n, const std::string &where) {
   uint64_t got = 0;
-  while (got < size) {
-    if (data.size() == got)
-      data.resize(std::min(size, std::max<uint64_t>(got * 2, kReadChunk)));
-    zip_int64_t r = zip_fread(zf.get(), data.data() + got, data.size() - got);
+  while (got < n) {
+    int64_t r = src.read(out + got, std::min<uint64_t>(n - got, kReadChunk * 64));
     if (r < 0)
-      return Status::error(where,
-                           std::string("cannot read member: ") + zip_file_strerror(zf.get()));
+      return Status::error(where, src.readError + src.error());
     if (r == 0)
-      return Status::error(where, "member is truncated: " + std::to_string(got) + " of " +
-                                      std::to_string(size) + " bytes");
+      break;
     got += static_cast<uint64_t>(r);
   }
+  return got;
+}
+
+/// Reads one .npy array of `size` declared bytes from `src`: the header first (filter and
+/// memory checks before any data is read), then the data straight into the array's bytes.
+/// Returns nullopt when `filter` skips the array.
+Expected<std::optional<HostArray>> readNpyStream(ByteSource &src, uint64_t size,
+                                                 const std::string &name,
+                                                 const ArrayFilter &filter, MemoryBudget &budget,
+                                                 const std::string &where) {
+  // The header is at most 64 KiB after a 12-byte preamble.
+  std::string head(static_cast<size_t>(std::min<uint64_t>(size, (64u << 10) + 12)), '\0');
+  DTC_ASSIGN_OR_RETURN(uint64_t got, readInto(src, head.data(), head.size(), where));
+  if (got < head.size())
+    return Status::error(where, "member is truncated: " + std::to_string(got) + " of " +
+                                    std::to_string(size) + " bytes");
+  DTC_ASSIGN_OR_RETURN(NpyHeader h, parseNpyHeader(head, where));
+  DTC_RETURN_IF_ERROR(checkNpyDataSize(h, size - std::min(size, h.headerBytes), where));
+  if (filter) {
+    DTC_ASSIGN_OR_RETURN(bool wanted, filter(name, h.dtype, h.shape));
+    if (!wanted)
+      return std::optional<HostArray>();
+  }
+  DTC_RETURN_IF_ERROR(budget.take(h.dataBytes, where));
+  HostArray array;
+  array.name = name;
+  array.dtype = h.dtype;
+  array.shape = std::move(h.shape);
+  array.bytes.resize(static_cast<size_t>(h.dataBytes));
+  const uint64_t inHead = head.size() - h.headerBytes;
+  std::memcpy(array.bytes.data(), head.data() + h.headerBytes, inHead);
+  DTC_ASSIGN_OR_RETURN(uint64_t rest,
+                       readInto(src, array.bytes.data() + inHead, h.dataBytes - inHead, where));
+  if (rest < h.dataBytes - inHead)
+    return Status::error(where, "member is truncated: " +
+                                    std::to_string(h.headerBytes + inHead + rest) + " of " +
+                                    std::to_string(size) + " bytes");
   // Reading past the end makes libzip check the CRC and reveals data beyond the recorded size.
   char extra = 0;
-  zip_int64_t r = zip_fread(zf.get(), &extra, 1);
+  int64_t r = src.read(&extra, 1);
   if (r < 0)
-    return Status::error(where, std::string("cannot read member: ") + zip_file_strerror(zf.get()));
+    return Status::error(where, src.readError + src.error());
   if (r > 0)
-    return Status::error(where,
-                         "member holds more than its recorded " + std::to_string(size) + " bytes");
-  if (int rc = zip_fclose(zf.release()); rc != 0)
-    return Status::error(where, "cannot read member: " + zipErrorText(rc));
-  return data;
+    return Status::error(where, "member holds more than its recorded " + std::to_string(size) + " bytes");
+  return std::optional<HostArray>(std::move(array));
 }
 
 /// Reads every .npy member of an open archive; `where` names the archive in messages.
-Expected<std::vector<HostArray>> readArchive(zip_t *za, const std::string &where) {
+Expected<std::vector<HostArray>> readArchive(zip_t *za, const std::string &where,
+                                             const ArrayFilter &filter) {
   zip_int64_t count = zip_get_num_entries(za, 0);
   if (count < 0)
     return Status::error(where, std::string("cannot list the zip archive: ") + zip_strerror(za));
   std::vector<HostArray> arrays;
   std::set<std::string> names;
+  MemoryBudget budget;
   for (zip_int64_t i = 0; i < count; ++i) {
     zip_uint64_t index = static_cast<zip_uint64_t>(i);
     zip_stat_t st;
@@ -132,10 +192,19 @@ Expected<std::vector<HostArray>> readArchive(zip_t *za, const std::string &where
       return Status::error(arrayWhere, "zip compression method " + std::to_string(st.comp_method) +
                                            " is not supported (only stored and deflated)");
     }
-    DTC_ASSIGN_OR_RETURN(std::string data, readMember(za, index, st.size, arrayWhere));
-    DTC_ASSIGN_OR_RETURN(HostArray array, parseNpy(data, arrayWhere));
-    array.name = std::move(name);
-    arrays.push_back(std::move(array));
+    ZipFile zf(zip_fopen_index(za, index, 0));
+    if (!zf)
+      return Status::error(arrayWhere, std::string("cannot open member: ") + zip_strerror(za));
+    ByteSource src{[&](char *buf, uint64_t n) -> int64_t { return zip_fread(zf.get(), buf, n); },
+                   [&] { return std::string(zip_file_strerror(zf.get())); },
+                   "cannot read member: "};
+    DTC_ASSIGN_OR_RETURN(std::optional<HostArray> array,
+                         readNpyStream(src, st.size, name, filter, budget, arrayWhere));
+    if (!array)
+      continue; // not wanted: its data is never inflated
+    if (int rc = zip_fclose(zf.release()); rc != 0)
+      return Status::error(arrayWhere, "cannot read member: " + zipErrorText(rc));
+    arrays.push_back(std::move(*array));
   }
   return arrays;
 }
@@ -149,56 +218,59 @@ struct Fd {
   }
 };
 
-/// Reads up to `n` bytes at the start of an open file; retries short reads.
-Expected<std::string> readPrefix(int fd, uint64_t n, const std::string &path) {
-  std::string out(n, '\0');
-  uint64_t got = 0;
-  while (got < n) {
-    ssize_t r = ::read(fd, out.data() + got, std::min<uint64_t>(n - got, 1u << 30));
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r < 0)
-      return Status::error(path, std::string("cannot read: ") + std::strerror(errno));
-    if (r == 0)
-      break;
-    got += static_cast<uint64_t>(r);
-  }
-  out.resize(got);
-  return out;
-}
-
-Expected<std::vector<HostArray>> readArraysImpl(const std::string &path) {
+Expected<std::vector<HostArray>> readArraysImpl(const std::string &path,
+                                                const ArrayFilter &filter) {
   Fd file;
-  file.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
+  file.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (file.fd < 0)
     return Status::error(path, std::string("cannot open: ") + std::strerror(errno));
   struct stat sb;
   if (::fstat(file.fd, &sb) != 0)
     return Status::error(path, std::string("cannot open: ") + std::strerror(errno));
   if (!S_ISREG(sb.st_mode))
-    return Status::error(path, "cannot open: not a regular file");
+    return Status::error(path, "cannot open: not a regular file (a FIFO, device or folder)");
+  if (int flags = ::fcntl(file.fd, F_GETFL); flags >= 0)
+    (void)::fcntl(file.fd, F_SETFL, flags & ~O_NONBLOCK);
   uint64_t fileSize = static_cast<uint64_t>(sb.st_size);
-  DTC_ASSIGN_OR_RETURN(std::string head, readPrefix(file.fd, 6, path));
+  char magic[6] = {};
+  ssize_t n = ::pread(file.fd, magic, sizeof magic, 0);
+  if (n < 0)
+    return Status::error(path, std::string("cannot read: ") + std::strerror(errno));
   std::filesystem::path fsPath(path);
-  bool isNpy = head == "\x93NUMPY" || fsPath.extension() == ".npy";
+  bool isNpy = (n == 6 && std::memcmp(magic, "\x93NUMPY", 6) == 0) || fsPath.extension() == ".npy";
   if (isNpy) {
     if (fileSize > kMaxNpzMemberBytes + (1u << 20))
       return Status::error(path,
                            "file is " + std::to_string(fileSize) + " bytes, over the 16 GiB limit");
-    DTC_ASSIGN_OR_RETURN(
-        std::string rest,
-        readPrefix(file.fd, fileSize - std::min<uint64_t>(fileSize, head.size()), path));
-    DTC_ASSIGN_OR_RETURN(HostArray array, parseNpy(head + rest, path));
-    array.name = fsPath.stem().string();
+    const int fd = file.fd;
+    int lastErrno = 0;
+    ByteSource src{[&](char *buf, uint64_t want) -> int64_t {
+                     for (;;) {
+                       ssize_t r = ::read(fd, buf, std::min<uint64_t>(want, 1u << 30));
+                       if (r < 0 && errno == EINTR)
+                         continue;
+                       lastErrno = errno;
+                       return r;
+                     }
+                   },
+                   [&] { return std::string(std::strerror(lastErrno)); }};
+    MemoryBudget budget;
+    DTC_ASSIGN_OR_RETURN(std::optional<HostArray> array,
+                         readNpyStream(src, fileSize, fsPath.stem().string(), filter, budget,
+                                       path));
     std::vector<HostArray> arrays;
-    arrays.push_back(std::move(array));
+    if (array)
+      arrays.push_back(std::move(*array));
     return arrays;
   }
   int code = 0;
-  ZipArchive za(zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &code));
+  // zip_fdopen reads the descriptor already checked (never the name again) and owns it on success.
+  ZipArchive za(zip_fdopen(file.fd, ZIP_CHECKCONS, &code));
   if (!za)
     return Status::error(path, "not a readable .npz (zip) file: " + openErrorText(code));
-  return readArchive(za.get(), path);
+  file.fd = -1;
+  return readArchive(za.get(), path, filter);
 }
 
 /// Validates an array before writing: a name, a NumPy dtype, bytes matching the shape.
@@ -307,15 +379,15 @@ Expected<std::vector<HostArray>> readNpzFromMemory(std::string_view bytes,
     }
     zip_error_fini(&ze);
     ZipArchive za(raw);
-    return readArchive(za.get(), where);
+    return readArchive(za.get(), where, nullptr);
   } catch (const std::bad_alloc &) {
     return Status::error(where, "out of memory");
   }
 }
 
-Expected<std::vector<HostArray>> readArrays(const std::string &path) {
+Expected<std::vector<HostArray>> readArrays(const std::string &path, const ArrayFilter &filter) {
   try {
-    return readArraysImpl(path);
+    return readArraysImpl(path, filter);
   } catch (const std::bad_alloc &) {
     return Status::error(path, "out of memory");
   } catch (const std::length_error &) {

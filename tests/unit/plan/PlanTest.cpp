@@ -5,6 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -240,13 +244,24 @@ TEST_F(PlanFileTest, FailedWriteLeavesNothing) {
   const std::string target = path("no/such/folder/p.dtc");
   Status s = writePlanFile(makePlan(), target);
   ASSERT_FALSE(s.isOk());
-  EXPECT_EQ(s.message(), target + ": cannot create " + target + ".tmp: No such file or directory");
-  // The temporary file cannot be created: no file appears at the target either.
+  EXPECT_EQ(s.message(),
+            target + ": cannot create " + target + ".tmp.XXXXXX: No such file or directory");
+  // A file or symlink planted at the old fixed temporary name is never written through.
   fs::create_directory(path("p.dtc.tmp"));
-  Status t = writePlanFile(makePlan(), path("p.dtc"));
-  EXPECT_EQ(t.message(),
-            path("p.dtc") + ": cannot create " + path("p.dtc.tmp") + ": Is a directory");
-  EXPECT_FALSE(fs::exists(path("p.dtc")));
+  std::ofstream(path("victim")) << "keep";
+  fs::create_symlink(path("victim"), path("q.dtc.tmp"));
+  ASSERT_TRUE(writePlanFile(makePlan(), path("p.dtc")).isOk());
+  ASSERT_TRUE(writePlanFile(makePlan(), path("q.dtc")).isOk());
+  std::ifstream victim(path("victim"));
+  std::string kept((std::istreambuf_iterator<char>(victim)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(kept, "keep");
+  EXPECT_TRUE(fs::is_directory(path("p.dtc.tmp")));
+  // A FIFO (or device) at the target is refused, never replaced by a regular file.
+  ASSERT_EQ(::mkfifo(path("f.dtc").c_str(), 0600), 0);
+  Status f = writePlanFile(makePlan(), path("f.dtc"));
+  EXPECT_EQ(f.message(), path("f.dtc") + ": exists and is not a regular file (a device, FIFO or "
+                                         "socket); refusing to replace it");
+  EXPECT_TRUE(fs::is_fifo(path("f.dtc")));
 }
 
 // --- text and fingerprint ---

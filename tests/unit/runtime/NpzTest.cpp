@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -577,7 +579,40 @@ TEST(NpzTest, MissingFile) {
   EXPECT_EQ(r.status().message(), path + ": cannot open: No such file or directory");
   auto d = readArrays(dir.path());
   ASSERT_FALSE(d);
-  EXPECT_EQ(d.status().message(), dir.path() + ": cannot open: not a regular file");
+  EXPECT_EQ(d.status().message(),
+            dir.path() + ": cannot open: not a regular file (a FIFO, device or folder)");
+  // A FIFO is refused at once (opening it used to wait for a writer forever).
+  std::string fifo = dir.file("data.npz");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto f = readArrays(fifo);
+  ASSERT_FALSE(f);
+  EXPECT_EQ(f.status().message(),
+            fifo + ": cannot open: not a regular file (a FIFO, device or folder)");
+}
+
+TEST(NpzTest, FilterSeesHeadersBeforeDataIsRead) {
+  TempDir dir;
+  std::string path = dir.file("f.npz");
+  HostArray a = makeArray("a", DType::kFloat32, {2, 3}, std::string(24, '\1'));
+  HostArray b = makeArray("b", DType::kInt64, {4}, std::string(32, '\2'));
+  ASSERT_TRUE(writeNpz(path, {a, b}).isOk());
+  std::vector<std::string> seen;
+  auto r = readArrays(path, [&](const std::string &name, DType dtype,
+                                const std::vector<int64_t> &shape) -> Expected<bool> {
+    seen.push_back(name + ":" + dtc::ir::dtypeName(dtype) + ":" + std::to_string(shape.size()));
+    return name == "b";
+  });
+  ASSERT_TRUE(r) << r.status().message();
+  ASSERT_EQ(r->size(), 1u);
+  EXPECT_EQ((*r)[0].name, "b");
+  EXPECT_EQ((*r)[0].bytes, b.bytes);
+  EXPECT_EQ(seen, (std::vector<std::string>{"a:f32:2", "b:i64:1"}));
+  auto e = readArrays(path, [&](const std::string &name, DType,
+                                const std::vector<int64_t> &) -> Expected<bool> {
+    return Status::error(path + ": array '" + name + "'", "not wanted");
+  });
+  ASSERT_FALSE(e);
+  EXPECT_EQ(e.status().message(), path + ": array 'a': not wanted");
 }
 
 TEST(NpzTest, ReadsPlainNpyFileNamedAfterStem) {
