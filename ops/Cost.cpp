@@ -22,11 +22,11 @@ Expected<std::vector<int64_t>> staticDimsOf(const ir::Node &node, const ir::Valu
                                             const char *kind, size_t i) {
   std::string which = std::string(kind) + " " + std::to_string(i) + " '" + v->name() + "'";
   if (!v->shape().isStatic())
-    return Status::error(node.where(), "cost needs static shapes: " + which + " has type " +
-                                           v->type().str());
+    return Status::error(node.where(),
+                         "cost needs static shapes: " + which + " has type " + v->type().str());
   if (v->dtype() == ir::DType::kUndefined)
-    return Status::error(node.where(), "cost needs known dtypes: " + which + " has type " +
-                                           v->type().str());
+    return Status::error(node.where(),
+                         "cost needs known dtypes: " + which + " has type " + v->type().str());
   return v->shape().staticSizes();
 }
 
@@ -66,8 +66,9 @@ double CostContext::outputElements(size_t i) const {
   return hasOutput(i) ? elements(outputDims(i)) : 0;
 }
 double CostContext::inputBytes(size_t i) const {
-  return hasInput(i) ? inputElements(i) * static_cast<double>(ir::dtypeSize(node_->input(i)->dtype()))
-                     : 0;
+  return hasInput(i)
+             ? inputElements(i) * static_cast<double>(ir::dtypeSize(node_->input(i)->dtype()))
+             : 0;
 }
 double CostContext::outputBytes(size_t i) const {
   return hasOutput(i)
@@ -129,8 +130,7 @@ Expected<Cost> nodeCost(const ir::Node &node) {
   if (!def)
     return Status::error(node.where(), "cost: unknown operator '" + node.opType() + "'");
   if (!def->cost)
-    return Status::error(node.where(), "cost: operator '" + node.opType() +
-                                           "' has no cost facet");
+    return Status::error(node.where(), "cost: operator '" + node.opType() + "' has no cost facet");
   DTC_ASSIGN_OR_RETURN(CostContext ctx, CostContext::make(node));
   return def->cost(ctx);
 }

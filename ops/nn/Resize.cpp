@@ -287,8 +287,8 @@ OpDef defineResize() {
   d.gradient = resizeGradient;
   // nn::resizeFlops: nearest 0 FLOPs, linear / cubic a multiply-add per tap.
   d.cost = [](const CostContext &ctx) -> Expected<Cost> {
-    return ctx.withFlops(nn::resizeFlops(ctx.node().attrString("mode", "nearest"),
-                                         ctx.inputDims(0), ctx.outputDims(0), false));
+    return ctx.withFlops(nn::resizeFlops(ctx.node().attrString("mode", "nearest"), ctx.inputDims(0),
+                                         ctx.outputDims(0), false));
   };
   return d;
 }

@@ -90,8 +90,8 @@ OpDef defineUpsample() {
   d.infer = inferUpsample;
   // As Resize (nn::resizeFlops); import rewrites Upsample into Resize.
   d.cost = [](const CostContext &ctx) -> Expected<Cost> {
-    return ctx.withFlops(nn::resizeFlops(ctx.node().attrString("mode", "nearest"),
-                                         ctx.inputDims(0), ctx.outputDims(0), false));
+    return ctx.withFlops(nn::resizeFlops(ctx.node().attrString("mode", "nearest"), ctx.inputDims(0),
+                                         ctx.outputDims(0), false));
   };
   return d;
 }

@@ -48,9 +48,9 @@ OpDef defineNegativeLogLikelihoodLoss() {
   d.cost = [](const CostContext &ctx) -> Expected<Cost> {
     double samples = ctx.inputElements(1);
     bool weighted = ctx.hasInput(2);
-    return ctx.withFlops(samples * (weighted ? 2 : 1) +
-                         lossReductionFlops(samples, ctx.node().attrString("reduction", "mean"),
-                                            weighted));
+    return ctx.withFlops(
+        samples * (weighted ? 2 : 1) +
+        lossReductionFlops(samples, ctx.node().attrString("reduction", "mean"), weighted));
   };
   return d;
 }

@@ -55,9 +55,9 @@ OpDef defineSoftmaxCrossEntropyLoss() {
   d.cost = [](const CostContext &ctx) -> Expected<Cost> {
     double samples = ctx.inputElements(1);
     bool weighted = ctx.hasInput(2);
-    return ctx.withFlops(5 * ctx.inputElements(0) + samples * (weighted ? 3 : 2) +
-                         lossReductionFlops(samples, ctx.node().attrString("reduction", "mean"),
-                                            weighted));
+    return ctx.withFlops(
+        5 * ctx.inputElements(0) + samples * (weighted ? 3 : 2) +
+        lossReductionFlops(samples, ctx.node().attrString("reduction", "mean"), weighted));
   };
   return d;
 }

@@ -4,8 +4,8 @@
 // Statistics follow PyTorch's training forward (torch.nn.BatchNorm*d, LayerNorm); with sync=1
 // the batch statistics span the data-parallel group (torch.nn.SyncBatchNorm).
 #include "ops/OpDef.h"
-#include "ops/nn/NNCommon.h"
 #include "ops/ShapeHelpers.h"
+#include "ops/nn/NNCommon.h"
 
 namespace dtc::ops {
 

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace dtc {
 namespace {
 
@@ -109,9 +111,9 @@ TEST(Cost, MatMul) {
 TEST(Cost, MatMulT) {
   G g;
   // A^T @ B with A [3,2] (transA): M = 2, K = 3, N = 4; alpha 0.5 adds one multiply per output.
-  ir::Node *n = g.add("MatMulT", {g.in("a", {3, 2}), g.in("b", {3, 4})}, {"y"},
-                      {{"transA", ir::Attribute(int64_t{1})}, {"alpha", ir::Attribute(0.5f)}},
-                      "ai.dtc");
+  ir::Node *n =
+      g.add("MatMulT", {g.in("a", {3, 2}), g.in("b", {3, 4})}, {"y"},
+            {{"transA", ir::Attribute(int64_t{1})}, {"alpha", ir::Attribute(0.5f)}}, "ai.dtc");
   expectCost(n, 48 + 8, (6 + 12) * 4, 32);
 }
 
@@ -138,11 +140,11 @@ TEST(Cost, Conv) {
   // X [1,4,8,8], W [6,2,3,3], group 2, pads 1, strides 2 -> Y [1,6,4,4]:
   // 2 * N * Cout * prod(out) * (Cin / group) * prod(kernel) = 2 * 1 * 6 * 16 * 2 * 9 = 3456,
   // + 96 bias adds.
-  ir::Node *n = g.add("Conv", {g.in("x", {1, 4, 8, 8}), g.in("w", {6, 2, 3, 3}), g.in("b", {6})},
-                      {"y"},
-                      {{"group", ir::Attribute(int64_t{2})},
-                       {"pads", ir::Attribute(std::vector<int64_t>{1, 1, 1, 1})},
-                       {"strides", ir::Attribute(std::vector<int64_t>{2, 2})}});
+  ir::Node *n =
+      g.add("Conv", {g.in("x", {1, 4, 8, 8}), g.in("w", {6, 2, 3, 3}), g.in("b", {6})}, {"y"},
+            {{"group", ir::Attribute(int64_t{2})},
+             {"pads", ir::Attribute(std::vector<int64_t>{1, 1, 1, 1})},
+             {"strides", ir::Attribute(std::vector<int64_t>{2, 2})}});
   ASSERT_EQ(n->output(0)->type().str(), "f32[1,6,4,4]");
   expectCost(n, 3456 + 96, (256 + 108 + 6) * 4, 96 * 4);
   // Dilations 2, no pads: X [2,2,7,7], W [3,2,3,3] -> Y [2,3,3,3]: 2 * 54 * 18.
@@ -214,8 +216,9 @@ TEST(Cost, ViewsAndDataMovement) {
   expectCost(g.add("Reshape", {x, g.ints("shape", {6, 4})}, {"r"}), 0, 0, 0);
   expectCost(g.add("Identity", {x}, {"i"}), 0, 0, 0);
   // Transpose moves every element: 0 FLOPs, 96 bytes each way.
-  expectCost(g.add("Transpose", {x}, {"t"}, {{"perm", ir::Attribute(std::vector<int64_t>{2, 0, 1})}}),
-             0, 96, 96);
+  expectCost(
+      g.add("Transpose", {x}, {"t"}, {{"perm", ir::Attribute(std::vector<int64_t>{2, 0, 1})}}), 0,
+      96, 96);
   // Shape reads no tensor data and writes 3 int64s.
   expectCost(g.add("Shape", {x}, {"s"}), 0, 0, 24);
 }
@@ -232,17 +235,17 @@ TEST(Cost, Reductions) {
 TEST(Cost, NormalizationAndLoss) {
   G g;
   // BatchNormalization inference on [2,3,4,4] (96 elements, 3 channels): 4 * 96 + 2 * 3.
-  ir::Node *n = g.add("BatchNormalization",
-                      {g.in("x", {2, 3, 4, 4}), g.in("sc", {3}), g.in("b", {3}), g.in("mu", {3}),
-                       g.in("var", {3})},
-                      {"y"});
+  ir::Node *n = g.add(
+      "BatchNormalization",
+      {g.in("x", {2, 3, 4, 4}), g.in("sc", {3}), g.in("b", {3}), g.in("mu", {3}), g.in("var", {3})},
+      {"y"});
   EXPECT_EQ(costOf(n).flops, 4 * 96 + 2 * 3);
   // LayerNormalization over the last axis of [4,8] with Scale and B: 8 * 32 + 5 * 4 rows.
   n = g.add("LayerNormalization", {g.in("lx", {4, 8}), g.in("ls", {8}), g.in("lb", {8})}, {"ly"});
   EXPECT_EQ(costOf(n).flops, 8 * 32 + 5 * 4);
   // SoftmaxCrossEntropyLoss, scores [4,10], labels [4], mean: 5 * 40 + 2 * 4 + (4 + 1).
-  n = g.add("SoftmaxCrossEntropyLoss", {g.in("scores", {4, 10}), g.in("labels", {4}, DType::kInt64)},
-            {"loss"});
+  n = g.add("SoftmaxCrossEntropyLoss",
+            {g.in("scores", {4, 10}), g.in("labels", {4}, DType::kInt64)}, {"loss"});
   expectCost(n, 200 + 8 + 5, (40 * 4) + (4 * 8), 4);
 }
 
@@ -268,9 +271,9 @@ TEST(Cost, SgdAndClipping) {
   ir::Value *p = g.in("p", {8}), *gr = g.in("g", {8}), *lr = g.in("lr", {});
   EXPECT_EQ(costOf(g.add("SGD", {p, gr, lr}, {"p1"}, {}, "ai.dtc")).flops, 16);
   // momentum + nesterov: 2 + 4 per element.
-  ir::Node *n = g.add("SGD", {p, gr, lr, g.in("buf", {8})}, {"p2", "b2"},
-                      {{"momentum", ir::Attribute(0.9f)}, {"nesterov", ir::Attribute(int64_t{1})}},
-                      "ai.dtc");
+  ir::Node *n =
+      g.add("SGD", {p, gr, lr, g.in("buf", {8})}, {"p2", "b2"},
+            {{"momentum", ir::Attribute(0.9f)}, {"nesterov", ir::Attribute(int64_t{1})}}, "ai.dtc");
   EXPECT_EQ(costOf(n).flops, 48);
   // SumSquares: a square and an add per element of every input.
   EXPECT_EQ(costOf(g.add("SumSquares", {p, g.in("q", {3, 4})}, {"ss"}, {}, "ai.dtc")).flops,
@@ -279,9 +282,11 @@ TEST(Cost, SgdAndClipping) {
 
 TEST(Cost, AllReduceMovesBytesOnly) {
   G g;
-  ir::Node *n = g.add("AllReduce", {g.in("a", {100}), g.in("b", {50}, DType::kFloat64)},
-                      {"ra", "rb"}, {}, "ai.dtc");
-  expectCost(n, 0, 800, 800);
+  // A bucket of two gradients: 0 local FLOPs, (100 + 50) f64 elements each way.
+  ir::Node *n =
+      g.add("AllReduce", {g.in("a", {100}, DType::kFloat64), g.in("b", {50}, DType::kFloat64)},
+            {"ra", "rb"}, {}, "ai.dtc");
+  expectCost(n, 0, 1200, 1200);
 }
 
 TEST(Cost, ShapesMustBeStatic) {
