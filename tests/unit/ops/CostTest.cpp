@@ -9,6 +9,8 @@
 
 #include <cmath>
 
+#include <cmath>
+
 namespace dtc {
 namespace {
 
