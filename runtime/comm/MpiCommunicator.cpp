@@ -281,7 +281,7 @@ struct Task {
 
   std::vector<MPI_Request> reqs;
   Clock::time_point began{};
-  int64_t traceBegin = 0;
+  int64_t traceBegin = -1; ///< -1: not started or no tracer
   std::atomic<int64_t> firstWaitNs{0}; ///< steady clock of the first wait() (send/recv timeout)
   std::atomic<bool> done{false};
   Status status;
@@ -388,6 +388,7 @@ private:
   std::condition_variable parkedCv_;
   std::atomic<int> waiters_{0}; ///< threads blocked in wait()/waitAll()
   std::atomic<int> inFlight_{0}; ///< queued or started, not complete
+  std::atomic<int> queued_{0};   ///< queue_ is not empty (lets pollOnce skip mu_)
   bool oversubscribed_ = false; ///< more ranks on this host than cores
   /// At least one rank per core: every core runs a compute thread, so spinning while nobody
   /// waits would take a core from a kernel (measured: bucket launches of ~170 us on 2 ranks x 2
@@ -746,9 +747,13 @@ Status MpiCommunicator::prepareAllReduce(Task &t) {
   // reduced too) with gaps of whole elements. The choice depends on the layout, so every rank
   // must pass the same relative layout (the executor's arena does: same plan, 64-byte aligned
   // base); the staging path packs in request order, which does not depend on addresses.
-  std::vector<Task::Piece> sorted = t.pieces;
-  std::sort(sorted.begin(), sorted.end(),
-            [](const Task::Piece &a, const Task::Piece &b) { return a.out < b.out; });
+  std::vector<Task::Piece> sortedCopy;
+  if (t.pieces.size() > 1) {
+    sortedCopy = t.pieces;
+    std::sort(sortedCopy.begin(), sortedCopy.end(),
+              [](const Task::Piece &a, const Task::Piece &b) { return a.out < b.out; });
+  }
+  const std::vector<Task::Piece> &sorted = t.pieces.size() > 1 ? sortedCopy : t.pieces;
   bool contiguous = true;
   for (size_t i = 1; i < sorted.size(); ++i) {
     std::byte *end = sorted[i - 1].out + sorted[i - 1].bytes;
@@ -895,6 +900,7 @@ uint64_t MpiCommunicator::enqueue(std::shared_ptr<Task> t, const Status &invalid
       t->done.store(true);
     } else {
       queue_.push_back(t);
+      queued_.fetch_add(1, std::memory_order_release);
       inFlight_.fetch_add(1);
       queued = true;
     }
@@ -1008,7 +1014,7 @@ Status MpiCommunicator::waitAll() {
 // --- the engine -----------------------------------------------------------------------------
 
 void MpiCommunicator::complete(const std::shared_ptr<Task> &t, Status s) {
-  if (opts_.tracer && t->traceBegin >= 0 && t->op != Op::kExclusive) {
+  if (opts_.tracer && t->traceBegin >= 0) {
     Tracer::Event e;
     e.name = t->name;
     e.category = t->kind;
@@ -1031,6 +1037,7 @@ void MpiCommunicator::breakWith(const Status &s) {
     if (failure_.isOk())
       failure_ = s;
     queued.swap(queue_);
+    queued_.store(0);
   }
   broken_.store(true);
   // Requests already started cannot be completed safely: they are abandoned (no further MPI
@@ -1080,7 +1087,7 @@ int MpiCommunicator::startTask(Task &t) {
     if (t.contiguous) {
       if (n == 1 || !t.sendBase)
         copyIn();
-      return n == 1 ? MPI_SUCCESS : reduce(n == 1 ? nullptr : t.sendBase, t.base, t.span);
+      return n == 1 ? MPI_SUCCESS : reduce(t.sendBase, t.base, t.span);
     }
     if (n == 1) {
       copyIn();
@@ -1275,12 +1282,13 @@ bool MpiCommunicator::pollOnce() {
   if (broken_.load())
     return false;
   bool progressed = false;
-  {
+  if (queued_.load(std::memory_order_acquire) > 0) {
     std::lock_guard<std::mutex> lock(mu_);
     while (!queue_.empty()) {
       toStart_.push_back(std::move(queue_.front()));
       queue_.pop_front();
     }
+    queued_.store(0, std::memory_order_relaxed);
   }
   // Start in submission order (MPI matches collectives on a communicator in call order).
   while (!toStart_.empty()) {
