@@ -1,9 +1,8 @@
 // The MPI communicator (Communicator.h): requests of every kind are queued by submit() and run
 // with MPI's non-blocking calls (MPI_Iallreduce, MPI_Iallgather, MPI_Ireduce_scatter_block,
-// MPI_Ibcast, MPI_Isend, MPI_Improbe + MPI_Imrecv), many in flight at once. A thread waiting
-// in wait() drives MPI itself; otherwise a communication thread does, with heartbeats to every
-// peer so that a lost or stopped peer is named within the timeout. One engine lock serializes
-// every MPI call.
+// MPI_Ibcast, MPI_Isend, MPI_Irecv), many in flight at once. A thread waiting in wait() drives
+// MPI itself; otherwise a communication thread does, with heartbeats to every peer so that a
+// lost or stopped peer is named within the timeout. One engine lock serializes every MPI call.
 #include "runtime/comm/Communicator.h"
 
 #include "runtime/Trace.h"
@@ -25,7 +24,6 @@
 #include <deque>
 #include <functional>
 #include <future>
-#include <map>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -269,11 +267,12 @@ struct Task {
   size_t span = 0;
   std::vector<std::byte> staging;
 
-  // Recv: chunks matched one by one with MPI_Improbe (only the oldest recv of a (peer, tag)).
-  size_t nextChunk = 0;
+  // Send/recv: messages of at most kMaxChunk bytes. Recv: a message of another size (MPI
+  // truncates a longer one and reports its size) is this recv's error.
   size_t chunks = 1;
   bool mismatch = false;
-  size_t mismatchBytes = 0;
+  size_t mismatchBytes = 0; ///< the size of the message that did not fit
+  size_t mismatchChunk = 0;
 
   /// kExclusive (createGroups): runs alone once every earlier request has completed; `breaks`
   /// when its error breaks the communicator (a lost peer, an MPI error).
@@ -340,8 +339,6 @@ private:
   int startTask(Task &t);
   /// Tests the active tasks' requests; returns an MPI error code.
   int testActive(bool &progressed);
-  /// Recv: matches and receives the next chunk when this is the oldest recv of its (peer,tag).
-  int advanceRecv(Task &t, bool &progressed);
   Status finishTask(Task &t);
   void complete(const std::shared_ptr<Task> &t, Status s);
   /// Breaks the communicator: `s` for every queued and active task and every later call.
@@ -402,12 +399,11 @@ private:
   // Under the engine lock.
   std::deque<std::shared_ptr<Task>> toStart_; ///< taken from queue_, not started yet
   std::vector<std::shared_ptr<Task>> active_; ///< started, in submission order
-  /// The started recvs of each (peer, tag), oldest first: only the oldest may match.
-  std::map<std::pair<int, int>, std::deque<Task *>> recvOrder_;
   std::vector<MPI_Request> flat_;
   std::vector<std::pair<Task *, size_t>> owners_;
   std::vector<int> indices_;
   std::vector<MPI_Status> statuses_;
+  Task *failed_ = nullptr; ///< testActive: the task whose request failed
   std::vector<uint64_t> entered_; ///< collectives started per group
   std::vector<Clock::time_point> lastSeen_;
   std::vector<std::vector<uint64_t>> peerEntered_; ///< per peer: its `entered_` as last heard
@@ -1056,7 +1052,6 @@ void MpiCommunicator::breakWith(const Status &s) {
     complete(t, s);
   active_.clear();
   toStart_.clear();
-  recvOrder_.clear();
   workCv_.notify_all();
 }
 
@@ -1166,53 +1161,23 @@ int MpiCommunicator::startTask(Task &t) {
     }
     return MPI_SUCCESS;
   }
-  case Op::kRecv:
-    recvOrder_[{t.peer, t.tag}].push_back(&t);
-    return MPI_SUCCESS; // matched in advanceRecv
+  case Op::kRecv: {
+    // Posted at once: MPI matches recvs of one (peer, tag) in the order they were posted.
+    std::byte *data = static_cast<std::byte *>(r.outputs[0]);
+    for (size_t c = 0; c < t.chunks; ++c) {
+      t.reqs.emplace_back();
+      int rc = MPI_Irecv(data + c * kMaxChunk, static_cast<int>(chunkBytes(r.bytes[0], c)),
+                         MPI_BYTE, t.peer, t.tag, p2pComm_, &t.reqs.back());
+      if (rc != MPI_SUCCESS)
+        return rc;
+    }
+    return MPI_SUCCESS;
+  }
   case Op::kBarrier:
     t.reqs.emplace_back();
     return MPI_Ibarrier(g.comm, &t.reqs.back());
   case Op::kExclusive:
     break;
-  }
-  return MPI_SUCCESS;
-}
-
-int MpiCommunicator::advanceRecv(Task &t, bool &progressed) {
-  std::deque<Task *> &order = recvOrder_[{t.peer, t.tag}];
-  while (!order.empty() && order.front() == &t && t.nextChunk < t.chunks && !t.mismatch) {
-    int flag = 0;
-    MPI_Message msg;
-    MPI_Status st;
-    int rc = MPI_Improbe(t.peer, t.tag, p2pComm_, &flag, &msg, &st);
-    if (rc != MPI_SUCCESS)
-      return rc;
-    if (!flag)
-      return MPI_SUCCESS;
-    progressed = true;
-    int count = 0;
-    MPI_Get_count(&st, MPI_BYTE, &count);
-    const size_t expected = chunkBytes(t.req.bytes[0], t.nextChunk);
-    t.reqs.emplace_back();
-    if (static_cast<size_t>(count) != expected) {
-      // Consume the message (so that later ones still match) and fail this recv only.
-      t.mismatch = true;
-      t.mismatchBytes = static_cast<size_t>(count);
-      t.staging.resize(static_cast<size_t>(count));
-      rc = MPI_Imrecv(t.staging.data(), count, MPI_BYTE, &msg, &t.reqs.back());
-    } else {
-      rc = MPI_Imrecv(static_cast<std::byte *>(t.req.outputs[0]) + t.nextChunk * kMaxChunk,
-                      count, MPI_BYTE, &msg, &t.reqs.back());
-    }
-    if (rc != MPI_SUCCESS)
-      return rc;
-    ++t.nextChunk;
-  }
-  // Matched every chunk (or gave up on a mismatch): the next recv of this (peer, tag) may match.
-  if (!order.empty() && order.front() == &t && (t.nextChunk == t.chunks || t.mismatch)) {
-    order.pop_front();
-    if (order.empty())
-      recvOrder_.erase({t.peer, t.tag});
   }
   return MPI_SUCCESS;
 }
@@ -1235,12 +1200,30 @@ int MpiCommunicator::testActive(bool &progressed) {
                         statuses_.data());
   if (outcount == MPI_UNDEFINED)
     outcount = 0;
+  int failure = MPI_SUCCESS;
   for (int k = 0; k < outcount; ++k) {
-    auto [task, i] = owners_[static_cast<size_t>(indices_[static_cast<size_t>(k)])];
+    const size_t at = static_cast<size_t>(indices_[static_cast<size_t>(k)]);
+    auto [task, i] = owners_[at];
     task->reqs[i] = MPI_REQUEST_NULL;
     progressed = true;
+    const MPI_Status &st = statuses_[static_cast<size_t>(k)];
+    const int err = rc == MPI_ERR_IN_STATUS ? st.MPI_ERROR : MPI_SUCCESS;
+    if (task->op == Op::kRecv && (err == MPI_SUCCESS || err == MPI_ERR_TRUNCATE)) {
+      // A message of another size: consumed (later ones still match), this recv fails.
+      int count = 0;
+      MPI_Get_count(&st, MPI_BYTE, &count);
+      if (!task->mismatch && (err == MPI_ERR_TRUNCATE ||
+                              static_cast<size_t>(count) != chunkBytes(task->req.bytes[0], i))) {
+        task->mismatch = true;
+        task->mismatchBytes = static_cast<size_t>(count);
+        task->mismatchChunk = i;
+      }
+    } else if (err != MPI_SUCCESS && failure == MPI_SUCCESS) {
+      failure = err;
+      failed_ = task;
+    }
   }
-  return rc;
+  return rc == MPI_ERR_IN_STATUS ? failure : rc;
 }
 
 Status MpiCommunicator::finishTask(Task &t) {
@@ -1273,7 +1256,7 @@ Status MpiCommunicator::finishTask(Task &t) {
     return Status::ok();
   case Op::kRecv:
     if (t.mismatch) {
-      const size_t sent = t.mismatchBytes + (t.nextChunk - 1) * kMaxChunk;
+      const size_t sent = t.mismatchBytes + t.mismatchChunk * kMaxChunk;
       return taskError(t, "rank " + std::to_string(t.peer) + " sent " + std::to_string(sent) +
                               " bytes with tag " + std::to_string(t.tag) + ", this rank expects " +
                               std::to_string(r.bytes[0]) + " bytes");
@@ -1328,32 +1311,17 @@ bool MpiCommunicator::pollOnce() {
 
   int rc = testActive(progressed);
   if (rc != MPI_SUCCESS) {
-    // Name the request whose MPI call failed (MPI_ERR_IN_STATUS: its status says).
-    Task *failed = active_.front().get();
-    for (size_t k = 0; k < owners_.size() && k < statuses_.size(); ++k)
-      if (rc == MPI_ERR_IN_STATUS && statuses_[k].MPI_ERROR != MPI_SUCCESS &&
-          statuses_[k].MPI_ERROR != MPI_ERR_PENDING) {
-        failed = owners_[k].first;
-        rc = statuses_[k].MPI_ERROR;
-        break;
-      }
+    // Name the request whose MPI call failed (from its status), else the oldest.
+    Task *failed = failed_ ? failed_ : active_.front().get();
+    failed_ = nullptr;
     breakWith(taskError(*failed, "MPI error: " + mpiErrorString(rc)));
     return true;
   }
   // Complete the tasks whose requests are all done (recvs: once every chunk has matched).
   for (size_t i = 0; i < active_.size();) {
     Task &t = *active_[i];
-    if (t.op == Op::kRecv) {
-      rc = advanceRecv(t, progressed);
-      if (rc != MPI_SUCCESS) {
-        breakWith(taskError(t, "MPI error: " + mpiErrorString(rc)));
-        return true;
-      }
-    }
-    bool allDone = std::all_of(t.reqs.begin(), t.reqs.end(),
-                               [](MPI_Request q) { return q == MPI_REQUEST_NULL; });
-    if (t.op == Op::kRecv && t.nextChunk < t.chunks && !t.mismatch)
-      allDone = false;
+    const bool allDone = std::all_of(t.reqs.begin(), t.reqs.end(),
+                                     [](MPI_Request q) { return q == MPI_REQUEST_NULL; });
     if (!allDone) {
       ++i;
       continue;

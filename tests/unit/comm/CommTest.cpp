@@ -692,7 +692,13 @@ TEST(CommPointToPoint, SizeMismatchNamesBothSizes) {
   if (r == 0) {
     ASSERT_TRUE(gComm->send(buf.data(), 400, 1, 9, "too long").isOk());
     ASSERT_TRUE(gComm->send(buf.data(), 8, 1, 9, "right size").isOk());
+    ASSERT_TRUE(gComm->send(buf.data(), 8, 1, 10, "too short").isOk());
   } else {
+    Status shorter = gComm->recv(buf.data(), 16, 0, 10, "too short");
+    ASSERT_FALSE(shorter.isOk());
+    EXPECT_NE(shorter.message().find("rank 0 sent 8 bytes with tag 10, this rank expects 16"),
+              std::string::npos)
+        << shorter.message();
     Status s = gComm->recv(buf.data(), 300, 0, 9, "too long");
     ASSERT_FALSE(s.isOk());
     EXPECT_NE(s.message().find("recv 'too long'"), std::string::npos) << s.message();
