@@ -155,8 +155,7 @@ public:
   /// Element-wise sum over the ranks, in place (KernelCollectives; also metrics).
   Status allReduceSum(double *data, size_t count, const std::string &what) override;
   /// `count` elements of `dtype` at `data` reduced over the world, in place.
-  Status allReduce(void *data, size_t count, ir::DType dtype, ReduceOp op,
-                   const std::string &what);
+  Status allReduce(void *data, size_t count, ir::DType dtype, ReduceOp op, const std::string &what);
   /// World rank `root`'s `bytes` bytes at `data` replace every other rank's.
   Status broadcast(void *data, size_t bytes, int root, const std::string &what);
   /// recv (size() * bytes) receives every rank's `bytes` bytes of `send`, in rank order.

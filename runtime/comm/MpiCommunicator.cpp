@@ -15,8 +15,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <condition_variable>
 #include <cstdlib>
@@ -235,7 +235,16 @@ struct Group {
 };
 
 /// What a task does; the CommKinds plus the internal ones.
-enum class Op { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kSend, kRecv, kBarrier, kExclusive };
+enum class Op {
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kBroadcast,
+  kSend,
+  kRecv,
+  kBarrier,
+  kExclusive
+};
 
 /// One submitted request, from submit() to its completion. Set up by prepare() on the
 /// submitting thread; started, tested and finished under the engine lock.
@@ -281,7 +290,7 @@ struct Task {
 
   std::vector<MPI_Request> reqs;
   Clock::time_point began{};
-  int64_t traceBegin = -1; ///< -1: not started or no tracer
+  int64_t traceBegin = -1;             ///< -1: not started or no tracer
   std::atomic<int64_t> firstWaitNs{0}; ///< steady clock of the first wait() (send/recv timeout)
   std::atomic<bool> done{false};
   Status status;
@@ -364,16 +373,16 @@ private:
   PollScheme poll_;
   int rank_ = 0;
   int size_ = 1;
-  MPI_Comm comm_ = MPI_COMM_NULL;   ///< the world's collectives
+  MPI_Comm comm_ = MPI_COMM_NULL;    ///< the world's collectives
   MPI_Comm p2pComm_ = MPI_COMM_NULL; ///< send/recv (tags of their own)
-  MPI_Comm hbComm_ = MPI_COMM_NULL; ///< heartbeats
+  MPI_Comm hbComm_ = MPI_COMM_NULL;  ///< heartbeats
   mpi::HalfOps halfOps_;
 
   std::thread thread_;
   /// Serializes every MPI call and owns the state below "Under the engine lock". Taken by the
   /// communication thread and by waiting threads; never while holding mu_.
   std::mutex engine_;
-  std::mutex mu_; ///< queue_, pending_, failure_, groups_ (writes), stop_
+  std::mutex mu_;                  ///< queue_, pending_, failure_, groups_ (writes), stop_
   std::condition_variable workCv_; ///< wakes the communication thread
   std::deque<std::shared_ptr<Task>> queue_;
   std::unordered_map<uint64_t, std::shared_ptr<Task>> pending_;
@@ -384,10 +393,10 @@ private:
   std::atomic<bool> aborting_{false};
   bool parked_ = false;
   std::condition_variable parkedCv_;
-  std::atomic<int> waiters_{0}; ///< threads blocked in wait()/waitAll()
+  std::atomic<int> waiters_{0};  ///< threads blocked in wait()/waitAll()
   std::atomic<int> inFlight_{0}; ///< queued or started, not complete
   std::atomic<int> queued_{0};   ///< queue_ is not empty (lets pollOnce skip mu_)
-  bool oversubscribed_ = false; ///< more ranks on this host than cores
+  bool oversubscribed_ = false;  ///< more ranks on this host than cores
   /// At least one rank per core: every core runs a compute thread, so spinning while nobody
   /// waits would take a core from a kernel (measured: bucket launches of ~170 us on 2 ranks x 2
   /// cores); then the thread sleeps between tests from the start.
@@ -403,7 +412,7 @@ private:
   std::vector<std::pair<Task *, size_t>> owners_;
   std::vector<int> indices_;
   std::vector<MPI_Status> statuses_;
-  Task *failed_ = nullptr; ///< testActive: the task whose request failed
+  Task *failed_ = nullptr;        ///< testActive: the task whose request failed
   std::vector<uint64_t> entered_; ///< collectives started per group
   std::vector<Clock::time_point> lastSeen_;
   std::vector<std::vector<uint64_t>> peerEntered_; ///< per peer: its `entered_` as last heard
@@ -569,9 +578,8 @@ void MpiCommunicator::threadMain(std::promise<Status> started) {
       if (stop_)
         break;
       // Idle: sleep until work arrives, waking for the heartbeats.
-      workCv_.wait_for(lock, std::chrono::duration<double>(kHeartbeatInterval), [&] {
-        return !queue_.empty() || stop_ || aborting() || !failure_.isOk();
-      });
+      workCv_.wait_for(lock, std::chrono::duration<double>(kHeartbeatInterval),
+                       [&] { return !queue_.empty() || stop_ || aborting() || !failure_.isOk(); });
       sleepUs = poll_.minSleepUs;
       busySince = Clock::now();
       continue;
@@ -690,10 +698,10 @@ Status MpiCommunicator::watchdog(const Task &t, Clock::time_point now) {
           now);
   }
   if (!lost.empty())
-    return taskError(t, (timed && elapsed > timeout ? "did not complete within " +
-                                                          fmtSeconds(timeout)
-                                                    : std::string("cannot complete")) +
-                            ": " + lost);
+    return taskError(t,
+                     (timed && elapsed > timeout ? "did not complete within " + fmtSeconds(timeout)
+                                                 : std::string("cannot complete")) +
+                         ": " + lost);
   if (!timed || elapsed <= timeout)
     return Status::ok();
   std::string why;
@@ -948,8 +956,7 @@ Status MpiCommunicator::waitTask(Task &t) {
   if (!t.done.load(std::memory_order_acquire)) {
     int64_t zero = 0;
     t.firstWaitNs.compare_exchange_strong(
-        zero, std::chrono::duration_cast<std::chrono::nanoseconds>(
-                  Clock::now().time_since_epoch())
+        zero, std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
                   .count());
     waiters_.fetch_add(1);
     // Drive MPI on this thread: the communication thread stands aside while a thread waits.
@@ -997,7 +1004,7 @@ Status MpiCommunicator::waitAll() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<std::pair<uint64_t, std::shared_ptr<Task>>> byHandle(pending_.begin(),
-                                                                      pending_.end());
+                                                                     pending_.end());
     std::sort(byHandle.begin(), byHandle.end(),
               [](const auto &a, const auto &b) { return a.first < b.first; });
     for (auto &[h, t] : byHandle)
@@ -1134,8 +1141,8 @@ int MpiCommunicator::startTask(Task &t) {
   case Op::kBroadcast: {
     const size_t b = r.bytes[0];
     std::byte *data = static_cast<std::byte *>(r.outputs[0]);
-    const int root = static_cast<int>(std::find(g.ranks.begin(), g.ranks.end(), t.peer) -
-                                      g.ranks.begin());
+    const int root =
+        static_cast<int>(std::find(g.ranks.begin(), g.ranks.end(), t.peer) - g.ranks.begin());
     if (root == g.myRank && r.inputs[0] && r.inputs[0] != data && b > 0)
       std::memmove(data, r.inputs[0], b);
     if (n == 1)
@@ -1452,9 +1459,9 @@ Status MpiCommunicator::runCreateGroups(Task &t, const std::vector<std::vector<i
     return taskError(t, "rank " + std::to_string(head[0] - 1) +
                             " has invalid group lists (the lists differ between ranks)");
   if (head[1] != -head[2])
-    return taskError(t, "the ranks pass different numbers of groups (" +
-                            std::to_string(-head[2]) + " to " + std::to_string(head[1]) +
-                            "; this rank " + std::to_string(count) + ")");
+    return taskError(t, "the ranks pass different numbers of groups (" + std::to_string(-head[2]) +
+                            " to " + std::to_string(head[1]) + "; this rank " +
+                            std::to_string(count) + ")");
   // 2. The same lists everywhere: max(h) == -max(-h) for every group's hash.
   std::vector<int64_t> hashes(2 * groups.size());
   for (size_t i = 0; i < groups.size(); ++i) {
@@ -1463,8 +1470,8 @@ Status MpiCommunicator::runCreateGroups(Task &t, const std::vector<std::vector<i
   }
   if (!hashes.empty()) {
     reqs.assign(1, MPI_REQUEST_NULL);
-    rc = MPI_Iallreduce(MPI_IN_PLACE, hashes.data(), static_cast<int>(hashes.size()),
-                        MPI_INT64_T, MPI_MAX, comm_, reqs.data());
+    rc = MPI_Iallreduce(MPI_IN_PLACE, hashes.data(), static_cast<int>(hashes.size()), MPI_INT64_T,
+                        MPI_MAX, comm_, reqs.data());
     if (rc != MPI_SUCCESS) {
       t.breaks = true;
       return taskError(t, "MPI error: " + mpiErrorString(rc));
@@ -1548,9 +1555,8 @@ void MpiCommunicator::shutdownMpi() {
   t.name = "shutdown";
   t.g = groups_.front();
   std::vector<MPI_Request> reqs(1);
-  Status s = MPI_Ibarrier(comm_, reqs.data()) == MPI_SUCCESS
-                 ? driveAlone(t, reqs)
-                 : taskError(t, "MPI_Ibarrier failed");
+  Status s = MPI_Ibarrier(comm_, reqs.data()) == MPI_SUCCESS ? driveAlone(t, reqs)
+                                                             : taskError(t, "MPI_Ibarrier failed");
   if (!s.isOk()) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
     std::lock_guard<std::mutex> lock(mu_);
