@@ -129,9 +129,9 @@ public:
 
   /// Queues `request` and returns at once with a handle for wait(). The buffers must not be
   /// touched (outputs) or overwritten (inputs) until wait() returns. Many requests may be in
-  /// flight; the communication thread starts them in submission order, so collectives must be
-  /// submitted in the same order on every member of their group (sends and receives in any
-  /// order: they match by peer and tag). A malformed request (sizes, group, peer, tag, dtype)
+  /// flight; they are started in submission order, so collectives must be submitted in the
+  /// same order on every member of their group (sends and receives in any order: they match by
+  /// peer and tag). A malformed request (sizes, group, peer, tag, dtype)
   /// fails in wait() with a message naming it; the communicator stays usable.
   virtual uint64_t submit(CommRequest request) = 0;
   /// Blocks until request `handle` has completed; the waiting thread drives MPI meanwhile.
@@ -155,8 +155,7 @@ public:
   /// Element-wise sum over the ranks, in place (KernelCollectives; also metrics).
   Status allReduceSum(double *data, size_t count, const std::string &what) override;
   /// `count` elements of `dtype` at `data` reduced over the world, in place.
-  Status allReduce(void *data, size_t count, ir::DType dtype, ReduceOp op,
-                   const std::string &what);
+  Status allReduce(void *data, size_t count, ir::DType dtype, ReduceOp op, const std::string &what);
   /// World rank `root`'s `bytes` bytes at `data` replace every other rank's.
   Status broadcast(void *data, size_t bytes, int root, const std::string &what);
   /// recv (size() * bytes) receives every rank's `bytes` bytes of `send`, in rank order.

@@ -1,9 +1,8 @@
 // The MPI communicator (Communicator.h): requests of every kind are queued by submit() and run
 // with MPI's non-blocking calls (MPI_Iallreduce, MPI_Iallgather, MPI_Ireduce_scatter_block,
-// MPI_Ibcast, MPI_Isend, MPI_Improbe + MPI_Imrecv), many in flight at once. A thread waiting
-// in wait() drives MPI itself; otherwise a communication thread does, with heartbeats to every
-// peer so that a lost or stopped peer is named within the timeout. One engine lock serializes
-// every MPI call.
+// MPI_Ibcast, MPI_Isend, MPI_Irecv), many in flight at once. A thread waiting in wait() drives
+// MPI itself; otherwise a communication thread does, with heartbeats to every peer so that a
+// lost or stopped peer is named within the timeout. One engine lock serializes every MPI call.
 #include "runtime/comm/Communicator.h"
 
 #include "runtime/Trace.h"
@@ -16,6 +15,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <condition_variable>
@@ -24,7 +24,6 @@
 #include <deque>
 #include <functional>
 #include <future>
-#include <map>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -236,7 +235,16 @@ struct Group {
 };
 
 /// What a task does; the CommKinds plus the internal ones.
-enum class Op { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kSend, kRecv, kBarrier, kExclusive };
+enum class Op {
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kBroadcast,
+  kSend,
+  kRecv,
+  kBarrier,
+  kExclusive
+};
 
 /// One submitted request, from submit() to its completion. Set up by prepare() on the
 /// submitting thread; started, tested and finished under the engine lock.
@@ -268,11 +276,12 @@ struct Task {
   size_t span = 0;
   std::vector<std::byte> staging;
 
-  // Recv: chunks matched one by one with MPI_Improbe (only the oldest recv of a (peer, tag)).
-  size_t nextChunk = 0;
+  // Send/recv: messages of at most kMaxChunk bytes. Recv: a message of another size (MPI
+  // truncates a longer one and reports its size) is this recv's error.
   size_t chunks = 1;
   bool mismatch = false;
-  size_t mismatchBytes = 0;
+  size_t mismatchBytes = 0; ///< the size of the message that did not fit
+  size_t mismatchChunk = 0;
 
   /// kExclusive (createGroups): runs alone once every earlier request has completed; `breaks`
   /// when its error breaks the communicator (a lost peer, an MPI error).
@@ -281,7 +290,7 @@ struct Task {
 
   std::vector<MPI_Request> reqs;
   Clock::time_point began{};
-  int64_t traceBegin = 0;
+  int64_t traceBegin = -1;             ///< -1: not started or no tracer
   std::atomic<int64_t> firstWaitNs{0}; ///< steady clock of the first wait() (send/recv timeout)
   std::atomic<bool> done{false};
   Status status;
@@ -339,8 +348,6 @@ private:
   int startTask(Task &t);
   /// Tests the active tasks' requests; returns an MPI error code.
   int testActive(bool &progressed);
-  /// Recv: matches and receives the next chunk when this is the oldest recv of its (peer,tag).
-  int advanceRecv(Task &t, bool &progressed);
   Status finishTask(Task &t);
   void complete(const std::shared_ptr<Task> &t, Status s);
   /// Breaks the communicator: `s` for every queued and active task and every later call.
@@ -366,16 +373,16 @@ private:
   PollScheme poll_;
   int rank_ = 0;
   int size_ = 1;
-  MPI_Comm comm_ = MPI_COMM_NULL;   ///< the world's collectives
+  MPI_Comm comm_ = MPI_COMM_NULL;    ///< the world's collectives
   MPI_Comm p2pComm_ = MPI_COMM_NULL; ///< send/recv (tags of their own)
-  MPI_Comm hbComm_ = MPI_COMM_NULL; ///< heartbeats
+  MPI_Comm hbComm_ = MPI_COMM_NULL;  ///< heartbeats
   mpi::HalfOps halfOps_;
 
   std::thread thread_;
   /// Serializes every MPI call and owns the state below "Under the engine lock". Taken by the
   /// communication thread and by waiting threads; never while holding mu_.
   std::mutex engine_;
-  std::mutex mu_; ///< queue_, pending_, failure_, groups_ (writes), stop_
+  std::mutex mu_;                  ///< queue_, pending_, failure_, groups_ (writes), stop_
   std::condition_variable workCv_; ///< wakes the communication thread
   std::deque<std::shared_ptr<Task>> queue_;
   std::unordered_map<uint64_t, std::shared_ptr<Task>> pending_;
@@ -386,9 +393,10 @@ private:
   std::atomic<bool> aborting_{false};
   bool parked_ = false;
   std::condition_variable parkedCv_;
-  std::atomic<int> waiters_{0}; ///< threads blocked in wait()/waitAll()
+  std::atomic<int> waiters_{0};  ///< threads blocked in wait()/waitAll()
   std::atomic<int> inFlight_{0}; ///< queued or started, not complete
-  bool oversubscribed_ = false; ///< more ranks on this host than cores
+  std::atomic<int> queued_{0};   ///< queue_ is not empty (lets pollOnce skip mu_)
+  bool oversubscribed_ = false;  ///< more ranks on this host than cores
   /// At least one rank per core: every core runs a compute thread, so spinning while nobody
   /// waits would take a core from a kernel (measured: bucket launches of ~170 us on 2 ranks x 2
   /// cores); then the thread sleeps between tests from the start.
@@ -400,12 +408,11 @@ private:
   // Under the engine lock.
   std::deque<std::shared_ptr<Task>> toStart_; ///< taken from queue_, not started yet
   std::vector<std::shared_ptr<Task>> active_; ///< started, in submission order
-  /// The started recvs of each (peer, tag), oldest first: only the oldest may match.
-  std::map<std::pair<int, int>, std::deque<Task *>> recvOrder_;
   std::vector<MPI_Request> flat_;
   std::vector<std::pair<Task *, size_t>> owners_;
   std::vector<int> indices_;
   std::vector<MPI_Status> statuses_;
+  Task *failed_ = nullptr;        ///< testActive: the task whose request failed
   std::vector<uint64_t> entered_; ///< collectives started per group
   std::vector<Clock::time_point> lastSeen_;
   std::vector<std::vector<uint64_t>> peerEntered_; ///< per peer: its `entered_` as last heard
@@ -505,13 +512,18 @@ Status MpiCommunicator::initMpi() {
 void MpiCommunicator::threadMain(std::promise<Status> started) {
   // Precise short sleeps while polling (the default 50 us timer slack would dominate them).
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-  // A lower priority than the compute thread (nice 10 unless DTC_COMM_NICE says): waking this
-  // thread on submit() must not take the core from a thread that computes or drives MPI in
-  // wait() (measured: an all-reduce of 64 KiB to 4 MiB submitted and waited for at once took
-  // 1.5-8x as long at nice 0 on 2 ranks x 2 cores). It mostly sleeps, and still gets its share
-  // for heartbeats and for progress while nobody waits.
+  // A lower priority than the compute thread (10 nice levels below the process unless
+  // DTC_COMM_NICE gives the increment): waking this thread on submit() must not take the core
+  // from a thread that computes or drives MPI in wait() (measured: an all-reduce of 64 KiB to
+  // 4 MiB submitted and waited for at once took 1.5-8x as long at the same priority on 2 ranks
+  // x 2 cores). It mostly sleeps, and still gets its share for heartbeats and for progress
+  // while nobody waits.
   const char *nice = std::getenv("DTC_COMM_NICE");
-  setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), nice ? std::atoi(nice) : 10);
+  const id_t tid = static_cast<id_t>(gettid());
+  errno = 0;
+  const int base = getpriority(PRIO_PROCESS, tid);
+  if (errno == 0)
+    setpriority(PRIO_PROCESS, tid, std::min(19, base + (nice ? std::atoi(nice) : 10)));
   Status init = initMpi();
   started.set_value(init);
   if (!init.isOk())
@@ -566,9 +578,8 @@ void MpiCommunicator::threadMain(std::promise<Status> started) {
       if (stop_)
         break;
       // Idle: sleep until work arrives, waking for the heartbeats.
-      workCv_.wait_for(lock, std::chrono::duration<double>(kHeartbeatInterval), [&] {
-        return !queue_.empty() || stop_ || aborting() || !failure_.isOk();
-      });
+      workCv_.wait_for(lock, std::chrono::duration<double>(kHeartbeatInterval),
+                       [&] { return !queue_.empty() || stop_ || aborting() || !failure_.isOk(); });
       sleepUs = poll_.minSleepUs;
       busySince = Clock::now();
       continue;
@@ -687,10 +698,10 @@ Status MpiCommunicator::watchdog(const Task &t, Clock::time_point now) {
           now);
   }
   if (!lost.empty())
-    return taskError(t, (timed && elapsed > timeout ? "did not complete within " +
-                                                          fmtSeconds(timeout)
-                                                    : std::string("cannot complete")) +
-                            ": " + lost);
+    return taskError(t,
+                     (timed && elapsed > timeout ? "did not complete within " + fmtSeconds(timeout)
+                                                 : std::string("cannot complete")) +
+                         ": " + lost);
   if (!timed || elapsed <= timeout)
     return Status::ok();
   std::string why;
@@ -746,9 +757,13 @@ Status MpiCommunicator::prepareAllReduce(Task &t) {
   // reduced too) with gaps of whole elements. The choice depends on the layout, so every rank
   // must pass the same relative layout (the executor's arena does: same plan, 64-byte aligned
   // base); the staging path packs in request order, which does not depend on addresses.
-  std::vector<Task::Piece> sorted = t.pieces;
-  std::sort(sorted.begin(), sorted.end(),
-            [](const Task::Piece &a, const Task::Piece &b) { return a.out < b.out; });
+  std::vector<Task::Piece> sortedCopy;
+  if (t.pieces.size() > 1) {
+    sortedCopy = t.pieces;
+    std::sort(sortedCopy.begin(), sortedCopy.end(),
+              [](const Task::Piece &a, const Task::Piece &b) { return a.out < b.out; });
+  }
+  const std::vector<Task::Piece> &sorted = t.pieces.size() > 1 ? sortedCopy : t.pieces;
   bool contiguous = true;
   for (size_t i = 1; i < sorted.size(); ++i) {
     std::byte *end = sorted[i - 1].out + sorted[i - 1].bytes;
@@ -895,6 +910,7 @@ uint64_t MpiCommunicator::enqueue(std::shared_ptr<Task> t, const Status &invalid
       t->done.store(true);
     } else {
       queue_.push_back(t);
+      queued_.fetch_add(1, std::memory_order_release);
       inFlight_.fetch_add(1);
       queued = true;
     }
@@ -940,8 +956,7 @@ Status MpiCommunicator::waitTask(Task &t) {
   if (!t.done.load(std::memory_order_acquire)) {
     int64_t zero = 0;
     t.firstWaitNs.compare_exchange_strong(
-        zero, std::chrono::duration_cast<std::chrono::nanoseconds>(
-                  Clock::now().time_since_epoch())
+        zero, std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
                   .count());
     waiters_.fetch_add(1);
     // Drive MPI on this thread: the communication thread stands aside while a thread waits.
@@ -989,7 +1004,7 @@ Status MpiCommunicator::waitAll() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<std::pair<uint64_t, std::shared_ptr<Task>>> byHandle(pending_.begin(),
-                                                                      pending_.end());
+                                                                     pending_.end());
     std::sort(byHandle.begin(), byHandle.end(),
               [](const auto &a, const auto &b) { return a.first < b.first; });
     for (auto &[h, t] : byHandle)
@@ -1008,7 +1023,7 @@ Status MpiCommunicator::waitAll() {
 // --- the engine -----------------------------------------------------------------------------
 
 void MpiCommunicator::complete(const std::shared_ptr<Task> &t, Status s) {
-  if (opts_.tracer && t->traceBegin >= 0 && t->op != Op::kExclusive) {
+  if (opts_.tracer && t->traceBegin >= 0) {
     Tracer::Event e;
     e.name = t->name;
     e.category = t->kind;
@@ -1031,6 +1046,7 @@ void MpiCommunicator::breakWith(const Status &s) {
     if (failure_.isOk())
       failure_ = s;
     queued.swap(queue_);
+    queued_.store(0);
   }
   broken_.store(true);
   // Requests already started cannot be completed safely: they are abandoned (no further MPI
@@ -1043,7 +1059,6 @@ void MpiCommunicator::breakWith(const Status &s) {
     complete(t, s);
   active_.clear();
   toStart_.clear();
-  recvOrder_.clear();
   workCv_.notify_all();
 }
 
@@ -1080,7 +1095,7 @@ int MpiCommunicator::startTask(Task &t) {
     if (t.contiguous) {
       if (n == 1 || !t.sendBase)
         copyIn();
-      return n == 1 ? MPI_SUCCESS : reduce(n == 1 ? nullptr : t.sendBase, t.base, t.span);
+      return n == 1 ? MPI_SUCCESS : reduce(t.sendBase, t.base, t.span);
     }
     if (n == 1) {
       copyIn();
@@ -1126,8 +1141,8 @@ int MpiCommunicator::startTask(Task &t) {
   case Op::kBroadcast: {
     const size_t b = r.bytes[0];
     std::byte *data = static_cast<std::byte *>(r.outputs[0]);
-    const int root = static_cast<int>(std::find(g.ranks.begin(), g.ranks.end(), t.peer) -
-                                      g.ranks.begin());
+    const int root =
+        static_cast<int>(std::find(g.ranks.begin(), g.ranks.end(), t.peer) - g.ranks.begin());
     if (root == g.myRank && r.inputs[0] && r.inputs[0] != data && b > 0)
       std::memmove(data, r.inputs[0], b);
     if (n == 1)
@@ -1153,53 +1168,23 @@ int MpiCommunicator::startTask(Task &t) {
     }
     return MPI_SUCCESS;
   }
-  case Op::kRecv:
-    recvOrder_[{t.peer, t.tag}].push_back(&t);
-    return MPI_SUCCESS; // matched in advanceRecv
+  case Op::kRecv: {
+    // Posted at once: MPI matches recvs of one (peer, tag) in the order they were posted.
+    std::byte *data = static_cast<std::byte *>(r.outputs[0]);
+    for (size_t c = 0; c < t.chunks; ++c) {
+      t.reqs.emplace_back();
+      int rc = MPI_Irecv(data + c * kMaxChunk, static_cast<int>(chunkBytes(r.bytes[0], c)),
+                         MPI_BYTE, t.peer, t.tag, p2pComm_, &t.reqs.back());
+      if (rc != MPI_SUCCESS)
+        return rc;
+    }
+    return MPI_SUCCESS;
+  }
   case Op::kBarrier:
     t.reqs.emplace_back();
     return MPI_Ibarrier(g.comm, &t.reqs.back());
   case Op::kExclusive:
     break;
-  }
-  return MPI_SUCCESS;
-}
-
-int MpiCommunicator::advanceRecv(Task &t, bool &progressed) {
-  std::deque<Task *> &order = recvOrder_[{t.peer, t.tag}];
-  while (!order.empty() && order.front() == &t && t.nextChunk < t.chunks && !t.mismatch) {
-    int flag = 0;
-    MPI_Message msg;
-    MPI_Status st;
-    int rc = MPI_Improbe(t.peer, t.tag, p2pComm_, &flag, &msg, &st);
-    if (rc != MPI_SUCCESS)
-      return rc;
-    if (!flag)
-      return MPI_SUCCESS;
-    progressed = true;
-    int count = 0;
-    MPI_Get_count(&st, MPI_BYTE, &count);
-    const size_t expected = chunkBytes(t.req.bytes[0], t.nextChunk);
-    t.reqs.emplace_back();
-    if (static_cast<size_t>(count) != expected) {
-      // Consume the message (so that later ones still match) and fail this recv only.
-      t.mismatch = true;
-      t.mismatchBytes = static_cast<size_t>(count);
-      t.staging.resize(static_cast<size_t>(count));
-      rc = MPI_Imrecv(t.staging.data(), count, MPI_BYTE, &msg, &t.reqs.back());
-    } else {
-      rc = MPI_Imrecv(static_cast<std::byte *>(t.req.outputs[0]) + t.nextChunk * kMaxChunk,
-                      count, MPI_BYTE, &msg, &t.reqs.back());
-    }
-    if (rc != MPI_SUCCESS)
-      return rc;
-    ++t.nextChunk;
-  }
-  // Matched every chunk (or gave up on a mismatch): the next recv of this (peer, tag) may match.
-  if (!order.empty() && order.front() == &t && (t.nextChunk == t.chunks || t.mismatch)) {
-    order.pop_front();
-    if (order.empty())
-      recvOrder_.erase({t.peer, t.tag});
   }
   return MPI_SUCCESS;
 }
@@ -1222,12 +1207,30 @@ int MpiCommunicator::testActive(bool &progressed) {
                         statuses_.data());
   if (outcount == MPI_UNDEFINED)
     outcount = 0;
+  int failure = MPI_SUCCESS;
   for (int k = 0; k < outcount; ++k) {
-    auto [task, i] = owners_[static_cast<size_t>(indices_[static_cast<size_t>(k)])];
+    const size_t at = static_cast<size_t>(indices_[static_cast<size_t>(k)]);
+    auto [task, i] = owners_[at];
     task->reqs[i] = MPI_REQUEST_NULL;
     progressed = true;
+    const MPI_Status &st = statuses_[static_cast<size_t>(k)];
+    const int err = rc == MPI_ERR_IN_STATUS ? st.MPI_ERROR : MPI_SUCCESS;
+    if (task->op == Op::kRecv && (err == MPI_SUCCESS || err == MPI_ERR_TRUNCATE)) {
+      // A message of another size: consumed (later ones still match), this recv fails.
+      int count = 0;
+      MPI_Get_count(&st, MPI_BYTE, &count);
+      if (!task->mismatch && (err == MPI_ERR_TRUNCATE ||
+                              static_cast<size_t>(count) != chunkBytes(task->req.bytes[0], i))) {
+        task->mismatch = true;
+        task->mismatchBytes = static_cast<size_t>(count);
+        task->mismatchChunk = i;
+      }
+    } else if (err != MPI_SUCCESS && failure == MPI_SUCCESS) {
+      failure = err;
+      failed_ = task;
+    }
   }
-  return rc;
+  return rc == MPI_ERR_IN_STATUS ? failure : rc;
 }
 
 Status MpiCommunicator::finishTask(Task &t) {
@@ -1260,7 +1263,7 @@ Status MpiCommunicator::finishTask(Task &t) {
     return Status::ok();
   case Op::kRecv:
     if (t.mismatch) {
-      const size_t sent = t.mismatchBytes + (t.nextChunk - 1) * kMaxChunk;
+      const size_t sent = t.mismatchBytes + t.mismatchChunk * kMaxChunk;
       return taskError(t, "rank " + std::to_string(t.peer) + " sent " + std::to_string(sent) +
                               " bytes with tag " + std::to_string(t.tag) + ", this rank expects " +
                               std::to_string(r.bytes[0]) + " bytes");
@@ -1275,12 +1278,13 @@ bool MpiCommunicator::pollOnce() {
   if (broken_.load())
     return false;
   bool progressed = false;
-  {
+  if (queued_.load(std::memory_order_acquire) > 0) {
     std::lock_guard<std::mutex> lock(mu_);
     while (!queue_.empty()) {
       toStart_.push_back(std::move(queue_.front()));
       queue_.pop_front();
     }
+    queued_.store(0, std::memory_order_relaxed);
   }
   // Start in submission order (MPI matches collectives on a communicator in call order).
   while (!toStart_.empty()) {
@@ -1314,32 +1318,17 @@ bool MpiCommunicator::pollOnce() {
 
   int rc = testActive(progressed);
   if (rc != MPI_SUCCESS) {
-    // Name the request whose MPI call failed (MPI_ERR_IN_STATUS: its status says).
-    Task *failed = active_.front().get();
-    for (size_t k = 0; k < owners_.size() && k < statuses_.size(); ++k)
-      if (rc == MPI_ERR_IN_STATUS && statuses_[k].MPI_ERROR != MPI_SUCCESS &&
-          statuses_[k].MPI_ERROR != MPI_ERR_PENDING) {
-        failed = owners_[k].first;
-        rc = statuses_[k].MPI_ERROR;
-        break;
-      }
+    // Name the request whose MPI call failed (from its status), else the oldest.
+    Task *failed = failed_ ? failed_ : active_.front().get();
+    failed_ = nullptr;
     breakWith(taskError(*failed, "MPI error: " + mpiErrorString(rc)));
     return true;
   }
   // Complete the tasks whose requests are all done (recvs: once every chunk has matched).
   for (size_t i = 0; i < active_.size();) {
     Task &t = *active_[i];
-    if (t.op == Op::kRecv) {
-      rc = advanceRecv(t, progressed);
-      if (rc != MPI_SUCCESS) {
-        breakWith(taskError(t, "MPI error: " + mpiErrorString(rc)));
-        return true;
-      }
-    }
-    bool allDone = std::all_of(t.reqs.begin(), t.reqs.end(),
-                               [](MPI_Request q) { return q == MPI_REQUEST_NULL; });
-    if (t.op == Op::kRecv && t.nextChunk < t.chunks && !t.mismatch)
-      allDone = false;
+    const bool allDone = std::all_of(t.reqs.begin(), t.reqs.end(),
+                                     [](MPI_Request q) { return q == MPI_REQUEST_NULL; });
     if (!allDone) {
       ++i;
       continue;
@@ -1470,9 +1459,9 @@ Status MpiCommunicator::runCreateGroups(Task &t, const std::vector<std::vector<i
     return taskError(t, "rank " + std::to_string(head[0] - 1) +
                             " has invalid group lists (the lists differ between ranks)");
   if (head[1] != -head[2])
-    return taskError(t, "the ranks pass different numbers of groups (" +
-                            std::to_string(-head[2]) + " to " + std::to_string(head[1]) +
-                            "; this rank " + std::to_string(count) + ")");
+    return taskError(t, "the ranks pass different numbers of groups (" + std::to_string(-head[2]) +
+                            " to " + std::to_string(head[1]) + "; this rank " +
+                            std::to_string(count) + ")");
   // 2. The same lists everywhere: max(h) == -max(-h) for every group's hash.
   std::vector<int64_t> hashes(2 * groups.size());
   for (size_t i = 0; i < groups.size(); ++i) {
@@ -1481,8 +1470,8 @@ Status MpiCommunicator::runCreateGroups(Task &t, const std::vector<std::vector<i
   }
   if (!hashes.empty()) {
     reqs.assign(1, MPI_REQUEST_NULL);
-    rc = MPI_Iallreduce(MPI_IN_PLACE, hashes.data(), static_cast<int>(hashes.size()),
-                        MPI_INT64_T, MPI_MAX, comm_, reqs.data());
+    rc = MPI_Iallreduce(MPI_IN_PLACE, hashes.data(), static_cast<int>(hashes.size()), MPI_INT64_T,
+                        MPI_MAX, comm_, reqs.data());
     if (rc != MPI_SUCCESS) {
       t.breaks = true;
       return taskError(t, "MPI error: " + mpiErrorString(rc));
@@ -1566,9 +1555,8 @@ void MpiCommunicator::shutdownMpi() {
   t.name = "shutdown";
   t.g = groups_.front();
   std::vector<MPI_Request> reqs(1);
-  Status s = MPI_Ibarrier(comm_, reqs.data()) == MPI_SUCCESS
-                 ? driveAlone(t, reqs)
-                 : taskError(t, "MPI_Ibarrier failed");
+  Status s = MPI_Ibarrier(comm_, reqs.data()) == MPI_SUCCESS ? driveAlone(t, reqs)
+                                                             : taskError(t, "MPI_Ibarrier failed");
   if (!s.isOk()) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
     std::lock_guard<std::mutex> lock(mu_);

@@ -414,8 +414,8 @@ TEST(CommRequests, ReduceScatterSumMeanAndTypes) {
   ASSERT_TRUE(gComm->wait(ha).isOk());
   ASSERT_TRUE(gComm->wait(hb).isOk());
   for (size_t i = 0; i < count; ++i) {
-    const size_t g = static_cast<size_t>(r) * count + i; // this rank's block
-    EXPECT_EQ(fo[i], (n + 1.0f) + static_cast<float>(g)) << i;          // mean of 2 (r + 1)
+    const size_t g = static_cast<size_t>(r) * count + i;       // this rank's block
+    EXPECT_EQ(fo[i], (n + 1.0f) + static_cast<float>(g)) << i; // mean of 2 (r + 1)
     EXPECT_EQ(dOut[i], 0.25 * n * (n - 1) / 2 + n * static_cast<double>(g)) << i;
     EXPECT_EQ(lo[i], n * ((int64_t{1} << 50) + static_cast<int64_t>(g)) + n * (n - 1) / 2) << i;
   }
@@ -581,8 +581,7 @@ TEST(CommGroups, MeshCollectivesOnDifferentGroupsConcurrently) {
     bad.bytes = {4};
     Status s = gComm->wait(gComm->submit(bad));
     ASSERT_FALSE(s.isOk());
-    EXPECT_NE(s.message().find("not a member of group " + std::to_string(other)),
-              std::string::npos)
+    EXPECT_NE(s.message().find("not a member of group " + std::to_string(other)), std::string::npos)
         << s.message();
   }
   EXPECT_TRUE(gComm->barrier("after mesh").isOk());
@@ -593,8 +592,8 @@ TEST(CommGroups, BadListsAreErrorsOnEveryRank) {
   ASSERT_TRUE(gComm->createGroups({{0}}).isOk());
   Status s = gComm->createGroups({{0}, {0, n}});
   ASSERT_FALSE(s.isOk());
-  EXPECT_NE(s.message().find("group 2 {0, " + std::to_string(n) + "}: rank " +
-                             std::to_string(n) + " is outside the world"),
+  EXPECT_NE(s.message().find("group 2 {0, " + std::to_string(n) + "}: rank " + std::to_string(n) +
+                             " is outside the world"),
             std::string::npos)
       << s.message();
   s = gComm->createGroups({{0, 0}});
@@ -608,14 +607,12 @@ TEST(CommGroups, BadListsAreErrorsOnEveryRank) {
     // Rank 1 lists group 2 differently: every rank refuses, naming group 2.
     s = gComm->createGroups({{0}, r == 1 ? std::vector<int>{1, 0} : std::vector<int>{0, 1}});
     ASSERT_FALSE(s.isOk());
-    EXPECT_NE(s.message().find("group 2 differs between ranks"), std::string::npos)
-        << s.message();
+    EXPECT_NE(s.message().find("group 2 differs between ranks"), std::string::npos) << s.message();
     // A different count.
     s = gComm->createGroups(r == 0 ? std::vector<std::vector<int>>{{0}}
                                    : std::vector<std::vector<int>>{{0}, {1}});
     ASSERT_FALSE(s.isOk());
-    EXPECT_NE(s.message().find("different numbers of groups"), std::string::npos)
-        << s.message();
+    EXPECT_NE(s.message().find("different numbers of groups"), std::string::npos) << s.message();
   }
   // The groups of the last good call remain; unknown ids are refused.
   EXPECT_EQ(gComm->sizeOf(1), 1);
@@ -692,7 +689,13 @@ TEST(CommPointToPoint, SizeMismatchNamesBothSizes) {
   if (r == 0) {
     ASSERT_TRUE(gComm->send(buf.data(), 400, 1, 9, "too long").isOk());
     ASSERT_TRUE(gComm->send(buf.data(), 8, 1, 9, "right size").isOk());
+    ASSERT_TRUE(gComm->send(buf.data(), 8, 1, 10, "too short").isOk());
   } else {
+    Status shorter = gComm->recv(buf.data(), 16, 0, 10, "too short");
+    ASSERT_FALSE(shorter.isOk());
+    EXPECT_NE(shorter.message().find("rank 0 sent 8 bytes with tag 10, this rank expects 16"),
+              std::string::npos)
+        << shorter.message();
     Status s = gComm->recv(buf.data(), 300, 0, 9, "too long");
     ASSERT_FALSE(s.isOk());
     EXPECT_NE(s.message().find("recv 'too long'"), std::string::npos) << s.message();
