@@ -3,6 +3,7 @@
 #include "runtime/PlanUtil.h"
 
 #include "compiler/onnx/Importer.h"
+#include "compiler/support/FileIO.h"
 #include "runtime/Trace.h"
 #include "runtime/comm/Communicator.h"
 
@@ -172,11 +173,12 @@ Status Executor::load() {
     if (plan_.model().sha256().empty())
       return Status::error(where, "the plan reads parameters from " + modelFile +
                                       " but records no checksum of it; recompile the plan");
+    DTC_RETURN_IF_ERROR(checkInputFile(modelFile, "the plan's model", kMaxModelFileBytes));
     DTC_ASSIGN_OR_RETURN(std::string sha, plan::sha256File(modelFile));
+    // The file's own checksum is not printed: a plan may name any file.
     if (sha != plan_.model().sha256())
-      return Status::error(modelFile, "checksum " + sha.substr(0, 16) +
-                                          "... differs from the one the plan was compiled "
-                                          "against (" +
+      return Status::error(modelFile, "is not the model the plan was compiled against (its "
+                                      "SHA-256 differs from the plan's " +
                                           plan_.model().sha256().substr(0, 16) +
                                           "...); recompile the plan");
     Diagnostics diags;

@@ -185,7 +185,7 @@ private:
   Status validate(int64_t step, Totals &val);
   Status writeCheckpointAt(int64_t step, int64_t epoch, int64_t stepInEpoch, const Totals &t);
   Status resume(int64_t &startStep, Totals &epochTotals);
-  void logLine(const nlohmann::json &j);
+  Status logLine(const nlohmann::json &j);
   Status epochEnd(int64_t epoch, int64_t stepsDone, Totals &t, bool partial);
 
   const plan::Plan &plan_;
@@ -199,7 +199,8 @@ private:
   bool shuffle_ = true;
   int64_t stepsPerEpoch_ = 0;
   int64_t totalSteps_ = 0;
-  std::ofstream log_;
+  /// --log: every write checked (a full disk is an error, not a short log).
+  CheckedAppendFile log_;
   std::vector<HostArray> lastGradients_;
   bool progressLineOpen_ = false;
   /// Data parallelism: this rank, the world size, and the global batch (l_.batch per rank).
@@ -309,11 +310,8 @@ Status Trainer::microBatch(const Dataset &data, const std::vector<int64_t> &orde
   return Status::ok();
 }
 
-void Trainer::logLine(const nlohmann::json &j) {
-  if (log_.is_open()) {
-    log_ << j.dump() << "\n";
-    log_.flush();
-  }
+Status Trainer::logLine(const nlohmann::json &j) {
+  return log_.isOpen() ? log_.write(j.dump() + "\n") : Status::ok();
 }
 
 Status Trainer::validate(int64_t step, Totals &val) {
@@ -449,7 +447,7 @@ Status Trainer::epochEnd(int64_t epoch, int64_t stepsDone, Totals &t, bool parti
     }
   }
   text += ", " + fmtRate(t.seconds > 0 ? t.samples / t.seconds : 0) + " samples/s";
-  logLine(j);
+  DTC_RETURN_IF_ERROR(logLine(j));
   if (opts_.progress) {
     if (progressLineOpen_)
       std::fputc('\n', opts_.progress);
@@ -507,9 +505,7 @@ Status Trainer::run() {
                            "or use another folder");
   }
   if (!opts_.logPath.empty() && rank_ == 0) {
-    log_.open(opts_.logPath, opts_.resume ? std::ios::app : std::ios::trunc);
-    if (!log_)
-      return Status::error(opts_.logPath, "cannot open the log file");
+    DTC_RETURN_IF_ERROR(log_.open(opts_.logPath, opts_.resume));
   }
   if (comm_ && world_ > 1) {
     // Every rank starts where rank 0 does, with rank 0's parameters (DDP broadcasts them too).
@@ -638,12 +634,12 @@ Status Trainer::run() {
     epochTotals.steps += 1;
     epochTotals.seconds += seconds;
     epochTotals.samples += perStep;
-    logLine({{"event", "step"},
-             {"step", step},
-             {"epoch", epoch},
-             {"loss", stepLoss},
-             {"lr", lr},
-             {"samples_per_s", rate}});
+    DTC_RETURN_IF_ERROR(logLine({{"event", "step"},
+                                 {"step", step},
+                                 {"epoch", epoch},
+                                 {"loss", stepLoss},
+                                 {"lr", lr},
+                                 {"samples_per_s", rate}}));
     ++step;
     ++stepsRun;
     if (opts_.progress) {
@@ -707,6 +703,7 @@ Status Trainer::run() {
       DTC_RETURN_IF_ERROR(exportTrainedModel(ex_.modelFile(), params, opts_.exportPath));
     }
   }
+  DTC_RETURN_IF_ERROR(log_.close());
   return Status::ok();
 }
 

@@ -221,7 +221,7 @@ TEST(Executor, RefusesAModelWhoseChecksumChanged) {
   auto ex = rt::Executor::create(*plan, eo);
   std::filesystem::remove(path);
   ASSERT_FALSE(ex);
-  EXPECT_NE(ex.status().message().find("differs from the one the plan was compiled against"),
+  EXPECT_NE(ex.status().message().find("is not the model the plan was compiled against"),
             std::string::npos)
       << ex.status().message();
 }
