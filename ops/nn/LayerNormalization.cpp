@@ -4,6 +4,7 @@
 // Gradient: ai.dtc.LayerNormGrad (ops/training/NNGradNorm.cpp), statistics recomputed in f32.
 #include "ops/OpDef.h"
 #include "ops/ShapeHelpers.h"
+#include "ops/nn/NNCommon.h"
 
 namespace dtc::ops {
 
@@ -103,16 +104,7 @@ OpDef defineLayerNormalization() {
   // when present; per row (the normalized part X.shape[axis:]): 2 divides (mean, variance) and
   // 3 for 1 / sqrt(var + epsilon). ONNX LayerNormalization-17's function body.
   d.cost = [](const CostContext &ctx) -> Expected<Cost> {
-    const std::vector<int64_t> &x = ctx.inputDims(0);
-    int64_t r = static_cast<int64_t>(x.size());
-    int64_t axis = ctx.node().attrInt("axis", -1);
-    axis = axis < 0 ? axis + r : axis;
-    if (axis < 0 || axis >= r)
-      return ctx.error("axis " + std::to_string(axis) + " is out of range for rank " +
-                       std::to_string(r));
-    double rows = 1;
-    for (int64_t i = 0; i < axis; ++i)
-      rows *= static_cast<double>(x[i]);
+    DTC_ASSIGN_OR_RETURN(const double rows, nn::layerNormRows(ctx, 0));
     double n = ctx.inputElements(0);
     return ctx.withFlops((7 + (ctx.hasInput(2) ? 1 : 0)) * n + 5 * rows);
   };

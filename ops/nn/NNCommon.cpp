@@ -237,4 +237,18 @@ double batchNormTrainingFlops(double elements, double channels, int runningOutpu
   return 8 * elements + (4 + 3 * runningOutputs) * channels;
 }
 
+Expected<double> layerNormRows(const CostContext &ctx, size_t input) {
+  const std::vector<int64_t> &x = ctx.inputDims(input);
+  const int64_t r = static_cast<int64_t>(x.size());
+  int64_t axis = ctx.node().attrInt("axis", -1);
+  axis = axis < 0 ? axis + r : axis;
+  if (axis < 0 || axis >= r)
+    return ctx.error("axis " + std::to_string(axis) + " is out of range for rank " +
+                     std::to_string(r));
+  double rows = 1;
+  for (int64_t i = 0; i < axis; ++i)
+    rows *= static_cast<double>(x[static_cast<size_t>(i)]);
+  return rows;
+}
+
 } // namespace dtc::ops::nn

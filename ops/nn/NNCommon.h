@@ -60,6 +60,9 @@ void dropTrailingOmittedInputs(ir::Node &node);
 /// per window: Y forward, dY backward), plus `extraPerWindow` each. A window of k elements
 /// takes k - 1 comparisons (max) or k - 1 adds and a divide (average): counted as k.
 CostFn poolCost(bool windowsFromInput, double extraPerWindow);
+/// Rows of a layer normalization of input `input` (the product of its dims before the `axis`
+/// attribute, default -1: each row is normalized on its own). Errors: an axis out of range.
+Expected<double> layerNormRows(const CostContext &ctx, size_t input);
 
 /// FLOPs of training-mode batch normalization of `elements` values over `channels` channels
 /// (ONNX BatchNormalization-15 training_mode=1, ai.dtc.BatchNormTraining; Ioffe & Szegedy 2015,

@@ -255,16 +255,7 @@ OpDef defineLayerNormGrad() {
   // add), 2 for xhat, 2 for dScale, 1 for dB when output, 1 for g, 3 for the two row sums and
   // 4 for dX; per row 7 (the statistics' divides, 1 / sqrt(var + epsilon), the two means).
   d.cost = [](const CostContext &ctx) -> Expected<Cost> {
-    const std::vector<int64_t> &x = ctx.inputDims(1);
-    int64_t r = static_cast<int64_t>(x.size());
-    int64_t axis = ctx.node().attrInt("axis", -1);
-    axis = axis < 0 ? axis + r : axis;
-    if (axis < 0 || axis >= r)
-      return ctx.error("axis " + std::to_string(axis) + " is out of range for rank " +
-                       std::to_string(r));
-    double rows = 1;
-    for (int64_t i = 0; i < axis; ++i)
-      rows *= static_cast<double>(x[i]);
+    DTC_ASSIGN_OR_RETURN(const double rows, nn::layerNormRows(ctx, 1));
     double n = ctx.inputElements(1);
     return ctx.withFlops((16 + (ctx.hasOutput(2) ? 1 : 0)) * n + 7 * rows);
   };
