@@ -71,6 +71,11 @@ std::vector<dtc::NamedPath> runInputs(const dtc::plan::Plan &plan, const std::st
 /// that they run one plan of the job's size, and an error on one rank ends the whole job.
 int runTraining(dtc::plan::Plan plan, dtc::rt::TrainOptions &train, double timeout,
                 const std::string &tracePath) {
+  // Structure first: nothing below may read an index of a plan that was not validated.
+  if (dtc::Status valid = dtc::plan::validatePlan(plan, train.planPath); !valid.isOk()) {
+    std::fprintf(stderr, "error: %s\n", dtc::escapeControl(valid.message()).c_str());
+    return 1;
+  }
   bool hasCollectives = false;
   for (const dtc::plan::Instruction &ins : plan.programs(0).instructions())
     hasCollectives = hasCollectives || ins.has_collective();
