@@ -33,10 +33,21 @@ if [ -z "$mirror" ]; then
   [ -n "$mirror" ] || { echo "error: fresh_check: no Debian mirror in /etc/apt; pass --mirror URL" >&2; exit 1; }
 fi
 
+# Mounts a killed run left under the root: unmount them first, and never delete through one (a
+# bind-mounted /dev or /proc under the root would be emptied by rm -rf).
+unmount_under_root() {
+  awk -v r="$root/" 'index($2, r) == 1 { print $2 }' /proc/mounts | sort -r |
+    while read -r m; do umount -l "$m" || true; done
+}
+unmount_under_root
+if awk -v r="$root/" 'index($2, r) == 1 { found = 1 } END { exit !found }' /proc/mounts; then
+  echo "error: fresh_check: $root still has mounts under it; unmount them first" >&2
+  exit 1
+fi
 if [ "$reuse" = 1 ] && [ -x "$root/bin/bash" ]; then
   echo "fresh_check: reusing the root in $root"
 else
-  rm -rf "$root"
+  rm -rf --one-file-system "$root"
   echo "fresh_check: debootstrap --variant=minbase bookworm $root"
   debootstrap --variant=minbase bookworm "$root" "$mirror" >"$root.debootstrap.log" 2>&1 ||
     { tail -n 20 "$root.debootstrap.log" >&2; echo "error: fresh_check: debootstrap failed" >&2; exit 1; }
