@@ -16,9 +16,12 @@ using namespace dtc::plan;
 
 /// What validatePlan promises to the executor; traps when a validated plan breaks it.
 void checkValidatedInvariants(const Plan &plan) {
-  if (plan.ranks_size() != plan.world_size())
+  if (plan.ranks_size() != plan.world_size() || plan.programs_size() < 1)
     __builtin_trap();
-  for (const RankProgram &r : plan.ranks()) {
+  for (const RankInfo &ri : plan.ranks())
+    if (ri.program() < 0 || ri.program() >= plan.programs_size())
+      __builtin_trap();
+  for (const RankProgram &r : plan.programs()) {
     const int n = r.buffers_size();
     for (const Buffer &b : r.buffers()) {
       uint64_t end = 0;
@@ -81,15 +84,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   checkValidatedInvariants(*plan);
 
   // Execute small weightless one-rank CPU plans: Executor::create runs the real kernel checks.
-  if (plan->world_size() != 1 || plan->ranks(0).arena_bytes() > (uint64_t{16} << 20) ||
-      plan->ranks(0).instructions_size() > 64 || plan->ranks(0).device().type() != DEVICE_CPU)
+  const RankProgram &program = programOf(*plan, 0);
+  if (plan->world_size() != 1 || program.arena_bytes() > (uint64_t{16} << 20) ||
+      program.instructions_size() > 64 || plan->ranks(0).device().type() != DEVICE_CPU)
     return 0;
-  for (const Buffer &b : plan->ranks(0).buffers())
+  for (const Buffer &b : program.buffers())
     if (b.kind() == BUFFER_PARAMETER)
       return 0;
   std::vector<dtc::rt::HostArray> inputs;
-  for (const Binding &in : plan->ranks(0).inputs()) {
-    const Buffer &b = plan->ranks(0).buffers(in.buffer());
+  for (const Binding &in : program.inputs()) {
+    const Buffer &b = program.buffers(in.buffer());
     dtc::rt::HostArray a;
     a.name = in.name();
     a.dtype = static_cast<dtc::ir::DType>(b.dtype());
