@@ -710,10 +710,10 @@ Status Trainer::run() {
 } // namespace
 
 Status train(plan::Plan plan, const TrainOptions &opts) {
-  // Structure (indices, sizes, ranks) before anything reads the plan; kernels are checked when
-  // the executor is made.
-  DTC_RETURN_IF_ERROR(plan::validatePlan(plan, opts.planPath));
+  // What the loop needs (range-checked on its own), then the whole structure (indices, sizes,
+  // ranks) before anything else reads the plan; kernels are checked when the executor is made.
   DTC_RETURN_IF_ERROR(checkTrainingPlan(plan, opts.planPath));
+  DTC_RETURN_IF_ERROR(plan::validatePlan(plan, opts.planPath));
   if (opts.epochs > 0 && opts.steps > 0)
     return Status::error("--epochs and --steps", "give one of them");
   if (opts.resume && opts.checkpointDir.empty())

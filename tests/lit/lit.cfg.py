@@ -11,6 +11,10 @@ config.test_exec_root = os.path.join(os.path.dirname(config.dtc_tools_dir), "tes
 
 config.environment["PATH"] = os.pathsep.join(
     [config.dtc_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
+# Sanitizer builds: "REQUIRES"/"UNSUPPORTED: asan" for tests that cannot run under AddressSanitizer
+# (it reserves terabytes of address space, so an address-space limit (ulimit -v) stops it).
+if config.dtc_sanitize.upper() in ("ON", "1", "TRUE", "YES"):
+    config.available_features.add("asan")
 # Sanitizer builds: fail a test on any report, never on leaks inside protobuf's arenas.
 for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
     if var in os.environ:
