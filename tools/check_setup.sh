@@ -3,15 +3,15 @@
 # (the gap that once let CI pass while a fresh machine stopped at CMake configure). It configures
 # both build configurations of tools/test.sh (gcc release, clang sanitizer + fuzzing) in scratch
 # folders under `strace -f -e trace=file`, adds every header and library a finished build used
-# (`ninja -t deps` and the link lines of BUILD_DIR, when given), maps each system file that was
+# (`ninja -t deps` and the link lines of each BUILD_DIR given), maps each system file that was
 # opened successfully to its package (`dpkg -S`), and names each package that is not in setup's
 # list, not in its dependency closure (`apt-cache depends --recurse --installed`, without
 # recommends) and not part of every Debian system (Essential or Priority: required, as
 # `debootstrap --variant=minbase` installs).
-# Usage: tools/check_setup.sh [BUILD_DIR]      exit 0: complete; 1: packages missing from setup
+# Usage: tools/check_setup.sh [BUILD_DIR...]   exit 0: complete; 1: packages missing from setup
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-build_dir="${1:-}"
+build_dirs=("$@")
 for tool in strace dpkg apt-cache cmake ninja; do
   command -v "$tool" >/dev/null || { echo "error: check_setup: '$tool' not found (run tools/setup.sh)" >&2; exit 1; }
 done
@@ -34,13 +34,13 @@ configure asan -DDTC_WERROR=ON -DDTC_SANITIZE=ON -DDTC_FUZZ=ON -DCMAKE_BUILD_TYP
   -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14
 
 : >"$work/extra.txt"
-if [ -n "$build_dir" ]; then
+for build_dir in "${build_dirs[@]}"; do
   [ -f "$build_dir/build.ninja" ] || { echo "error: check_setup: $build_dir: no build.ninja (build it first)" >&2; exit 1; }
   echo "check_setup: adding the headers and libraries the build in $build_dir used"
   ninja -C "$build_dir" -t deps 2>/dev/null | awk '/^    \// { print $1 }' >>"$work/extra.txt"
   # Absolute library paths on link lines (CMake links imported targets by full path).
   grep -o '/usr/[^ ]*\.\(so\|a\)\(\.[0-9.]*\)\?' "$build_dir/build.ninja" >>"$work/extra.txt" || true
-fi
+done
 
 tools/setup.sh --print-packages >"$work/setup.txt"
 /usr/bin/python3 - "$work" <<'PYEOF'

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds dtc, and runs every test:
-#   1. Release build with -Werror; tools/check_setup.sh (every Debian package the build uses comes
-#      with tools/setup.sh); unit tests (GoogleTest) and lit golden/error tests (ctest);
-#   2. AddressSanitizer + UndefinedBehaviorSanitizer build (clang): unit tests and the
-#      bad-input lit tests under the sanitizers;
+#   1. Release build with -Werror: unit tests (GoogleTest) and lit golden/error tests (ctest);
+#   2. AddressSanitizer + UndefinedBehaviorSanitizer build (clang), then tools/check_setup.sh
+#      (every Debian package either build uses comes with tools/setup.sh), then the unit tests
+#      and the bad-input lit tests under the sanitizers;
 #   3. libFuzzer targets (ONNX importer, plan reader + validator, NPY/NPZ reader): short runs
 #      from their seed corpora.
 # Usage: tools/test.sh [--quick]   (--quick: step 1 only)
@@ -18,17 +18,21 @@ tools/setup.sh
 echo "== build (release, -Werror) =="
 cmake -S . -B build -G Ninja -DDTC_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 ninja -C build -j"$jobs"
-echo "== set-up completeness (tools/check_setup.sh) =="
-tools/check_setup.sh build
 echo "== tests (release) =="
 ctest --test-dir build --output-on-failure -j"$jobs"
 
-[ "$quick" = 1 ] && exit 0
+if [ "$quick" = 1 ]; then
+  echo "== set-up completeness (tools/check_setup.sh) =="
+  tools/check_setup.sh build
+  exit 0
+fi
 
 echo "== build (ASan + UBSan, clang) =="
 cmake -S . -B build-asan -G Ninja -DDTC_WERROR=ON -DDTC_SANITIZE=ON -DDTC_FUZZ=ON \
   -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 >/dev/null
 ninja -C build-asan -j"$jobs"
+echo "== set-up completeness (tools/check_setup.sh: both configurations and what both builds used) =="
+tools/check_setup.sh build build-asan
 echo "== tests (ASan + UBSan: unit and bad-input) =="
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
