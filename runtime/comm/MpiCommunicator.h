@@ -1,0 +1,296 @@
+// The MPI communicator's internals (Communicator.h is the interface): the task a request
+// becomes, the groups, the polling scheme and the MpiCommunicator class, whose definitions are
+// split by concern: MpiCommunicator.cpp (start-up, the communication thread, heartbeats and the
+// watchdog, shutdown), MpiRequests.cpp (submitting, waiting, the engine that starts and tests
+// MPI's non-blocking calls) and MpiGroups.cpp (communicator groups, the same-job check).
+// Included by those three files only.
+#pragma once
+
+#include "runtime/comm/Communicator.h"
+
+#include "runtime/Trace.h"
+#include "runtime/comm/MpiReduce.h"
+
+#include <mpi.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+namespace dtc::rt::mpi {
+
+using Clock = std::chrono::steady_clock;
+
+inline double secondsSince(Clock::time_point t, Clock::time_point now) {
+  return std::chrono::duration<double>(now - t).count();
+}
+
+/// "60 s", "2 s", "0.5 s": whole seconds from 10 s on, one decimal below.
+inline std::string fmtSeconds(double s) {
+  char buf[32];
+  if (s >= 10 || s == static_cast<double>(static_cast<int64_t>(s)))
+    std::snprintf(buf, sizeof buf, "%.0f s", s);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f s", s);
+  return buf;
+}
+
+inline std::string mpiErrorString(int code) {
+  char buf[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, buf, &len) != MPI_SUCCESS)
+    return "error code " + std::to_string(code);
+  return std::string(buf, static_cast<size_t>(len));
+}
+
+inline std::string listRanks(const std::vector<int> &ranks) {
+  std::string s = "{";
+  for (size_t i = 0; i < ranks.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s + "}";
+}
+
+/// Polling while nobody waits (measured with tools/bench/allreduce_bench.cpp). A thread blocked
+/// in wait() drives MPI itself, testing back to back as a blocking MPI call would (yielding the
+/// core between tests when this host runs more ranks than it has cores), so a result is seen
+/// at once. Meanwhile the communication thread stands aside. While nobody waits (the compute
+/// thread computes) the communication thread tests back to back for `spinUs` (none when every
+/// core runs a rank: the spin would take the core from a kernel), then sleeps between tests,
+/// growing from `minSleepUs` to `maxSleepUs`. Overridable for experiments with
+/// DTC_COMM_POLL="spinUs,minSleepUs,maxSleepUs".
+struct PollScheme {
+  int64_t spinUs = 50;
+  int64_t minSleepUs = 5;
+  int64_t maxSleepUs = 100;
+};
+
+inline PollScheme pollSchemeFromEnv() {
+  PollScheme p;
+  if (const char *e = std::getenv("DTC_COMM_POLL")) {
+    long a = 0, b = 0, c = 0;
+    if (std::sscanf(e, "%ld,%ld,%ld", &a, &b, &c) == 3 && a >= 0 && b >= 0 && c >= b) {
+      p.spinUs = a;
+      p.minSleepUs = b;
+      p.maxSleepUs = c;
+    }
+  }
+  return p;
+}
+
+constexpr double kHeartbeatInterval = 0.5; ///< seconds between heartbeats to each peer
+constexpr double kDrainInterval = 0.05;    ///< seconds between heartbeat drains while polling
+constexpr int kHeartbeatTag = 7;
+constexpr int kMaxTag = 32767;
+
+/// A communicator group: its world ranks in group-rank order, this rank's position and MPI
+/// communicator (MPI_COMM_NULL when not a member).
+struct Group {
+  std::vector<int> ranks;
+  int myRank = -1;
+  MPI_Comm comm = MPI_COMM_NULL;
+};
+
+/// What a task does; the CommKinds plus the internal ones.
+enum class Op {
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kBroadcast,
+  kSend,
+  kRecv,
+  kBarrier,
+  kExclusive
+};
+
+/// One submitted request, from submit() to its completion. Set up by prepare() on the
+/// submitting thread; started, tested and finished under the engine lock.
+struct Task {
+  Op op = Op::kAllReduce;
+  const char *kind = "all-reduce"; ///< for messages and traces
+  std::string name;
+  int group = 0;
+  std::shared_ptr<const Group> g;
+  bool collective = true; ///< every member of the group takes part (heartbeat counts)
+  int peer = -1;          ///< point-to-point: the other (world) rank; broadcast: the root
+  int tag = 0;
+  uint64_t bytes = 0; ///< traces
+  CommRequest req;    ///< the buffers
+  DTypeInfo info{1, MPI_BYTE, MPI_SUM, false, "bytes"};
+  bool mean = false;
+
+  // All-reduce: the outputs reduced as one span [base, base + span) (sendBase: the inputs laid
+  // out alike, else in place after copying in), or packed in `staging`.
+  struct Piece {
+    std::byte *out;
+    const std::byte *in;
+    size_t bytes;
+  };
+  std::vector<Piece> pieces;
+  bool contiguous = false;
+  std::byte *base = nullptr;
+  const std::byte *sendBase = nullptr;
+  size_t span = 0;
+  std::vector<std::byte> staging;
+
+  // Send/recv: messages of at most kMaxChunk bytes. Recv: a message of another size (MPI
+  // truncates a longer one and reports its size) is this recv's error.
+  size_t chunks = 1;
+  bool mismatch = false;
+  size_t mismatchBytes = 0; ///< the size of the message that did not fit
+  size_t mismatchChunk = 0;
+
+  /// kExclusive (createGroups): runs alone once every earlier request has completed; `breaks`
+  /// when its error breaks the communicator (a lost peer, an MPI error).
+  std::function<Status(Task &)> exclusive;
+  bool breaks = false;
+
+  std::vector<MPI_Request> reqs;
+  Clock::time_point began{};
+  int64_t traceBegin = -1;             ///< -1: not started or no tracer
+  std::atomic<int64_t> firstWaitNs{0}; ///< steady clock of the first wait() (send/recv timeout)
+  std::atomic<bool> done{false};
+  Status status;
+};
+
+/// Bytes of chunk `c` of a `total`-byte message cut into chunks of kMaxChunk bytes.
+inline size_t chunkBytes(size_t total, size_t c) {
+  return std::min(kMaxChunk, total - std::min(total, c * kMaxChunk));
+}
+
+class MpiCommunicator final : public Communicator {
+public:
+  explicit MpiCommunicator(const CommOptions &opts) : opts_(opts), poll_(pollSchemeFromEnv()) {}
+  ~MpiCommunicator() override;
+
+  /// Starts the thread and waits for MPI_Init_thread's outcome.
+  Status start();
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Status createGroups(const std::vector<std::vector<int>> &groups) override;
+  int sizeOf(int group) const override;
+  int rankIn(int group) const override;
+  Status checkSameJob(const std::string &fingerprint, int planWorldSize,
+                      const std::string &planPath) override;
+  uint64_t submit(CommRequest request) override;
+  Status run(CommRequest request) override;
+  Status wait(uint64_t handle) override;
+  Status waitAll() override;
+  Status barrier(const std::string &what) override;
+  [[noreturn]] void abortJob(int exitCode) override;
+
+private:
+  std::string where() const { return "rank " + std::to_string(rank_); }
+  Status taskError(const Task &t, const std::string &what) const {
+    return Status::error(where() + ": " + t.kind + " '" + t.name + "'", what);
+  }
+  /// Validates `t.req` against the groups and sets the task up; errors name the request.
+  Status prepare(Task &t);
+  Status prepareAllReduce(Task &t);
+  /// Queues a prepared task (or completes it at once with `invalid`) and returns its handle.
+  uint64_t enqueue(std::shared_ptr<Task> t, const Status &invalid, bool wake);
+  /// Waits for `t`, driving MPI on this thread.
+  Status waitTask(Task &t);
+  /// The first error: ok while the communicator works.
+  Status failure() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return failure_;
+  }
+
+  // Under the engine lock (any thread).
+  /// Starts queued tasks in submission order, tests the active ones, completes finished ones,
+  /// and runs the heartbeat and watchdog when due. Returns true when something progressed.
+  bool pollOnce();
+  int startTask(Task &t);
+  /// Tests the active tasks' requests; returns an MPI error code.
+  int testActive(bool &progressed);
+  Status finishTask(Task &t);
+  void complete(const std::shared_ptr<Task> &t, Status s);
+  /// Breaks the communicator: `s` for every queued and active task and every later call.
+  void breakWith(const Status &s);
+  /// Drives `reqs` to completion for task `t` alone (exclusive tasks, shutdown), with the
+  /// watchdog.
+  Status driveAlone(Task &t, std::vector<MPI_Request> &reqs);
+  Status runCreateGroups(Task &t, const std::vector<std::vector<int>> &groups);
+  /// Sends heartbeats when due and drains incoming ones.
+  void heartbeat(Clock::time_point now, bool force);
+  /// Watchdog verdict for the in-flight task `t` (ok while it may still complete).
+  Status watchdog(const Task &t, Clock::time_point now);
+  bool aborting() const { return aborting_.load(std::memory_order_relaxed); }
+
+  // Communication thread.
+  void threadMain(std::promise<Status> started);
+  Status initMpi();
+  void shutdownMpi();
+  /// Parks the thread forever (abortJob owns MPI from now on).
+  [[noreturn]] void park();
+
+  CommOptions opts_;
+  PollScheme poll_;
+  int rank_ = 0;
+  int size_ = 1;
+  MPI_Comm comm_ = MPI_COMM_NULL;    ///< the world's collectives
+  MPI_Comm p2pComm_ = MPI_COMM_NULL; ///< send/recv (tags of their own)
+  MPI_Comm hbComm_ = MPI_COMM_NULL;  ///< heartbeats
+  mpi::HalfOps halfOps_;
+
+  std::thread thread_;
+  /// Serializes every MPI call and owns the state below "Under the engine lock". Taken by the
+  /// communication thread and by waiting threads; never while holding mu_.
+  std::mutex engine_;
+  std::mutex mu_;                  ///< queue_, pending_, failure_, groups_ (writes), stop_
+  std::condition_variable workCv_; ///< wakes the communication thread
+  std::deque<std::shared_ptr<Task>> queue_;
+  std::unordered_map<uint64_t, std::shared_ptr<Task>> pending_;
+  uint64_t nextHandle_ = 1;
+  Status failure_; ///< the first error: the communicator is broken from then on
+  std::atomic<bool> broken_{false};
+  bool stop_ = false;
+  std::atomic<bool> aborting_{false};
+  bool parked_ = false;
+  std::condition_variable parkedCv_;
+  std::atomic<int> waiters_{0};  ///< threads blocked in wait()/waitAll()
+  std::atomic<int> inFlight_{0}; ///< queued or started, not complete
+  std::atomic<int> queued_{0};   ///< queue_ is not empty (lets pollOnce skip mu_)
+  bool oversubscribed_ = false;  ///< more ranks on this host than cores
+  /// At least one rank per core: every core runs a compute thread, so spinning while nobody
+  /// waits would take a core from a kernel (measured: bucket launches of ~170 us on 2 ranks x 2
+  /// cores); then the thread sleeps between tests from the start.
+  bool everyCoreBusy_ = false;
+  /// groups_[0] is the world; read by submit() under mu_, replaced by createGroups under both
+  /// locks.
+  std::vector<std::shared_ptr<const Group>> groups_;
+
+  // Under the engine lock.
+  std::deque<std::shared_ptr<Task>> toStart_; ///< taken from queue_, not started yet
+  std::vector<std::shared_ptr<Task>> active_; ///< started, in submission order
+  std::vector<MPI_Request> flat_;
+  std::vector<std::pair<Task *, size_t>> owners_;
+  std::vector<int> indices_;
+  std::vector<MPI_Status> statuses_;
+  Task *failed_ = nullptr;        ///< testActive: the task whose request failed
+  std::vector<uint64_t> entered_; ///< collectives started per group
+  std::vector<Clock::time_point> lastSeen_;
+  std::vector<std::vector<uint64_t>> peerEntered_; ///< per peer: its `entered_` as last heard
+  std::vector<MPI_Request> hbSends_;
+  std::vector<std::vector<uint64_t>> hbSendBufs_;
+  std::vector<uint64_t> hbRecvBuf_;
+  Clock::time_point lastSent_{};
+  Clock::time_point lastDrain_{};
+};
+
+} // namespace dtc::rt::mpi

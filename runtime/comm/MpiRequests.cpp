@@ -1,0 +1,656 @@
+// MpiCommunicator (MpiCommunicator.h): submitting a request (validated against the groups and set
+// up as a task), waiting for it, and the engine that starts tasks in submission order with MPI's
+// non-blocking calls, tests them together and completes them.
+#include "runtime/comm/MpiCommunicator.h"
+
+namespace dtc::rt::mpi {
+
+// --- submitting ---------------------------------------------------------------------------------
+
+Status MpiCommunicator::prepareAllReduce(Task &t) {
+  CommRequest &r = t.req;
+  if (r.outputs.size() != r.bytes.size() || r.inputs.size() != r.bytes.size())
+    return taskError(t, "inputs (" + std::to_string(r.inputs.size()) + "), outputs (" +
+                            std::to_string(r.outputs.size()) + ") and bytes (" +
+                            std::to_string(r.bytes.size()) + ") differ in length");
+  const size_t elem = t.info.size;
+  uint64_t total = 0;
+  for (size_t i = 0; i < r.bytes.size(); ++i) {
+    if (r.bytes[i] % elem != 0)
+      return taskError(t, "operand " + std::to_string(i) + " has " + std::to_string(r.bytes[i]) +
+                              " bytes, not a multiple of " + std::to_string(elem) + " (" +
+                              t.info.name + ")");
+    if (r.bytes[i] == 0)
+      continue;
+    if (!r.outputs[i] || !r.inputs[i])
+      return taskError(t, "operand " + std::to_string(i) + " has a null buffer");
+    t.pieces.push_back({static_cast<std::byte *>(r.outputs[i]),
+                        static_cast<const std::byte *>(r.inputs[i]), r.bytes[i]});
+    total += r.bytes[i];
+  }
+  t.bytes = total;
+  if (t.pieces.empty())
+    return Status::ok();
+  // One span when the outputs, sorted by address, are at most 63 bytes apart (alignment padding,
+  // reduced too) with gaps of whole elements. The choice depends on the layout, so every rank
+  // must pass the same relative layout (the executor's arena does: same plan, 64-byte aligned
+  // base); the staging path packs in request order, which does not depend on addresses.
+  std::vector<Task::Piece> sortedCopy;
+  if (t.pieces.size() > 1) {
+    sortedCopy = t.pieces;
+    std::sort(sortedCopy.begin(), sortedCopy.end(),
+              [](const Task::Piece &a, const Task::Piece &b) { return a.out < b.out; });
+  }
+  const std::vector<Task::Piece> &sorted = t.pieces.size() > 1 ? sortedCopy : t.pieces;
+  bool contiguous = true;
+  for (size_t i = 1; i < sorted.size(); ++i) {
+    std::byte *end = sorted[i - 1].out + sorted[i - 1].bytes;
+    if (sorted[i].out < end || sorted[i].out - end >= 64 ||
+        static_cast<size_t>(sorted[i].out - end) % elem != 0)
+      contiguous = false;
+  }
+  t.contiguous = contiguous;
+  if (!contiguous)
+    return Status::ok();
+  t.base = sorted.front().out;
+  t.span = static_cast<size_t>(sorted.back().out + sorted.back().bytes - t.base);
+  // The inputs laid out as the outputs (each at the same offset, none in place, the two spans
+  // apart): MPI reads them directly, no copy in.
+  const std::byte *in0 = sorted.front().in;
+  bool sameLayout = true;
+  for (const Task::Piece &p : sorted)
+    if (p.in == p.out || p.in - in0 != p.out - t.base)
+      sameLayout = false;
+  if (sameLayout && (in0 + t.span <= t.base || t.base + t.span <= in0))
+    t.sendBase = in0;
+  return Status::ok();
+}
+
+Status MpiCommunicator::prepare(Task &t) {
+  CommRequest &r = t.req;
+  t.name = r.name;
+  t.group = r.group;
+  t.kind = commKindName(r.kind);
+  t.peer = r.peer;
+  t.tag = r.tag;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (r.group >= 0 && static_cast<size_t>(r.group) < groups_.size())
+      t.g = groups_[static_cast<size_t>(r.group)];
+  }
+  if (!t.g)
+    return taskError(t, "unknown group " + std::to_string(r.group) +
+                            " (0 is the world; createGroups makes 1..n)");
+  const Group &g = *t.g;
+  const int n = static_cast<int>(g.ranks.size());
+  if (g.myRank < 0)
+    return taskError(t, "this rank is not a member of group " + std::to_string(r.group) + " " +
+                            listRanks(g.ranks));
+  auto operands = [&](size_t nIn, size_t nOut) -> Status {
+    if (r.inputs.size() != nIn || r.outputs.size() != nOut || r.bytes.size() != 1)
+      return taskError(t, "takes " + std::to_string(nIn) + " input(s), " + std::to_string(nOut) +
+                              " output(s) and 1 size; got " + std::to_string(r.inputs.size()) +
+                              ", " + std::to_string(r.outputs.size()) + " and " +
+                              std::to_string(r.bytes.size()));
+    for (const void *p : r.inputs)
+      if (!p && r.bytes[0] > 0)
+        return taskError(t, "null input buffer");
+    for (const void *p : r.outputs)
+      if (!p && r.bytes[0] > 0)
+        return taskError(t, "null output buffer");
+    return Status::ok();
+  };
+  auto reductionType = [&]() -> Status {
+    std::optional<DTypeInfo> info = dtypeInfo(r.dtype, halfOps_);
+    if (!info)
+      return taskError(t, "unsupported element type (ONNX type " +
+                              std::to_string(static_cast<int>(r.dtype)) +
+                              "): reductions take f32, f64, i32, i64, f16, bf16");
+    if (r.op == ReduceOp::kMean && !info->floating)
+      return taskError(t, std::string("mean of ") + info->name +
+                              " is not supported (integer division): use sum");
+    t.info = *info;
+    t.mean = r.op == ReduceOp::kMean && n > 1;
+    return Status::ok();
+  };
+  switch (r.kind) {
+  case CommKind::kAllReduce:
+    t.op = Op::kAllReduce;
+    DTC_RETURN_IF_ERROR(reductionType());
+    return prepareAllReduce(t);
+  case CommKind::kAllGather:
+    t.op = Op::kAllGather;
+    DTC_RETURN_IF_ERROR(operands(1, 1));
+    if (r.bytes[0] > static_cast<size_t>(INT_MAX))
+      return taskError(t, std::to_string(r.bytes[0]) + " bytes per rank: at most 2 GiB");
+    t.bytes = r.bytes[0] * static_cast<size_t>(n);
+    return Status::ok();
+  case CommKind::kReduceScatter:
+    t.op = Op::kReduceScatter;
+    DTC_RETURN_IF_ERROR(reductionType());
+    DTC_RETURN_IF_ERROR(operands(1, 1));
+    if (r.bytes[0] % t.info.size != 0)
+      return taskError(t, std::to_string(r.bytes[0]) + " bytes per rank, not a multiple of " +
+                              std::to_string(t.info.size) + " (" + t.info.name + ")");
+    if (r.bytes[0] / t.info.size > static_cast<size_t>(INT_MAX))
+      return taskError(t, std::to_string(r.bytes[0] / t.info.size) +
+                              " elements per rank: at most 2^31 - 1");
+    t.bytes = r.bytes[0] * static_cast<size_t>(n);
+    return Status::ok();
+  case CommKind::kBroadcast: {
+    t.op = Op::kBroadcast;
+    if (r.inputs.empty())
+      r.inputs = {r.outputs.empty() ? nullptr : r.outputs[0]};
+    DTC_RETURN_IF_ERROR(operands(1, 1));
+    auto it = std::find(g.ranks.begin(), g.ranks.end(), r.peer);
+    if (it == g.ranks.end())
+      return taskError(t, "root rank " + std::to_string(r.peer) + " is not a member of group " +
+                              std::to_string(r.group) + " " + listRanks(g.ranks));
+    t.bytes = r.bytes[0];
+    return Status::ok();
+  }
+  case CommKind::kSend:
+  case CommKind::kRecv: {
+    const bool isSend = r.kind == CommKind::kSend;
+    t.op = isSend ? Op::kSend : Op::kRecv;
+    t.collective = false;
+    DTC_RETURN_IF_ERROR(isSend ? operands(1, 0) : operands(0, 1));
+    if (r.peer < 0 || r.peer >= size_ || r.peer == rank_)
+      return taskError(t, "peer rank " + std::to_string(r.peer) +
+                              " is not another rank of the job (size " + std::to_string(size_) +
+                              ")");
+    if (std::find(g.ranks.begin(), g.ranks.end(), r.peer) == g.ranks.end())
+      return taskError(t, "peer rank " + std::to_string(r.peer) + " is not a member of group " +
+                              std::to_string(r.group) + " " + listRanks(g.ranks));
+    if (r.tag < 0 || r.tag > kMaxTag)
+      return taskError(t, "tag " + std::to_string(r.tag) + " is outside [0, 32767]");
+    t.bytes = r.bytes[0];
+    t.chunks = std::max<size_t>(1, (r.bytes[0] + kMaxChunk - 1) / kMaxChunk);
+    return Status::ok();
+  }
+  }
+  return taskError(t, "unknown request kind");
+}
+
+uint64_t MpiCommunicator::enqueue(std::shared_ptr<Task> t, const Status &invalid, bool wake) {
+  uint64_t h;
+  bool queued = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    h = nextHandle_++;
+    if (!invalid.isOk()) {
+      // A malformed request is refused on every rank alike (same plan): the communicator stays
+      // usable.
+      t->status = invalid;
+      t->done.store(true);
+    } else if (!failure_.isOk()) {
+      t->status = failure_;
+      t->done.store(true);
+    } else {
+      queue_.push_back(t);
+      queued_.fetch_add(1, std::memory_order_release);
+      inFlight_.fetch_add(1);
+      queued = true;
+    }
+    pending_[h] = std::move(t);
+  }
+  // Notified after unlocking: the woken communication thread must not block on the mutex the
+  // caller (the compute thread, launching a bucket) still holds.
+  if (queued && wake)
+    workCv_.notify_one();
+  return h;
+}
+
+uint64_t MpiCommunicator::submit(CommRequest request) {
+  auto t = std::make_shared<Task>();
+  t->req = std::move(request);
+  Status s = prepare(*t);
+  return enqueue(std::move(t), s, /*wake=*/true);
+}
+
+Status MpiCommunicator::run(CommRequest request) {
+  // This thread waits at once and drives MPI itself: no need to wake the communication thread.
+  auto t = std::make_shared<Task>();
+  t->req = std::move(request);
+  Status s = prepare(*t);
+  return wait(enqueue(std::move(t), s, /*wake=*/false));
+}
+
+Status MpiCommunicator::barrier(const std::string &what) {
+  auto t = std::make_shared<Task>();
+  t->op = Op::kBarrier;
+  t->kind = "barrier";
+  t->name = what;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    t->g = groups_.front();
+  }
+  return wait(enqueue(std::move(t), Status::ok(), /*wake=*/false));
+}
+
+// --- waiting ------------------------------------------------------------------------------------
+
+Status MpiCommunicator::waitTask(Task &t) {
+  if (!t.done.load(std::memory_order_acquire)) {
+    int64_t zero = 0;
+    t.firstWaitNs.compare_exchange_strong(
+        zero, std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+                  .count());
+    waiters_.fetch_add(1);
+    // Drive MPI on this thread: the communication thread stands aside while a thread waits.
+    while (!t.done.load(std::memory_order_acquire)) {
+      if (aborting()) {
+        waiters_.fetch_sub(1);
+        return taskError(t, "aborted");
+      }
+      if (engine_.try_lock()) {
+        pollOnce();
+        engine_.unlock();
+      }
+      if (oversubscribed_)
+        std::this_thread::yield();
+    }
+    if (waiters_.fetch_sub(1) == 1 && inFlight_.load() > 0) {
+      // Hand the requests still in flight back to the communication thread.
+      { std::lock_guard<std::mutex> lock(mu_); }
+      workCv_.notify_one();
+    }
+  }
+  return t.status;
+}
+
+Status MpiCommunicator::wait(uint64_t handle) {
+  std::shared_ptr<Task> t;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = pending_.find(handle);
+    if (it == pending_.end()) {
+      if (handle == 0 || handle >= nextHandle_)
+        return Status::error(where(), "wait on unknown handle " + std::to_string(handle));
+      return failure_; // completed and collected by waitAll
+    }
+    t = it->second;
+  }
+  Status s = waitTask(*t);
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_.erase(handle);
+  return s;
+}
+
+Status MpiCommunicator::waitAll() {
+  std::vector<std::shared_ptr<Task>> tasks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::pair<uint64_t, std::shared_ptr<Task>>> byHandle(pending_.begin(),
+                                                                     pending_.end());
+    std::sort(byHandle.begin(), byHandle.end(),
+              [](const auto &a, const auto &b) { return a.first < b.first; });
+    for (auto &[h, t] : byHandle)
+      tasks.push_back(t);
+    pending_.clear();
+  }
+  Status first;
+  for (const std::shared_ptr<Task> &task : tasks) {
+    Status s = waitTask(*task);
+    if (first.isOk() && !s.isOk())
+      first = s;
+  }
+  return first.isOk() ? failure() : first;
+}
+
+// --- the engine -----------------------------------------------------------------------------
+
+void MpiCommunicator::complete(const std::shared_ptr<Task> &t, Status s) {
+  if (opts_.tracer && t->traceBegin >= 0) {
+    Tracer::Event e;
+    e.name = t->name;
+    e.category = t->kind;
+    e.thread = Tracer::kComm;
+    e.beginUs = t->traceBegin;
+    e.durationUs = opts_.tracer->nowUs() - t->traceBegin;
+    e.bytes = t->bytes;
+    opts_.tracer->record(std::move(e));
+  }
+  t->status = std::move(s);
+  t->reqs.clear();
+  inFlight_.fetch_sub(1);
+  t->done.store(true, std::memory_order_release);
+}
+
+void MpiCommunicator::breakWith(const Status &s) {
+  std::deque<std::shared_ptr<Task>> queued;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failure_.isOk())
+      failure_ = s;
+    queued.swap(queue_);
+    queued_.store(0);
+  }
+  broken_.store(true);
+  // Requests already started cannot be completed safely: they are abandoned (no further MPI
+  // call; the process exits through abortJob).
+  for (auto &t : active_)
+    complete(t, s);
+  for (auto &t : toStart_)
+    complete(t, s);
+  for (auto &t : queued)
+    complete(t, s);
+  active_.clear();
+  toStart_.clear();
+  workCv_.notify_all();
+}
+
+int MpiCommunicator::startTask(Task &t) {
+  t.began = Clock::now();
+  t.traceBegin = opts_.tracer ? opts_.tracer->nowUs() : -1;
+  const Group &g = *t.g;
+  const int n = static_cast<int>(g.ranks.size());
+  if (t.collective)
+    ++entered_[static_cast<size_t>(t.group)];
+  CommRequest &r = t.req;
+  switch (t.op) {
+  case Op::kAllReduce: {
+    const size_t elem = t.info.size;
+    auto reduce = [&](const std::byte *in, std::byte *out, size_t bytes) {
+      const size_t count = bytes / elem;
+      for (size_t off = 0; off < count; off += kMaxChunk) {
+        const int c = static_cast<int>(std::min(kMaxChunk, count - off));
+        t.reqs.emplace_back();
+        int rc = MPI_Iallreduce(in ? in + off * elem : MPI_IN_PLACE, out + off * elem, c,
+                                t.info.mpi, t.info.sum, g.comm, &t.reqs.back());
+        if (rc != MPI_SUCCESS)
+          return rc;
+      }
+      return MPI_SUCCESS;
+    };
+    auto copyIn = [&] {
+      for (const Task::Piece &p : t.pieces)
+        if (p.in != p.out)
+          std::memmove(p.out, p.in, p.bytes);
+    };
+    if (t.pieces.empty())
+      return MPI_SUCCESS;
+    if (t.contiguous) {
+      if (n == 1 || !t.sendBase)
+        copyIn();
+      return n == 1 ? MPI_SUCCESS : reduce(t.sendBase, t.base, t.span);
+    }
+    if (n == 1) {
+      copyIn();
+      return MPI_SUCCESS;
+    }
+    t.staging.resize(t.bytes);
+    size_t off = 0;
+    for (const Task::Piece &p : t.pieces) {
+      std::memcpy(t.staging.data() + off, p.in, p.bytes);
+      off += p.bytes;
+    }
+    return reduce(nullptr, t.staging.data(), t.staging.size());
+  }
+  case Op::kAllGather: {
+    const size_t b = r.bytes[0];
+    std::byte *out = static_cast<std::byte *>(r.outputs[0]);
+    const void *in = r.inputs[0];
+    if (in == out + static_cast<size_t>(g.myRank) * b)
+      in = MPI_IN_PLACE;
+    if (n == 1) {
+      if (in != MPI_IN_PLACE && b > 0)
+        std::memmove(out, in, b);
+      return MPI_SUCCESS;
+    }
+    t.reqs.emplace_back();
+    return MPI_Iallgather(in, static_cast<int>(b), MPI_BYTE, out, static_cast<int>(b), MPI_BYTE,
+                          g.comm, &t.reqs.back());
+  }
+  case Op::kReduceScatter: {
+    const size_t count = r.bytes[0] / t.info.size;
+    const void *in = r.inputs[0];
+    void *out = r.outputs[0];
+    if (n == 1) {
+      if (in != out && r.bytes[0] > 0)
+        std::memmove(out, in, r.bytes[0]);
+      return MPI_SUCCESS;
+    }
+    t.reqs.emplace_back();
+    // In place (inputs[0] == outputs[0]): MPI leaves this rank's block at the start.
+    return MPI_Ireduce_scatter_block(in == out ? MPI_IN_PLACE : in, out, static_cast<int>(count),
+                                     t.info.mpi, t.info.sum, g.comm, &t.reqs.back());
+  }
+  case Op::kBroadcast: {
+    const size_t b = r.bytes[0];
+    std::byte *data = static_cast<std::byte *>(r.outputs[0]);
+    const int root =
+        static_cast<int>(std::find(g.ranks.begin(), g.ranks.end(), t.peer) - g.ranks.begin());
+    if (root == g.myRank && r.inputs[0] && r.inputs[0] != data && b > 0)
+      std::memmove(data, r.inputs[0], b);
+    if (n == 1)
+      return MPI_SUCCESS;
+    for (size_t off = 0; off < b; off += kMaxChunk) {
+      t.reqs.emplace_back();
+      int rc = MPI_Ibcast(data + off, static_cast<int>(std::min(kMaxChunk, b - off)), MPI_BYTE,
+                          root, g.comm, &t.reqs.back());
+      if (rc != MPI_SUCCESS)
+        return rc;
+    }
+    return MPI_SUCCESS;
+  }
+  case Op::kSend: {
+    // At least one message, so a zero-byte send still matches its recv.
+    const std::byte *data = static_cast<const std::byte *>(r.inputs[0]);
+    for (size_t c = 0; c < t.chunks; ++c) {
+      t.reqs.emplace_back();
+      int rc = MPI_Isend(data + c * kMaxChunk, static_cast<int>(chunkBytes(r.bytes[0], c)),
+                         MPI_BYTE, t.peer, t.tag, p2pComm_, &t.reqs.back());
+      if (rc != MPI_SUCCESS)
+        return rc;
+    }
+    return MPI_SUCCESS;
+  }
+  case Op::kRecv: {
+    // Posted at once: MPI matches recvs of one (peer, tag) in the order they were posted.
+    std::byte *data = static_cast<std::byte *>(r.outputs[0]);
+    for (size_t c = 0; c < t.chunks; ++c) {
+      t.reqs.emplace_back();
+      int rc = MPI_Irecv(data + c * kMaxChunk, static_cast<int>(chunkBytes(r.bytes[0], c)),
+                         MPI_BYTE, t.peer, t.tag, p2pComm_, &t.reqs.back());
+      if (rc != MPI_SUCCESS)
+        return rc;
+    }
+    return MPI_SUCCESS;
+  }
+  case Op::kBarrier:
+    t.reqs.emplace_back();
+    return MPI_Ibarrier(g.comm, &t.reqs.back());
+  case Op::kExclusive:
+    break;
+  }
+  return MPI_SUCCESS;
+}
+
+int MpiCommunicator::testActive(bool &progressed) {
+  flat_.clear();
+  owners_.clear();
+  for (const std::shared_ptr<Task> &t : active_)
+    for (size_t i = 0; i < t->reqs.size(); ++i)
+      if (t->reqs[i] != MPI_REQUEST_NULL) {
+        flat_.push_back(t->reqs[i]);
+        owners_.push_back({t.get(), i});
+      }
+  if (flat_.empty())
+    return MPI_SUCCESS;
+  indices_.resize(flat_.size());
+  statuses_.resize(flat_.size());
+  int outcount = 0;
+  int rc = MPI_Testsome(static_cast<int>(flat_.size()), flat_.data(), &outcount, indices_.data(),
+                        statuses_.data());
+  if (outcount == MPI_UNDEFINED)
+    outcount = 0;
+  int failure = MPI_SUCCESS;
+  for (int k = 0; k < outcount; ++k) {
+    const size_t at = static_cast<size_t>(indices_[static_cast<size_t>(k)]);
+    auto [task, i] = owners_[at];
+    task->reqs[i] = MPI_REQUEST_NULL;
+    progressed = true;
+    const MPI_Status &st = statuses_[static_cast<size_t>(k)];
+    const int err = rc == MPI_ERR_IN_STATUS ? st.MPI_ERROR : MPI_SUCCESS;
+    if (task->op == Op::kRecv && (err == MPI_SUCCESS || err == MPI_ERR_TRUNCATE)) {
+      // A message of another size: consumed (later ones still match), this recv fails.
+      int count = 0;
+      MPI_Get_count(&st, MPI_BYTE, &count);
+      if (!task->mismatch && (err == MPI_ERR_TRUNCATE ||
+                              static_cast<size_t>(count) != chunkBytes(task->req.bytes[0], i))) {
+        task->mismatch = true;
+        task->mismatchBytes = static_cast<size_t>(count);
+        task->mismatchChunk = i;
+      }
+    } else if (err != MPI_SUCCESS && failure == MPI_SUCCESS) {
+      failure = err;
+      failed_ = task;
+    }
+  }
+  return rc == MPI_ERR_IN_STATUS ? failure : rc;
+}
+
+Status MpiCommunicator::finishTask(Task &t) {
+  CommRequest &r = t.req;
+  switch (t.op) {
+  case Op::kAllReduce:
+    if (t.pieces.empty() || t.g->ranks.size() == 1)
+      return Status::ok(); // a mean over one rank is the value itself
+    if (t.contiguous) {
+      if (t.mean)
+        divideBy(t.base, t.span / t.info.size, r.dtype, static_cast<int>(t.g->ranks.size()));
+      return Status::ok();
+    }
+    if (t.mean)
+      divideBy(t.staging.data(), t.staging.size() / t.info.size, r.dtype,
+               static_cast<int>(t.g->ranks.size()));
+    {
+      size_t off = 0;
+      for (const Task::Piece &p : t.pieces) {
+        std::memcpy(p.out, t.staging.data() + off, p.bytes);
+        off += p.bytes;
+      }
+    }
+    t.staging = {};
+    return Status::ok();
+  case Op::kReduceScatter:
+    if (t.mean)
+      divideBy(r.outputs[0], r.bytes[0] / t.info.size, r.dtype,
+               static_cast<int>(t.g->ranks.size()));
+    return Status::ok();
+  case Op::kRecv:
+    if (t.mismatch) {
+      const size_t sent = t.mismatchBytes + t.mismatchChunk * kMaxChunk;
+      return taskError(t, "rank " + std::to_string(t.peer) + " sent " + std::to_string(sent) +
+                              " bytes with tag " + std::to_string(t.tag) + ", this rank expects " +
+                              std::to_string(r.bytes[0]) + " bytes");
+    }
+    return Status::ok();
+  default:
+    return Status::ok();
+  }
+}
+
+bool MpiCommunicator::pollOnce() {
+  if (broken_.load())
+    return false;
+  bool progressed = false;
+  if (queued_.load(std::memory_order_acquire) > 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    while (!queue_.empty()) {
+      toStart_.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+    queued_.store(0, std::memory_order_relaxed);
+  }
+  // Start in submission order (MPI matches collectives on a communicator in call order).
+  while (!toStart_.empty()) {
+    std::shared_ptr<Task> t = toStart_.front();
+    if (t->op == Op::kExclusive) {
+      if (!active_.empty())
+        break; // after every earlier request, before every later one
+      toStart_.pop_front();
+      t->began = Clock::now();
+      Status s = t->exclusive(*t);
+      const bool breaks = t->breaks;
+      complete(t, s);
+      if (breaks) {
+        breakWith(s);
+        return true;
+      }
+      progressed = true;
+      continue;
+    }
+    toStart_.pop_front();
+    int rc = startTask(*t);
+    if (rc != MPI_SUCCESS) {
+      breakWith(taskError(*t, "MPI error: " + mpiErrorString(rc)));
+      return true;
+    }
+    active_.push_back(std::move(t));
+    progressed = true;
+  }
+  if (active_.empty())
+    return progressed;
+
+  int rc = testActive(progressed);
+  if (rc != MPI_SUCCESS) {
+    // Name the request whose MPI call failed (from its status), else the oldest.
+    Task *failed = failed_ ? failed_ : active_.front().get();
+    failed_ = nullptr;
+    breakWith(taskError(*failed, "MPI error: " + mpiErrorString(rc)));
+    return true;
+  }
+  // Complete the tasks whose requests are all done (recvs: once every chunk has matched).
+  for (size_t i = 0; i < active_.size();) {
+    Task &t = *active_[i];
+    const bool allDone = std::all_of(t.reqs.begin(), t.reqs.end(),
+                                     [](MPI_Request q) { return q == MPI_REQUEST_NULL; });
+    if (!allDone) {
+      ++i;
+      continue;
+    }
+    std::shared_ptr<Task> done = std::move(active_[i]);
+    active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
+    Status s = finishTask(t);
+    complete(done, std::move(s));
+    progressed = true;
+  }
+  // Heartbeats and the watchdog, every kDrainInterval.
+  Clock::time_point now = Clock::now();
+  if (secondsSince(lastDrain_, now) >= kDrainInterval) {
+    heartbeat(now, false);
+    for (const std::shared_ptr<Task> &t : active_) {
+      Status s = watchdog(*t, now);
+      if (!s.isOk()) {
+        breakWith(s);
+        return true;
+      }
+    }
+  }
+  return progressed;
+}
+
+Status MpiCommunicator::driveAlone(Task &t, std::vector<MPI_Request> &reqs) {
+  t.began = Clock::now();
+  while (true) {
+    int flag = 0;
+    int rc = MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &flag, MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS)
+      return taskError(t, "MPI error: " + mpiErrorString(rc));
+    if (flag)
+      return Status::ok();
+    Clock::time_point now = Clock::now();
+    if (secondsSince(lastDrain_, now) >= kDrainInterval) {
+      if (aborting())
+        return taskError(t, "aborted");
+      heartbeat(now, false);
+      DTC_RETURN_IF_ERROR(watchdog(t, now));
+    }
+    if (oversubscribed_)
+      std::this_thread::yield();
+  }
+}
+
+} // namespace dtc::rt::mpi
