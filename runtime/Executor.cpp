@@ -252,11 +252,15 @@ Status Executor::load() {
     } else if (ins.has_collective()) {
       const plan::Collective &c = ins.collective();
       step.kind = StepKind::kCollective;
-      static const CommKind kKinds[] = {CommKind::kAllReduce,  CommKind::kAllReduce,
-                                        CommKind::kAllGather,  CommKind::kReduceScatter,
-                                        CommKind::kBroadcast,  CommKind::kSend,
-                                        CommKind::kRecv};
-      step.commKind = kKinds[c.kind()]; // validated: ALL_REDUCE..RECV
+      // By plan::CollectiveKind (validated: ALL_REDUCE..RECV); the label names profile rows.
+      static const struct {
+        CommKind kind;
+        const char *label;
+      } kKinds[] = {{CommKind::kAllReduce, "AllReduce"},         {CommKind::kAllReduce, "AllReduce"},
+                    {CommKind::kAllGather, "AllGather"},         {CommKind::kReduceScatter, "ReduceScatter"},
+                    {CommKind::kBroadcast, "Broadcast"},         {CommKind::kSend, "Send"},
+                    {CommKind::kRecv, "Recv"}};
+      step.commKind = kKinds[c.kind()].kind;
       // Validation checked that this rank has a group on the axis and that the peer is in it.
       const int group = groupOfAxis.count(c.group()) ? groupOfAxis.at(c.group()) : -1;
       if (group < 0)
@@ -267,9 +271,7 @@ Status Executor::load() {
           c.kind() == plan::COLLECTIVE_BROADCAST)
         step.peer = plan_.groups(group).ranks(c.peer());
       step.tag = static_cast<int>(c.tag());
-      static const char *const kCategories[] = {"all-reduce", "all-reduce", "all-gather",
-                                                "reduce-scatter", "broadcast", "send", "recv"};
-      step.category = kCategories[c.kind()];
+      step.category = commKindName(step.commKind);
       for (int j = 0; j < c.inputs_size(); ++j) {
         step.inputs.push_back(device_->arenaAt(rp.buffers(c.inputs(j)).offset()));
         step.operandBytes.push_back(rp.buffers(c.inputs(j)).size_bytes());
@@ -283,9 +285,7 @@ Status Executor::load() {
       step.dtype = rp.buffers(typed).dtype();
       step.mean = c.op() == plan::REDUCE_MEAN;
       step.name = c.name();
-      static const char *const kLabels[] = {"AllReduce", "AllReduce", "AllGather",
-                                            "ReduceScatter", "Broadcast", "Send", "Recv"};
-      entries.push_back({std::string(kLabels[c.kind()]) + "(launch)", c.name(), 0, 0});
+      entries.push_back({std::string(kKinds[c.kind()].label) + "(launch)", c.name(), 0, 0});
     } else if (ins.has_wait()) {
       step.kind = StepKind::kWait;
       step.collective = ins.wait().collective();

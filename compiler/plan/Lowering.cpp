@@ -845,8 +845,8 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
                                      "strategy is single");
   if (mesh.pp > 1 || mesh.tp > 1)
     return Status::error("lowering", "--strategy " + mesh.text() +
-                                         ": one program cannot serve a pipeline or tensor-"
-                                         "parallel mesh (lowerStages does)");
+                                         ": pipeline and tensor parallelism are not "
+                                         "implemented yet");
   DTC_RETURN_IF_ERROR(layoutRanks(plan, mesh, [](const MeshCoord &) { return 0; }));
   if (!mesh.single) {
     plan.mutable_hyperparameters()->set_bucket_mb(cfg->bucketMb);

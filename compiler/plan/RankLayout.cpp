@@ -12,8 +12,7 @@ Status layoutRanks(Plan &plan, const Mesh &mesh,
   mi->set_pp(mesh.pp);
   mi->set_tp(mesh.tp);
   mi->set_microbatches(mesh.microbatches);
-  mi->set_schedule(mesh.pp > 1 ? (mesh.schedule == PipelineSchedule::kGPipe ? "gpipe" : "1f1b")
-                               : "");
+  mi->set_schedule(mesh.pp > 1 ? pipelineScheduleName(mesh.schedule) : "");
   const int64_t world = mesh.worldSize();
   plan.set_world_size(static_cast<int32_t>(world));
   plan.clear_groups();

@@ -407,7 +407,11 @@ Status checkTraining(const Plan &plan, const RankProgram &r) {
   if (t.optimizer_begin() < -1 || t.optimizer_begin() > r.instructions_size())
     return Status::error("optimizer_begin " + str(t.optimizer_begin()) + " is not in [-1, " +
                          std::to_string(r.instructions_size()) + "]");
-  const Hyperparameters &h = plan.hyperparameters();
+  return Status::ok();
+}
+
+/// The training hyperparameters every program shares.
+Status checkHyperparameters(const Hyperparameters &h) {
   if (h.grad_accum_steps() < 1 || h.grad_accum_steps() > (int64_t{1} << 20))
     return Status::error("grad_accum_steps " + str(h.grad_accum_steps()) +
                          " is not in [1, 1048576]");
@@ -456,6 +460,8 @@ Status checkPlan(const Plan &plan, const KernelCheck &kernelCheck) {
         return Status::error(where, "rank " + str(rank) + " appears twice");
     }
   }
+  if (plan.mode() == MODE_TRAINING)
+    DTC_RETURN_IF_ERROR(checkHyperparameters(plan.hyperparameters()).withContext("training"));
   for (int p = 0; p < plan.programs_size(); ++p) {
     const RankProgram &r = plan.programs(p);
     const std::string where = "program " + std::to_string(p);

@@ -20,6 +20,10 @@ const char *meshAxisName(MeshAxis a) {
   return "?";
 }
 
+const char *pipelineScheduleName(PipelineSchedule s) {
+  return s == PipelineSchedule::kGPipe ? "gpipe" : "1f1b";
+}
+
 int64_t Mesh::degree(MeshAxis a) const {
   return a == MeshAxis::kDp ? dp : a == MeshAxis::kPp ? pp : tp;
 }
@@ -71,7 +75,7 @@ std::string Mesh::text() const {
     add("tp=" + std::to_string(tp));
   if (pp > 1) {
     add("microbatches=" + std::to_string(microbatches));
-    add(std::string("schedule=") + (schedule == PipelineSchedule::kGPipe ? "gpipe" : "1f1b"));
+    add(std::string("schedule=") + pipelineScheduleName(schedule));
   }
   return s;
 }

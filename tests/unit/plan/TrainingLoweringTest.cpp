@@ -167,7 +167,7 @@ TEST(TrainingLowering, ValidationRejectsBadTrainingSections) {
   {
     Plan p = *l.plan;
     p.mutable_hyperparameters()->set_grad_accum_steps(0);
-    EXPECT_EQ(validatePlan(p, "x").message(), "plan x: program 0: training: grad_accum_steps 0 is not in [1, 1048576]");
+    EXPECT_EQ(validatePlan(p, "x").message(), "plan x: training: grad_accum_steps 0 is not in [1, 1048576]");
   }
   {
     Plan p = *l.plan;
