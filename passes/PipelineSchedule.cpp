@@ -71,8 +71,8 @@ Expected<PipelineSimulation> simulatePipeline(const PipelineScheduleTable &sched
   // Event simulation: finish[s][kind][m] once done; a stage's next slot starts when the stage
   // is free and its inputs have arrived.
   const double kNever = -1;
-  std::vector<std::vector<double>> doneF(static_cast<size_t>(stages),
-                                         std::vector<double>(static_cast<size_t>(microbatches), kNever));
+  std::vector<std::vector<double>> doneF(
+      static_cast<size_t>(stages), std::vector<double>(static_cast<size_t>(microbatches), kNever));
   std::vector<std::vector<double>> doneB = doneF;
   std::vector<size_t> next(static_cast<size_t>(stages), 0);
   std::vector<double> freeAt(static_cast<size_t>(stages), 0);
@@ -152,8 +152,8 @@ Expected<std::vector<size_t>> balanceStages(const std::vector<double> &costs, in
   std::vector<double> prefix(n + 1, 0);
   for (size_t i = 0; i < n; ++i) {
     if (!(costs[i] >= 0) || !std::isfinite(costs[i]))
-      return Status::error("pipeline stages", "item " + std::to_string(i) + " has cost " +
-                                                  std::to_string(costs[i]));
+      return Status::error("pipeline stages",
+                           "item " + std::to_string(i) + " has cost " + std::to_string(costs[i]));
     prefix[i + 1] = prefix[i] + costs[i];
   }
   const size_t S = static_cast<size_t>(stages);

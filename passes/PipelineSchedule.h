@@ -67,8 +67,9 @@ Expected<PipelineSimulation> simulatePipeline(const PipelineScheduleTable &sched
 /// Splits `costs` (one per item, in order: layers or nodes) into `stages` contiguous, non-empty
 /// parts and returns the index of each part's first item (the first is 0). The split minimizes
 /// the largest part's cost and, among those, the sum of squared part costs, so equal items
-/// spread evenly, the first stages taking the leftovers (30 equal layers on 4 stages: 8/8/7/7). Exact dynamic programming, O(S * n^2).
-/// Errors: fewer items than stages (a stage would have nothing to do), a negative cost.
+/// spread evenly, the first stages taking the leftovers (30 equal layers on 4 stages: 8/8/7/7).
+/// Exact dynamic programming, O(S * n^2). Errors: fewer items than stages (a stage would have
+/// nothing to do), a negative cost.
 Expected<std::vector<size_t>> balanceStages(const std::vector<double> &costs, int64_t stages);
 
 } // namespace dtc::passes

@@ -256,9 +256,12 @@ Status Executor::load() {
       static const struct {
         CommKind kind;
         const char *label;
-      } kKinds[] = {{CommKind::kAllReduce, "AllReduce"},         {CommKind::kAllReduce, "AllReduce"},
-                    {CommKind::kAllGather, "AllGather"},         {CommKind::kReduceScatter, "ReduceScatter"},
-                    {CommKind::kBroadcast, "Broadcast"},         {CommKind::kSend, "Send"},
+      } kKinds[] = {{CommKind::kAllReduce, "AllReduce"},
+                    {CommKind::kAllReduce, "AllReduce"},
+                    {CommKind::kAllGather, "AllGather"},
+                    {CommKind::kReduceScatter, "ReduceScatter"},
+                    {CommKind::kBroadcast, "Broadcast"},
+                    {CommKind::kSend, "Send"},
                     {CommKind::kRecv, "Recv"}};
       step.commKind = kKinds[c.kind()].kind;
       // Validation checked that this rank has a group on the axis and that the peer is in it.

@@ -96,7 +96,7 @@ private:
     int dtype = 0;                    // kCollective (ONNX dtype number)
     bool mean = false;                // kCollective
     CommKind commKind = CommKind::kAllReduce; // kCollective
-    int group = 0;                    // kCollective: communicator group id (0: the world)
+    int group = 0;                            // kCollective: communicator group id (0: the world)
     int peer = -1;                    // kCollective: send/recv peer, broadcast root (world rank)
     int tag = 0;                      // kCollective: send/recv
     int collective = -1;              // kWait: the instruction index of its collective

@@ -305,7 +305,8 @@ Status Trainer::microBatch(const Dataset &data, const std::vector<int64_t> &orde
     DTC_ASSIGN_OR_RETURN(HostArray pred, ex_.output(l_.predictionName));
     for (const HostArray &a : batch)
       if (a.name == l_.labelName)
-        countCorrect(pred, a, plan_.programs(0).training().ignore_index(), totals.correct, totals.counted);
+        countCorrect(pred, a, plan_.programs(0).training().ignore_index(), totals.correct,
+                     totals.counted);
   }
   return Status::ok();
 }

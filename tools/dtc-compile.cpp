@@ -169,8 +169,8 @@ int main(int argc, char **argv) {
     long long v = std::strtoll(ignoreIndex.c_str(), &end, 10);
     if (ignoreIndex.empty() || !end || *end || errno == ERANGE) {
       std::fprintf(stderr, "error: --ignore-index %s: expected an integer in [%lld, %lld]\n",
-                   dtc::escapeControl(ignoreIndex).c_str(),
-                   static_cast<long long>(INT64_MIN), static_cast<long long>(INT64_MAX));
+                   dtc::escapeControl(ignoreIndex).c_str(), static_cast<long long>(INT64_MIN),
+                   static_cast<long long>(INT64_MAX));
       return 2;
     }
     flags.ignoreIndex = v;

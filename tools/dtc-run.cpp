@@ -15,8 +15,8 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -239,9 +239,9 @@ int main(int argc, char **argv) {
     return 2;
   }
   // An empty file name is a mistake (an unset shell variable), never "no file".
-  for (const char *flag : {"--inputs", "--outputs", "--model", "--data", "--val-data", "--log",
-                           "--checkpoint-dir", "--export", "--dump-gradients", "--save-params",
-                           "--trace"})
+  for (const char *flag :
+       {"--inputs", "--outputs", "--model", "--data", "--val-data", "--log", "--checkpoint-dir",
+        "--export", "--dump-gradients", "--save-params", "--trace"})
     if (app.count(flag) && app[flag]->as<std::string>().empty())
       return usage(std::string(flag) + ": empty file name");
   if (planPath.empty())
@@ -296,7 +296,7 @@ int main(int argc, char **argv) {
     // one of them (compared by device and inode, so links and other spellings are caught).
     for (const auto &[flag, path, limit] :
          {std::tuple<const char *, std::string, uint64_t>{"--data", train.dataPath,
-                                                           dtc::kMaxArrayFileBytes},
+                                                          dtc::kMaxArrayFileBytes},
           {"--val-data", train.valDataPath, dtc::kMaxArrayFileBytes},
           {"--model", modelPath, dtc::kMaxModelFileBytes}})
       if (!path.empty())

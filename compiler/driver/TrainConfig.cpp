@@ -9,8 +9,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <pthread.h>
 #include <regex>
@@ -232,10 +232,10 @@ Status validateTrainConfig(const passes::TrainingConfig &c) {
   if (c.dataParallel() < 0 || c.dataParallel() > 65536)
     return bad("--strategy", "dp=N needs N in [1, 65536], got " + std::to_string(c.dataParallel()));
   if (c.dataParallel() > 1 && c.batchSize % c.dataParallel() != 0)
-    return bad("--batch-size", "the global batch " + std::to_string(c.batchSize) +
-                                   " does not split evenly over dp=" +
-                                   std::to_string(c.dataParallel()) + " ranks (use a multiple of " +
-                                   std::to_string(c.dataParallel()) + ")");
+    return bad("--batch-size",
+               "the global batch " + std::to_string(c.batchSize) +
+                   " does not split evenly over dp=" + std::to_string(c.dataParallel()) +
+                   " ranks (use a multiple of " + std::to_string(c.dataParallel()) + ")");
   if (!finite(c.bucketMb) || c.bucketMb <= 0 || c.bucketMb > 65536)
     return bad("--bucket-mb", "must be in (0, 65536] MiB, got " + std::to_string(c.bucketMb));
   if (c.syncBatchNorm && c.dataParallel() == 0)

@@ -64,8 +64,8 @@ Expected<Plan> lowerTraining(const ir::Graph &graph, const passes::TrainingState
 /// prediction and label bindings, trained parameters with their gradient and state buffers,
 /// state buffers, runtime-fed inputs, `optimizerBegin`) and one data binding per dataset-fed
 /// graph input (sharded on axis 0). `bufferOf` maps values to the program's buffer indices.
-Status fillTraining(Plan &plan, RankProgram &program, const ir::Graph &graph, const passes::TrainingState &st,
-                    const passes::TrainingConfig &cfg,
+Status fillTraining(Plan &plan, RankProgram &program, const ir::Graph &graph,
+                    const passes::TrainingState &st, const passes::TrainingConfig &cfg,
                     const std::unordered_map<const ir::Value *, int> &bufferOf, int optimizerBegin);
 
 /// Fills `plan`'s mesh description, world size, communicator groups (for single: none; else every

@@ -308,14 +308,13 @@ std::string attrText(const Attr &a) {
 std::string operand(int32_t index) { return index < 0 ? "_" : "%" + std::to_string(index); }
 
 void appendTraining(std::string &out, const Training &t) {
-  out += "  training loss=" + quote(t.loss_output()) + " prediction=" +
-         quote(t.prediction_output()) + " label=" + quote(t.label_input()) +
+  out += "  training loss=" + quote(t.loss_output()) +
+         " prediction=" + quote(t.prediction_output()) + " label=" + quote(t.label_input()) +
          " ignore_index=" + std::to_string(t.ignore_index()) +
          " optimizer_begin=" + std::to_string(t.optimizer_begin()) +
          (t.forward_end() ? " forward_end=" + std::to_string(t.forward_end()) : "") +
-         " lr_input=" +
-         quote(t.lr_input()) + " step_input=" + quote(t.step_input()) + " rng_input=" +
-         quote(t.rng_input()) + "\n";
+         " lr_input=" + quote(t.lr_input()) + " step_input=" + quote(t.step_input()) +
+         " rng_input=" + quote(t.rng_input()) + "\n";
   for (const TrainedParameter &p : t.parameters()) {
     out += "    trains " + quote(p.name()) + " buffer=" + std::to_string(p.buffer()) +
            " gradient=" + std::to_string(p.gradient()) + " state=[";
@@ -391,11 +390,12 @@ void appendProgram(std::string &out, int index, const RankProgram &r) {
       const Collective &c = inst.collective();
       for (int j = 0; j < c.outputs_size(); ++j)
         out += (j ? ", " : "") + operand(c.outputs(j));
-      static const char *const kKinds[] = {"collective(0)", "all-reduce", "all-gather",
-                                           "reduce-scatter", "broadcast", "send", "recv"};
+      static const char *const kKinds[] = {
+          "collective(0)", "all-reduce", "all-gather", "reduce-scatter",
+          "broadcast",     "send",       "recv"};
       const bool known = c.kind() >= 0 && c.kind() <= COLLECTIVE_RECV;
-      const bool reduces = c.kind() == COLLECTIVE_ALL_REDUCE ||
-                           c.kind() == COLLECTIVE_REDUCE_SCATTER;
+      const bool reduces =
+          c.kind() == COLLECTIVE_ALL_REDUCE || c.kind() == COLLECTIVE_REDUCE_SCATTER;
       out += std::string(c.outputs_size() > 0 ? " = " : "") +
              (known ? kKinds[c.kind()] : "collective(" + std::to_string(c.kind()) + ")") +
              (!reduces                ? ""

@@ -6,8 +6,8 @@
 
 namespace dtc::plan {
 
-Status fillTraining(Plan &plan, RankProgram &program, const ir::Graph &graph, const passes::TrainingState &st,
-                    const passes::TrainingConfig &cfg,
+Status fillTraining(Plan &plan, RankProgram &program, const ir::Graph &graph,
+                    const passes::TrainingState &st, const passes::TrainingConfig &cfg,
                     const std::unordered_map<const ir::Value *, int> &bufferOf,
                     int optimizerBegin) {
   Hyperparameters *hp = plan.mutable_hyperparameters();

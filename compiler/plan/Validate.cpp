@@ -196,8 +196,8 @@ Status checkInstruction(const RankProgram &r, int index, const KernelCheck &kern
     const Copy &c = inst.copy();
     const std::string where = at + " (copy)";
     if (c.src() < 0 || c.src() >= n)
-      return Status::error(where, "source is buffer " + str(c.src()) +
-                                      ", but the program has " + std::to_string(n) + " buffers");
+      return Status::error(where, "source is buffer " + str(c.src()) + ", but the program has " +
+                                      std::to_string(n) + " buffers");
     if (c.dst() < 0 || c.dst() >= n)
       return Status::error(where, "destination is buffer " + str(c.dst()) +
                                       ", but the program has " + std::to_string(n) + " buffers");
@@ -431,8 +431,8 @@ Status checkPlan(const Plan &plan, const KernelCheck &kernelCheck) {
     return Status::error("world size is " + str(world) + ", but the plan has " +
                          std::to_string(plan.ranks_size()) + " ranks");
   if (plan.programs_size() < 1 || plan.programs_size() > world)
-    return Status::error("the plan has " + std::to_string(plan.programs_size()) +
-                         " programs for " + str(world) + " ranks");
+    return Status::error("the plan has " + std::to_string(plan.programs_size()) + " programs for " +
+                         str(world) + " ranks");
   // Sorted: protobuf map order is unspecified, and the first error must not depend on it.
   std::map<std::string, int64_t> bound(plan.bound_dims().begin(), plan.bound_dims().end());
   for (const auto &[name, value] : bound) {
@@ -487,8 +487,8 @@ Status checkPlan(const Plan &plan, const KernelCheck &kernelCheck) {
   const bool meshSet = mesh.dp() > 0 || mesh.pp() > 0 || mesh.tp() > 0;
   if (meshSet && (mesh.dp() < 1 || mesh.pp() < 1 || mesh.tp() < 1 ||
                   mesh.dp() * mesh.pp() * mesh.tp() != world))
-    return Status::error("mesh dp=" + str(mesh.dp()) + ",pp=" + str(mesh.pp()) + ",tp=" +
-                         str(mesh.tp()) + " does not have the world size " + str(world));
+    return Status::error("mesh dp=" + str(mesh.dp()) + ",pp=" + str(mesh.pp()) +
+                         ",tp=" + str(mesh.tp()) + " does not have the world size " + str(world));
   for (int i = 0; i < world; ++i) {
     const RankInfo &ri = plan.ranks(i);
     const std::string where = "rank " + std::to_string(i);
@@ -531,8 +531,8 @@ Status checkPlan(const Plan &plan, const KernelCheck &kernelCheck) {
       if (!r.instructions(k).has_collective())
         continue;
       const Collective &c = r.instructions(k).collective();
-      const std::string at = where + ": instruction " + std::to_string(k) + " (collective " +
-                             q(c.name()) + ")";
+      const std::string at =
+          where + ": instruction " + std::to_string(k) + " (collective " + q(c.name()) + ")";
       auto it = groupOf.find(c.group());
       if (it == groupOf.end())
         return Status::error(at, "the rank has no " + c.group() + " group");

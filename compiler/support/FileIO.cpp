@@ -48,7 +48,7 @@ mode_t newFileMode() {
 /// `maxBytes`;
 /// returns the descriptor (blocking mode restored) and its stat, or an error.
 Expected<std::pair<int, struct stat>> openInput(const std::string &path, const std::string &what,
-                                               uint64_t maxBytes) {
+                                                uint64_t maxBytes) {
   if (path.empty())
     return Status::error(what.empty() ? "<input>" : what, "empty file name");
   int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
@@ -193,8 +193,8 @@ Expected<std::string> readInputFile(const std::string &path, const std::string &
           ssize_t r = ::read(fd, &extra, 1);
           ::close(fd);
           if (r > 0)
-            return Status::error(path, (what.empty() ? "" : what + " ") +
-                                           "grew past the " + std::to_string(maxBytes) +
+            return Status::error(path, (what.empty() ? "" : what + " ") + "grew past the " +
+                                           std::to_string(maxBytes) +
                                            " byte limit while being read");
           return out;
         }

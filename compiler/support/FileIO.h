@@ -18,10 +18,10 @@
 namespace dtc {
 
 /// Size limits of the files dtc reads, by kind (bytes).
-inline constexpr uint64_t kMaxConfigFileBytes = uint64_t{1} << 20;      // --config JSON: 1 MiB
-inline constexpr uint64_t kMaxPlanFileBytes = uint64_t{2} << 30;        // protobuf's 2 GiB
-inline constexpr uint64_t kMaxModelFileBytes = uint64_t{2} << 30;       // protobuf's 2 GiB
-inline constexpr uint64_t kMaxArrayFileBytes = uint64_t{64} << 30;      // .npz/.npy: 64 GiB
+inline constexpr uint64_t kMaxConfigFileBytes = uint64_t{1} << 20; // --config JSON: 1 MiB
+inline constexpr uint64_t kMaxPlanFileBytes = uint64_t{2} << 30;   // protobuf's 2 GiB
+inline constexpr uint64_t kMaxModelFileBytes = uint64_t{2} << 30;  // protobuf's 2 GiB
+inline constexpr uint64_t kMaxArrayFileBytes = uint64_t{64} << 30; // .npz/.npy: 64 GiB
 
 /// Checks that an output may be written at `path`: not empty, and either absent or a regular
 /// file (a symbolic link is replaced, never followed). Errors: "<path>: is a directory",

@@ -136,8 +136,8 @@ Expected<Mesh> parseMesh(const std::string &strategy) {
     }
   }
   if (m.worldSize() > 65536)
-    return Status::error(where, "the mesh has " + std::to_string(m.worldSize()) +
-                                    " ranks; at most 65536");
+    return Status::error(where,
+                         "the mesh has " + std::to_string(m.worldSize()) + " ranks; at most 65536");
   if (m.pp == 1 && (microbatchesGiven || scheduleGiven))
     return Status::error(where, std::string(microbatchesGiven ? "microbatches" : "schedule") +
                                     " is a pipeline option: it needs pp=S with S >= 2");

@@ -21,7 +21,7 @@ enum class PipelineSchedule { kGPipe, k1F1B };
 
 /// A mesh axis; also names a rank's communicator group along that axis.
 enum class MeshAxis { kDp, kPp, kTp };
-const char *meshAxisName(MeshAxis a); ///< "dp", "pp", "tp"
+const char *meshAxisName(MeshAxis a);                 ///< "dp", "pp", "tp"
 const char *pipelineScheduleName(PipelineSchedule s); ///< "gpipe", "1f1b"
 
 /// A rank's place in the mesh: 0 <= dp < Mesh::dp, and so on.

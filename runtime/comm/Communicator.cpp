@@ -83,8 +83,8 @@ Status Communicator::allGather(const void *send, size_t bytes, void *recv,
 
 Status Communicator::reduceScatter(const void *send, void *recv, size_t count, ir::DType dtype,
                                    ReduceOp op, const std::string &what) {
-  CommRequest r = oneOperand(CommKind::kReduceScatter, what, send, recv,
-                             count * elementBytes(dtype));
+  CommRequest r =
+      oneOperand(CommKind::kReduceScatter, what, send, recv, count * elementBytes(dtype));
   r.dtype = dtype;
   r.op = op;
   return run(std::move(r));

@@ -13,9 +13,9 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <optional>
 #include <memory>
 #include <new>
+#include <optional>
 #include <set>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -105,9 +105,8 @@ Expected<uint64_t> readInto(ByteSource &src, char *out, uint64_t n, const std::s
 /// memory checks before any data is read), then the data straight into the array's bytes.
 /// Returns nullopt when `filter` skips the array.
 Expected<std::optional<HostArray>> readNpyStream(ByteSource &src, uint64_t size,
-                                                 const std::string &name,
-                                                 const ArrayFilter &filter, MemoryBudget &budget,
-                                                 const std::string &where) {
+                                                 const std::string &name, const ArrayFilter &filter,
+                                                 MemoryBudget &budget, const std::string &where) {
   // The header is at most 64 KiB after a 12-byte preamble.
   std::string head(static_cast<size_t>(std::min<uint64_t>(size, (64u << 10) + 12)), '\0');
   DTC_ASSIGN_OR_RETURN(uint64_t got, readInto(src, head.data(), head.size(), where));
@@ -132,16 +131,17 @@ Expected<std::optional<HostArray>> readNpyStream(ByteSource &src, uint64_t size,
   DTC_ASSIGN_OR_RETURN(uint64_t rest,
                        readInto(src, array.bytes.data() + inHead, h.dataBytes - inHead, where));
   if (rest < h.dataBytes - inHead)
-    return Status::error(where, "member is truncated: " +
-                                    std::to_string(h.headerBytes + inHead + rest) + " of " +
-                                    std::to_string(size) + " bytes");
+    return Status::error(where,
+                         "member is truncated: " + std::to_string(h.headerBytes + inHead + rest) +
+                             " of " + std::to_string(size) + " bytes");
   // Reading past the end makes libzip check the CRC and reveals data beyond the recorded size.
   char extra = 0;
   int64_t r = src.read(&extra, 1);
   if (r < 0)
     return Status::error(where, src.readError + src.error());
   if (r > 0)
-    return Status::error(where, "member holds more than its recorded " + std::to_string(size) + " bytes");
+    return Status::error(where,
+                         "member holds more than its recorded " + std::to_string(size) + " bytes");
   return std::optional<HostArray>(std::move(array));
 }
 
@@ -256,9 +256,9 @@ Expected<std::vector<HostArray>> readArraysImpl(const std::string &path,
                    },
                    [&] { return std::string(std::strerror(lastErrno)); }};
     MemoryBudget budget;
-    DTC_ASSIGN_OR_RETURN(std::optional<HostArray> array,
-                         readNpyStream(src, fileSize, fsPath.stem().string(), filter, budget,
-                                       path));
+    DTC_ASSIGN_OR_RETURN(
+        std::optional<HostArray> array,
+        readNpyStream(src, fileSize, fsPath.stem().string(), filter, budget, path));
     std::vector<HostArray> arrays;
     if (array)
       arrays.push_back(std::move(*array));

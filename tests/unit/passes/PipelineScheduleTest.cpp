@@ -51,11 +51,14 @@ TEST(PipelineSchedule, OneFOneBKeepsFewerActivations) {
 
 TEST(PipelineSchedule, DeadlockAndMalformedSchedulesAreRejected) {
   // Stage 0 waits for B0's gradient before sending F1; stage 1 runs F1 before B0: a cycle.
-  PipelineScheduleTable t = {
-      {{PipelineOp::kForward, 0}, {PipelineOp::kBackward, 0}, {PipelineOp::kForward, 1},
-       {PipelineOp::kBackward, 1}},
-      {{PipelineOp::kForward, 0}, {PipelineOp::kForward, 1}, {PipelineOp::kBackward, 0},
-       {PipelineOp::kBackward, 1}}};
+  PipelineScheduleTable t = {{{PipelineOp::kForward, 0},
+                              {PipelineOp::kBackward, 0},
+                              {PipelineOp::kForward, 1},
+                              {PipelineOp::kBackward, 1}},
+                             {{PipelineOp::kForward, 0},
+                              {PipelineOp::kForward, 1},
+                              {PipelineOp::kBackward, 0},
+                              {PipelineOp::kBackward, 1}}};
   auto sim = simulatePipeline(t, 2);
   ASSERT_FALSE(sim);
   EXPECT_EQ(sim.status().message(), "pipeline schedule: deadlocks: stage 0 waits at B0 for B0 of "

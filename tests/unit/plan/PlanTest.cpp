@@ -422,8 +422,11 @@ TEST(FingerprintTest, ChangesWithEveryField) {
         p.mutable_programs(0)->mutable_instructions(0)->mutable_kernel()->set_op("MatMul");
       },
       [](Plan &p) {
-        p.mutable_programs(0)->mutable_instructions(0)->mutable_kernel()->mutable_attributes(0)->set_f(
-            1.0000001f);
+        p.mutable_programs(0)
+            ->mutable_instructions(0)
+            ->mutable_kernel()
+            ->mutable_attributes(0)
+            ->set_f(1.0000001f);
       },
       [](Plan &p) { p.mutable_programs(0)->mutable_instructions(1)->mutable_copy()->set_dst(3); },
       [](Plan &p) { p.mutable_programs(0)->mutable_buffers(3)->set_offset(128); },
@@ -532,8 +535,9 @@ TEST(ValidateTest, RankSettings) {
   }
   Plan p = makePlan();
   p.mutable_programs(0)->set_arena_bytes((1ull << 40) + 1);
-  EXPECT_EQ(validate(p), "plan t.dtc: program 0: arena of 1099511627777 bytes is above the limit of "
-                         "1099511627776 bytes (1 TiB)");
+  EXPECT_EQ(validate(p),
+            "plan t.dtc: program 0: arena of 1099511627777 bytes is above the limit of "
+            "1099511627776 bytes (1 TiB)");
   p = makePlan();
   p.mutable_ranks(0)->mutable_device()->set_type(DEVICE_UNSPECIFIED);
   EXPECT_EQ(validate(p), "plan t.dtc: rank 0: device type 0 is not cpu or cuda");
@@ -549,8 +553,9 @@ TEST(ValidateTest, BufferPastArena) {
 TEST(ValidateTest, MisalignedOffset) {
   Plan p = makePlan();
   p.mutable_programs(0)->mutable_buffers(3)->set_offset(200);
-  EXPECT_EQ(validate(p), "plan t.dtc: program 0: buffer %3 '/fc/Gemm_output_0': offset 200 is not a "
-                         "multiple of the alignment (64)");
+  EXPECT_EQ(validate(p),
+            "plan t.dtc: program 0: buffer %3 '/fc/Gemm_output_0': offset 200 is not a "
+            "multiple of the alignment (64)");
 }
 
 TEST(ValidateTest, OffsetPlusSizeOverflow) {
@@ -585,7 +590,8 @@ TEST(ValidateTest, SizeMismatchNegativeDimAndDTypes) {
                          "but 6 elements of 4 bytes take 24");
   p = makePlan();
   p.mutable_programs(0)->mutable_buffers(3)->set_shape(1, -3);
-  EXPECT_EQ(validate(p), "plan t.dtc: program 0: buffer %3 '/fc/Gemm_output_0': dim 1 is -3, below 0");
+  EXPECT_EQ(validate(p),
+            "plan t.dtc: program 0: buffer %3 '/fc/Gemm_output_0': dim 1 is -3, below 0");
   p = makePlan();
   p.mutable_programs(0)->mutable_buffers(0)->set_dtype(14); // complex64: not a dtc dtype
   EXPECT_EQ(validate(p), "plan t.dtc: program 0: buffer %0 'x': unknown dtype 14");
@@ -625,15 +631,17 @@ TEST(ValidateTest, OperandOutOfRange) {
   p.mutable_programs(0)->mutable_instructions(0)->mutable_kernel()->set_inputs(2, -1);
   EXPECT_TRUE(validatePlan(p, "t.dtc").isOk());
   p.mutable_programs(0)->mutable_instructions(0)->mutable_kernel()->set_outputs(0, 5);
-  EXPECT_EQ(validate(p), "plan t.dtc: program 0: instruction 0 (Gemm, node '/fc/Gemm'): output 0 is "
-                         "buffer 5, but the program has 5 buffers");
+  EXPECT_EQ(validate(p),
+            "plan t.dtc: program 0: instruction 0 (Gemm, node '/fc/Gemm'): output 0 is "
+            "buffer 5, but the program has 5 buffers");
 }
 
 TEST(ValidateTest, OmittedOutput) {
   Plan p = makePlan();
   p.mutable_programs(0)->mutable_instructions(0)->mutable_kernel()->set_outputs(0, -1);
-  EXPECT_EQ(validate(p), "plan t.dtc: program 0: instruction 0 (Gemm, node '/fc/Gemm'): output 0 is "
-                         "-1 (only optional inputs may be omitted)");
+  EXPECT_EQ(validate(p),
+            "plan t.dtc: program 0: instruction 0 (Gemm, node '/fc/Gemm'): output 0 is "
+            "-1 (only optional inputs may be omitted)");
 }
 
 TEST(ValidateTest, BadInstructions) {
@@ -664,8 +672,9 @@ TEST(ValidateTest, CopySizes) {
   EXPECT_EQ(validate(p), "plan t.dtc: program 0: instruction 1 (copy): copies buffer %3 (24 bytes) "
                          "into buffer %2 (12 bytes): sizes differ");
   p.mutable_programs(0)->mutable_instructions(1)->mutable_copy()->set_dst(7);
-  EXPECT_EQ(validate(p), "plan t.dtc: program 0: instruction 1 (copy): destination is buffer 7, but "
-                         "the program has 5 buffers");
+  EXPECT_EQ(validate(p),
+            "plan t.dtc: program 0: instruction 1 (copy): destination is buffer 7, but "
+            "the program has 5 buffers");
   p.mutable_programs(0)->mutable_instructions(1)->mutable_copy()->set_src(-1);
   EXPECT_EQ(validate(p), "plan t.dtc: program 0: instruction 1 (copy): source is buffer -1, but "
                          "the program has 5 buffers");
@@ -681,8 +690,9 @@ TEST(ValidateTest, Bindings) {
                          "'/fc/Gemm_output_0', which is not an input buffer");
   p = makePlan();
   p.mutable_programs(0)->mutable_outputs(0)->set_buffer(-1);
-  EXPECT_EQ(validate(p),
-            "plan t.dtc: program 0: output binding 'y': is buffer -1, but the program has 5 buffers");
+  EXPECT_EQ(
+      validate(p),
+      "plan t.dtc: program 0: output binding 'y': is buffer -1, but the program has 5 buffers");
   // Outputs may name any buffer, but not twice.
   p.mutable_programs(0)->mutable_outputs(0)->set_buffer(3);
   EXPECT_TRUE(validatePlan(p, "t.dtc").isOk());

@@ -85,7 +85,8 @@ TEST(TrainingLowering, BuffersStateUpdatesAndTrainingSection) {
   EXPECT_EQ(t.step_input(), "dtc::step");
   EXPECT_EQ(plan.hyperparameters().optimizer(), "adam");
   EXPECT_EQ(plan.hyperparameters().batch_size(), 4);
-  ASSERT_EQ(plan.programs(0).data_bindings_size(), 2); // x and label; the runtime inputs are not data
+  ASSERT_EQ(plan.programs(0).data_bindings_size(),
+            2); // x and label; the runtime inputs are not data
   // Trained: w, s, b (not the running statistics m, v).
   std::vector<std::string> trained;
   for (const TrainedParameter &p : t.parameters()) {
@@ -403,7 +404,8 @@ TEST(DataParallelConfig, StrategyAndBatchErrors) {
   EXPECT_EQ(cfg.dataParallel(), 4);
   EXPECT_TRUE(driver::parseStrategy("single", cfg).isOk());
   EXPECT_EQ(cfg.dataParallel(), 0);
-  for (const char *bad : {"dp=0", "dp=", "dp=2x", "dp=-1", "pp=2", "dp=100000", "tp=2", "dp=2,dp=2", "xx=1"}) {
+  for (const char *bad :
+       {"dp=0", "dp=", "dp=2x", "dp=-1", "pp=2", "dp=100000", "tp=2", "dp=2,dp=2", "xx=1"}) {
     Status s = driver::parseStrategy(bad, cfg);
     EXPECT_FALSE(s.isOk()) << bad;
     EXPECT_NE(s.message().find("--strategy"), std::string::npos) << s.message();

@@ -597,20 +597,22 @@ TEST(NpzTest, FilterSeesHeadersBeforeDataIsRead) {
   HostArray b = makeArray("b", DType::kInt64, {4}, std::string(32, '\2'));
   ASSERT_TRUE(writeNpz(path, {a, b}).isOk());
   std::vector<std::string> seen;
-  auto r = readArrays(path, [&](const std::string &name, DType dtype,
-                                const std::vector<int64_t> &shape) -> Expected<bool> {
-    seen.push_back(name + ":" + dtc::ir::dtypeName(dtype) + ":" + std::to_string(shape.size()));
-    return name == "b";
-  });
+  auto r = readArrays(path,
+                      [&](const std::string &name, DType dtype,
+                          const std::vector<int64_t> &shape) -> Expected<bool> {
+                        seen.push_back(name + ":" + dtc::ir::dtypeName(dtype) + ":" +
+                                       std::to_string(shape.size()));
+                        return name == "b";
+                      });
   ASSERT_TRUE(r) << r.status().message();
   ASSERT_EQ(r->size(), 1u);
   EXPECT_EQ((*r)[0].name, "b");
   EXPECT_EQ((*r)[0].bytes, b.bytes);
   EXPECT_EQ(seen, (std::vector<std::string>{"a:f32:2", "b:i64:1"}));
-  auto e = readArrays(path, [&](const std::string &name, DType,
-                                const std::vector<int64_t> &) -> Expected<bool> {
-    return Status::error(path + ": array '" + name + "'", "not wanted");
-  });
+  auto e = readArrays(
+      path, [&](const std::string &name, DType, const std::vector<int64_t> &) -> Expected<bool> {
+        return Status::error(path + ": array '" + name + "'", "not wanted");
+      });
   ASSERT_FALSE(e);
   EXPECT_EQ(e.status().message(), path + ": array 'a': not wanted");
 }

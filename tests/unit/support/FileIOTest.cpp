@@ -8,8 +8,8 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -97,14 +97,14 @@ TEST_F(FileIOTest, DistinctFilesComparesIdentityNotNames) {
   std::ofstream(path("model.onnx")) << "m";
   fs::create_hard_link(path("model.onnx"), path("hard"));
   fs::create_symlink(path("model.onnx"), path("soft"));
-  EXPECT_EQ(checkDistinctFiles({{"--log", path("hard")}}, {{"the model", path("model.onnx")}})
-                .message(),
-            "--log " + path("hard") + ": is the same file as the model " + path("model.onnx") +
-                "; refusing to overwrite an input");
-  EXPECT_FALSE(checkDistinctFiles({{"-o", path("soft")}}, {{"the model", path("model.onnx")}})
-                   .isOk());
-  EXPECT_FALSE(checkDistinctFiles({{"--log", path("model.onnx")}, {"--trace", path("soft")}}, {})
-                   .isOk());
+  EXPECT_EQ(
+      checkDistinctFiles({{"--log", path("hard")}}, {{"the model", path("model.onnx")}}).message(),
+      "--log " + path("hard") + ": is the same file as the model " + path("model.onnx") +
+          "; refusing to overwrite an input");
+  EXPECT_FALSE(
+      checkDistinctFiles({{"-o", path("soft")}}, {{"the model", path("model.onnx")}}).isOk());
+  EXPECT_FALSE(
+      checkDistinctFiles({{"--log", path("model.onnx")}, {"--trace", path("soft")}}, {}).isOk());
   EXPECT_TRUE(checkDistinctFiles({{"--log", path("new")}, {"--trace", ""}},
                                  {{"the model", path("model.onnx")}, {"--data", ""}})
                   .isOk());
