@@ -293,6 +293,9 @@ Status runTrainingPasses(ir::Graph &graph, passes::TrainingConfig &cfg,
                                  " characters long; --freeze matches names of at most " +
                                  std::to_string(kMaxFreezeNameChars) +
                                  " characters (rename it in the model, or drop --freeze)");
+  if (cfg.freeze.empty())
+    return runPipeline(graph, cfg, state, diags, verifyEach);
+  // Only the --freeze match (in autodiff) needs the deep stack.
   Status result = Status::ok();
   runOnLargeStack([&] { result = runPipeline(graph, cfg, state, diags, verifyEach); });
   return result;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <new>
+#include <random>
 #include <stdexcept>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -35,13 +36,6 @@ bool writeAll(int fd, std::string_view bytes) {
     done += static_cast<size_t>(n);
   }
   return true;
-}
-
-/// The permission bits a new file gets: 0644 less the process umask (what open(2) would do).
-mode_t newFileMode() {
-  mode_t mask = ::umask(0);
-  ::umask(mask);
-  return 0644 & ~mask;
 }
 
 /// Opens `path` read-only without blocking on a FIFO and checks it is a regular file of at most
@@ -99,17 +93,24 @@ Status checkOutputTarget(const std::string &path) {
 
 Expected<AtomicFile> AtomicFile::create(const std::string &path) {
   DTC_RETURN_IF_ERROR(checkOutputTarget(path));
-  std::string tmpl = path + ".tmp.XXXXXX";
-  // mkostemp opens with O_CREAT|O_EXCL (so never through an existing name or symlink).
-  int fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
+  // A random name next to the target, opened with O_CREAT|O_EXCL|O_NOFOLLOW: never through an
+  // existing file or a planted symlink, and with the mode open(2) gives (0644 less the umask;
+  // mkostemp's 0600 would need a chmod, and reading the umask changes it process-wide).
+  static const char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  std::random_device seed;
+  std::mt19937_64 rng((uint64_t{seed()} << 32) ^ seed() ^ static_cast<uint64_t>(::getpid()));
+  std::string tmpl;
+  int fd = -1;
+  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+    tmpl = path + ".tmp.";
+    for (int i = 0; i < 6; ++i)
+      tmpl += kChars[rng() % (sizeof(kChars) - 1)];
+    fd = ::open(tmpl.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0 && errno != EEXIST)
+      break;
+  }
   if (fd < 0)
     return Status::error(path, "cannot create " + path + ".tmp.XXXXXX: " + errnoText(errno));
-  if (::fchmod(fd, newFileMode()) != 0) {
-    int err = errno;
-    ::close(fd);
-    ::unlink(tmpl.c_str());
-    return Status::error(path, "cannot set the mode of " + tmpl + ": " + errnoText(err));
-  }
   return AtomicFile(path, tmpl, fd);
 }
 

@@ -29,10 +29,11 @@ inline constexpr uint64_t kMaxArrayFileBytes = uint64_t{64} << 30; // .npz/.npy:
 /// it", "<empty path>: ...".
 Status checkOutputTarget(const std::string &path);
 
-/// An output file under construction: create() makes "<path>.tmp.XXXXXX" in the target's folder
-/// with O_CREAT|O_EXCL|O_NOFOLLOW (mkostemp; a planted file or symlink at that name is never
-/// opened), write() appends, commit() syncs, closes and renames it over `path`. Destroying an
-/// uncommitted file removes the temporary. Errors name `path` and the reason (errno's text).
+/// An output file under construction: create() makes "<path>.tmp.XXXXXX" (six random
+/// characters) in the target's folder with O_CREAT|O_EXCL|O_NOFOLLOW and mode 0644 less the
+/// umask (a planted file or symlink at that name is never opened), write() appends, commit()
+/// syncs, closes and renames it over `path`. Destroying an uncommitted file removes the
+/// temporary. Errors name `path` and the reason (errno's text).
 class AtomicFile {
 public:
   static Expected<AtomicFile> create(const std::string &path);

@@ -278,22 +278,25 @@ Status MpiCommunicator::wait(uint64_t handle) {
 }
 
 Status MpiCommunicator::waitAll() {
-  std::vector<std::shared_ptr<Task>> tasks;
+  // The tasks stay in pending_ until they are complete, so a wait(h) on another thread meanwhile
+  // still finds its task and waits for it (instead of returning while MPI writes its buffers).
+  std::vector<std::pair<uint64_t, std::shared_ptr<Task>>> byHandle;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    std::vector<std::pair<uint64_t, std::shared_ptr<Task>>> byHandle(pending_.begin(),
-                                                                     pending_.end());
-    std::sort(byHandle.begin(), byHandle.end(),
-              [](const auto &a, const auto &b) { return a.first < b.first; });
-    for (auto &[h, t] : byHandle)
-      tasks.push_back(t);
-    pending_.clear();
+    byHandle.assign(pending_.begin(), pending_.end());
   }
+  std::sort(byHandle.begin(), byHandle.end(),
+            [](const auto &a, const auto &b) { return a.first < b.first; });
   Status first;
-  for (const std::shared_ptr<Task> &task : tasks) {
+  for (const auto &[handle, task] : byHandle) {
     Status s = waitTask(*task);
     if (first.isOk() && !s.isOk())
       first = s;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto &[handle, task] : byHandle)
+      pending_.erase(handle);
   }
   return first.isOk() ? failure() : first;
 }

@@ -9,8 +9,6 @@
 
 #include <cmath>
 
-#include <cmath>
-
 namespace dtc {
 namespace {
 
