@@ -4,6 +4,7 @@
 // unary activations share (ai.dtc.EltwiseGrad).
 #pragma once
 
+#include "compiler/ir/Half.h"
 #include "ops/OpDef.h"
 
 #include <string>
@@ -15,12 +16,11 @@ namespace dtc::ops {
 constexpr TypeMask kFloatNoBf16Types =
     bit(ir::DType::kFloat16) | bit(ir::DType::kFloat32) | bit(ir::DType::kFloat64);
 
-/// IEEE 754 binary16 <-> float (round to nearest even; overflow gives infinity).
-float halfToFloat(uint16_t h);
-uint16_t floatToHalf(float f);
-/// bfloat16 <-> float (round to nearest even; NaN stays NaN).
-float bfloat16ToFloat(uint16_t b);
-uint16_t floatToBFloat16(float f);
+/// IEEE 754 binary16 and bfloat16 <-> float (compiler/ir/Half.h).
+using ir::bfloat16ToFloat;
+using ir::floatToBFloat16;
+using ir::floatToHalf;
+using ir::halfToFloat;
 
 /// Elements of a numeric or bool constant as doubles (any dtype but string); error naming
 /// the tensor otherwise. int64 values beyond 2^53 lose precision: use toInt64s for those.

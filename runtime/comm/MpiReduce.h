@@ -5,6 +5,8 @@
 
 #include "compiler/ir/Types.h"
 
+#include "compiler/ir/Half.h"
+
 #include <mpi.h>
 
 #include <cstddef>
@@ -14,76 +16,13 @@
 
 namespace dtc::rt::mpi {
 
+using ir::bfloat16ToFloat;
+using ir::floatToBFloat16;
+using ir::floatToHalf;
+using ir::halfToFloat;
+
 /// MPI counts are ints: large buffers go in several calls of at most this many elements.
 constexpr size_t kMaxChunk = size_t{1} << 30;
-
-/// IEEE binary16 -> float (exact).
-inline float halfToFloat(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;
-  if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (man << 13); // inf, NaN
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112) << 23) | (man << 13);
-  } else if (man == 0) {
-    bits = sign;
-  } else { // subnormal: normalize
-    int e = -1;
-    do {
-      ++e;
-      man <<= 1;
-    } while ((man & 0x400u) == 0);
-    bits = sign | (static_cast<uint32_t>(112 - e) << 23) | ((man & 0x3ffu) << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-/// float -> IEEE binary16, round to nearest even; overflow gives infinity, NaN stays NaN.
-inline uint16_t floatToHalf(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
-  const uint32_t absx = x & 0x7fffffffu;
-  if (absx >= 0x7f800000u) // inf or NaN
-    return static_cast<uint16_t>(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u : 0u));
-  if (absx >= 0x477ff000u) // rounds to >= 65520: infinity
-    return static_cast<uint16_t>(sign | 0x7c00u);
-  if (absx < 0x38800000u) { // below the smallest normal half (2^-14): subnormal or zero
-    if (absx < 0x33000000u) // below half the smallest subnormal (2^-25): zero
-      return sign;
-    const uint32_t e = absx >> 23, man = (absx & 0x7fffffu) | 0x800000u;
-    const uint32_t shift = 126 - e; // 14..24
-    uint32_t v = man >> shift;
-    const uint32_t rem = man & ((1u << shift) - 1), halfway = 1u << (shift - 1);
-    if (rem > halfway || (rem == halfway && (v & 1u)))
-      ++v;
-    return static_cast<uint16_t>(sign | v);
-  }
-  uint32_t v = ((absx >> 13) - (112u << 10)) & 0xffffu; // rebias the exponent
-  const uint32_t rem = absx & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (v & 1u)))
-    ++v; // a carry into the exponent is correct rounding
-  return static_cast<uint16_t>(sign | v);
-}
-
-inline float bf16ToFloat(uint16_t b) {
-  uint32_t bits = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-/// float -> bfloat16, round to nearest even; NaN stays NaN.
-inline uint16_t floatToBf16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u)
-    return static_cast<uint16_t>((x >> 16) | 0x40u);
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return static_cast<uint16_t>(x >> 16);
-}
 
 /// MPI_User_function: inout[i] = in[i] + inout[i] in f32, rounded back to f16 / bf16. MPI may
 /// combine partial sums in any order (both operations are declared commutative).
@@ -97,7 +36,7 @@ inline void sumBf16(void *in, void *inout, int *len, MPI_Datatype *) {
   const uint16_t *a = static_cast<const uint16_t *>(in);
   uint16_t *b = static_cast<uint16_t *>(inout);
   for (int i = 0; i < *len; ++i)
-    b[i] = floatToBf16(bf16ToFloat(a[i]) + bf16ToFloat(b[i]));
+    b[i] = floatToBFloat16(bfloat16ToFloat(a[i]) + bfloat16ToFloat(b[i]));
 }
 
 /// The 16-bit float sums as MPI operations, created once after MPI_Init (MPI_Op_create) and
@@ -153,7 +92,7 @@ inline void divideBy(void *data, size_t count, ir::DType t, int n) {
     const float d = static_cast<float>(n);
     const bool h = t == ir::DType::kFloat16;
     for (size_t i = 0; i < count; ++i)
-      p[i] = h ? floatToHalf(halfToFloat(p[i]) / d) : floatToBf16(bf16ToFloat(p[i]) / d);
+      p[i] = h ? floatToHalf(halfToFloat(p[i]) / d) : floatToBFloat16(bfloat16ToFloat(p[i]) / d);
   }
 }
 
