@@ -20,18 +20,26 @@ int MpiCommunicator::rankIn(int group) const {
   return groups_[static_cast<size_t>(group)]->myRank;
 }
 
-/// 62 bits of a hash of one group's rank list (FNV-1a over the ranks, then mixed), so that its
-/// negation fits an int64 (the check all-reduces max(h) and max(-h)).
-int64_t groupHash(const std::vector<int> &ranks) {
-  uint64_t h = 1469598103934665603ULL ^ ranks.size();
-  for (int r : ranks) {
-    h ^= static_cast<uint32_t>(r);
+/// FNV-1a 64 (Fowler, Noll, Vo) over `n` bytes from `seed` xor the offset basis, then a
+/// finalizer (FNV's low bits mix poorly): the hashes ranks compare to agree on lists and plans.
+uint64_t mixedHash(const void *data, size_t n, uint64_t seed) {
+  uint64_t h = 14695981039346656037ULL ^ seed;
+  const unsigned char *p = static_cast<const unsigned char *>(data);
+  for (size_t i = 0; i < n; ++i) {
+    h ^= p[i];
     h *= 1099511628211ULL;
   }
   h ^= h >> 29;
   h *= 0xbf58476d1ce4e5b9ULL;
   h ^= h >> 32;
-  return static_cast<int64_t>(h >> 2);
+  return h;
+}
+
+/// 62 bits of a hash of one group's rank list, so that its negation fits an int64 (the check
+/// all-reduces max(h) and max(-h)).
+int64_t groupHash(const std::vector<int> &ranks) {
+  return static_cast<int64_t>(
+      mixedHash(ranks.data(), ranks.size() * sizeof(int), ranks.size()) >> 2);
 }
 
 Status MpiCommunicator::createGroups(const std::vector<std::vector<int>> &groups) {
@@ -189,17 +197,8 @@ struct JobRecord {
 };
 
 void digest(const std::string &s, uint64_t out[4]) {
-  for (int k = 0; k < 4; ++k) {
-    uint64_t h = 1469598103934665603ULL ^ (0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(k + 1));
-    for (unsigned char c : s) {
-      h ^= c;
-      h *= 1099511628211ULL;
-    }
-    h ^= h >> 29; // finalize (FNV's low bits mix poorly)
-    h *= 0xbf58476d1ce4e5b9ULL;
-    h ^= h >> 32;
-    out[k] = h;
-  }
+  for (int k = 0; k < 4; ++k)
+    out[k] = mixedHash(s.data(), s.size(), 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(k + 1));
 }
 
 std::string recordPath(const JobRecord &r) { return std::string(r.path, strnlen(r.path, 192)); }
