@@ -748,10 +748,8 @@ Status train(plan::Plan plan, const TrainOptions &opts) {
                            "batch size " + std::to_string(in.shape[0]) + " differs from input '" +
                                inputs[0].input + "'s " + std::to_string(layout.batch));
 
-  bool hasCollectives = false;
-  for (const plan::Instruction &ins : plan.programs(0).instructions())
-    hasCollectives = hasCollectives || ins.has_collective();
-  if ((plan.world_size() > 1 || hasCollectives) && !opts.comm)
+  // Validated: a collective runs on one of the plan's groups.
+  if ((plan.world_size() > 1 || plan.groups_size() > 0) && !opts.comm)
     return Status::error(opts.planPath.empty() ? "plan" : opts.planPath,
                          "a data-parallel plan for " + std::to_string(plan.world_size()) +
                              " rank(s): start it with dtc-run --nproc " +

@@ -71,16 +71,10 @@ std::vector<dtc::NamedPath> runInputs(const dtc::plan::Plan &plan, const std::st
 /// that they run one plan of the job's size, and an error on one rank ends the whole job.
 int runTraining(dtc::plan::Plan plan, dtc::rt::TrainOptions &train, double timeout,
                 const std::string &tracePath) {
-  // Structure first: nothing below may read an index of a plan that was not validated.
-  if (dtc::Status valid = dtc::plan::validatePlan(plan, train.planPath); !valid.isOk()) {
-    std::fprintf(stderr, "error: %s\n", dtc::escapeControl(valid.message()).c_str());
-    return 1;
-  }
-  bool hasCollectives = false;
-  for (const dtc::plan::Instruction &ins : plan.programs(0).instructions())
-    hasCollectives = hasCollectives || ins.has_collective();
+  // Plan-level fields only: train() validates the plan before anything reads its programs. A
+  // plan with communicator groups (dp=1 too) runs its collectives on a communicator.
   const int launched = dtc::rt::launcherWorldSize();
-  if (plan.world_size() == 1 && !hasCollectives && launched == 1) {
+  if (plan.world_size() == 1 && plan.groups_size() == 0 && launched == 1) {
     std::unique_ptr<dtc::rt::Tracer> tracer;
     if (!tracePath.empty()) {
       tracer = std::make_unique<dtc::rt::Tracer>(0);
