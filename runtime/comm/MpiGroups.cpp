@@ -80,16 +80,17 @@ Status MpiCommunicator::runCreateGroups(Task &t, const std::vector<std::vector<i
   const int64_t count = static_cast<int64_t>(groups.size());
   // max over the ranks of: (the highest rank with an invalid list) + 1, count, -count.
   int64_t head[3] = {localError.empty() ? 0 : rank_ + 1, count, -count};
-  std::vector<MPI_Request> reqs(1);
-  int rc = MPI_Iallreduce(MPI_IN_PLACE, head, 3, MPI_INT64_T, MPI_MAX, comm_, reqs.data());
-  if (rc != MPI_SUCCESS) {
-    t.breaks = true;
-    return taskError(t, "MPI error: " + mpiErrorString(rc));
-  }
-  if (Status s = driveAlone(t, reqs); !s.isOk()) {
-    t.breaks = true;
+  // In-place max over the world, under the watchdog; a failure breaks the communicator.
+  auto maxOverRanks = [&](int64_t *values, int n) -> Status {
+    std::vector<MPI_Request> reqs(1, MPI_REQUEST_NULL);
+    const int rc =
+        MPI_Iallreduce(MPI_IN_PLACE, values, n, MPI_INT64_T, MPI_MAX, comm_, reqs.data());
+    Status s = rc == MPI_SUCCESS ? driveAlone(t, reqs)
+                                 : taskError(t, "MPI error: " + mpiErrorString(rc));
+    t.breaks = t.breaks || !s.isOk();
     return s;
-  }
+  };
+  DTC_RETURN_IF_ERROR(maxOverRanks(head, 3));
   if (!localError.empty())
     return taskError(t, localError);
   if (head[0] != 0)
@@ -106,17 +107,7 @@ Status MpiCommunicator::runCreateGroups(Task &t, const std::vector<std::vector<i
     hashes[groups.size() + i] = -hashes[i];
   }
   if (!hashes.empty()) {
-    reqs.assign(1, MPI_REQUEST_NULL);
-    rc = MPI_Iallreduce(MPI_IN_PLACE, hashes.data(), static_cast<int>(hashes.size()), MPI_INT64_T,
-                        MPI_MAX, comm_, reqs.data());
-    if (rc != MPI_SUCCESS) {
-      t.breaks = true;
-      return taskError(t, "MPI error: " + mpiErrorString(rc));
-    }
-    if (Status s = driveAlone(t, reqs); !s.isOk()) {
-      t.breaks = true;
-      return s;
-    }
+    DTC_RETURN_IF_ERROR(maxOverRanks(hashes.data(), static_cast<int>(hashes.size())));
     for (size_t i = 0; i < groups.size(); ++i)
       if (hashes[i] != -hashes[groups.size() + i])
         return taskError(t, "group " + std::to_string(i + 1) +
@@ -155,7 +146,7 @@ Status MpiCommunicator::runCreateGroups(Task &t, const std::vector<std::vector<i
         mine = i;
       }
     MPI_Comm c = MPI_COMM_NULL;
-    rc = MPI_Comm_split(comm_, color, key, &c);
+    const int rc = MPI_Comm_split(comm_, color, key, &c);
     if (rc != MPI_SUCCESS) {
       t.breaks = true;
       return taskError(t, "MPI_Comm_split failed: " + mpiErrorString(rc));
