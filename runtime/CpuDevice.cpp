@@ -2,6 +2,7 @@
 #include "runtime/Device.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -36,6 +37,15 @@ public:
     uint64_t rounded = (bytes + alignment - 1) / alignment * alignment;
     if (rounded == 0)
       rounded = alignment;
+    // The arena is zero-filled: more than the machine's memory would only end in the OOM killer.
+    const long pages = ::sysconf(_SC_PHYS_PAGES), pageBytes = ::sysconf(_SC_PAGESIZE);
+    if (pages > 0 && pageBytes > 0 &&
+        rounded > static_cast<uint64_t>(pages) * static_cast<uint64_t>(pageBytes))
+      return Status::error(name(), "the arena needs " + std::to_string(rounded) +
+                                       " bytes, more than this machine's " +
+                                       std::to_string(static_cast<uint64_t>(pages) *
+                                                      static_cast<uint64_t>(pageBytes)) +
+                                       " bytes of memory");
     arena_ = static_cast<uint8_t *>(std::aligned_alloc(alignment, rounded));
     if (!arena_)
       return Status::error(name(),

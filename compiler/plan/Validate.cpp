@@ -4,6 +4,7 @@
 #include "compiler/ir/Types.h"
 #include "compiler/plan/Plan.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -308,6 +309,15 @@ Status checkProgram(const RankProgram &r, const KernelCheck &kernelCheck) {
                          str(kMaxArenaBytes) + " bytes (1 TiB)");
   for (int i = 0; i < r.buffers_size(); ++i)
     DTC_RETURN_IF_ERROR(checkBuffer(r, i));
+  // The arena is what the buffers need (the memory planner's arena ends at the last buffer,
+  // rounded up to the alignment): a plan cannot make the runtime allocate and zero-fill more.
+  uint64_t needed = 0;
+  for (const Buffer &b : r.buffers())
+    needed = std::max(needed, b.offset() + b.size_bytes()); // checked: no overflow, in the arena
+  needed = std::max(r.alignment(), (needed + r.alignment() - 1) / r.alignment() * r.alignment());
+  if (r.arena_bytes() > needed)
+    return Status::error("arena of " + str(r.arena_bytes()) + " bytes is larger than its buffers " +
+                         "need (" + str(needed) + " bytes)");
   // Bindings before instructions: kernel checks may rely on them.
   DTC_RETURN_IF_ERROR(checkBindings(r, /*inputs=*/true));
   DTC_RETURN_IF_ERROR(checkBindings(r, /*inputs=*/false));

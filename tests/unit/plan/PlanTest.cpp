@@ -2,6 +2,7 @@
 // canonical text (golden), fingerprint sensitivity, SHA-256 helpers, and every validation error
 // on a small hand-built plan. DTC_WRITE_PLAN_SEEDS=<folder> also writes the fuzz seeds there.
 #include "compiler/plan/Plan.h"
+#include "runtime/Executor.h"
 
 #include <gtest/gtest.h>
 
@@ -289,6 +290,7 @@ TEST(PlanTextTest, RankFilterAndGroups) {
   addSecondDpRank(plan);
   // A second program, run by rank 1 only.
   *plan.add_programs() = plan.programs(0);
+  addBuffer(plan.mutable_programs(1), "extra", BUFFER_ACTIVATION, 1, {16}, 576, 64);
   plan.mutable_programs(1)->set_arena_bytes(640);
   plan.mutable_programs(0)->clear_ranks();
   plan.mutable_programs(0)->add_ranks(0);
@@ -789,6 +791,43 @@ TEST(ValidateTest, CollectivesAndRanks) {
   EXPECT_TRUE(validatePlan(p, "t.dtc").isOk()) << validate(p);
   p.mutable_mesh()->set_pp(2);
   EXPECT_EQ(validate(p), "plan t.dtc: mesh dp=2,pp=2,tp=1 does not have the world size 2");
+}
+
+TEST(ValidateTest, ArenaIsWhatTheBuffersNeed) {
+  // The buffers end at byte 280: the arena is 320 (aligned to 64), never more (a 3 KB plan must
+  // not make the runtime zero-fill gigabytes).
+  Plan p = makePlan();
+  p.mutable_programs(0)->set_arena_bytes(uint64_t{4} << 30);
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: arena of 4294967296 bytes is larger than its "
+                         "buffers need (320 bytes)");
+  p.mutable_programs(0)->set_arena_bytes(321);
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: arena of 321 bytes is larger than its buffers "
+                         "need (320 bytes)");
+}
+
+TEST(ExecutorArena, PhysicalMemoryIsCheckedBeforeAllocating) {
+  // A valid plan whose one buffer needs 1 TiB: refused before any allocation or zero-fill.
+  Plan p = makePlan();
+  RankProgram *r = p.mutable_programs(0);
+  addBuffer(r, "huge", BUFFER_ACTIVATION, 1, {int64_t{1} << 38}, 320, uint64_t{1} << 40);
+  r->set_arena_bytes(320 + (uint64_t{1} << 40));
+  p.mutable_model()->clear_sha256(); // fails later: the check must come first
+  ASSERT_EQ(validate(p), "plan t.dtc: program 0: arena of 1099511628096 bytes is above the "
+                         "limit of 1099511627776 bytes (1 TiB)");
+  // Within the 1 TiB limit: the buffer ends at 320 + 2^40 - 704, the arena is 2^40 - 384.
+  r->mutable_buffers(5)->set_shape(0, (int64_t{1} << 38) - 176);
+  r->mutable_buffers(5)->set_size_bytes((uint64_t{1} << 40) - 704);
+  r->set_arena_bytes((uint64_t{1} << 40) - 384);
+  ASSERT_TRUE(validatePlan(p, "t.dtc").isOk()) << validate(p);
+  // No parameters to read (the model is not needed for this check).
+  for (Buffer &b : *r->mutable_buffers())
+    if (b.kind() == BUFFER_PARAMETER)
+      b.set_kind(BUFFER_INPUT);
+  rt::ExecutorOptions eo;
+  auto ex = rt::Executor::create(p, eo);
+  ASSERT_FALSE(ex);
+  EXPECT_NE(ex.status().message().find("more than this machine's"), std::string::npos)
+      << ex.status().message();
 }
 
 /// The fuzz seeds (tests/fuzz/corpus/plan/): two valid plans and one with several faults.

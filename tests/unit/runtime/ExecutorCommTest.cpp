@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -74,7 +75,6 @@ plan::Plan makePlan() {
     plan::RankProgram *prog = p.add_programs();
     prog->add_ranks(r);
     prog->set_alignment(64);
-    prog->set_arena_bytes(512);
     const float id = static_cast<float>(r + 1);
     addBuffer(prog, "id", plan::BUFFER_CONSTANT, {1}, 0)
         ->set_data(std::string(reinterpret_cast<const char *>(&id), 4));
@@ -111,6 +111,10 @@ plan::Plan makePlan() {
     plan::Binding *ids = prog->add_outputs();
     ids->set_name("ids");
     ids->set_buffer(1);
+    uint64_t end = 0;
+    for (const plan::Buffer &b : prog->buffers())
+      end = std::max(end, b.offset() + b.size_bytes());
+    prog->set_arena_bytes((end + 63) / 64 * 64);
   }
   return p;
 }
