@@ -620,6 +620,17 @@ Status Trainer::run() {
       epochTotals.correct = correct0 + static_cast<int64_t>(sums[1]);
       epochTotals.counted = counted0 + static_cast<int64_t>(sums[2]);
     }
+    // Every rank has the same (all-reduced) loss, so every rank stops here alike.
+    if (!std::isfinite(stepLoss) && !opts_.allowNonFiniteLoss)
+      return Status::error(
+          "step " + std::to_string(step + 1),
+          std::string("the loss is ") + (std::isnan(stepLoss) ? "NaN" : "infinite") +
+              ": training diverged (try a smaller --lr, or --clip-grad-norm when compiling); "
+              "nothing of this step is logged, checkpointed or exported" +
+              (opts_.checkpointDir.empty() ? "" : " (the checkpoints in " +
+                                                      opts_.checkpointDir +
+                                                      " are from earlier steps)") +
+              "; dtc-run --allow-nonfinite-loss goes on");
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     const double rate = seconds > 0 ? perStep / seconds : 0;
     if (opts_.tracer) {

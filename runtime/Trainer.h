@@ -55,6 +55,9 @@ struct TrainOptions {
   std::FILE *progress = stderr;
   bool progressIsTerminal = false;
   int64_t printEvery = 50;
+  /// A step whose loss is NaN or infinite ends the run with an error naming the step (before
+  /// it is logged, checkpointed or exported; as PyTorch users add a NaN check); true goes on.
+  bool allowNonFiniteLoss = false;
   /// The job's communicator when the plan has several ranks (or collectives): this process
   /// trains rank comm->rank() on its shard of every global batch; rank 0 alone prints, logs,
   /// checkpoints and writes outputs. Not owned; null on one rank.

@@ -207,6 +207,9 @@ int main(int argc, char **argv) {
   app.add_option("--print-every", train.printEvery,
                  "progress line every N steps when stderr is not a terminal (default 50)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  app.add_flag("--allow-nonfinite-loss", train.allowNonFiniteLoss,
+               "go on training when a step's loss is NaN or infinite (default: stop with an "
+               "error naming the step)");
   // Data-parallel plans (dtc-compile --strategy dp=N).
   int nproc = 0;
   double timeout = 60;
@@ -333,7 +336,8 @@ int main(int argc, char **argv) {
   }
   for (const char *flag :
        {"--val-data", "--epochs", "--steps", "--seed", "--shuffle", "--no-shuffle", "--log",
-        "--checkpoint-dir", "--export", "--dump-gradients", "--save-params", "--print-every"})
+        "--checkpoint-dir", "--export", "--dump-gradients", "--save-params", "--print-every",
+        "--allow-nonfinite-loss"})
     if (app.count(flag))
       return usage(std::string(flag) + " is a training option (with --data); --infer runs the "
                                        "forward pass only");
