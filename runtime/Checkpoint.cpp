@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <regex>
 
 namespace dtc::rt {
@@ -139,28 +140,52 @@ Expected<std::string> newestCheckpoint(const std::string &dir) {
   if (!std::filesystem::is_directory(dir, ec))
     return Status::error(dir, "not a folder");
   static const std::regex kName("ckpt-([0-9]{1,18})\\.npz");
-  std::string best;
-  long long bestStep = -1;
+  // Chosen by the step each one records (a copy named ckpt-99 may hold step 5), read from its
+  // meta data alone (the chosen one is verified in full by readCheckpoint); on a tie of the
+  // recorded step the contents must agree, and the highest name wins.
+  struct Candidate {
+    std::string path;
+    long long nameStep = -1;
+    int64_t step = -1;
+    std::string sha256;
+  };
+  std::optional<Candidate> best;
   for (const auto &entry : std::filesystem::directory_iterator(dir, ec)) {
     std::smatch m;
     const std::string name = entry.path().filename().string();
     if (!std::regex_match(name, m, kName))
       continue;
-    long long step = std::stoll(m[1].str());
     if (!entry.is_regular_file(ec))
       return Status::error(entry.path().string(),
                            "is named like a checkpoint but is not a regular file (a FIFO, "
                            "device or folder); remove it or use another --checkpoint-dir");
-    if (step > bestStep) {
-      bestStep = step;
-      best = entry.path().string();
-    }
+    Candidate c{entry.path().string(), std::stoll(m[1].str()), -1, ""};
+    auto onlyMeta = [](const std::string &array, ir::DType, const std::vector<int64_t> &) {
+      return Expected<bool>(array == kMetaName);
+    };
+    Expected<std::vector<HostArray>> meta = readArrays(c.path, onlyMeta);
+    nlohmann::json j;
+    if (meta && meta->size() == 1)
+      j = nlohmann::json::parse((*meta)[0].bytes, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer() ||
+        !j.contains("sha256") || !j["sha256"].is_string())
+      return Status::error(c.path, "is named like a checkpoint but its meta data cannot be read" +
+                                       (meta ? std::string() : ": " + meta.status().message()) +
+                                       "; remove it or use another --checkpoint-dir");
+    c.step = j["step"].get<int64_t>();
+    c.sha256 = j["sha256"].get<std::string>();
+    if (best && c.step == best->step && c.sha256 != best->sha256)
+      return Status::error(dir, "checkpoints " + best->path + " and " + c.path +
+                                    " both record step " + std::to_string(c.step) +
+                                    " with different contents; remove the wrong one");
+    if (!best || c.step > best->step || (c.step == best->step && c.nameStep > best->nameStep))
+      best = std::move(c);
   }
   if (ec)
     return Status::error(dir, "cannot list the folder: " + ec.message());
-  if (best.empty())
+  if (!best)
     return Status::error(dir, "no checkpoint (ckpt-<step>.npz) to resume from");
-  return best;
+  return best->path;
 }
 
 Status removeStaleCheckpointTemporaries(const std::string &dir) {

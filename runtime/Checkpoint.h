@@ -60,9 +60,12 @@ Status writeCheckpoint(const std::string &path, const Checkpoint &ckpt);
 Expected<Checkpoint> readCheckpoint(const std::string &path,
                                     const std::optional<std::string> &planFingerprint);
 
-/// The checkpoint of `dir` with the highest step (files named ckpt-<digits>.npz; temporary
-/// files of interrupted writes are ignored). Errors: `dir` missing or not a folder, no
-/// checkpoint in it, or a file named like one that is not a regular file (a FIFO).
+/// The checkpoint of `dir` with the highest recorded step (files named ckpt-<digits>.npz, chosen
+/// by the step in their meta data, not by the name; on equal steps with equal contents the
+/// highest name; temporary files of interrupted writes are ignored). Errors: `dir` missing or
+/// not a folder, no checkpoint in it, a file named like one that is not a regular file (a
+/// FIFO) or whose meta data cannot be read, two checkpoints recording the same step with
+/// different contents.
 Expected<std::string> newestCheckpoint(const std::string &dir);
 
 /// Removes the temporary files an interrupted checkpoint write leaves in `dir` (kill -9 during

@@ -97,5 +97,33 @@ TEST(CheckpointTest, NewestCheckpoint) {
   EXPECT_EQ(*newestCheckpoint(dir.path.string()), dir / "ckpt-00000100.npz");
 }
 
+TEST(CheckpointTest, NewestCheckpointByRecordedStep) {
+  TempDir dir;
+  auto at = [&](int64_t step) {
+    Checkpoint c = sample();
+    c.meta.step = step;
+    return c;
+  };
+  ASSERT_TRUE(writeCheckpoint(checkpointPath(dir.path.string(), 20), at(20)).isOk());
+  // A copy named like a later checkpoint that holds step 5 does not win.
+  ASSERT_TRUE(writeCheckpoint(dir / "ckpt-99.npz", at(5)).isOk());
+  EXPECT_EQ(*newestCheckpoint(dir.path.string()), checkpointPath(dir.path.string(), 20));
+  // Two checkpoints recording step 20 with different contents: refused.
+  Checkpoint other = at(20);
+  other.arrays[0] = f32("w", {2, 2}, {9, 9, 9, 9});
+  ASSERT_TRUE(writeCheckpoint(dir / "ckpt-7.npz", other).isOk());
+  Expected<std::string> tie = newestCheckpoint(dir.path.string());
+  ASSERT_FALSE(tie);
+  EXPECT_NE(tie.status().message().find("both record step 20 with different contents"),
+            std::string::npos)
+      << tie.status().message();
+  // A file named like a checkpoint that is not one.
+  std::filesystem::remove(dir / "ckpt-7.npz");
+  std::ofstream(dir / "ckpt-3.npz") << "not a zip";
+  EXPECT_NE(newestCheckpoint(dir.path.string()).status().message().find(
+                "is named like a checkpoint but its meta data cannot be read"),
+            std::string::npos);
+}
+
 } // namespace
 } // namespace dtc::rt::test
