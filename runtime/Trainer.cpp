@@ -712,6 +712,14 @@ Status Trainer::run() {
         return Status::error("--export " + opts_.exportPath,
                              "is the plan's source model; the plan (and its checkpoints) would "
                              "no longer match it: export to another file");
+      // The model is read again for its graph: it must still be the file the plan was made from
+      // (replaced during training, it would export another graph with these weights).
+      DTC_ASSIGN_OR_RETURN(const std::string sha, plan::sha256File(ex_.modelFile()));
+      if (sha != plan_.model().sha256())
+        return Status::error("--export " + opts_.exportPath,
+                             ex_.modelFile() + " changed during training (it is no longer the "
+                                               "model the plan was compiled against); nothing "
+                                               "exported");
       DTC_RETURN_IF_ERROR(exportTrainedModel(ex_.modelFile(), params, opts_.exportPath));
     }
   }
