@@ -181,6 +181,17 @@ Status Executor::load() {
                                       "SHA-256 differs from the plan's " +
                                           plan_.model().sha256().substr(0, 16) +
                                           "...); recompile the plan");
+    // Its external data too: weights are read from those files.
+    for (const plan::ExternalFile &x : plan_.model().external_data()) {
+      const std::string file =
+          (std::filesystem::path(modelFile).parent_path() / x.location()).string();
+      DTC_RETURN_IF_ERROR(checkInputFile(file, "the model's external data", kMaxExternalDataBytes));
+      DTC_ASSIGN_OR_RETURN(std::string fileSha, plan::sha256File(file));
+      if (fileSha != x.sha256())
+        return Status::error(file, "is not the external data the plan was compiled against (its "
+                                   "SHA-256 differs from the plan's " +
+                                       x.sha256().substr(0, 16) + "...); recompile the plan");
+    }
     Diagnostics diags;
     DTC_ASSIGN_OR_RETURN(model, onnxio::importModelFile(modelFile, diags));
     modelFile_ = modelFile;

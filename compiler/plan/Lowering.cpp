@@ -859,6 +859,21 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
     model->set_sha256(sha);
     std::error_code ec;
     model->set_size_bytes(std::filesystem::file_size(opts.modelFile, ec));
+    // External data is part of the model: the runtime checks each file it reads weights from.
+    std::set<std::string> files;
+    for (const ir::Value *v : graph.initializers())
+      if (v->initializer() && v->initializer()->isExternal() && !v->isConstant())
+        files.insert(v->initializer()->externalPath());
+    const std::filesystem::path dir =
+        std::filesystem::weakly_canonical(std::filesystem::absolute(opts.modelFile, ec), ec)
+            .parent_path();
+    for (const std::string &f : files) {
+      ExternalFile *x = model->add_external_data();
+      x->set_location(std::filesystem::path(f).lexically_relative(dir).string());
+      DTC_ASSIGN_OR_RETURN(std::string fileSha, sha256File(f));
+      x->set_sha256(fileSha);
+      x->set_size_bytes(std::filesystem::file_size(f, ec));
+    }
   }
   // The plan must pass the runtime's own validation (for example the arena limit): never write
   // a plan that dtc-run would refuse.

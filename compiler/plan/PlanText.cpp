@@ -441,6 +441,9 @@ std::string planText(const Plan &plan, std::optional<int> rank) {
   const ModelRef &m = plan.model();
   out += "model " + quote(m.path()) + " sha256=" + token(m.sha256()) +
          " size=" + std::to_string(m.size_bytes()) + "\n";
+  for (const ExternalFile &x : m.external_data())
+    out += "  external " + quote(x.location()) + " sha256=" + token(x.sha256()) +
+           " size=" + std::to_string(x.size_bytes()) + "\n";
   // Protobuf map iteration order is unspecified: print sorted.
   std::vector<std::pair<std::string, int64_t>> bound(plan.bound_dims().begin(),
                                                      plan.bound_dims().end());

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <filesystem>
 #include <set>
 #include <string>
 
@@ -566,6 +567,18 @@ Status checkPlan(const Plan &plan, const KernelCheck &kernelCheck) {
   if (plan.mode() != MODE_INFERENCE && plan.mode() != MODE_TRAINING)
     return Status::error("mode " + std::to_string(plan.mode()) +
                          " is not inference (1) or training (2)");
+  for (const ExternalFile &x : plan.model().external_data()) {
+    const std::filesystem::path loc(x.location());
+    bool up = false;
+    for (const auto &part : loc)
+      up = up || part == "..";
+    if (x.location().empty() || loc.is_absolute() || up)
+      return Status::error("external data location " + q(x.location()) +
+                           " is not a path inside the model's folder");
+    if (!isLowerHex64(x.sha256()))
+      return Status::error("external data " + q(x.location()) + ": checksum " + q(x.sha256()) +
+                           " is not 64 lowercase hex digits");
+  }
   if (!plan.model().sha256().empty() && !isLowerHex64(plan.model().sha256()))
     return Status::error("model checksum " + q(plan.model().sha256()) +
                          " is not 64 lowercase hex digits");

@@ -22,6 +22,7 @@ inline constexpr uint64_t kMaxConfigFileBytes = uint64_t{1} << 20; // --config J
 inline constexpr uint64_t kMaxPlanFileBytes = uint64_t{2} << 30;   // protobuf's 2 GiB
 inline constexpr uint64_t kMaxModelFileBytes = uint64_t{2} << 30;  // protobuf's 2 GiB
 inline constexpr uint64_t kMaxArrayFileBytes = uint64_t{64} << 30; // .npz/.npy: 64 GiB
+inline constexpr uint64_t kMaxExternalDataBytes = uint64_t{1} << 40; // ONNX external data: 1 TiB
 
 /// Checks that an output may be written at `path`: not empty, and either absent or a regular
 /// file (a symbolic link is replaced, never followed). Errors: "<path>: is a directory",

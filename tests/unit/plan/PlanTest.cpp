@@ -793,6 +793,23 @@ TEST(ValidateTest, CollectivesAndRanks) {
   EXPECT_EQ(validate(p), "plan t.dtc: mesh dp=2,pp=2,tp=1 does not have the world size 2");
 }
 
+TEST(ValidateTest, ExternalDataStaysInTheModelFolder) {
+  Plan p = makePlan();
+  ExternalFile *x = p.mutable_model()->add_external_data();
+  x->set_location("weights.bin");
+  x->set_sha256(kAbcSha);
+  EXPECT_TRUE(validatePlan(p, "t.dtc").isOk()) << validate(p);
+  for (const char *bad : {"../weights.bin", "/etc/shadow", "", "a/../../b"}) {
+    x->set_location(bad);
+    EXPECT_EQ(validate(p), std::string("plan t.dtc: external data location '") + bad +
+                               "' is not a path inside the model's folder");
+  }
+  x->set_location("weights.bin");
+  x->set_sha256("xyz");
+  EXPECT_EQ(validate(p), "plan t.dtc: external data 'weights.bin': checksum 'xyz' is not 64 "
+                         "lowercase hex digits");
+}
+
 TEST(ValidateTest, ArenaIsWhatTheBuffersNeed) {
   // The buffers end at byte 280: the arena is 320 (aligned to 64), never more (a 3 KB plan must
   // not make the runtime zero-fill gigabytes).
