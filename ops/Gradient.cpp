@@ -45,6 +45,9 @@ GradientContext::emit(const std::string &op, const std::vector<ir::Value *> &inp
   }
   ir::Node *n = graph_.addNode(op, inputs, outNames, domain, base);
   n->setPhase(ir::Phase::kBackward);
+  // A backward node runs where its forward node runs (pipeline stage and micro-batch).
+  n->setStage(node_.stage());
+  n->setMicroBatch(node_.microBatch());
   for (const auto &[name, a] : attrs)
     n->setAttr(name, a);
   Status s = inferNode(*n, diags_);

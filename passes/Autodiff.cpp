@@ -86,11 +86,26 @@ Expected<std::vector<ir::Value *>> buildGradients(ir::Graph &graph, ir::Value *l
     if (it == contributions.end() || it->second.empty())
       return static_cast<ir::Value *>(nullptr);
     std::vector<ir::Value *> &parts = it->second;
+    // Pipelines: sum in micro-batch order (the order the schedule computes the parts), so each
+    // part is added as soon as it is ready. The sum runs on the stage of the value's producer
+    // (its consumers' stages send their parts there), or for a parameter on its consumers'.
+    auto microBatchOf = [](const ir::Value *p) {
+      return p->producer() ? p->producer()->microBatch() : -1;
+    };
+    std::stable_sort(parts.begin(), parts.end(), [&](const ir::Value *a, const ir::Value *b) {
+      return microBatchOf(a) < microBatchOf(b);
+    });
+    int stage = v->producer() ? v->producer()->stage() : -1;
+    if (!v->producer())
+      for (const ir::Use &u : v->uses())
+        stage = std::max(stage, u.node->stage());
     ir::Value *sum = parts[0];
     for (size_t i = 1; i < parts.size(); ++i) {
       const std::string name = graph.uniqueName(v->name() + "/grad_sum");
       ir::Node *add = graph.addNode("Add", {sum, parts[i]}, {name}, "", name);
       add->setPhase(ir::Phase::kBackward);
+      add->setStage(stage);
+      add->setMicroBatch(microBatchOf(sum) == microBatchOf(parts[i]) ? microBatchOf(sum) : -1);
       DTC_RETURN_IF_ERROR(ops::inferNode(*add, diags));
       sum = add->output(0);
     }
@@ -111,6 +126,7 @@ Expected<std::vector<ir::Value *>> buildGradients(ir::Graph &graph, ir::Value *l
       ir::Node *cast = graph.addNode("Cast", {seed}, {cname}, "", cname);
       cast->setAttr("to", ir::Attribute(static_cast<int64_t>(loss->dtype())));
       cast->setPhase(ir::Phase::kBackward);
+      cast->setStage(loss->producer() ? loss->producer()->stage() : -1);
       DTC_RETURN_IF_ERROR(ops::inferNode(*cast, diags));
       seed = cast->output(0);
     }

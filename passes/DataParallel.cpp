@@ -121,7 +121,10 @@ bucketGradients(const std::vector<ir::Value *> &ready, float bucketMb) {
     // gradient larger than the cap gets a bucket of its own).
     const uint64_t limit = buckets.size() == 1 ? std::min(cap, kFirstBucketBytes) : cap;
     const bool full = !buckets.empty() && bucketBytes + bytes > limit;
-    if (buckets.empty() || full || buckets.back().front()->dtype() != g->dtype()) {
+    // Pipelines: a bucket holds the gradients of one stage (each stage has its own group).
+    auto stageOf = [](const ir::Value *v) { return v->producer() ? v->producer()->stage() : -1; };
+    if (buckets.empty() || full || buckets.back().front()->dtype() != g->dtype() ||
+        stageOf(buckets.back().front()) != stageOf(g)) {
       buckets.emplace_back();
       bucketBytes = 0;
     }
@@ -142,6 +145,8 @@ Expected<ir::Node *> addBucketAllReduce(ir::Graph &graph, const std::vector<ir::
                                                 ir::kDtcDomain, nodeName)
                        : graph.addNode("AllReduce", bucket, names, ir::kDtcDomain, nodeName);
   n->setPhase(phase);
+  if (!bucket.empty() && bucket[0]->producer())
+    n->setStage(bucket[0]->producer()->stage());
   n->setAttr("op", ir::Attribute("mean"));
   n->setAttr("group", ir::Attribute("dp"));
   n->setAttr("bucket", ir::Attribute(static_cast<int64_t>(index)));

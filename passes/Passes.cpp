@@ -20,12 +20,16 @@ std::unique_ptr<Pass> createPassByName(const std::string &name) {
     return createOptimizerPass();
   if (name == "data-parallel")
     return createDataParallelPass();
+  if (name == "pipeline")
+    return createPipelinePass();
+  if (name == "pipeline-comm")
+    return createPipelineCommPass();
   return nullptr;
 }
 
 std::vector<std::string> allPassNames() {
-  return {"canonicalize", "shape-inference", "training-mode", "attach-loss",
-          "autodiff",     "data-parallel",   "optimizer",       "verify"};
+  return {"canonicalize", "shape-inference", "training-mode", "attach-loss", "pipeline",
+          "autodiff",     "data-parallel",   "optimizer",     "pipeline-comm", "verify"};
 }
 
 // canonicalize re-infers shapes as it folds and ends with every type inferred, so a separate

@@ -35,6 +35,16 @@ std::unique_ptr<Pass> createAutodiffPass();
 /// Runs after autodiff and before optimizer; replaces TrainingState::gradients by the reduced
 /// values.
 std::unique_ptr<Pass> createDataParallelPass();
+/// pipeline (--strategy pp=S): unrolls the forward graph over the micro-batches (data inputs
+/// sliced, loss = mean of the micro-batch losses, prediction = their concatenation, running
+/// statistics chained) and cuts it into S stages balanced by estimated time (Node::stage,
+/// Node::microBatch). Runs after attach-loss and before autodiff; a no-op without pp.
+std::unique_ptr<Pass> createPipelinePass();
+/// pipeline-comm (--strategy pp=S): places the nodes added after `pipeline`, inserts
+/// ai.dtc.Send / ai.dtc.Recv for every value crossing stages, and orders the nodes stage by stage
+/// in the schedule's order (GPipe or 1F1B); rejects parameters used on several stages and
+/// schedules that deadlock. Runs after optimizer; a no-op without pp.
+std::unique_ptr<Pass> createPipelineCommPass();
 /// verify: runs the IR verifier (useful in --passes lists).
 std::unique_ptr<Pass> createVerifyPass();
 

@@ -69,8 +69,13 @@ struct TrainingConfig {
   /// dp: BatchNormalization statistics over all ranks (torch.nn.SyncBatchNorm) instead of per
   /// rank (DDP's default).
   bool syncBatchNorm = false;
-  /// Samples one rank computes per micro-batch: batchSize / max(1, dataParallel()).
-  int64_t rankBatchSize() const { return batchSize / (dataParallel() > 1 ? dataParallel() : 1); }
+  /// Samples one rank computes per micro-batch: batchSize / max(1, dataParallel()), and with a
+  /// pipeline divided by its micro-batches (the graph is bound to one micro-batch; the pipeline
+  /// pass feeds it slices of the rank's batch).
+  int64_t rankBatchSize() const {
+    return batchSize / (dataParallel() > 1 ? dataParallel() : 1) /
+           (mesh.pp > 1 ? mesh.microbatches : 1);
+  }
 };
 
 /// A state tensor the step overwrites: `state` (a parameter, optimizer state or running

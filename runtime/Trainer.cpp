@@ -99,11 +99,12 @@ struct TrainingLayout {
   std::vector<std::pair<int, std::string>> initializers;
 };
 
-TrainingLayout layoutOf(const plan::Plan &plan) {
-  const plan::RankProgram &rp = plan.programs(0);
+/// The layout of the program rank `rank` runs.
+TrainingLayout layoutOf(const plan::Plan &plan, int rank) {
+  const plan::RankProgram &rp = plan::programOf(plan, rank);
   const plan::Training &tr = rp.training();
   TrainingLayout l;
-  l.lossBuffer = findBinding(rp.outputs(), tr.loss_output());
+  l.lossBuffer = tr.loss_output().empty() ? -1 : findBinding(rp.outputs(), tr.loss_output());
   l.predictionName = tr.prediction_output();
   l.labelName = tr.label_input();
   l.optimizerBegin = tr.optimizer_begin();
@@ -173,7 +174,11 @@ class Trainer {
 public:
   Trainer(const plan::Plan &plan, const TrainOptions &opts, Executor &ex, const Dataset &train,
           const Dataset *val, TrainingLayout layout)
-      : plan_(plan), opts_(opts), ex_(ex), train_(train), val_(val), l_(std::move(layout)) {}
+      : plan_(plan), opts_(opts), ex_(ex), train_(train), val_(val), l_(std::move(layout)),
+        program_(ex.program()) {
+    for (const plan::Binding &b : program_.inputs())
+      fed_.insert(b.name());
+  }
 
   Status run();
 
@@ -194,6 +199,20 @@ private:
   const Dataset &train_;
   const Dataset *val_;
   TrainingLayout l_;
+  /// This rank's program, and the inputs it binds (a pipeline stage reads only the data arrays
+  /// its nodes use).
+  const plan::RankProgram &program_;
+  std::set<std::string> fed_;
+  /// Pipelines: rank 0 gathers every stage's arrays for checkpoints and outputs, and hands them
+  /// out on --resume.
+  bool pipeline_ = false;
+  /// This rank's data-parallel replica (which slice of the global batch it reads), the replica
+  /// count, and the ranks that compute the loss (a pipeline's last stage; every rank otherwise).
+  int dpIndex_ = 0;
+  int dpSize_ = 1;
+  int lossRanks_ = 1;
+  /// --resume on rank 0 of a pipeline: the checkpoint's arrays, for scatterState.
+  std::vector<HostArray> resumed_;
   std::string fingerprint_;
   uint64_t seed_ = 0;
   bool shuffle_ = true;
@@ -217,6 +236,18 @@ private:
   /// Rank 0's persistent buffers (parameters, optimizer state, running statistics) replace every
   /// other rank's.
   Status broadcastState();
+  /// Which arrays gather() collects.
+  enum class Part { kPersistent, kInitializers, kGradients };
+  /// (buffer, array name) of `part` in a program with layout `l`.
+  static std::vector<std::pair<int, std::string>> partOf(const TrainingLayout &l,
+                                                         const plan::RankProgram &rp, Part part);
+  /// Rank 0 gets `part` of every program (its own, then each other program's from that program's
+  /// first rank) in `out`; other ranks send theirs (the first rank of each program) or do
+  /// nothing. Every rank calls it at the same point.
+  Status gather(Part part, std::vector<HostArray> &out);
+  /// Pipelines on --resume: rank 0 sends every other rank the persistent arrays of its program
+  /// from the checkpoint (resumed_), and each writes them into its buffers.
+  Status scatterState();
 };
 
 Status Trainer::sumOverRanks(std::vector<double> &values, const std::string &what) {
@@ -273,8 +304,96 @@ Status Trainer::broadcastState() {
   return Status::ok();
 }
 
+std::vector<std::pair<int, std::string>>
+Trainer::partOf(const TrainingLayout &l, const plan::RankProgram &rp, Part part) {
+  if (part == Part::kInitializers)
+    return l.initializers;
+  std::vector<std::pair<int, std::string>> out;
+  if (part == Part::kGradients) {
+    for (const auto &[b, name] : l.gradients)
+      out.push_back({b, name});
+    return out;
+  }
+  for (int b : l.persistent)
+    out.push_back({b, rp.buffers(b).name()});
+  return out;
+}
+
+/// Tag of the transfers of gather() and scatterState() on the world communicator (the
+/// pipeline's own transfers run on the pp groups' communicators).
+constexpr int kStateTag = 1;
+
+Status Trainer::gather(Part part, std::vector<HostArray> &out) {
+  out.clear();
+  const int mine = plan_.ranks(rank_).program();
+  const bool first = plan_.programs(mine).ranks(0) == rank_;
+  if (rank_ == 0 || (pipeline_ && first && mine != plan_.ranks(0).program())) {
+    for (const auto &[b, name] : partOf(l_, program_, part)) {
+      DTC_ASSIGN_OR_RETURN(HostArray a, ex_.readBuffer(b));
+      a.name = name;
+      if (rank_ != 0)
+        DTC_RETURN_IF_ERROR(comm_->send(a.bytes.data(), a.bytes.size(), 0, kStateTag,
+                                        "'" + name + "' to rank 0"));
+      else
+        out.push_back(std::move(a));
+    }
+  }
+  if (rank_ != 0 || !pipeline_)
+    return Status::ok();
+  for (int p = 0; p < plan_.programs_size(); ++p) {
+    if (p == plan_.ranks(0).program())
+      continue;
+    const int from = plan_.programs(p).ranks(0);
+    const plan::RankProgram &rp = plan_.programs(p);
+    for (const auto &[b, name] : partOf(layoutOf(plan_, from), rp, part)) {
+      const plan::Buffer &buf = rp.buffers(b);
+      HostArray a;
+      a.name = name;
+      a.dtype = static_cast<ir::DType>(buf.dtype());
+      a.shape.assign(buf.shape().begin(), buf.shape().end());
+      a.bytes.resize(buf.size_bytes());
+      DTC_RETURN_IF_ERROR(comm_->recv(a.bytes.data(), a.bytes.size(), from, kStateTag,
+                                      "'" + name + "' from rank " + std::to_string(from)));
+      out.push_back(std::move(a));
+    }
+  }
+  return Status::ok();
+}
+
+Status Trainer::scatterState() {
+  if (rank_ != 0) {
+    for (int b : l_.persistent) {
+      DTC_ASSIGN_OR_RETURN(HostArray a, ex_.readBuffer(b));
+      DTC_RETURN_IF_ERROR(comm_->recv(a.bytes.data(), a.bytes.size(), 0, kStateTag,
+                                      "'" + a.name + "' from rank 0"));
+      DTC_RETURN_IF_ERROR(ex_.writeBuffer(b, a));
+    }
+    return Status::ok();
+  }
+  std::map<std::string, const HostArray *> byName;
+  for (const HostArray &a : resumed_)
+    byName[a.name] = &a;
+  for (int r = 1; r < world_; ++r) {
+    const plan::RankProgram &rp = plan::programOf(plan_, r);
+    for (int b : layoutOf(plan_, r).persistent) {
+      const plan::Buffer &buf = rp.buffers(b);
+      auto it = byName.find(buf.name());
+      if (it == byName.end() || it->second->bytes.size() != buf.size_bytes())
+        return Status::error("--resume",
+                             "the checkpoint has no array '" + buf.name() + "' of " +
+                                 std::to_string(buf.size_bytes()) + " bytes for rank " +
+                                 std::to_string(r));
+      DTC_RETURN_IF_ERROR(comm_->send(it->second->bytes.data(), it->second->bytes.size(), r,
+                                      kStateTag, "'" + buf.name() + "' to rank " +
+                                                     std::to_string(r)));
+    }
+  }
+  resumed_.clear();
+  return Status::ok();
+}
+
 Status Trainer::setScalars(int64_t step, int64_t rngCounter, double lr) {
-  const plan::Training &tr = plan_.programs(0).training();
+  const plan::Training &tr = program_.training();
   if (!tr.lr_input().empty()) {
     float v = static_cast<float>(lr);
     DTC_RETURN_IF_ERROR(ex_.setInput(scalarArray(tr.lr_input(), ir::DType::kFloat32, {}, &v, 4)));
@@ -294,18 +413,23 @@ Status Trainer::microBatch(const Dataset &data, const std::vector<int64_t> &orde
                            double &loss, Totals &totals, int end) {
   std::vector<HostArray> batch = data.batch(order, first);
   for (const HostArray &a : batch) {
+    if (!fed_.count(a.name))
+      continue; // another pipeline stage's input
     Status s = ex_.setInput(a);
     if (!s.isOk())
       return s.withContext(data.path());
   }
   DTC_RETURN_IF_ERROR(ex_.run(0, end >= 0 ? end : l_.optimizerBegin));
-  DTC_ASSIGN_OR_RETURN(HostArray lossArray, ex_.output(plan_.programs(0).training().loss_output()));
-  DTC_ASSIGN_OR_RETURN(loss, scalarOf(lossArray));
+  loss = 0; // a pipeline stage before the last computes no loss (summed over the ranks below)
+  if (!program_.training().loss_output().empty()) {
+    DTC_ASSIGN_OR_RETURN(HostArray lossArray, ex_.output(program_.training().loss_output()));
+    DTC_ASSIGN_OR_RETURN(loss, scalarOf(lossArray));
+  }
   if (!l_.predictionName.empty() && !l_.labelName.empty()) {
     DTC_ASSIGN_OR_RETURN(HostArray pred, ex_.output(l_.predictionName));
     for (const HostArray &a : batch)
       if (a.name == l_.labelName)
-        countCorrect(pred, a, plan_.programs(0).training().ignore_index(), totals.correct,
+        countCorrect(pred, a, program_.training().ignore_index(), totals.correct,
                      totals.counted);
   }
   return Status::ok();
@@ -331,7 +455,7 @@ Status Trainer::validate(int64_t step, Totals &val) {
   for (int64_t i = 0; i < batches; ++i) {
     DTC_RETURN_IF_ERROR(setScalars(step, step * l_.microBatches, 0.0));
     double loss = 0;
-    DTC_RETURN_IF_ERROR(microBatch(*val_, order, i * globalBatch_ + rank_ * l_.batch, loss,
+    DTC_RETURN_IF_ERROR(microBatch(*val_, order, i * globalBatch_ + dpIndex_ * l_.batch, loss,
                                    val, l_.forwardEnd));
     val.lossSum += loss;
     val.steps += 1;
@@ -341,7 +465,7 @@ Status Trainer::validate(int64_t step, Totals &val) {
   std::vector<double> sums = {val.lossSum, static_cast<double>(val.correct),
                               static_cast<double>(val.counted), static_cast<double>(val.samples)};
   DTC_RETURN_IF_ERROR(sumOverRanks(sums, "validation metrics"));
-  val.lossSum = sums[0] / world_;
+  val.lossSum = sums[0] / lossRanks_;
   val.correct = static_cast<int64_t>(sums[1]);
   val.counted = static_cast<int64_t>(sums[2]);
   val.samples = static_cast<int64_t>(sums[3]);
@@ -364,10 +488,10 @@ Status Trainer::writeCheckpointAt(int64_t step, int64_t epoch, int64_t stepInEpo
   c.meta.epochSteps = t.steps;
   c.meta.epochCorrect = t.correct;
   c.meta.epochCounted = t.counted;
-  for (int b : l_.persistent) {
-    DTC_ASSIGN_OR_RETURN(HostArray a, ex_.readBuffer(b));
-    c.arrays.push_back(std::move(a));
-  }
+  // Every stage's parameters and optimizer state in one checkpoint, written by rank 0.
+  DTC_RETURN_IF_ERROR(gather(Part::kPersistent, c.arrays));
+  if (rank_ != 0)
+    return Status::ok();
   return writeCheckpoint(checkpointPath(opts_.checkpointDir, step), c);
 }
 
@@ -394,14 +518,19 @@ Status Trainer::resume(int64_t &startStep, Totals &epochTotals) {
                                    std::to_string(m.stepInEpoch) + ")");
   seed_ = m.seed;
   shuffle_ = m.shuffle;
-  const plan::RankProgram &rp = plan_.programs(0);
+  const plan::RankProgram &rp = program_;
   std::map<std::string, const HostArray *> byName;
   for (const HostArray &a : c.arrays)
     byName[a.name] = &a;
-  if (byName.size() != l_.persistent.size())
+  // A pipeline's checkpoint holds every stage's buffers (names are unique over the stages).
+  size_t expected = l_.persistent.size();
+  if (pipeline_)
+    for (int p = 1; p < plan_.programs_size(); ++p)
+      expected += layoutOf(plan_, plan_.programs(p).ranks(0)).persistent.size();
+  if (byName.size() != expected)
     return Status::error(path, "holds " + std::to_string(byName.size()) +
-                                   " buffers, the plan has " +
-                                   std::to_string(l_.persistent.size()) + " to restore");
+                                   " buffers, the plan has " + std::to_string(expected) +
+                                   " to restore");
   for (int b : l_.persistent) {
     auto it = byName.find(rp.buffers(b).name());
     if (it == byName.end())
@@ -410,6 +539,8 @@ Status Trainer::resume(int64_t &startStep, Totals &epochTotals) {
     if (!s.isOk())
       return s.withContext(path);
   }
+  if (pipeline_)
+    resumed_ = std::move(c.arrays);
   startStep = m.step;
   epochTotals.lossSum = m.epochLossSum;
   epochTotals.steps = m.epochSteps;
@@ -467,12 +598,22 @@ Status Trainer::run() {
   comm_ = opts_.comm;
   rank_ = comm_ ? comm_->rank() : 0;
   world_ = plan_.world_size();
-  globalBatch_ = l_.batch * world_;
+  pipeline_ = plan_.mesh().pp() > 1;
+  dpIndex_ = static_cast<int>(plan_.ranks(rank_).dp());
+  dpSize_ = static_cast<int>(std::max<int64_t>(1, plan_.mesh().dp()));
+  if (!pipeline_ && plan_.mesh().dp() < 1) { // plans without a mesh: every rank is a replica
+    dpIndex_ = rank_;
+    dpSize_ = world_;
+  }
+  lossRanks_ = 0;
+  for (const plan::RankInfo &ri : plan_.ranks())
+    lossRanks_ += !plan_.programs(ri.program()).training().loss_output().empty();
+  globalBatch_ = l_.batch * dpSize_;
   const int64_t perStep = globalBatch_ * l_.microBatches;
   const std::string batchText =
-      world_ > 1 ? "global batch " + std::to_string(globalBatch_) + " (" +
-                       std::to_string(world_) + " ranks x " + std::to_string(l_.batch) + ")"
-                 : "batch " + std::to_string(l_.batch);
+      dpSize_ > 1 ? "global batch " + std::to_string(globalBatch_) + " (" +
+                        std::to_string(dpSize_) + " replicas x " + std::to_string(l_.batch) + ")"
+                  : "batch " + std::to_string(l_.batch);
   stepsPerEpoch_ = train_.samples() / perStep;
   if (stepsPerEpoch_ < 1)
     return Status::error(train_.path(), "has " + std::to_string(train_.samples()) +
@@ -524,9 +665,14 @@ Status Trainer::run() {
     epochTotals.counted = static_cast<int64_t>(position[4]);
     seed_ = static_cast<uint64_t>(position[5]);
     shuffle_ = position[6] != 0;
-    DTC_RETURN_IF_ERROR(broadcastState());
+    // Data parallelism: every replica takes rank 0's state. Pipelines: every stage loaded its
+    // own part of the model; on --resume rank 0 hands out the checkpoint's.
+    if (!pipeline_)
+      DTC_RETURN_IF_ERROR(broadcastState());
+    else if (opts_.resume)
+      DTC_RETURN_IF_ERROR(scatterState());
   }
-  const plan::RankProgram &rp = plan_.programs(0);
+  const plan::RankProgram &rp = program_;
   std::vector<std::vector<float>> accum;
   if (l_.microBatches > 1)
     for (auto &[b, name] : l_.gradients) {
@@ -558,7 +704,7 @@ Status Trainer::run() {
       double loss = 0;
       DTC_RETURN_IF_ERROR(microBatch(train_, order,
                                      (inEpoch * l_.microBatches + m) * globalBatch_ +
-                                         rank_ * l_.batch,
+                                         dpIndex_ * l_.batch,
                                      loss, epochTotals));
       stepLoss += loss;
       if (l_.microBatches > 1)
@@ -579,7 +725,15 @@ Status Trainer::run() {
           dst[i] = accum[g][i] / k;
         DTC_RETURN_IF_ERROR(ex_.writeBuffer(l_.gradients[g].first, a));
       }
-    if (!opts_.dumpGradientsPath.empty() && step + 1 == totalSteps_) {
+    if (!opts_.dumpGradientsPath.empty() && step + 1 == totalSteps_ && pipeline_) {
+      // Each stage's gradients are the step's (the pipeline sums its micro-batches, and the
+      // data-parallel groups all-reduce them): rank 0 collects them.
+      if (l_.microBatches > 1 && dpSize_ > 1)
+        return Status::error("--dump-gradients",
+                             "is not supported for pipelines with data parallelism and "
+                             "--grad-accum-steps > 1");
+      DTC_RETURN_IF_ERROR(gather(Part::kGradients, lastGradients_));
+    } else if (!opts_.dumpGradientsPath.empty() && step + 1 == totalSteps_) {
       for (auto &[b, name] : l_.gradients) {
         DTC_ASSIGN_OR_RETURN(HostArray a, ex_.readBuffer(b));
         a.name = name;
@@ -616,7 +770,7 @@ Status Trainer::run() {
     DTC_RETURN_IF_ERROR(optimized);
     DTC_RETURN_IF_ERROR(summed);
     if (sumsHandle) {
-      stepLoss = sums[0] / world_;
+      stepLoss = sums[0] / lossRanks_;
       epochTotals.correct = correct0 + static_cast<int64_t>(sums[1]);
       epochTotals.counted = counted0 + static_cast<int64_t>(sums[2]);
     }
@@ -677,7 +831,8 @@ Status Trainer::run() {
     if (epochDone)
       DTC_RETURN_IF_ERROR(epochEnd(epoch, step, epochTotals, false));
     const bool due = opts_.checkpointEvery > 0 ? step % opts_.checkpointEvery == 0 : epochDone;
-    if (!opts_.checkpointDir.empty() && (due || step == totalSteps_) && rank_ == 0) {
+    if (!opts_.checkpointDir.empty() && (due || step == totalSteps_) &&
+        (rank_ == 0 || pipeline_)) {
       DTC_RETURN_IF_ERROR(
           writeCheckpointAt(step, step / stepsPerEpoch_, step % stepsPerEpoch_, epochTotals));
     }
@@ -688,6 +843,10 @@ Status Trainer::run() {
   if (progressLineOpen_ && opts_.progress)
     std::fputc('\n', opts_.progress);
 
+  // Pipelines: rank 0 collects every stage's parameters for --save-params and --export.
+  std::vector<HostArray> params;
+  if (!opts_.saveParamsPath.empty() || !opts_.exportPath.empty())
+    DTC_RETURN_IF_ERROR(gather(Part::kInitializers, params));
   if (rank_ != 0)
     return Status::ok(); // rank 0 writes the outputs
   if (!opts_.dumpGradientsPath.empty()) {
@@ -698,12 +857,6 @@ Status Trainer::run() {
     DTC_RETURN_IF_ERROR(writeNpz(opts_.dumpGradientsPath, lastGradients_));
   }
   if (!opts_.saveParamsPath.empty() || !opts_.exportPath.empty()) {
-    std::vector<HostArray> params;
-    for (auto &[b, name] : l_.initializers) {
-      DTC_ASSIGN_OR_RETURN(HostArray a, ex_.readBuffer(b));
-      a.name = name;
-      params.push_back(std::move(a));
-    }
     if (!opts_.saveParamsPath.empty())
       DTC_RETURN_IF_ERROR(writeNpz(opts_.saveParamsPath, params));
     if (!opts_.exportPath.empty()) {
@@ -752,14 +905,29 @@ Status train(plan::Plan plan, const TrainOptions &opts) {
   }
 
   // Data before weights, so that a bad dataset fails fast.
-  DTC_ASSIGN_OR_RETURN(std::vector<DataInput> inputs, dataInputsOf(plan));
+  // Every rank loads every data array (they check that they read the same data); a pipeline
+  // stage feeds only those its program binds.
+  std::vector<DataInput> inputs;
+  for (int p = 0; p < plan.programs_size(); ++p) {
+    if (plan.programs(p).ranks_size() == 0)
+      continue;
+    DTC_ASSIGN_OR_RETURN(std::vector<DataInput> part,
+                         dataInputsOf(plan, plan.programs(p).ranks(0)));
+    for (DataInput &in : part)
+      if (std::none_of(inputs.begin(), inputs.end(),
+                       [&](const DataInput &d) { return d.input == in.input; }))
+        inputs.push_back(std::move(in));
+  }
+  if (inputs.empty())
+    return Status::error(opts.planPath.empty() ? "plan" : opts.planPath,
+                         "the plan has no data inputs");
   DTC_ASSIGN_OR_RETURN(Dataset trainData, Dataset::load(opts.dataPath, inputs));
   std::optional<Dataset> val;
   if (!opts.valDataPath.empty()) {
     DTC_ASSIGN_OR_RETURN(Dataset v, Dataset::load(opts.valDataPath, inputs));
     val = std::move(v);
   }
-  TrainingLayout layout = layoutOf(plan);
+  TrainingLayout layout = layoutOf(plan, opts.comm ? opts.comm->rank() : 0);
   layout.batch = inputs[0].shape[0];
   for (const DataInput &in : inputs)
     if (in.shape[0] != layout.batch)

@@ -16,70 +16,76 @@ Status checkTrainingPlan(const plan::Plan &plan, const std::string &where) {
   if (plan.world_size() < 1 || plan.ranks_size() != plan.world_size())
     return Status::error(w, "the plan has " + std::to_string(plan.ranks_size()) +
                                 " ranks for a world of " + std::to_string(plan.world_size()));
-  // Data parallelism: every rank runs the one program (the loop reads its layout).
-  if (plan.programs_size() != 1)
-    return Status::error(w, "the plan has " + std::to_string(plan.programs_size()) +
-                                " different rank programs; this dtc-run trains single-device "
-                                "and data-parallel plans, whose ranks run one program");
-  const plan::RankProgram &rp = plan.programs(0);
-  const plan::Training &tr = rp.training();
-  const int nb = rp.buffers_size();
-  auto inRange = [&](int32_t b) { return b >= 0 && b < nb; };
-  const int lossBuffer = findBinding(rp.outputs(), tr.loss_output());
-  if (lossBuffer < 0 || !inRange(lossBuffer))
-    return Status::error(w, "loss output '" + tr.loss_output() + "' is not an output binding");
-  const plan::Buffer &lb = rp.buffers(lossBuffer);
-  if (lb.shape_size() != 0 || (lb.dtype() != static_cast<int32_t>(ir::DType::kFloat32) &&
-                               lb.dtype() != static_cast<int32_t>(ir::DType::kFloat64)))
-    return Status::error(w, "loss output '" + tr.loss_output() + "' is " +
-                                typeStr(static_cast<ir::DType>(lb.dtype()), shapeOf(lb)) +
-                                ", not an f32 scalar");
-  if (!tr.prediction_output().empty() && findBinding(rp.outputs(), tr.prediction_output()) < 0)
-    return Status::error(w, "prediction output '" + tr.prediction_output() +
-                                "' is not an output binding");
-  if (!tr.label_input().empty() && findBinding(rp.inputs(), tr.label_input()) < 0)
-    return Status::error(w, "label input '" + tr.label_input() + "' is not an input binding");
-  if (tr.optimizer_begin() < (rp.instructions_size() ? 1 : 0) ||
-      tr.optimizer_begin() > rp.instructions_size())
-    return Status::error(w, "optimizer_begin " + std::to_string(tr.optimizer_begin()) +
-                                " is outside [1, " + std::to_string(rp.instructions_size()) +
-                                "] (instructions before it compute the loss)");
-  if (tr.forward_end() < 0 || tr.forward_end() > tr.optimizer_begin())
-    return Status::error(w, "forward_end " + std::to_string(tr.forward_end()) +
-                                " is outside [0, optimizer_begin " +
-                                std::to_string(tr.optimizer_begin()) + "]");
-  for (const plan::TrainedParameter &p : tr.parameters()) {
-    const std::string pw = w + ": parameter '" + p.name() + "'";
-    if (!inRange(p.buffer()) || (p.gradient() != -1 && !inRange(p.gradient())))
-      return Status::error(pw, "buffer index out of range");
-    for (int32_t s : p.state())
+  // Every program: data-parallel replicas share one, pipeline stages each have their own.
+  if (plan.programs_size() < 1)
+    return Status::error(w, "the plan has no rank programs");
+  for (int pi = 0; pi < plan.programs_size(); ++pi) {
+    const plan::RankProgram &rp = plan.programs(pi);
+    const plan::Training &tr = rp.training();
+    const int nb = rp.buffers_size();
+    auto inRange = [&](int32_t b) { return b >= 0 && b < nb; };
+    // A pipeline's stages before the last compute no loss.
+    const bool noLoss = tr.loss_output().empty() && plan.mesh().pp() > 1;
+    if (!noLoss) {
+      const int lossBuffer = findBinding(rp.outputs(), tr.loss_output());
+      if (lossBuffer < 0 || !inRange(lossBuffer))
+        return Status::error(w, "loss output '" + tr.loss_output() + "' is not an output binding");
+      const plan::Buffer &lb = rp.buffers(lossBuffer);
+      if (lb.shape_size() != 0 || (lb.dtype() != static_cast<int32_t>(ir::DType::kFloat32) &&
+                                   lb.dtype() != static_cast<int32_t>(ir::DType::kFloat64)))
+        return Status::error(w, "loss output '" + tr.loss_output() + "' is " +
+                                    typeStr(static_cast<ir::DType>(lb.dtype()), shapeOf(lb)) +
+                                    ", not an f32 scalar");
+    }
+    if (!tr.prediction_output().empty() && findBinding(rp.outputs(), tr.prediction_output()) < 0)
+      return Status::error(w, "prediction output '" + tr.prediction_output() +
+                                  "' is not an output binding");
+    if (!tr.label_input().empty() && findBinding(rp.inputs(), tr.label_input()) < 0)
+      return Status::error(w, "label input '" + tr.label_input() + "' is not an input binding");
+    if (tr.optimizer_begin() < (rp.instructions_size() ? 1 : 0) ||
+        tr.optimizer_begin() > rp.instructions_size())
+      return Status::error(w, "optimizer_begin " + std::to_string(tr.optimizer_begin()) +
+                                  " is outside [1, " + std::to_string(rp.instructions_size()) +
+                                  "] (instructions before it compute the loss)");
+    if (tr.forward_end() < 0 || tr.forward_end() > tr.optimizer_begin())
+      return Status::error(w, "forward_end " + std::to_string(tr.forward_end()) +
+                                  " is outside [0, optimizer_begin " +
+                                  std::to_string(tr.optimizer_begin()) + "]");
+    for (const plan::TrainedParameter &p : tr.parameters()) {
+      const std::string pw = w + ": parameter '" + p.name() + "'";
+      if (!inRange(p.buffer()) || (p.gradient() != -1 && !inRange(p.gradient())))
+        return Status::error(pw, "buffer index out of range");
+      for (int32_t s : p.state())
+        if (!inRange(s))
+          return Status::error(pw, "state buffer index " + std::to_string(s) + " out of range");
+      if (p.gradient() >= 0 &&
+          (rp.buffers(p.gradient()).dtype() != rp.buffers(p.buffer()).dtype() ||
+           shapeOf(rp.buffers(p.gradient())) != shapeOf(rp.buffers(p.buffer()))))
+        return Status::error(pw, "its gradient's type differs from the parameter's");
+    }
+    for (int32_t s : tr.state_buffers())
       if (!inRange(s))
-        return Status::error(pw, "state buffer index " + std::to_string(s) + " out of range");
-    if (p.gradient() >= 0 && (rp.buffers(p.gradient()).dtype() != rp.buffers(p.buffer()).dtype() ||
-                              shapeOf(rp.buffers(p.gradient())) != shapeOf(rp.buffers(p.buffer()))))
-      return Status::error(pw, "its gradient's type differs from the parameter's");
-  }
-  for (int32_t s : tr.state_buffers())
-    if (!inRange(s))
-      return Status::error(w, "state buffer index " + std::to_string(s) + " out of range");
-  struct Fed {
-    std::string name;
-    ir::DType dtype;
-    std::vector<int64_t> shape;
-  };
-  for (const Fed &f :
-       {Fed{tr.lr_input(), ir::DType::kFloat32, {}}, Fed{tr.step_input(), ir::DType::kInt64, {}},
-        Fed{tr.rng_input(), ir::DType::kInt64, {3}}}) {
-    if (f.name.empty())
-      continue;
-    const int b = findBinding(rp.inputs(), f.name);
-    if (b < 0 || !inRange(b))
-      return Status::error(w, "runtime input '" + f.name + "' is not an input binding");
-    if (rp.buffers(b).dtype() != static_cast<int32_t>(f.dtype) || shapeOf(rp.buffers(b)) != f.shape)
-      return Status::error(
-          w, "runtime input '" + f.name + "' is " +
-                 typeStr(static_cast<ir::DType>(rp.buffers(b).dtype()), shapeOf(rp.buffers(b))) +
-                 ", expected " + typeStr(f.dtype, f.shape));
+        return Status::error(w, "state buffer index " + std::to_string(s) + " out of range");
+    struct Fed {
+      std::string name;
+      ir::DType dtype;
+      std::vector<int64_t> shape;
+    };
+    for (const Fed &f :
+         {Fed{tr.lr_input(), ir::DType::kFloat32, {}}, Fed{tr.step_input(), ir::DType::kInt64, {}},
+          Fed{tr.rng_input(), ir::DType::kInt64, {3}}}) {
+      if (f.name.empty())
+        continue;
+      const int b = findBinding(rp.inputs(), f.name);
+      if (b < 0 || !inRange(b))
+        return Status::error(w, "runtime input '" + f.name + "' is not an input binding");
+      if (rp.buffers(b).dtype() != static_cast<int32_t>(f.dtype) ||
+          shapeOf(rp.buffers(b)) != f.shape)
+        return Status::error(
+            w, "runtime input '" + f.name + "' is " +
+                   typeStr(static_cast<ir::DType>(rp.buffers(b).dtype()), shapeOf(rp.buffers(b))) +
+                   ", expected " + typeStr(f.dtype, f.shape));
+    }
   }
   if (plan.hyperparameters().grad_accum_steps() < 0)
     return Status::error(w, "grad_accum_steps " +

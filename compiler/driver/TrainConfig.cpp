@@ -170,10 +170,10 @@ Status readTrainConfigFile(const std::string &path, passes::TrainingConfig &cfg,
 
 Status parseStrategy(const std::string &strategy, passes::TrainingConfig &cfg) {
   DTC_ASSIGN_OR_RETURN(Mesh mesh, parseMesh(strategy));
-  if (mesh.tp > 1 || mesh.pp > 1)
+  if (mesh.tp > 1)
     return Status::error("--strategy " + strategy,
-                         std::string(mesh.tp > 1 ? "tensor" : "pipeline") +
-                             " parallelism is not implemented yet; available: single, dp=N");
+                         "tensor parallelism is not implemented yet; available: single, dp=N, "
+                         "pp=S (with dp=D)");
   cfg.mesh = mesh;
   return Status::ok();
 }
@@ -236,6 +236,12 @@ Status validateTrainConfig(const passes::TrainingConfig &c) {
                "the global batch " + std::to_string(c.batchSize) +
                    " does not split evenly over dp=" + std::to_string(c.dataParallel()) +
                    " ranks (use a multiple of " + std::to_string(c.dataParallel()) + ")");
+  if (c.mesh.pp > 1 && c.batchSize % (c.mesh.dp * c.mesh.microbatches) != 0)
+    return bad("--batch-size",
+               "the global batch " + std::to_string(c.batchSize) + " does not split evenly into " +
+                   std::to_string(c.mesh.microbatches) + " micro-batches on each of dp=" +
+                   std::to_string(c.mesh.dp) + " replicas (use a multiple of " +
+                   std::to_string(c.mesh.dp * c.mesh.microbatches) + ")");
   if (!finite(c.bucketMb) || c.bucketMb <= 0 || c.bucketMb > 65536)
     return bad("--bucket-mb", "must be in (0, 65536] MiB, got " + std::to_string(c.bucketMb));
   if (c.syncBatchNorm && c.dataParallel() == 0)
@@ -309,10 +315,16 @@ Status runPipeline(ir::Graph &graph, passes::TrainingConfig &cfg, passes::Traini
   ctx.training = &cfg;
   ctx.trainingState = &state;
   Status result = Status::ok();
-  std::vector<const char *> pipeline = {"training-mode", "attach-loss", "autodiff"};
-  if (cfg.dataParallel() > 0)
+  std::vector<const char *> pipeline = {"training-mode", "attach-loss"};
+  if (cfg.mesh.pp > 1)
+    pipeline.push_back("pipeline");
+  pipeline.push_back("autodiff");
+  // A pipeline without data parallelism (dp=1) needs no gradient all-reduce.
+  if (cfg.dataParallel() > 0 && (cfg.mesh.pp == 1 || cfg.mesh.dp > 1))
     pipeline.push_back("data-parallel");
   pipeline.push_back("optimizer");
+  if (cfg.mesh.pp > 1)
+    pipeline.push_back("pipeline-comm");
   for (const char *name : pipeline) {
     std::unique_ptr<passes::Pass> p = passes::createPassByName(name);
     if (!p) {

@@ -302,6 +302,28 @@ Node *Graph::findNode(const std::string &name) const {
   return it == nodeByName_.end() ? nullptr : it->second;
 }
 
+Status Graph::reorderNodes(const std::vector<Node *> &order) {
+  if (order.size() != nodes_.size())
+    return Status::error("reorder", "lists " + std::to_string(order.size()) + " of " +
+                                        std::to_string(nodes_.size()) + " nodes");
+  std::unordered_set<const Node *> placed;
+  for (Node *n : order) {
+    if (!n || &n->graph() != this || placed.count(n))
+      return Status::error("reorder", n ? n->where() + " is listed twice or is not in the graph"
+                                        : std::string("lists a null node"));
+    for (Value *v : n->inputs())
+      if (v && v->producer() && !placed.count(v->producer()))
+        return Status::error(n->where(), "comes before the producer of its input '" +
+                                             v->name() + "'");
+    placed.insert(n);
+  }
+  std::list<std::unique_ptr<Node>> reordered;
+  for (Node *n : order)
+    reordered.splice(reordered.end(), nodes_, n->self_);
+  nodes_.swap(reordered);
+  return Status::ok();
+}
+
 Status Graph::topologicalSort() {
   // Kahn's algorithm; among ready nodes the one earliest in the current order goes first, so
   // an already sorted list is unchanged.

@@ -132,6 +132,10 @@ public:
   void setPhase(Phase p) { phase_ = p; }
   int stage() const { return stage_; }
   void setStage(int s) { stage_ = s; }
+  /// Pipeline micro-batch whose forward or backward pass this node belongs to; -1 for nodes
+  /// that run once per step (or before the pipeline pass).
+  int microBatch() const { return microBatch_; }
+  void setMicroBatch(int m) { microBatch_ = m; }
   int placement() const { return placement_; }
   void setPlacement(int p) { placement_ = p; }
   const std::vector<Sharding> &sharding() const { return sharding_; }
@@ -154,6 +158,7 @@ private:
   std::map<std::string, Attribute> attrs_;
   Phase phase_ = Phase::kForward;
   int stage_ = -1;
+  int microBatch_ = -1;
   int placement_ = -1;
   std::vector<Sharding> sharding_;
   std::list<std::unique_ptr<Node>>::iterator self_;
@@ -240,6 +245,10 @@ public:
   /// Sorts nodes topologically (stable: keeps the given order where it is already valid).
   /// Errors on a cycle, naming a node on it.
   Status topologicalSort();
+  /// Puts the nodes in `order`, which must hold every node once and be topological (each node
+  /// after the producers of its inputs); otherwise an error naming the first offending node, and
+  /// the graph is unchanged. Pipelines use it to lay out each stage's schedule.
+  Status reorderNodes(const std::vector<Node *> &order);
   std::string uniqueNodeName(const std::string &base) const;
 
 private:

@@ -96,6 +96,8 @@ std::string printNode(const Node &n) {
     ann += std::string(" phase=") + phaseName(n.phase());
   if (n.stage() >= 0)
     ann += " stage=" + std::to_string(n.stage());
+  if (n.microBatch() >= 0)
+    ann += " microbatch=" + std::to_string(n.microBatch());
   if (n.placement() >= 0)
     ann += " placement=" + std::to_string(n.placement());
   if (!n.sharding().empty()) {

@@ -31,7 +31,9 @@ Status fillTraining(Plan &plan, RankProgram &program, const ir::Graph &graph,
   hp->set_grad_accum_steps(cfg.gradAccumSteps);
   hp->set_freeze(cfg.freeze);
   Training *t = program.mutable_training();
-  t->set_loss_output(st.loss->name());
+  // Pipelines: only the last stage computes the loss (and the prediction, and reads labels).
+  if (st.loss)
+    t->set_loss_output(st.loss->name());
   if (st.prediction)
     t->set_prediction_output(st.prediction->name());
   if (st.label)

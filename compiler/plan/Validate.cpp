@@ -359,7 +359,8 @@ Status checkTraining(const Plan &plan, const RankProgram &r) {
   for (const Binding &b : r.outputs())
     hasLoss = hasLoss || (b.name() == t.loss_output() && bufferOk(b.buffer()) &&
                           r.buffers(b.buffer()).dtype() == static_cast<int32_t>(ir::DType::kFloat32));
-  if (!hasLoss)
+  // A pipeline's loss is computed by its last stage only (checked per rank in checkPlan).
+  if (!hasLoss && !(t.loss_output().empty() && plan.mesh().pp() > 1))
     return Status::error("loss output " + q(t.loss_output()) + " is not a f32 output binding");
   if (!t.prediction_output().empty()) {
     bool found = false;
@@ -538,6 +539,11 @@ Status checkPlan(const Plan &plan, const KernelCheck &kernelCheck) {
         return Status::error(where, "has two " + group.axis() + " groups");
     }
     const RankProgram &r = plan.programs(ri.program());
+    if (plan.mode() == MODE_TRAINING && meshSet &&
+        r.training().loss_output().empty() != (ri.pp() + 1 < mesh.pp()))
+      return Status::error(where, ri.pp() + 1 < mesh.pp()
+                                      ? "computes a loss but is not the pipeline's last stage"
+                                      : "is the last pipeline stage but computes no loss");
     for (int k = 0; k < r.instructions_size(); ++k) {
       if (!r.instructions(k).has_collective())
         continue;

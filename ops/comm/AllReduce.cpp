@@ -9,7 +9,7 @@
 namespace dtc::ops {
 
 bool isCollectiveOp(const std::string &domain, const std::string &op) {
-  return domain == ir::kDtcDomain && op == "AllReduce";
+  return domain == ir::kDtcDomain && (op == "AllReduce" || op == "Send" || op == "Recv");
 }
 
 /// AllReduce(X1..Xk) -> (Y1..Yk): Yi = the reduction over the group of Xi (same type).

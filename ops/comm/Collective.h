@@ -2,12 +2,16 @@
 // the plan rather than kernel calls.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace dtc::ops {
 
-/// True for ops lowered to plan Collective instructions (ai.dtc.AllReduce), which have no CPU
-/// kernel.
+/// The largest Send/Recv tag: MPI guarantees tags up to 32767 (MPI_TAG_UB).
+inline constexpr int64_t kMaxTransferTag = 32767;
+
+/// True for ops lowered to plan Collective instructions (ai.dtc.AllReduce, Send, Recv), which
+/// have no CPU kernel.
 bool isCollectiveOp(const std::string &domain, const std::string &op);
 
 } // namespace dtc::ops

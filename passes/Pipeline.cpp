@@ -1,0 +1,510 @@
+// Pipeline model parallelism (--strategy pp=S[,microbatches=M,schedule=gpipe|1f1b]; DESIGN.md
+// section 6), in two passes around autodiff:
+//
+// pipeline (after attach-loss, before autodiff): splits each rank's batch into M micro-batches
+// and unrolls the forward graph once per micro-batch (GPipe, Huang et al. 2019): every data input
+// x[M*b, ...] is cut by M Slice nodes, clone k of the forward graph computes micro-batch k, the
+// loss is the mean of the M micro-batch losses (so autodiff sums each parameter's M gradient
+// parts with weight 1/M: the gradient of the mean loss over the rank's batch) and the prediction
+// is their concatenation. Running statistics chain from one micro-batch to the next, as
+// single-device training with --grad-accum-steps M updates them. The forward nodes are cut into
+// S contiguous stages of the topological order balanced by estimated time (ops/Cost.h); the loss
+// falls on the last stage. Autodiff then puts every backward node on its forward node's stage
+// and micro-batch (ops/Gradient.cpp).
+//
+// pipeline-comm (after optimizer): places the remaining nodes (optimizer updates, gradient
+// all-reduces) on the stage of their inputs, checks that every parameter and state lives on one
+// stage, replaces every value that crosses from stage s to stage t by an ai.dtc.Send on s and an
+// ai.dtc.Recv on t (one per value and consuming stage, activations forward and their gradients
+// backward; a skip connection goes straight to its consumer), and orders each stage's nodes by
+// its schedule (passes/PipelineSchedule.h): the forward (F) and backward (B) blocks of the
+// micro-batches in GPipe or 1F1B order, receives at the start of their block, sends right after
+// their producer, per-step nodes (sums over micro-batches) as soon as they are ready, the
+// optimizer last. The node list becomes stage 0's schedule, then stage 1's, and so on; lowering
+// (compiler/plan) turns each stage into one program. A simulation of the stages' orders (each
+// receive waits for its send) rejects a deadlock.
+#include "ops/Cost.h"
+#include "ops/OpDef.h"
+#include "ops/comm/Collective.h"
+#include "passes/Pass.h"
+#include "passes/Passes.h"
+#include "passes/PipelineSchedule.h"
+
+#include <algorithm>
+#include <map>
+#include <queue>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace dtc::passes {
+namespace {
+
+bool isRuntimeFed(const ir::Value *v) {
+  return v->name() == kLrInput || v->name() == kStepInput || v->name() == kRngInput;
+}
+
+/// Estimated time of a node in arbitrary units, for balancing: the larger of its FLOPs and 8x
+/// its bytes moved (a roofline with a machine balance of 8 FLOPs per byte, typical of CPUs), so
+/// memory-bound ops count too. Nodes whose cost is unknown count as 1.
+double estimatedTime(const ir::Node &n) {
+  auto c = ops::nodeCost(n);
+  if (!c)
+    return 1;
+  return std::max(1.0, std::max(c->flops, 8 * c->bytes()));
+}
+
+ir::Value *int64Constant(ir::Graph &g, const std::string &base, std::vector<int64_t> values) {
+  const std::string name = g.uniqueName(base);
+  const int64_t n = static_cast<int64_t>(values.size());
+  return g.addConstant(name, ir::TensorData::fromInt64s(name, {n}, std::move(values)));
+}
+
+class PipelinePass : public Pass {
+public:
+  std::string name() const override { return "pipeline"; }
+  std::string description() const override {
+    return "pipeline parallelism: unroll the forward graph over the micro-batches and cut it "
+           "into balanced stages";
+  }
+
+  Status run(ir::Graph &graph, PassContext &ctx) override {
+    if (!ctx.training || !ctx.trainingState || !ctx.trainingState->loss)
+      return Status::error("pipeline", "needs a training compilation with a loss (attach-loss "
+                                       "runs first)");
+    const Mesh &mesh = ctx.training->mesh;
+    if (mesh.pp <= 1)
+      return Status::ok();
+    TrainingState &st = *ctx.trainingState;
+    if (!st.gradients.empty() || st.optimizerBegin)
+      return Status::error("pipeline", "must run before autodiff");
+    graph_ = &graph;
+    diags_ = &ctx.diags;
+    const std::vector<ir::Node *> forward = graph.nodes();
+    DTC_RETURN_IF_ERROR(assignStages(forward, mesh.pp));
+    for (ir::Node *n : forward)
+      n->setMicroBatch(0);
+    if (mesh.microbatches > 1)
+      DTC_RETURN_IF_ERROR(unroll(forward, st, mesh.microbatches, mesh.pp - 1));
+    return Status::ok();
+  }
+
+private:
+  /// Cuts the forward nodes (topological order) into `stages` contiguous parts balanced by
+  /// estimated time.
+  Status assignStages(const std::vector<ir::Node *> &forward, int64_t stages) {
+    std::vector<double> costs;
+    for (const ir::Node *n : forward)
+      costs.push_back(estimatedTime(*n));
+    auto firsts = balanceStages(costs, stages);
+    if (!firsts)
+      return Status::error("--strategy pp=" + std::to_string(stages),
+                           "the model has " + std::to_string(forward.size()) +
+                               " forward nodes: " + firsts.status().message());
+    for (size_t s = 0; s < firsts->size(); ++s) {
+      const size_t end = s + 1 < firsts->size() ? (*firsts)[s + 1] : forward.size();
+      for (size_t i = (*firsts)[s]; i < end; ++i)
+        forward[i]->setStage(static_cast<int>(s));
+    }
+    return Status::ok();
+  }
+
+  /// The forward nodes become micro-batch 0; clones 1..M-1 follow; data inputs grow to M
+  /// micro-batches and are sliced; loss and prediction combine the clones' (on `lastStage`).
+  Status unroll(const std::vector<ir::Node *> &forward, TrainingState &st, int64_t M,
+                int lastStage) {
+    ir::Graph &g = *graph_;
+    // Data inputs: x[b, ...] becomes x[M*b, ...]; slice k feeds clone k.
+    std::vector<std::pair<ir::Value *, std::vector<ir::Value *>>> slices;
+    ir::Node *front = forward.empty() ? nullptr : forward.front();
+    for (ir::Value *x : std::vector<ir::Value *>(g.inputs())) {
+      if (x->isInitializer() || isRuntimeFed(x) || !x->hasUses())
+        continue;
+      if (!x->shape().isStatic() || x->shape().rank() < 1)
+        return Status::error("input '" + x->name() + "'",
+                             "has type " + x->type().str() +
+                                 "; pipeline micro-batches split a static batch axis 0");
+      std::vector<int64_t> dims = x->shape().staticSizes();
+      const int64_t b = dims[0];
+      const std::vector<ir::Use> uses = x->uses();
+      dims[0] = b * M;
+      x->setType(ir::TensorType{x->dtype(), ir::Shape::ofStatic(dims)});
+      std::vector<ir::Value *> parts;
+      for (int64_t k = 0; k < M; ++k) {
+        const std::string name = g.uniqueName(x->name() + "/microbatch" + std::to_string(k));
+        std::vector<ir::Value *> ins = {x, int64Constant(g, name + "/starts", {k * b}),
+                                        int64Constant(g, name + "/ends", {(k + 1) * b}),
+                                        int64Constant(g, name + "/axes", {0})};
+        ir::Node *s = front ? g.insertNodeBefore(front, "Slice", ins, {name}, "", name)
+                            : g.addNode("Slice", ins, {name}, "", name);
+        s->setMicroBatch(static_cast<int>(k));
+        int stage = lastStage;
+        for (const ir::Use &u : uses)
+          stage = std::min(stage, u.node->stage());
+        s->setStage(stage);
+        DTC_RETURN_IF_ERROR(ops::inferNode(*s, *diags_));
+        parts.push_back(s->output(0));
+      }
+      for (const ir::Use &u : uses)
+        u.node->setInput(u.inputIndex, parts[0]);
+      slices.emplace_back(x, std::move(parts));
+    }
+
+    std::vector<ir::Value *> losses = {st.loss}, predictions = {st.prediction};
+    std::unordered_map<const ir::Value *, ir::Value *> previous; // clone k-1's values
+    for (const ir::Node *n : forward)
+      for (ir::Value *o : n->outputs())
+        if (o)
+          previous[o] = o;
+    for (int64_t k = 1; k < M; ++k) {
+      const std::string suffix = "/microbatch" + std::to_string(k);
+      std::unordered_map<const ir::Value *, ir::Value *> map;
+      for (auto &[x, parts] : slices)
+        map[parts[0]] = parts[static_cast<size_t>(k)];
+      // Running statistics: micro-batch k reads what micro-batch k-1 left.
+      for (const StateUpdate &u : st.updates)
+        map[u.state] = previous.at(u.next);
+      std::unordered_map<const ir::Value *, ir::Value *> mine;
+      for (const ir::Node *n : forward) {
+        std::vector<ir::Value *> ins;
+        for (ir::Value *v : n->inputs()) {
+          auto it = v ? map.find(v) : map.end();
+          ins.push_back(it != map.end() ? it->second : v);
+        }
+        std::vector<std::string> outs;
+        for (const ir::Value *o : n->outputs())
+          outs.push_back(o ? g.uniqueName(o->name() + suffix) : "");
+        ir::Node *c = g.addNode(n->opType(), ins, outs, n->domain(),
+                                g.uniqueNodeName(n->name() + suffix));
+        for (const auto &[key, a] : n->attributes())
+          c->setAttr(key, a);
+        c->setPhase(n->phase());
+        c->setStage(n->stage());
+        c->setMicroBatch(static_cast<int>(k));
+        for (size_t i = 0; i < n->numOutputs(); ++i)
+          if (n->output(i)) {
+            c->output(i)->setType(n->output(i)->type());
+            map[n->output(i)] = c->output(i);
+            mine[n->output(i)] = c->output(i);
+          }
+      }
+      losses.push_back(map.at(st.loss));
+      if (st.prediction)
+        predictions.push_back(map.at(st.prediction));
+      previous = std::move(mine);
+    }
+    for (StateUpdate &u : st.updates)
+      u.next = previous.at(u.next);
+
+    // loss = (l_0 + ... + l_{M-1}) * (1/M), on the last stage, once per step.
+    auto stepNode = [&](const std::string &op, const std::vector<ir::Value *> &ins,
+                        const std::string &base) -> Expected<ir::Node *> {
+      const std::string name = g.uniqueName(base);
+      ir::Node *n = g.addNode(op, ins, {name}, "", name);
+      n->setStage(lastStage);
+      DTC_RETURN_IF_ERROR(ops::inferNode(*n, *diags_));
+      return n;
+    };
+    if (st.loss->dtype() != ir::DType::kFloat32)
+      return Status::error("loss '" + st.loss->name() + "'",
+                           "is " + st.loss->type().str() + "; pipelines average f32 losses");
+    ir::Value *sum = losses[0];
+    for (size_t k = 1; k < losses.size(); ++k) {
+      DTC_ASSIGN_OR_RETURN(ir::Node * add, stepNode("Add", {sum, losses[k]}, "pipeline/loss_sum"));
+      sum = add->output(0);
+    }
+    const std::string invName = g.uniqueName("pipeline/inverse_microbatches");
+    ir::Value *inv = g.addConstant(
+        invName, ir::TensorData::fromFloats(invName, {}, {1.f / static_cast<float>(M)}));
+    DTC_ASSIGN_OR_RETURN(ir::Node * mean, stepNode("Mul", {sum, inv}, "pipeline/loss"));
+    ir::Value *prediction = nullptr;
+    if (st.prediction && st.prediction->shape().rank() >= 1) {
+      DTC_ASSIGN_OR_RETURN(ir::Node * cat,
+                           stepNode("Concat", predictions, "pipeline/prediction"));
+      cat->setAttr("axis", ir::Attribute(int64_t{0}));
+      DTC_RETURN_IF_ERROR(ops::inferNode(*cat, *diags_));
+      prediction = cat->output(0);
+    }
+    std::vector<ir::Value *> outputs;
+    for (ir::Value *o : g.outputs()) {
+      if (o == st.loss)
+        outputs.push_back(mean->output(0));
+      else if (o == st.prediction && prediction)
+        outputs.push_back(prediction);
+      else if (o != st.prediction)
+        return Status::error("output '" + o->name() + "'",
+                             "pipelines combine the loss and the prediction over the "
+                             "micro-batches, not other outputs");
+    }
+    g.setOutputs(outputs);
+    st.loss = mean->output(0);
+    st.prediction = prediction;
+    return Status::ok();
+  }
+
+  ir::Graph *graph_ = nullptr;
+  Diagnostics *diags_ = nullptr;
+};
+
+class PipelineCommPass : public Pass {
+public:
+  std::string name() const override { return "pipeline-comm"; }
+  std::string description() const override {
+    return "pipeline parallelism: send/recv where values cross stages, each stage's nodes in "
+           "its schedule's order, deadlock check";
+  }
+
+  Status run(ir::Graph &graph, PassContext &ctx) override {
+    if (!ctx.training || !ctx.trainingState)
+      return Status::error("pipeline-comm", "runs on training graphs only (after optimizer)");
+    const Mesh &mesh = ctx.training->mesh;
+    if (mesh.pp <= 1)
+      return Status::ok();
+    const int S = static_cast<int>(mesh.pp);
+    DTC_RETURN_IF_ERROR(placeRemaining(graph, S));
+    DTC_RETURN_IF_ERROR(checkResidence(graph, *ctx.trainingState));
+    DTC_RETURN_IF_ERROR(insertTransfers(graph, S, ctx.diags));
+    const PipelineScheduleTable table =
+        makePipelineSchedule(mesh.schedule, mesh.pp, mesh.microbatches);
+    DTC_ASSIGN_OR_RETURN(auto orders, scheduleStages(graph, S, table));
+    DTC_RETURN_IF_ERROR(checkNoDeadlock(orders));
+    std::vector<ir::Node *> all;
+    for (const auto &o : orders)
+      all.insert(all.end(), o.begin(), o.end());
+    return graph.reorderNodes(all);
+  }
+
+private:
+  /// Nodes added after the pipeline pass without a stage (optimizer updates, all-reduces) go to
+  /// the latest stage among their inputs' producers, or else to the stage of the nodes that use
+  /// their initializer inputs.
+  static Status placeRemaining(ir::Graph &graph, int S) {
+    for (ir::Node *n : graph.nodes()) {
+      if (n->stage() >= 0)
+        continue;
+      int s = -1;
+      for (const ir::Value *v : n->inputs())
+        if (v && v->producer() && v->producer()->stage() >= 0)
+          s = std::max(s, v->producer()->stage());
+      if (s < 0)
+        for (const ir::Value *v : n->inputs())
+          if (v && v->isInitializer())
+            for (const ir::Use &u : v->uses())
+              if (u.node->stage() >= 0)
+                s = std::max(s, u.node->stage());
+      if (s < 0)
+        s = S - 1; // reads only runtime inputs and constants
+      n->setStage(s);
+    }
+    return Status::ok();
+  }
+
+  /// A parameter, optimizer state or running statistic is stored on one stage: every node that
+  /// reads it runs there.
+  static Status checkResidence(const ir::Graph &graph, const TrainingState &st) {
+    for (const ir::Value *v : graph.initializers()) {
+      if (!v->isParameter())
+        continue;
+      std::set<int> stages;
+      std::string where;
+      for (const ir::Use &u : v->uses())
+        if (stages.insert(u.node->stage()).second)
+          where += (where.empty() ? "" : ", ") + std::string("stage ") +
+                   std::to_string(u.node->stage()) + " ('" + u.node->name() + "')";
+      if (stages.size() > 1)
+        return Status::error("parameter '" + v->name() + "'",
+                             "is used on several pipeline stages: " + where +
+                                 "; tied weights across stages are not supported yet (cut "
+                                 "elsewhere, or use fewer stages)");
+    }
+    (void)st;
+    return Status::ok();
+  }
+
+  /// Send on the producer's stage, Recv on each other consuming stage; graph outputs are read on
+  /// the last stage.
+  static Status insertTransfers(ir::Graph &graph, int S, Diagnostics &diags) {
+    int64_t tag = 0;
+    const std::unordered_set<const ir::Value *> outputs(graph.outputs().begin(),
+                                                        graph.outputs().end());
+    for (ir::Node *n : graph.nodes()) {
+      if (ops::isCollectiveOp(n->domain(), n->opType()) &&
+          (n->opType() == "Send" || n->opType() == "Recv"))
+        continue;
+      for (ir::Value *v : n->outputs()) {
+        if (!v)
+          continue;
+        std::map<int, std::vector<ir::Use>> byStage;
+        for (const ir::Use &u : v->uses())
+          if (u.node->stage() != n->stage())
+            byStage[u.node->stage()].push_back(u);
+        const bool output = outputs.count(v) && n->stage() != S - 1;
+        if (output && !byStage.count(S - 1))
+          byStage[S - 1];
+        for (auto &[t, uses] : byStage) {
+          if (tag > ops::kMaxTransferTag)
+            return Status::error("pipeline", "more than " +
+                                                 std::to_string(ops::kMaxTransferTag + 1) +
+                                                 " values cross stages (the tag limit)");
+          if (!v->shape().isStatic())
+            return Status::error("value '" + v->name() + "'",
+                                 "crosses from stage " + std::to_string(n->stage()) +
+                                     " to stage " + std::to_string(t) +
+                                     " without a static shape");
+          const std::string base = v->name() + "/to_stage" + std::to_string(t);
+          ir::Node *send = graph.addNode("Send", {v}, {}, ir::kDtcDomain,
+                                         graph.uniqueNodeName(base + "/Send"));
+          const std::string recvName = graph.uniqueName(v->name() + "/recv" + std::to_string(t));
+          ir::Node *recv = graph.addNode("Recv", {}, {recvName}, ir::kDtcDomain,
+                                         graph.uniqueNodeName(base + "/Recv"));
+          for (ir::Node *x : {send, recv}) {
+            x->setPhase(n->phase());
+            x->setMicroBatch(n->microBatch());
+            x->setAttr("tag", ir::Attribute(tag));
+          }
+          send->setStage(n->stage());
+          send->setAttr("peer", ir::Attribute(static_cast<int64_t>(t)));
+          recv->setStage(t);
+          recv->setAttr("peer", ir::Attribute(static_cast<int64_t>(n->stage())));
+          recv->setAttr("dtype", ir::Attribute(static_cast<int64_t>(v->dtype())));
+          recv->setAttr("shape", ir::Attribute(v->shape().staticSizes()));
+          DTC_RETURN_IF_ERROR(ops::inferNode(*send, diags));
+          DTC_RETURN_IF_ERROR(ops::inferNode(*recv, diags));
+          for (const ir::Use &u : uses)
+            u.node->setInput(u.inputIndex, recv->output(0));
+          if (output && t == S - 1) {
+            std::vector<ir::Value *> outs = graph.outputs();
+            for (ir::Value *&o : outs)
+              if (o == v)
+                o = recv->output(0);
+            graph.setOutputs(outs);
+          }
+          ++tag;
+        }
+      }
+    }
+    return Status::ok();
+  }
+
+  /// Each stage's nodes in its schedule's order (list scheduling: among the nodes whose
+  /// same-stage producers are placed, the one of the earliest block first; ties: sends first,
+  /// then the current order).
+  static Expected<std::vector<std::vector<ir::Node *>>>
+  scheduleStages(const ir::Graph &graph, int S, const PipelineScheduleTable &table) {
+    const std::vector<ir::Node *> nodes = graph.nodes();
+    std::vector<std::vector<ir::Node *>> orders(static_cast<size_t>(S));
+    struct Key {
+      int64_t block;
+      int send;
+      size_t position;
+      bool operator>(const Key &o) const {
+        return std::tie(block, send, position) > std::tie(o.block, o.send, o.position);
+      }
+    };
+    constexpr int64_t kLast = 1 << 30;
+    std::unordered_map<const ir::Node *, Key> key;
+    std::unordered_map<const ir::Node *, size_t> pending;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const ir::Node *n = nodes[i];
+      if (n->stage() < 0 || n->stage() >= S)
+        return Status::error(n->where(), "has no pipeline stage");
+      int64_t block = -1;
+      if (n->phase() == ir::Phase::kOptimizer) {
+        block = kLast;
+      } else if (n->microBatch() >= 0) {
+        const PipelineOp want{n->phase() == ir::Phase::kForward ? PipelineOp::kForward
+                                                                : PipelineOp::kBackward,
+                              n->microBatch()};
+        const auto &slots = table[static_cast<size_t>(n->stage())];
+        auto it = std::find(slots.begin(), slots.end(), want);
+        if (it == slots.end())
+          return Status::error(n->where(), "its pass " + pipelineOpText(want) +
+                                               " is not in stage " + std::to_string(n->stage()) +
+                                               "'s schedule");
+        block = it - slots.begin();
+      }
+      key[n] = Key{block, n->opType() == "Send" ? 0 : 1, i};
+      std::unordered_set<const ir::Node *> producers;
+      for (const ir::Value *v : n->inputs())
+        if (v && v->producer())
+          producers.insert(v->producer());
+      pending[n] = producers.size();
+    }
+    using Entry = std::pair<Key, const ir::Node *>;
+    auto cmp = [](const Entry &a, const Entry &b) { return a.first > b.first; };
+    std::vector<std::priority_queue<Entry, std::vector<Entry>, decltype(cmp)>> ready(
+        static_cast<size_t>(S), std::priority_queue<Entry, std::vector<Entry>, decltype(cmp)>(cmp));
+    for (const ir::Node *n : nodes)
+      if (pending[n] == 0)
+        ready[static_cast<size_t>(n->stage())].push({key[n], n});
+    for (int s = 0; s < S; ++s) {
+      auto &q = ready[static_cast<size_t>(s)];
+      while (!q.empty()) {
+        const ir::Node *n = q.top().second;
+        q.pop();
+        orders[static_cast<size_t>(s)].push_back(const_cast<ir::Node *>(n));
+        std::unordered_set<const ir::Node *> consumers;
+        for (const ir::Value *out : n->outputs())
+          if (out)
+            for (const ir::Use &u : out->uses())
+              consumers.insert(u.node);
+        for (const ir::Node *c : consumers)
+          if (--pending[c] == 0) {
+            if (c->stage() != s)
+              return Status::error(c->where(), "reads a value of stage " + std::to_string(s) +
+                                                   " without a transfer");
+            q.push({key[c], c});
+          }
+      }
+    }
+    size_t placed = 0;
+    for (const auto &o : orders)
+      placed += o.size();
+    if (placed != nodes.size())
+      return Status::error("pipeline", "the graph has a cycle");
+    return orders;
+  }
+
+  /// Runs the stages' orders as the runtime would (a send never blocks, a receive waits for its
+  /// send); an error names what every blocked stage waits for.
+  static Status checkNoDeadlock(const std::vector<std::vector<ir::Node *>> &orders) {
+    std::set<int64_t> sent;
+    std::vector<size_t> next(orders.size(), 0);
+    size_t remaining = 0;
+    for (const auto &o : orders)
+      remaining += o.size();
+    while (remaining > 0) {
+      bool progressed = false;
+      for (size_t s = 0; s < orders.size(); ++s)
+        while (next[s] < orders[s].size()) {
+          const ir::Node *n = orders[s][next[s]];
+          if (n->opType() == "Recv" && !sent.count(n->attrInt("tag", -1)))
+            break;
+          if (n->opType() == "Send")
+            sent.insert(n->attrInt("tag", -1));
+          ++next[s];
+          --remaining;
+          progressed = true;
+        }
+      if (!progressed) {
+        std::string what;
+        for (size_t s = 0; s < orders.size(); ++s)
+          if (next[s] < orders[s].size()) {
+            const ir::Node *n = orders[s][next[s]];
+            what += (what.empty() ? "" : "; ") + std::string("stage ") + std::to_string(s) +
+                    " waits at '" + n->name() + "' for stage " +
+                    std::to_string(n->attrInt("peer", -1));
+          }
+        return Status::error("pipeline schedule", "deadlocks: " + what);
+      }
+    }
+    return Status::ok();
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createPipelinePass() { return std::make_unique<PipelinePass>(); }
+std::unique_ptr<Pass> createPipelineCommPass() { return std::make_unique<PipelineCommPass>(); }
+
+} // namespace dtc::passes
