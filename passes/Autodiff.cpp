@@ -6,6 +6,7 @@
 #include "ops/OpDef.h"
 #include "passes/Passes.h"
 
+#include <algorithm>
 #include <regex>
 #include <unordered_map>
 #include <unordered_set>
@@ -45,9 +46,9 @@ std::string pathTo(const ir::Node &target, const std::unordered_set<const ir::Va
 
 } // namespace
 
-Expected<std::vector<ir::Value *>> buildGradients(ir::Graph &graph, ir::Value *loss,
-                                                  const std::vector<ir::Value *> &wrt,
-                                                  Diagnostics &diags) {
+Expected<std::vector<ir::Value *>>
+buildGradients(ir::Graph &graph, ir::Value *loss, const std::vector<ir::Value *> &wrt,
+               Diagnostics &diags, const std::unordered_set<const ir::Value *> &stop) {
   if (!loss || !ir::isFloat(loss->dtype()) || !loss->shape().isStatic())
     return Status::error("autodiff", "the loss '" + (loss ? loss->name() : std::string("?")) +
                                          "' must be a float tensor with a static shape");
@@ -62,7 +63,7 @@ Expected<std::vector<ir::Value *>> buildGradients(ir::Graph &graph, ir::Value *l
       any = any || (in && varying.count(in));
     if (any)
       for (const ir::Value *out : n->outputs())
-        if (out && ir::isFloat(out->dtype()))
+        if (out && ir::isFloat(out->dtype()) && !stop.count(out))
           varying.insert(out);
   }
   std::unordered_set<const ir::Value *> useful{loss};
@@ -95,10 +96,17 @@ Expected<std::vector<ir::Value *>> buildGradients(ir::Graph &graph, ir::Value *l
     std::stable_sort(parts.begin(), parts.end(), [&](const ir::Value *a, const ir::Value *b) {
       return microBatchOf(a) < microBatchOf(b);
     });
+    // Parts all computed on one stage are summed there (one transfer of the sum); parts of
+    // several stages meet on the producer's.
     int stage = v->producer() ? v->producer()->stage() : -1;
     if (!v->producer())
       for (const ir::Use &u : v->uses())
         stage = std::max(stage, u.node->stage());
+    auto stageOf = [](const ir::Value *p) { return p->producer() ? p->producer()->stage() : -1; };
+    if (std::all_of(parts.begin(), parts.end(),
+                    [&](const ir::Value *p) { return stageOf(p) == stageOf(parts[0]); }) &&
+        stageOf(parts[0]) >= 0)
+      stage = stageOf(parts[0]);
     ir::Value *sum = parts[0];
     for (size_t i = 1; i < parts.size(); ++i) {
       const std::string name = graph.uniqueName(v->name() + "/grad_sum");
@@ -218,7 +226,19 @@ public:
         continue;
       st.parameters.push_back(v);
     }
-    DTC_ASSIGN_OR_RETURN(st.gradients, buildGradients(graph, st.loss, st.parameters, ctx.diags));
+    // New values of running statistics carry no gradient (they are state, updated outside the
+    // differentiated computation, as under torch.no_grad).
+    std::unordered_set<const ir::Value *> stop;
+    for (const StateUpdate &u : st.updates)
+      stop.insert(u.next);
+    // A pipeline's micro-batch k reads micro-batch k-1's: those carry none either.
+    for (const ir::Node *n : graph.nodes())
+      if (n->domain() == ir::kDtcDomain && n->opType() == "BatchNormTraining")
+        for (size_t o = 1; o <= 2 && o < n->numOutputs(); ++o) // running mean and variance
+          if (n->output(o))
+            stop.insert(n->output(o));
+    DTC_ASSIGN_OR_RETURN(st.gradients,
+                         buildGradients(graph, st.loss, st.parameters, ctx.diags, stop));
     for (size_t i = 0; i < st.parameters.size(); ++i)
       if (!st.gradients[i])
         ctx.diags.warning("parameter '" + st.parameters[i]->name() + "'",

@@ -7,6 +7,7 @@
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Status.h"
 
+#include <unordered_set>
 #include <vector>
 
 namespace dtc::passes {
@@ -19,8 +20,10 @@ namespace dtc::passes {
 /// Errors: a differentiable path through an op without a rule ("node 'x' (Op): no gradient
 /// rule; the loss depends on 'w' through it: w -> a (Conv) -> x (Op)"), a rule that leaves a
 /// needed input without a gradient, or one whose gradient has the wrong type.
-Expected<std::vector<ir::Value *>> buildGradients(ir::Graph &graph, ir::Value *loss,
-                                                  const std::vector<ir::Value *> &wrt,
-                                                  Diagnostics &diags);
+/// Values in `stop` carry no gradient (torch.no_grad: running statistics a step computes, which
+/// a pipeline's next micro-batch reads).
+Expected<std::vector<ir::Value *>>
+buildGradients(ir::Graph &graph, ir::Value *loss, const std::vector<ir::Value *> &wrt,
+               Diagnostics &diags, const std::unordered_set<const ir::Value *> &stop = {});
 
 } // namespace dtc::passes

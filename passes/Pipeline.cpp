@@ -86,7 +86,7 @@ public:
       n->setMicroBatch(0);
     if (mesh.microbatches > 1)
       DTC_RETURN_IF_ERROR(unroll(forward, st, mesh.microbatches, mesh.pp - 1));
-    return Status::ok();
+    return shareTiedParameters();
   }
 
 private:
@@ -105,6 +105,42 @@ private:
       const size_t end = s + 1 < firsts->size() ? (*firsts)[s + 1] : forward.size();
       for (size_t i = (*firsts)[s]; i < end; ++i)
         forward[i]->setStage(static_cast<int>(s));
+    }
+    return Status::ok();
+  }
+
+  /// A parameter read on several stages (tied input and output embeddings) stays one tensor on
+  /// the first of them: the other stages read an Identity of it made there once per step (sent
+  /// to them), so autodiff sums every stage's gradient into the one parameter, which one
+  /// optimizer updates (single-copy semantics, as Megatron-LM's embedding group keeps them
+  /// equal by all-reducing their gradients).
+  Status shareTiedParameters() {
+    ir::Graph &g = *graph_;
+    for (ir::Value *p : g.initializers()) {
+      if (!p->isParameter())
+        continue;
+      int home = -1;
+      for (const ir::Use &u : p->uses())
+        home = home < 0 ? u.node->stage() : std::min(home, u.node->stage());
+      std::map<int, ir::Value *> copies;
+      for (const ir::Use &u : std::vector<ir::Use>(p->uses())) {
+        const int t = u.node->stage();
+        if (t == home)
+          continue;
+        if (!copies.count(t)) {
+          const std::string name = g.uniqueName(p->name() + "/for_stage" + std::to_string(t));
+          ir::Node *id = g.insertNodeBefore(u.node, "Identity", {p}, {name}, "", name);
+          id->setStage(home);
+          DTC_RETURN_IF_ERROR(ops::inferNode(*id, *diags_));
+          copies[t] = id->output(0);
+          diags_->note("parameter '" + p->name() + "'",
+                       "is used on pipeline stages " + std::to_string(home) + " and " +
+                           std::to_string(t) + ": it lives on stage " + std::to_string(home) +
+                           ", which sends it to stage " + std::to_string(t) +
+                           " once per step and receives its gradient");
+        }
+        u.node->setInput(u.inputIndex, copies.at(t));
+      }
     }
     return Status::ok();
   }
@@ -263,7 +299,7 @@ public:
     const int S = static_cast<int>(mesh.pp);
     DTC_RETURN_IF_ERROR(placeRemaining(graph, S));
     DTC_RETURN_IF_ERROR(checkResidence(graph, *ctx.trainingState));
-    DTC_RETURN_IF_ERROR(insertTransfers(graph, S, ctx.diags));
+    DTC_RETURN_IF_ERROR(insertTransfers(graph, S, *ctx.trainingState, ctx.diags));
     const PipelineScheduleTable table =
         makePipelineSchedule(mesh.schedule, mesh.pp, mesh.microbatches);
     DTC_ASSIGN_OR_RETURN(auto orders, scheduleStages(graph, S, table));
@@ -323,7 +359,7 @@ private:
 
   /// Send on the producer's stage, Recv on each other consuming stage; graph outputs are read on
   /// the last stage.
-  static Status insertTransfers(ir::Graph &graph, int S, Diagnostics &diags) {
+  static Status insertTransfers(ir::Graph &graph, int S, TrainingState &st, Diagnostics &diags) {
     int64_t tag = 0;
     const std::unordered_set<const ir::Value *> outputs(graph.outputs().begin(),
                                                         graph.outputs().end());
@@ -378,6 +414,9 @@ private:
               if (o == v)
                 o = recv->output(0);
             graph.setOutputs(outs);
+            for (ir::Value **p : {&st.loss, &st.prediction})
+              if (*p == v)
+                *p = recv->output(0);
           }
           ++tag;
         }
@@ -388,7 +427,9 @@ private:
 
   /// Each stage's nodes in its schedule's order (list scheduling: among the nodes whose
   /// same-stage producers are placed, the one of the earliest block first; ties: sends first,
-  /// then the current order).
+  /// then the current order). A receive of a micro-batch's block is posted at the block's start;
+  /// a receive of a per-step value (a gradient summed over the micro-batches) right before its
+  /// first reader, since it may arrive only after this stage's own blocks.
   static Expected<std::vector<std::vector<ir::Node *>>>
   scheduleStages(const ir::Graph &graph, int S, const PipelineScheduleTable &table) {
     const std::vector<ir::Node *> nodes = graph.nodes();
@@ -424,9 +465,14 @@ private:
         block = it - slots.begin();
       }
       key[n] = Key{block, n->opType() == "Send" ? 0 : 1, i};
+    }
+    auto lazy = [&](const ir::Node *n) {
+      return n->opType() == "Recv" && n->domain() == ir::kDtcDomain && key.at(n).block < 0;
+    };
+    for (const ir::Node *n : nodes) {
       std::unordered_set<const ir::Node *> producers;
       for (const ir::Value *v : n->inputs())
-        if (v && v->producer())
+        if (v && v->producer() && !lazy(v->producer()))
           producers.insert(v->producer());
       pending[n] = producers.size();
     }
@@ -435,13 +481,18 @@ private:
     std::vector<std::priority_queue<Entry, std::vector<Entry>, decltype(cmp)>> ready(
         static_cast<size_t>(S), std::priority_queue<Entry, std::vector<Entry>, decltype(cmp)>(cmp));
     for (const ir::Node *n : nodes)
-      if (pending[n] == 0)
+      if (pending[n] == 0 && !lazy(n))
         ready[static_cast<size_t>(n->stage())].push({key[n], n});
+    std::unordered_set<const ir::Node *> placedLazy;
     for (int s = 0; s < S; ++s) {
       auto &q = ready[static_cast<size_t>(s)];
       while (!q.empty()) {
         const ir::Node *n = q.top().second;
         q.pop();
+        for (const ir::Value *v : n->inputs())
+          if (v && v->producer() && lazy(v->producer()) &&
+              placedLazy.insert(v->producer()).second)
+            orders[static_cast<size_t>(s)].push_back(const_cast<ir::Node *>(v->producer()));
         orders[static_cast<size_t>(s)].push_back(const_cast<ir::Node *>(n));
         std::unordered_set<const ir::Node *> consumers;
         for (const ir::Value *out : n->outputs())
@@ -456,6 +507,10 @@ private:
             q.push({key[c], c});
           }
       }
+      // Receives nothing on the stage reads (graph outputs) end the stage.
+      for (const ir::Node *n : nodes)
+        if (n->stage() == s && lazy(n) && placedLazy.insert(n).second)
+          orders[static_cast<size_t>(s)].push_back(const_cast<ir::Node *>(n));
     }
     size_t placed = 0;
     for (const auto &o : orders)

@@ -938,7 +938,7 @@ Status train(plan::Plan plan, const TrainOptions &opts) {
   // Validated: a collective runs on one of the plan's groups.
   if ((plan.world_size() > 1 || plan.groups_size() > 0) && !opts.comm)
     return Status::error(opts.planPath.empty() ? "plan" : opts.planPath,
-                         "a data-parallel plan for " + std::to_string(plan.world_size()) +
+                         "a plan for " + std::to_string(plan.world_size()) +
                              " rank(s): start it with dtc-run --nproc " +
                              std::to_string(plan.world_size()) + " or mpirun -n " +
                              std::to_string(plan.world_size()) + " dtc-run ...");

@@ -228,7 +228,9 @@ Status MpiCommunicator::checkSameJob(const std::string &fingerprint, int planWor
   if (differing == 0 && r0.planWorldSize != r0.mpiSize)
     problems.push_back("the plan is for " + std::to_string(r0.planWorldSize) +
                        " ranks, the job has " + std::to_string(r0.mpiSize) +
-                       " (mpirun -n / dtc-run --nproc must match --strategy dp=N)");
+                       ": start it with dtc-run --nproc " + std::to_string(r0.planWorldSize) +
+                       " or mpirun -n " + std::to_string(r0.planWorldSize) +
+                       " (the world size of its --strategy, dp x pp x tp)");
   if (problems.empty())
     return Status::ok();
   std::string msg;

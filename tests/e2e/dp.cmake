@@ -13,3 +13,11 @@ add_test(NAME e2e_dp_faults
   COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/dp_train.py
           --build ${CMAKE_BINARY_DIR} --only faults)
 set_tests_properties(e2e_dp_faults PROPERTIES LABELS "e2e" TIMEOUT 300 RUN_SERIAL TRUE)
+# End-to-end pipeline parallelism (--strategy pp=S[,dp=D], dtc-run --nproc S*D): the equivalence
+# law against single-device training for every schedule and bundled model, checkpoints,
+# gradients and export gathered from every stage, errors and a killed stage. See
+# e2e/pp_train.py.
+add_test(NAME e2e_pp
+  COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/pp_train.py
+          --build ${CMAKE_BINARY_DIR})
+set_tests_properties(e2e_pp PROPERTIES LABELS "e2e" TIMEOUT 600 RUN_SERIAL TRUE)

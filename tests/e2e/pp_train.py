@@ -1,0 +1,336 @@
+#!/usr/bin/env python3
+"""End-to-end checks of pipeline parallelism (dtc-compile --strategy pp=S,microbatches=M,
+schedule=gpipe|1f1b, alone and with dp=D; dtc-run --nproc S*D).
+
+Groups (--only takes a comma-separated subset; all by default):
+  equivalence  The law: parameters after 5 steps (--no-shuffle --save-params) equal
+               --strategy single on the same global batch, with the law of e2e/dp_train.py
+               (per tensor max|pp - single| / max(max|single|, 1e-2) <= 1e-5, Adam noise left
+               out). Models without BatchNormalization compare with single at --batch-size B;
+               models with it (CNN, ResNet, U-Net) normalize each micro-batch on its own, as
+               GPipe and DeepSpeed do, so they compare with single at --batch-size B/M
+               --grad-accum-steps M (running statistics included). Cases: the MLP (SGD with
+               momentum, Adam) at pp=2 and pp=4 for M = 1, 4, 8 and both schedules; the CNN,
+               the ResNet and the U-Net (skip connections across stages) at pp=2 and pp=4; the
+               GPT (Adam, --class-axis -1); dp=2,pp=2 on 4 ranks; --grad-accum-steps 2 on top of
+               a pipeline; a weight read on the first and the last stage (tied embeddings:
+               one copy on stage 0, sent to stage 1, gradients summed). Every run also checks that each logged loss equals single device's
+               (rel 1e-4).
+  state        --checkpoint-dir and --resume of a pp=2 job: 3 steps, then a resumed run to step
+               6, equal bit for bit to 6 uninterrupted steps; --dump-gradients of a pp=2 plan
+               equals single device's (law); --export writes one ONNX model holding every
+               stage's parameters, equal to --save-params.
+  errors       Compile errors: more stages than forward nodes (names the node count), a global
+               batch that dp*M does not divide; a pp=2 plan started on 1 process says how to
+               start it.
+  faults       SIGKILL of stage 1 of a running pp=2 job: non-zero exit within --timeout +
+               slack and a line naming rank 1.
+
+Prints one line per check (PASS/FAIL name: details, seconds); exits 1 listing the failing
+checks.
+
+Usage: pp_train.py --build BUILD_DIR [--only equivalence,state,errors,faults] [--keep]
+"""
+import argparse
+import math
+import os
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dp_train import (FAULT_TIMEOUT, GOLDEN, HARD_LIMIT, MODELS, SLACK, STEPS,  # noqa: E402
+                      CheckFailed, Job, Runner, assert_law)
+
+GROUPS = ["equivalence", "state", "errors", "faults"]
+LOSS_RTOL = 1e-4
+
+
+def losses(rows):
+    return [x["loss"] for x in rows if x.get("event") == "step"]
+
+
+def same_losses(single_rows, pp_rows):
+    a, b = losses(single_rows), losses(pp_rows)
+    if len(a) != len(b) or len(b) != STEPS:
+        raise CheckFailed(f"{len(b)} logged steps, single device {len(a)} (expected {STEPS})")
+    for i, (x, y) in enumerate(zip(a, b)):
+        if not math.isfinite(y) or abs(x - y) > LOSS_RTOL * max(abs(x), 1e-3):
+            raise CheckFailed(f"step {i}: loss {y}, single device {x}")
+
+
+def mlp():
+    return os.path.join(MODELS, "mlp_digits.onnx"), os.path.join(MODELS, "data",
+                                                                  "digits_train.npz")
+
+
+def equivalence_cases():
+    m, digits = mlp()
+    sgd = ["--batch-size", "16", "--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9"]
+    adam = ["--batch-size", "16", "--optimizer", "adam", "--lr", "0.01"]
+    cases = []
+    # name, model, data, flags, strategy, nproc, batch-norm (compare with accumulation), adam
+    for pp in (2, 4):
+        for mb in (1, 4, 8):
+            for sched in (("1f1b",) if mb == 1 else ("gpipe", "1f1b")):
+                cases.append((f"mlp-sgd/pp={pp},M={mb},{sched}", m, digits, sgd,
+                              f"pp={pp},microbatches={mb},schedule={sched}", pp, False, False))
+    cases.append(("mlp-adam/pp=2,M=4,1f1b", m, digits, adam, "pp=2,microbatches=4", 2, False,
+                  True))
+    cases.append(("mlp-sgd/dp=2,pp=2,M=2", m, digits, sgd, "dp=2,pp=2,microbatches=2", 4, False,
+                  False))
+    cases.append(("mlp-sgd/pp=2,M=2,grad-accum=2", m, digits, sgd + ["--grad-accum-steps", "2"],
+                  "pp=2,microbatches=2", 2, False, False))
+    bn_sgd = ["--batch-size", "16", "--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9"]
+    for name, pps in (("cnn", (2, 4)), ("resnet", (2,)), ("unet", (2, 4))):
+        model = os.path.join(MODELS, f"{name}_train.onnx")
+        data = os.path.join(GOLDEN, f"{name}_data.npz")
+        for pp in pps:
+            cases.append((f"{name}-sgd/pp={pp},M=2,1f1b", model, data, bn_sgd,
+                          f"pp={pp},microbatches=2", pp, True, False))
+    cases.append(("cnn-sgd/pp=2,M=4,gpipe", os.path.join(MODELS, "cnn_train.onnx"),
+                  os.path.join(GOLDEN, "cnn_data.npz"), bn_sgd, "pp=2,microbatches=4,schedule=gpipe",
+                  2, True, False))
+    cases.append(("gpt-adam/pp=2,M=2,1f1b", os.path.join(MODELS, "gpt_train.onnx"),
+                  os.path.join(GOLDEN, "gpt_data.npz"),
+                  ["--batch-size", "8", "--class-axis", "-1", "--optimizer", "adam", "--lr",
+                   "1e-3"], "pp=2,microbatches=2", 2, False, True))
+    return cases
+
+
+def strategy_microbatches(strategy):
+    m = re.search(r"microbatches=(\d+)", strategy)
+    return int(m.group(1)) if m else int(re.search(r"pp=(\d+)", strategy).group(1))
+
+
+def baseline_flags(flags, strategy, batchnorm):
+    """single-device flags the pipeline must equal: the same global batch, and for batch-norm
+    models the same micro-batches (--batch-size B/M --grad-accum-steps M)."""
+    if not batchnorm:
+        return flags
+    mb = strategy_microbatches(strategy)
+    out = list(flags)
+    i = out.index("--batch-size")
+    out[i + 1] = str(int(out[i + 1]) // mb)
+    return out + ["--grad-accum-steps", str(mb)]
+
+
+def run_equivalence(r):
+    run_args = ["--steps", str(STEPS), "--no-shuffle"]
+    baselines = {}
+    for name, model, data, flags, strategy, nproc, batchnorm, adam in equivalence_cases():
+        def case(model=model, data=data, flags=flags, strategy=strategy, nproc=nproc,
+                 batchnorm=batchnorm, adam=adam):
+            base = baseline_flags(flags, strategy, batchnorm)
+            key = (model, tuple(base))
+            if key not in baselines:
+                plan = r.compile(model, ["--strategy", "single"] + base)
+                params, rows = r.train(plan, data, 0, run_args)
+                grad1 = r.gradients(plan, data) if adam else None
+                baselines[key] = (params, rows, grad1)
+            params, rows, grad1 = baselines[key]
+            plan = r.compile(model, ["--strategy", strategy] + flags)
+            pp_params, pp_rows = r.train(plan, data, nproc, run_args)
+            same_losses(rows, pp_rows)
+            msg = assert_law(params, pp_params, grad1)
+            stats = [k for k in params if "running_" in k]
+            return msg + (f", {len(stats)} running statistics included" if stats else "")
+
+        r.check(f"equivalence/{name}", case)
+
+
+def run_state(r):
+    model, digits = mlp()
+    flags = ["--batch-size", "16", "--optimizer", "adam", "--lr", "0.01", "--strategy",
+             "pp=2,microbatches=4"]
+
+    def resume():
+        plan = r.compile(model, flags)
+        full, _ = r.train(plan, digits, 2, ["--steps", "6", "--no-shuffle"])
+        ck = r.path("ck-pp")
+        shutil.rmtree(ck, ignore_errors=True)
+        r.train(plan, digits, 2, ["--steps", "3", "--no-shuffle", "--checkpoint-dir", ck,
+                                  "--checkpoint-every", "3"])
+        files = sorted(os.listdir(ck))
+        resumed, _ = r.train(plan, digits, 2, ["--steps", "6", "--no-shuffle",
+                                               "--checkpoint-dir", ck, "--resume"])
+        diff = [k for k in full if not np.array_equal(full[k], resumed.get(k))]
+        if sorted(full) != sorted(resumed) or diff:
+            raise CheckFailed(f"resumed run differs from the uninterrupted one in {diff}")
+        return f"checkpoint files {files}; {len(full)} tensors bit-identical after resume"
+
+    r.check("state/checkpoint-resume/pp=2", resume)
+
+    def gradients():
+        single = r.gradients(r.compile(model, flags[:-2] + ["--strategy", "single"]), digits)
+        plan = r.compile(model, flags)
+        g = r.path("pp-grads.npz")
+        cmd = [r.run_tool, plan, "--data", digits, "--steps", "1", "--no-shuffle",
+               "--dump-gradients", g, "--nproc", "2", "--timeout", "60"]
+        out = r.exec(cmd)
+        if out.returncode != 0:
+            raise CheckFailed(f"dtc-run failed: {out.stderr.strip()[-2000:]}")
+        with np.load(g) as z:
+            pp = {k: z[k] for k in z.files}
+        return assert_law(single, pp)
+
+    r.check("state/dump-gradients/pp=2", gradients)
+
+    def export():
+        import onnx
+        from onnx import numpy_helper
+        plan = r.compile(model, flags)
+        out = r.path("pp-export.onnx")
+        params, _ = r.train(plan, digits, 2, ["--steps", "2", "--no-shuffle", "--export", out])
+        m = onnx.load(out)
+        inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+        missing = [k for k in params if k not in inits]
+        diff = [k for k in params if k in inits and not np.array_equal(inits[k], params[k])]
+        if missing or diff:
+            raise CheckFailed(f"exported model lacks {missing}, differs in {diff}")
+        onnx.checker.check_model(m)
+        return f"{len(params)} parameters of both stages in {os.path.basename(out)}"
+
+    r.check("state/export/pp=2", export)
+
+
+def compile_error(r, model, flags, *needles):
+    cmd = [r.compile_tool, model, "-o", r.path("bad.dtc")] + flags
+    out = r.exec(cmd)
+    text = out.stderr.strip()
+    if out.returncode == 0 or not text.startswith("error:") or \
+            any(n not in text for n in needles) or os.path.exists(r.path("bad.dtc")):
+        raise CheckFailed(f"exit {out.returncode}, expected an error naming {needles}: {text}")
+    return text.splitlines()[0][:160]
+
+
+def tied_model(path, data):
+    """x[N,8] -> MatMul W -> Relu -> Tanh -> Sigmoid -> Gemm(., W, transB=1): W read by the
+    first and the last node (a tied embedding's shape of use), with mse data."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array((0.5 * rng.standard_normal((8, 8))).astype(np.float32), "w")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm1"),
+             helper.make_node("Relu", ["h"], ["r"], name="relu"),
+             helper.make_node("Tanh", ["r"], ["t"], name="tanh"),
+             helper.make_node("Sigmoid", ["t"], ["s"], name="sig"),
+             helper.make_node("Gemm", ["s", "w"], ["logits"], name="head", transB=1)]
+    g = helper.make_graph(nodes, "tied",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8])],
+                          [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 8])],
+                          [w])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    np.savez(data, x=rng.standard_normal((64, 8)).astype(np.float32),
+             label=rng.standard_normal((64, 8)).astype(np.float32))
+
+
+def run_errors(r):
+    model, digits = mlp()
+    r.check("errors/too-many-stages", lambda: compile_error(
+        r, model, ["--batch-size", "16", "--strategy", "pp=8"], "pp=8", "stage"))
+    r.check("errors/batch-not-divisible", lambda: compile_error(
+        r, model, ["--batch-size", "10", "--strategy", "pp=2,microbatches=4"], "--batch-size",
+        "4 micro-batches"))
+
+    def tied():
+        path, data = r.path("tied.onnx"), r.path("tied.npz")
+        tied_model(path, data)
+        flags = ["--batch-size", "8", "--loss", "mse", "--optimizer", "adam", "--lr", "0.01"]
+        run_args = ["--steps", str(STEPS), "--no-shuffle"]
+        single, rows = r.train(r.compile(path, flags + ["--strategy", "single"]), data, 0,
+                               run_args)
+        plan = r.compile(path, flags + ["--strategy", "pp=2,microbatches=2"])
+        text = r.plan_text(path, flags + ["--strategy", "pp=2,microbatches=2"])
+        if not re.search(r'send\(%\d+\) group="pp" peer=1 .*name="send w/for_stage1', text):
+            raise CheckFailed("stage 0 does not send w to stage 1:\n" + text[-1500:])
+        pp, pp_rows = r.train(plan, data, 2, run_args)
+        same_losses(rows, pp_rows)
+        grad1 = r.gradients(r.compile(path, flags + ["--strategy", "single"]), data)
+        return "w lives on stage 0 and is sent to stage 1; " + assert_law(single, pp, grad1)
+
+    r.check("equivalence/tied-weight-across-stages/pp=2", tied)
+
+    def one_process():
+        plan = r.compile(model, ["--batch-size", "16", "--strategy", "pp=2"])
+        out = r.exec([r.run_tool, plan, "--data", digits, "--steps", "1"])
+        if out.returncode == 0 or "--nproc 2" not in out.stderr:
+            raise CheckFailed(f"exit {out.returncode}: {out.stderr.strip()[-500:]}")
+        return out.stderr.strip().splitlines()[-1][:160]
+
+    r.check("errors/pp-plan-on-one-process", one_process)
+
+
+def run_faults(r):
+    model, digits = mlp()
+
+    def killed():
+        plan = r.compile(model, ["--batch-size", "16", "--strategy", "pp=2,microbatches=4"])
+        marked = r.path(f"pp-kill-{os.getpid()}.dtc")
+        if not os.path.exists(marked):
+            os.link(plan, marked)
+        log = r.path("pp-kill.jsonl")
+        job = Job([r.run_tool, marked, "--nproc", "2", "--data", digits, "--steps", "1000000",
+                   "--timeout", str(FAULT_TIMEOUT), "--print-every", "1000000", "--log", log],
+                  marked)
+        try:
+            ranks = job.ranks(2, log)
+            time.sleep(2.0)
+            if job.proc.poll() is not None:
+                raise CheckFailed(f"the job ended before the kill (exit {job.proc.poll()}):\n"
+                                  + job.text()[-2000:])
+            t0 = time.monotonic()
+            os.kill(ranks[1], signal.SIGKILL)
+            rc = job.wait(HARD_LIMIT)
+            dt = time.monotonic() - t0
+            job.reader.join(5)
+            out = job.text()
+            named = [ln for ln in out.splitlines() if re.search(r"\brank 1\b", ln)]
+            if rc is None or rc == 0 or dt > FAULT_TIMEOUT + SLACK or not named:
+                raise CheckFailed(f"exit {rc} after {dt:.1f} s (expected non-zero within "
+                                  f"{FAULT_TIMEOUT + SLACK:.0f} s naming rank 1):\n"
+                                  + out[-2000:])
+            return f"exit {rc} {dt:.1f} s after the kill: {named[0].strip()[:150]}"
+        finally:
+            job.cleanup()
+
+    r.check("faults/sigkill-stage-1/pp=2", killed)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", required=True, help="build directory (holds tools/dtc-compile)")
+    ap.add_argument("--only", default=",".join(GROUPS))
+    ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    args = ap.parse_args()
+    only = args.only.split(",")
+    unknown = [g for g in only if g not in GROUPS]
+    if unknown:
+        sys.exit(f"error: --only {','.join(unknown)}: known groups are {', '.join(GROUPS)}")
+    if shutil.which("mpirun") is None:
+        sys.exit("error: mpirun not found (tools/setup.sh installs Open MPI)")
+    tmp = tempfile.mkdtemp(prefix="dtc-pp-")
+    r = Runner(os.path.abspath(args.build), tmp)
+    try:
+        for g in GROUPS:
+            if g in only:
+                globals()[f"run_{g}"](r)
+    finally:
+        if args.keep:
+            print(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    failed = [n for n, ok in r.results if not ok]
+    print(f"{len(r.results) - len(failed)}/{len(r.results)} checks passed")
+    if failed:
+        print("FAILED: " + ", ".join(failed))
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
