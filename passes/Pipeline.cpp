@@ -81,7 +81,9 @@ public:
     graph_ = &graph;
     diags_ = &ctx.diags;
     const std::vector<ir::Node *> forward = graph.nodes();
-    DTC_RETURN_IF_ERROR(assignStages(forward, mesh.pp));
+    DTC_RETURN_IF_ERROR(ctx.training->ppCuts.empty()
+                            ? assignStages(forward, mesh.pp)
+                            : assignCuts(forward, ctx.training->ppCuts));
     for (ir::Node *n : forward)
       n->setMicroBatch(0);
     if (mesh.microbatches > 1)
@@ -96,6 +98,11 @@ private:
     std::vector<double> costs;
     for (const ir::Node *n : forward)
       costs.push_back(estimatedTime(*n));
+    if (forward.size() < static_cast<size_t>(stages))
+      return Status::error("--strategy pp=" + std::to_string(stages),
+                           "the model has " + std::to_string(forward.size()) +
+                               " forward nodes, fewer than the stages: a stage would have "
+                               "nothing to do");
     auto firsts = balanceStages(costs, stages);
     if (!firsts)
       return Status::error("--strategy pp=" + std::to_string(stages),
@@ -105,6 +112,38 @@ private:
       const size_t end = s + 1 < firsts->size() ? (*firsts)[s + 1] : forward.size();
       for (size_t i = (*firsts)[s]; i < end; ++i)
         forward[i]->setStage(static_cast<int>(s));
+    }
+    return Status::ok();
+  }
+
+  /// Stages ending after the nodes `cuts` name (a node, or a tensor: its producer), which must
+  /// come in topological order and leave every stage a node.
+  Status assignCuts(const std::vector<ir::Node *> &forward, const std::vector<std::string> &cuts) {
+    std::unordered_map<const ir::Node *, size_t> position;
+    for (size_t i = 0; i < forward.size(); ++i)
+      position[forward[i]] = i;
+    std::vector<size_t> ends;
+    for (const std::string &c : cuts) {
+      const ir::Node *n = graph_->findNode(c);
+      if (!n)
+        if (const ir::Value *v = graph_->findValue(c))
+          n = v->producer();
+      if (!n || !position.count(n))
+        return Status::error("--pp-cuts " + c,
+                             "is neither a forward node nor a tensor a forward node computes");
+      const size_t end = position.at(n) + 1;
+      if ((!ends.empty() && end <= ends.back()) || end >= forward.size())
+        return Status::error("--pp-cuts " + c,
+                             "leaves a stage without nodes (cuts go in topological order, and "
+                             "the last stage needs the nodes after the last cut)");
+      ends.push_back(end);
+    }
+    ends.push_back(forward.size());
+    size_t begin = 0;
+    for (size_t s = 0; s < ends.size(); ++s) {
+      for (size_t i = begin; i < ends[s]; ++i)
+        forward[i]->setStage(static_cast<int>(s));
+      begin = ends[s];
     }
     return Status::ok();
   }

@@ -69,6 +69,9 @@ struct TrainingConfig {
   /// dp: BatchNormalization statistics over all ranks (torch.nn.SyncBatchNorm) instead of per
   /// rank (DDP's default).
   bool syncBatchNorm = false;
+  /// pp: user-chosen stage boundaries (node or tensor names, pp - 1 of them in topological
+  /// order); empty: stages balanced by estimated time.
+  std::vector<std::string> ppCuts;
   /// Samples one rank computes per micro-batch: batchSize / max(1, dataParallel()), and with a
   /// pipeline divided by its micro-batches (the graph is bound to one micro-batch; the pipeline
   /// pass feeds it slices of the rank's batch).

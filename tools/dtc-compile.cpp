@@ -74,9 +74,16 @@ int main(int argc, char **argv) {
   app.add_option("model", model, "ONNX model (.onnx binary or .onnxtxt text)")->required();
   auto *train = app.add_option_group("training", "training plans (the default without --inference)");
   train->add_option("--strategy", strategy,
-                    "distribution strategy: single (one device, the default) or dp=N "
+                    "distribution strategy: single (one device, the default), dp=N "
                     "(synchronous data parallelism over N ranks; --batch-size is the global "
-                    "batch)");
+                    "batch), pp=S[,microbatches=M][,schedule=gpipe|1f1b] (pipeline "
+                    "parallelism over S stages, M micro-batches per step, default M=S and 1f1b), "
+                    "or both: dp=D,pp=S on D*S ranks");
+  std::string ppCuts;
+  train->add_option("--pp-cuts", ppCuts,
+                    "pp=S: the S-1 stage boundaries, comma-separated node or tensor names in "
+                    "topological order; a stage ends after each named node (or the node "
+                    "computing the named tensor). Default: balanced by estimated time");
   train->add_option("--bucket-mb", flags.bucketMb,
                     "dp: gradient all-reduce bucket size in MiB (default 25; the first bucket "
                     "is at most 1 MiB)");
@@ -196,7 +203,8 @@ int main(int argc, char **argv) {
       "--momentum",     "--nesterov",     "--weight-decay", "--betas",          "--eps",
       "--lr-schedule",  "--warmup-steps", "--step-size",    "--gamma",          "--total-steps",
       "--min-lr",       "--clip-grad-norm", "--grad-accum-steps", "--freeze", "--loss-output",
-      "--label-name",   "--ignore-index", "--class-axis", "--bucket-mb", "--sync-batchnorm"};
+      "--label-name",   "--ignore-index", "--class-axis", "--bucket-mb", "--sync-batchnorm",
+      "--pp-cuts"};
   bool anyTrainingFlag = false;
   for (const char *f : trainingFlags) {
     anyTrainingFlag = anyTrainingFlag || app.count(f);
@@ -261,6 +269,7 @@ int main(int argc, char **argv) {
     }
     if (app.count("--bucket-mb")) cfg.bucketMb = flags.bucketMb;
     if (app.count("--sync-batchnorm")) cfg.syncBatchNorm = flags.syncBatchNorm;
+    if (app.count("--pp-cuts")) cfg.ppCuts = splitComma(ppCuts);
     if (dtc::Status s = dtc::driver::parseStrategy(strategy, cfg); !s.isOk()) {
       std::fprintf(stderr, "error: %s\n", s.message().c_str());
       return 2;
@@ -347,24 +356,37 @@ int main(int argc, char **argv) {
       dtc::Status s = dtc::plan::writePlanFile(*plan, output);
       if (!s.isOk())
         return fail(s.message());
-      // Data-parallel ranks run one program: one line for all of them.
-      const auto &r = plan->programs(0);
-      const std::string ranks =
-          plan->world_size() == 1 ? "rank 0"
-                                  : "each of " + std::to_string(plan->world_size()) + " ranks";
-      int collectives = 0;
-      for (const auto &ins : r.instructions())
-        collectives += ins.has_collective();
-      const std::string buckets =
-          collectives ? " (" + std::to_string(collectives) + " gradient all-reduce bucket" +
-                            (collectives == 1 ? ")" : "s)")
-                      : "";
-      std::fprintf(stderr,
-                   "%s: %s: %d instructions%s, %d buffers, arena %llu bytes (without reuse %llu "
-                   "bytes)\n",
-                   output.c_str(), ranks.c_str(), r.instructions_size(), buckets.c_str(),
-                   r.buffers_size(), static_cast<unsigned long long>(r.arena_bytes()),
-                   static_cast<unsigned long long>(r.no_reuse_bytes()));
+      // One line per program (data-parallel replicas share theirs; a pipeline has one per
+      // stage).
+      for (int p = 0; p < plan->programs_size(); ++p) {
+        const auto &r = plan->programs(p);
+        std::string ranks = r.ranks_size() == 1 ? "rank " + std::to_string(r.ranks(0))
+                                                : "each of " + std::to_string(r.ranks_size()) +
+                                                      " ranks";
+        if (plan->mesh().pp() > 1)
+          ranks = "stage " + std::to_string(p) + ", " + ranks;
+        int allReduces = 0, transfers = 0;
+        for (const auto &ins : r.instructions())
+          if (ins.has_collective()) {
+            const auto kind = ins.collective().kind();
+            (kind == dtc::plan::COLLECTIVE_SEND || kind == dtc::plan::COLLECTIVE_RECV
+                 ? transfers
+                 : allReduces) += 1;
+          }
+        std::string comm;
+        if (allReduces)
+          comm += std::to_string(allReduces) + " gradient all-reduce bucket" +
+                  (allReduces == 1 ? "" : "s");
+        if (transfers)
+          comm += (comm.empty() ? "" : ", ") + std::to_string(transfers) + " send/recv";
+        std::fprintf(stderr,
+                     "%s: %s: %d instructions%s, %d buffers, arena %llu bytes (without reuse %llu "
+                     "bytes)\n",
+                     output.c_str(), ranks.c_str(), r.instructions_size(),
+                     comm.empty() ? "" : (" (" + comm + ")").c_str(), r.buffers_size(),
+                     static_cast<unsigned long long>(r.arena_bytes()),
+                     static_cast<unsigned long long>(r.no_reuse_bytes()));
+      }
       return 0;
     }
     if (rank >= plan->world_size())

@@ -156,13 +156,15 @@ Status readTrainConfigFile(const std::string &path, passes::TrainingConfig &cfg,
       s = number(cfg.bucketMb);
     else if (key == "sync-batchnorm")
       s = get(path, key, v, cfg.syncBatchNorm);
+    else if (key == "pp-cuts")
+      s = get(path, key, v, cfg.ppCuts);
     else
       return keyError(path, key,
                       "unknown option (keys are dtc-compile's training flags without the "
                       "dashes: strategy, loss, loss-output, label-name, ignore-index, optimizer, "
                       "lr, momentum, nesterov, weight-decay, betas, eps, lr-schedule, "
                       "warmup-steps, step-size, gamma, total-steps, min-lr, clip-grad-norm, "
-                      "grad-accum-steps, freeze, batch-size, bucket-mb, sync-batchnorm)");
+                      "grad-accum-steps, freeze, batch-size, bucket-mb, sync-batchnorm, pp-cuts)");
     DTC_RETURN_IF_ERROR(s);
   }
   return Status::ok();
@@ -244,6 +246,10 @@ Status validateTrainConfig(const passes::TrainingConfig &c) {
                    std::to_string(c.mesh.dp * c.mesh.microbatches) + ")");
   if (!finite(c.bucketMb) || c.bucketMb <= 0 || c.bucketMb > 65536)
     return bad("--bucket-mb", "must be in (0, 65536] MiB, got " + std::to_string(c.bucketMb));
+  if (!c.ppCuts.empty() && static_cast<int64_t>(c.ppCuts.size()) != c.mesh.pp - 1)
+    return bad("--pp-cuts", "names " + std::to_string(c.ppCuts.size()) +
+                                " boundaries; --strategy pp=" + std::to_string(c.mesh.pp) +
+                                " needs " + std::to_string(c.mesh.pp - 1));
   if (c.syncBatchNorm && c.dataParallel() == 0)
     return bad("--sync-batchnorm", "applies to --strategy dp=N");
   if (c.bucketMb != passes::kDefaultBucketMb && c.dataParallel() == 0)

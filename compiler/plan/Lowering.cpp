@@ -831,7 +831,20 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
     }
   }
   std::unordered_map<int, int> collectiveAt; // collective number -> instruction index
+  std::set<std::pair<int, int>> slotsSeen;   // pipeline (kind, micro-batch) already started
   for (const LInstr &in : instrs) {
+    if (in.node && in.node->microBatch() >= 0 &&
+        (in.node->phase() == ir::Phase::kForward || in.node->phase() == ir::Phase::kBackward) &&
+        cfg && cfg->mesh.pp > 1) {
+      const int kind = in.node->phase() == ir::Phase::kForward ? PipelineSlot::FORWARD
+                                                                 : PipelineSlot::BACKWARD;
+      if (slotsSeen.insert({kind, in.node->microBatch()}).second) {
+        PipelineSlot *slot = rp->add_schedule();
+        slot->set_kind(static_cast<PipelineSlot::Kind>(kind));
+        slot->set_micro_batch(in.node->microBatch());
+        slot->set_first_instruction(rp->instructions_size());
+      }
+    }
     if (in.isCopy) {
       Copy *c = rp->add_instructions()->mutable_copy();
       c->set_src(in.inputs[0]);

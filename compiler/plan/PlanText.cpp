@@ -499,6 +499,18 @@ std::string planText(const Plan &plan, std::optional<int> rank) {
     if (ri.program() >= 0 && ri.program() < plan.programs_size())
       shown[static_cast<size_t>(ri.program())] = true;
   }
+  // Pipelines: each stage's schedule as one row of slots (Fk / Bk: micro-batch k's forward or
+  // backward pass, @ the instruction where it starts).
+  for (int p = 0; p < plan.programs_size(); ++p) {
+    const RankProgram &r = plan.programs(p);
+    if (r.schedule_size() == 0 || !shown[static_cast<size_t>(p)])
+      continue;
+    out += "schedule program " + std::to_string(p) + ":";
+    for (const PipelineSlot &slot : r.schedule())
+      out += std::string(" ") + (slot.kind() == PipelineSlot::FORWARD ? "F" : "B") +
+             std::to_string(slot.micro_batch()) + "@" + std::to_string(slot.first_instruction());
+    out += "\n";
+  }
   for (int p = 0; p < plan.programs_size(); ++p)
     if (shown[static_cast<size_t>(p)] || (!rank && plan.ranks_size() == 0))
       appendProgram(out, p, plan.programs(p));

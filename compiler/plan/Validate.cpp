@@ -337,6 +337,20 @@ Status checkProgram(const RankProgram &r, const KernelCheck &kernelCheck) {
       return Status::error("instruction " + std::to_string(i) + " (collective " +
                                q(r.instructions(i).collective().name()) + ")",
                            "is never waited for");
+  // A pipeline schedule: each slot once, starting inside the program, in program order.
+  std::set<std::pair<int, int32_t>> slots;
+  int32_t previous = -1;
+  for (const PipelineSlot &slot : r.schedule()) {
+    const std::string name =
+        std::string(slot.kind() == PipelineSlot::FORWARD ? "F" : "B") + str(slot.micro_batch());
+    if (slot.micro_batch() < 0 || !slots.insert({slot.kind(), slot.micro_batch()}).second)
+      return Status::error("schedule slot " + name, "is listed twice or has no micro-batch");
+    if (slot.first_instruction() < previous || slot.first_instruction() >= r.instructions_size())
+      return Status::error("schedule slot " + name,
+                           "starts at instruction " + str(slot.first_instruction()) +
+                               ", outside the program or before the slot listed before it");
+    previous = slot.first_instruction();
+  }
   return Status::ok();
 }
 

@@ -233,7 +233,7 @@ def tied_model(path, data):
 def run_errors(r):
     model, digits = mlp()
     r.check("errors/too-many-stages", lambda: compile_error(
-        r, model, ["--batch-size", "16", "--strategy", "pp=8"], "pp=8", "stage"))
+        r, model, ["--batch-size", "16", "--strategy", "pp=8"], "pp=8", "forward nodes"))
     r.check("errors/batch-not-divisible", lambda: compile_error(
         r, model, ["--batch-size", "10", "--strategy", "pp=2,microbatches=4"], "--batch-size",
         "4 micro-batches"))
