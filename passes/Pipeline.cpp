@@ -225,6 +225,12 @@ private:
       slices.emplace_back(x, std::move(parts));
     }
 
+    // Dropout: micro-batch k draws its own masks (stream numbers after every clone's before).
+    int64_t streams = 0;
+    for (const ir::Node *n : forward)
+      if (n->domain() == ir::kDtcDomain && n->opType() == "DropoutTraining")
+        streams = std::max(streams, n->attrInt("stream", 0) + 1);
+
     std::vector<ir::Value *> losses = {st.loss}, predictions = {st.prediction};
     std::unordered_map<const ir::Value *, ir::Value *> previous; // clone k-1's values
     for (const ir::Node *n : forward)
@@ -253,6 +259,8 @@ private:
                                 g.uniqueNodeName(n->name() + suffix));
         for (const auto &[key, a] : n->attributes())
           c->setAttr(key, a);
+        if (n->domain() == ir::kDtcDomain && n->opType() == "DropoutTraining")
+          c->setAttr("stream", ir::Attribute(n->attrInt("stream", 0) + k * streams));
         c->setPhase(n->phase());
         c->setStage(n->stage());
         c->setMicroBatch(static_cast<int>(k));

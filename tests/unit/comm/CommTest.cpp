@@ -286,8 +286,9 @@ TEST(Comm, CheckSameJobWorldSizeDiffers) {
   Status s = gComm->checkSameJob("same", n + 1, "plan.dtc");
   ASSERT_FALSE(s.isOk());
   EXPECT_EQ(s.message(), "the plan is for " + std::to_string(n + 1) + " ranks, the job has " +
-                             std::to_string(n) +
-                             " (mpirun -n / dtc-run --nproc must match --strategy dp=N)");
+                             std::to_string(n) + ": start it with dtc-run --nproc " +
+                             std::to_string(n + 1) + " or mpirun -n " + std::to_string(n + 1) +
+                             " (the world size of its --strategy, dp x pp x tp)");
 }
 
 TEST(Comm, TraceGathersEveryRank) {
