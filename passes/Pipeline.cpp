@@ -347,6 +347,8 @@ public:
     DTC_RETURN_IF_ERROR(placeRemaining(graph, S));
     DTC_RETURN_IF_ERROR(checkResidence(graph, *ctx.trainingState));
     DTC_RETURN_IF_ERROR(insertTransfers(graph, S, *ctx.trainingState, ctx.diags));
+    if (mesh.schedule == PipelineSchedule::kZBH1)
+      markWeightGradients(graph);
     const PipelineScheduleTable table =
         makePipelineSchedule(mesh.schedule, mesh.pp, mesh.microbatches);
     DTC_ASSIGN_OR_RETURN(auto orders, scheduleStages(graph, S, table));
@@ -472,6 +474,31 @@ private:
     return Status::ok();
   }
 
+  /// Zero-bubble split (Qi et al. 2023): a micro-batch's backward nodes that the gradients it
+  /// sends to earlier stages do not need are its W part; the rest (what those sends need) its B
+  /// part. A stage that sends no gradient (the first) has only W.
+  static void markWeightGradients(ir::Graph &graph) {
+    std::unordered_set<const ir::Node *> needed;
+    std::vector<const ir::Node *> work;
+    for (const ir::Node *n : graph.nodes())
+      if (n->opType() == "Send" && n->domain() == ir::kDtcDomain &&
+          n->phase() == ir::Phase::kBackward && needed.insert(n).second)
+        work.push_back(n);
+    while (!work.empty()) {
+      const ir::Node *n = work.back();
+      work.pop_back();
+      for (const ir::Value *v : n->inputs()) {
+        const ir::Node *p = v ? v->producer() : nullptr;
+        if (p && p->stage() == n->stage() && p->phase() == ir::Phase::kBackward &&
+            needed.insert(p).second)
+          work.push_back(p);
+      }
+    }
+    for (ir::Node *n : graph.nodes())
+      if (n->phase() == ir::Phase::kBackward && n->microBatch() >= 0 && !needed.count(n))
+        n->setWeightGradient(true);
+  }
+
   /// Each stage's nodes in its schedule's order (list scheduling: among the nodes whose
   /// same-stage producers are placed, the one of the earliest block first; ties: sends first,
   /// then the current order). A receive of a micro-batch's block is posted at the block's start;
@@ -501,6 +528,7 @@ private:
         block = kLast;
       } else if (n->microBatch() >= 0) {
         const PipelineOp want{n->phase() == ir::Phase::kForward ? PipelineOp::kForward
+                              : n->isWeightGradient()           ? PipelineOp::kWeight
                                                                 : PipelineOp::kBackward,
                               n->microBatch()};
         const auto &slots = table[static_cast<size_t>(n->stage())];

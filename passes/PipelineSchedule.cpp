@@ -9,11 +9,57 @@
 namespace dtc::passes {
 
 std::string pipelineOpText(const PipelineOp &op) {
-  return (op.kind == PipelineOp::kForward ? "F" : "B") + std::to_string(op.microbatch);
+  return (op.kind == PipelineOp::kForward    ? "F"
+          : op.kind == PipelineOp::kBackward ? "B"
+                                             : "W") +
+         std::to_string(op.microbatch);
 }
+
+namespace {
+
+/// ZB-H1 by greedy list scheduling in unit time steps (see PipelineSchedule.h).
+PipelineScheduleTable zeroBubbleH1(int64_t S, int64_t M) {
+  const size_t stages = static_cast<size_t>(S);
+  constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+  std::vector<std::vector<int64_t>> doneF(stages, std::vector<int64_t>(static_cast<size_t>(M), kNever));
+  std::vector<std::vector<int64_t>> doneB = doneF;
+  std::vector<int64_t> nextF(stages, 0), nextB(stages, 0), nextW(stages, 0);
+  PipelineScheduleTable table(stages);
+  int64_t remaining = 3 * S * M;
+  for (int64_t t = 0; remaining > 0; ++t) {
+    for (size_t s = 0; s < stages; ++s) {
+      const int64_t f = nextF[s], b = nextB[s], w = nextW[s];
+      const bool last = s + 1 == stages;
+      const bool canB = b < f && (last ? doneF[s][static_cast<size_t>(b)] <= t
+                                       : doneB[s + 1][static_cast<size_t>(b)] <= t);
+      const bool canF = f < M && (s == 0 || doneF[s - 1][static_cast<size_t>(f)] <= t) &&
+                        f - w < S + 1;
+      if (canB) {
+        doneB[s][static_cast<size_t>(b)] = t + 1;
+        table[s].push_back({PipelineOp::kBackward, b});
+        ++nextB[s];
+      } else if (canF) {
+        doneF[s][static_cast<size_t>(f)] = t + 1;
+        table[s].push_back({PipelineOp::kForward, f});
+        ++nextF[s];
+      } else if (w < b) {
+        table[s].push_back({PipelineOp::kWeight, w});
+        ++nextW[s];
+      } else {
+        continue; // idle in this time step
+      }
+      --remaining;
+    }
+  }
+  return table;
+}
+
+} // namespace
 
 PipelineScheduleTable makePipelineSchedule(PipelineSchedule kind, int64_t stages,
                                            int64_t microbatches) {
+  if (kind == PipelineSchedule::kZBH1)
+    return zeroBubbleH1(stages, microbatches);
   PipelineScheduleTable table(static_cast<size_t>(stages));
   for (int64_t s = 0; s < stages; ++s) {
     std::vector<PipelineOp> &ops = table[static_cast<size_t>(s)];
@@ -51,22 +97,33 @@ Expected<PipelineSimulation> simulatePipeline(const PipelineScheduleTable &sched
     const std::string where = "pipeline schedule: stage " + std::to_string(s);
     std::vector<int> seenF(static_cast<size_t>(microbatches), 0);
     std::vector<int> seenB(static_cast<size_t>(microbatches), 0);
+    std::vector<int> seenW(static_cast<size_t>(microbatches), 0);
+    bool split = false;
     for (const PipelineOp &op : schedule[static_cast<size_t>(s)]) {
       if (op.microbatch < 0 || op.microbatch >= microbatches)
         return Status::error(where, pipelineOpText(op) + " names no micro-batch of " +
                                         std::to_string(microbatches));
       const size_t m = static_cast<size_t>(op.microbatch);
-      if (op.kind == PipelineOp::kForward ? seenF[m]++ : seenB[m]++)
+      split = split || op.kind == PipelineOp::kWeight;
+      std::vector<int> &seen = op.kind == PipelineOp::kForward    ? seenF
+                               : op.kind == PipelineOp::kBackward ? seenB
+                                                                  : seenW;
+      if (seen[m]++)
         return Status::error(where, "runs " + pipelineOpText(op) + " twice");
       if (op.kind == PipelineOp::kBackward && !seenF[m])
         return Status::error(where, "runs " + pipelineOpText(op) + " before F" +
                                         std::to_string(op.microbatch));
+      if (op.kind == PipelineOp::kWeight && !seenB[m])
+        return Status::error(where, "runs " + pipelineOpText(op) + " before B" +
+                                        std::to_string(op.microbatch));
     }
-    for (int64_t m = 0; m < microbatches; ++m)
-      if (!seenF[static_cast<size_t>(m)] || !seenB[static_cast<size_t>(m)])
+    for (int64_t m = 0; m < microbatches; ++m) {
+      const size_t k = static_cast<size_t>(m);
+      if (!seenF[k] || !seenB[k] || (split && !seenW[k]))
         return Status::error(where, "never runs " +
-                                        std::string(seenF[static_cast<size_t>(m)] ? "B" : "F") +
+                                        std::string(!seenF[k] ? "F" : !seenB[k] ? "B" : "W") +
                                         std::to_string(m));
+    }
   }
   // Event simulation: finish[s][kind][m] once done; a stage's next slot starts when the stage
   // is free and its inputs have arrived.
@@ -80,10 +137,16 @@ Expected<PipelineSimulation> simulatePipeline(const PipelineScheduleTable &sched
   sim.start.assign(static_cast<size_t>(stages), {});
   sim.peakActivations.assign(static_cast<size_t>(stages), 0);
   std::vector<int64_t> alive(static_cast<size_t>(stages), 0);
+  std::vector<bool> splits(static_cast<size_t>(stages), false);
+  for (size_t s = 0; s < schedule.size(); ++s)
+    for (const PipelineOp &op : schedule[s])
+      splits[s] = splits[s] || op.kind == PipelineOp::kWeight;
   // The input a slot waits for: (stage, kind) of its producer, or stage -1 for none.
   auto dependency = [&](int64_t s, const PipelineOp &op) -> std::pair<int64_t, PipelineOp::Kind> {
     if (op.kind == PipelineOp::kForward)
       return {s - 1, PipelineOp::kForward};
+    if (op.kind == PipelineOp::kWeight)
+      return {s, PipelineOp::kBackward};
     if (s == stages - 1)
       return {-1, PipelineOp::kForward};
     return {s + 1, PipelineOp::kBackward};
@@ -109,9 +172,17 @@ Expected<PipelineSimulation> simulatePipeline(const PipelineScheduleTable &sched
         if (op.kind == PipelineOp::kBackward)
           ready = std::max(ready, doneF[si][m]);
         sim.start[si].push_back(ready);
-        const double end = ready + (op.kind == PipelineOp::kForward ? forwardCost : backwardCost);
-        (op.kind == PipelineOp::kForward ? doneF : doneB)[si][m] = end;
-        alive[si] += op.kind == PipelineOp::kForward ? 1 : -1;
+        const double cost = op.kind == PipelineOp::kForward ? forwardCost
+                            : splits[si]                    ? backwardCost / 2
+                                                            : backwardCost;
+        const double end = ready + cost;
+        if (op.kind != PipelineOp::kWeight)
+          (op.kind == PipelineOp::kForward ? doneF : doneB)[si][m] = end;
+        // Activations live from F until the last backward part (B, or W when split).
+        if (op.kind == PipelineOp::kForward)
+          ++alive[si];
+        else if (op.kind == (splits[si] ? PipelineOp::kWeight : PipelineOp::kBackward))
+          --alive[si];
         sim.peakActivations[si] = std::max(sim.peakActivations[si], alive[si]);
         freeAt[si] = end;
         sim.makespan = std::max(sim.makespan, end);

@@ -76,7 +76,7 @@ int main(int argc, char **argv) {
   train->add_option("--strategy", strategy,
                     "distribution strategy: single (one device, the default), dp=N "
                     "(synchronous data parallelism over N ranks; --batch-size is the global "
-                    "batch), pp=S[,microbatches=M][,schedule=gpipe|1f1b] (pipeline "
+                    "batch), pp=S[,microbatches=M][,schedule=gpipe|1f1b|zb-h1] (pipeline "
                     "parallelism over S stages, M micro-batches per step, default M=S and 1f1b), "
                     "or both: dp=D,pp=S on D*S ranks");
   std::string ppCuts;

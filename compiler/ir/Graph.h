@@ -136,6 +136,10 @@ public:
   /// that run once per step (or before the pipeline pass).
   int microBatch() const { return microBatch_; }
   void setMicroBatch(int m) { microBatch_ = m; }
+  /// Zero-bubble pipelines: a backward node that only weight gradients need (the W part, which
+  /// the schedule may defer), not the input gradient another stage waits for (the B part).
+  bool isWeightGradient() const { return weightGradient_; }
+  void setWeightGradient(bool w) { weightGradient_ = w; }
   int placement() const { return placement_; }
   void setPlacement(int p) { placement_ = p; }
   const std::vector<Sharding> &sharding() const { return sharding_; }
@@ -159,6 +163,7 @@ private:
   Phase phase_ = Phase::kForward;
   int stage_ = -1;
   int microBatch_ = -1;
+  bool weightGradient_ = false;
   int placement_ = -1;
   std::vector<Sharding> sharding_;
   std::list<std::unique_ptr<Node>>::iterator self_;

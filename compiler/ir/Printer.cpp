@@ -98,6 +98,8 @@ std::string printNode(const Node &n) {
     ann += " stage=" + std::to_string(n.stage());
   if (n.microBatch() >= 0)
     ann += " microbatch=" + std::to_string(n.microBatch());
+  if (n.isWeightGradient())
+    ann += " weight-gradient";
   if (n.placement() >= 0)
     ann += " placement=" + std::to_string(n.placement());
   if (!n.sharding().empty()) {

@@ -837,6 +837,7 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
         (in.node->phase() == ir::Phase::kForward || in.node->phase() == ir::Phase::kBackward) &&
         cfg && cfg->mesh.pp > 1) {
       const int kind = in.node->phase() == ir::Phase::kForward ? PipelineSlot::FORWARD
+                       : in.node->isWeightGradient()           ? PipelineSlot::WEIGHT
                                                                  : PipelineSlot::BACKWARD;
       if (slotsSeen.insert({kind, in.node->microBatch()}).second) {
         PipelineSlot *slot = rp->add_schedule();
@@ -991,6 +992,7 @@ Expected<StageGraph> extractStage(const ir::Graph &graph, const passes::Training
     c->setPhase(n->phase());
     c->setStage(n->stage());
     c->setMicroBatch(n->microBatch());
+    c->setWeightGradient(n->isWeightGradient());
     for (size_t i = 0; i < n->numOutputs(); ++i)
       if (n->output(i)) {
         c->output(i)->setType(n->output(i)->type());

@@ -507,7 +507,10 @@ std::string planText(const Plan &plan, std::optional<int> rank) {
       continue;
     out += "schedule program " + std::to_string(p) + ":";
     for (const PipelineSlot &slot : r.schedule())
-      out += std::string(" ") + (slot.kind() == PipelineSlot::FORWARD ? "F" : "B") +
+      out += std::string(" ") +
+             (slot.kind() == PipelineSlot::FORWARD    ? "F"
+              : slot.kind() == PipelineSlot::BACKWARD ? "B"
+                                                      : "W") +
              std::to_string(slot.micro_batch()) + "@" + std::to_string(slot.first_instruction());
     out += "\n";
   }

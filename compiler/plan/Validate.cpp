@@ -342,7 +342,10 @@ Status checkProgram(const RankProgram &r, const KernelCheck &kernelCheck) {
   int32_t previous = -1;
   for (const PipelineSlot &slot : r.schedule()) {
     const std::string name =
-        std::string(slot.kind() == PipelineSlot::FORWARD ? "F" : "B") + str(slot.micro_batch());
+        std::string(slot.kind() == PipelineSlot::FORWARD    ? "F"
+                    : slot.kind() == PipelineSlot::BACKWARD ? "B"
+                                                            : "W") +
+        str(slot.micro_batch());
     if (slot.micro_batch() < 0 || !slots.insert({slot.kind(), slot.micro_batch()}).second)
       return Status::error("schedule slot " + name, "is listed twice or has no micro-batch");
     if (slot.first_instruction() < previous || slot.first_instruction() >= r.instructions_size())

@@ -21,7 +21,7 @@ const char *meshAxisName(MeshAxis a) {
 }
 
 const char *pipelineScheduleName(PipelineSchedule s) {
-  return s == PipelineSchedule::kGPipe ? "gpipe" : "1f1b";
+  return s == PipelineSchedule::kGPipe ? "gpipe" : s == PipelineSchedule::k1F1B ? "1f1b" : "zb-h1";
 }
 
 int64_t Mesh::degree(MeshAxis a) const {
@@ -86,7 +86,7 @@ Expected<Mesh> parseMesh(const std::string &strategy) {
   if (strategy == "single")
     return m;
   const char *kHelp = " (available: single, or dp=N, pp=S, tp=T combined with commas, with "
-                      "microbatches=M and schedule=gpipe|1f1b for pipelines; e.g. dp=2,pp=2)";
+                      "microbatches=M and schedule=gpipe|1f1b|zb-h1 for pipelines; e.g. dp=2,pp=2)";
   if (strategy.empty())
     return Status::error("--strategy", std::string("is empty") + kHelp);
   m.single = false;
@@ -110,8 +110,11 @@ Expected<Mesh> parseMesh(const std::string &strategy) {
         m.schedule = PipelineSchedule::kGPipe;
       else if (value == "1f1b")
         m.schedule = PipelineSchedule::k1F1B;
+      else if (value == "zb-h1")
+        m.schedule = PipelineSchedule::kZBH1;
       else
-        return Status::error(where, "unknown schedule '" + value + "' (known: gpipe, 1f1b)");
+        return Status::error(where,
+                             "unknown schedule '" + value + "' (known: gpipe, 1f1b, zb-h1)");
       scheduleGiven = true;
       continue;
     }

@@ -16,13 +16,15 @@ namespace dtc {
 /// The order in which a pipeline stage runs the forward (F) and backward (B) passes of its
 /// micro-batches. GPipe: all F, then all B (Huang et al. 2019). 1F1B: PipeDream-Flush's
 /// one-forward-one-backward steady state after a warm-up of (stages - stage - 1) forwards
-/// (Narayanan et al. 2021), same bubble as GPipe, fewer activations in flight.
-enum class PipelineSchedule { kGPipe, k1F1B };
+/// (Narayanan et al. 2021), same bubble as GPipe, fewer activations in flight. ZB-H1 (Qi et al.
+/// 2023): backward split into the input-gradient part B and the weight-gradient part W, W
+/// deferred into the bubbles, at most `stages` + 1 micro-batches in flight per stage.
+enum class PipelineSchedule { kGPipe, k1F1B, kZBH1 };
 
 /// A mesh axis; also names a rank's communicator group along that axis.
 enum class MeshAxis { kDp, kPp, kTp };
 const char *meshAxisName(MeshAxis a);                 ///< "dp", "pp", "tp"
-const char *pipelineScheduleName(PipelineSchedule s); ///< "gpipe", "1f1b"
+const char *pipelineScheduleName(PipelineSchedule s); ///< "gpipe", "1f1b", "zb-h1"
 
 /// A rank's place in the mesh: 0 <= dp < Mesh::dp, and so on.
 struct MeshCoord {

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """End-to-end checks of pipeline parallelism (dtc-compile --strategy pp=S,microbatches=M,
-schedule=gpipe|1f1b, alone and with dp=D; dtc-run --nproc S*D).
+schedule=gpipe|1f1b|zb-h1, alone and with dp=D; dtc-run --nproc S*D).
 
 Groups (--only takes a comma-separated subset; all by default):
   equivalence  The law: parameters after 5 steps (--no-shuffle --save-params) equal
@@ -10,7 +10,8 @@ Groups (--only takes a comma-separated subset; all by default):
                models with it (CNN, ResNet, U-Net) normalize each micro-batch on its own, as
                GPipe and DeepSpeed do, so they compare with single at --batch-size B/M
                --grad-accum-steps M (running statistics included). Cases: the MLP (SGD with
-               momentum, Adam) at pp=2 and pp=4 for M = 1, 4, 8 and both schedules; the CNN,
+               momentum, Adam) at pp=2 and pp=4 for M = 1, 4, 8 and every schedule (GPipe, 1F1B,
+               ZB-H1); the CNN,
                the ResNet and the U-Net (skip connections across stages) at pp=2 and pp=4; the
                GPT (Adam, --class-axis -1); dp=2,pp=2 on 4 ranks; --grad-accum-steps 2 on top of
                a pipeline; a weight read on the first and the last stage (tied embeddings:
@@ -77,7 +78,7 @@ def equivalence_cases():
     # name, model, data, flags, strategy, nproc, batch-norm (compare with accumulation), adam
     for pp in (2, 4):
         for mb in (1, 4, 8):
-            for sched in (("1f1b",) if mb == 1 else ("gpipe", "1f1b")):
+            for sched in (("1f1b",) if mb == 1 else ("gpipe", "1f1b", "zb-h1")):
                 cases.append((f"mlp-sgd/pp={pp},M={mb},{sched}", m, digits, sgd,
                               f"pp={pp},microbatches={mb},schedule={sched}", pp, False, False))
     cases.append(("mlp-adam/pp=2,M=4,1f1b", m, digits, adam, "pp=2,microbatches=4", 2, False,
@@ -93,6 +94,13 @@ def equivalence_cases():
         for pp in pps:
             cases.append((f"{name}-sgd/pp={pp},M=2,1f1b", model, data, bn_sgd,
                           f"pp={pp},microbatches=2", pp, True, False))
+    cases.append(("unet-sgd/pp=4,M=4,zb-h1", os.path.join(MODELS, "unet_train.onnx"),
+                  os.path.join(GOLDEN, "unet_data.npz"), bn_sgd, "pp=4,microbatches=4,schedule=zb-h1",
+                  4, True, False))
+    cases.append(("gpt-adam/pp=2,M=4,zb-h1", os.path.join(MODELS, "gpt_train.onnx"),
+                  os.path.join(GOLDEN, "gpt_data.npz"),
+                  ["--batch-size", "8", "--class-axis", "-1", "--optimizer", "adam", "--lr",
+                   "1e-3"], "pp=2,microbatches=4,schedule=zb-h1", 2, False, True))
     cases.append(("cnn-sgd/pp=2,M=4,gpipe", os.path.join(MODELS, "cnn_train.onnx"),
                   os.path.join(GOLDEN, "cnn_data.npz"), bn_sgd, "pp=2,microbatches=4,schedule=gpipe",
                   2, True, False))

@@ -11,7 +11,7 @@
 #      device on the same global batch, so users see when pipelining pays.
 #
 #     .venv/bin/python3 tools/bench/pp_bench.py [--build build] [--layers 8] [--width 512]
-#         [--batch 64] [--steps 12] [--warmup 3] [--microbatches 1,2,4,8]
+#         [--batch 512] [--steps 12] [--warmup 3] [--microbatches 1,2,4,8]
 import argparse
 import json
 import os
@@ -129,7 +129,7 @@ def main():
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--width", type=int, default=512)
     ap.add_argument("--classes", type=int, default=10)
-    ap.add_argument("--batch", type=int, default=64, help="global batch")
+    ap.add_argument("--batch", type=int, default=512, help="global batch")
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--microbatches", default="1,2,4,8")

@@ -69,7 +69,7 @@ TEST(MeshTest, BadStrategiesNameTheItem) {
       {"dp=2,", "'' is not KEY=VALUE"},
       {"dp=2,microbatches=4", "microbatches is a pipeline option"},
       {"dp=2,schedule=gpipe", "schedule is a pipeline option"},
-      {"pp=2,schedule=zb", "unknown schedule 'zb' (known: gpipe, 1f1b)"},
+      {"pp=2,schedule=zb", "unknown schedule 'zb' (known: gpipe, 1f1b, zb-h1)"},
       {"dp=1024,pp=1024", "the mesh has 1048576 ranks; at most 65536"},
   };
   for (const Case &c : cases) {
