@@ -24,8 +24,8 @@ Groups (--only takes a comma-separated subset; all by default):
   errors       Compile errors: more stages than forward nodes (names the node count), a global
                batch that dp*M does not divide; a pp=2 plan started on 1 process says how to
                start it.
-  faults       SIGKILL of stage 1 of a running pp=2 job: non-zero exit within --timeout +
-               slack and a line naming rank 1.
+  faults       SIGKILL and SIGSTOP of stage 1 of a running pp=2 job: non-zero exit within
+               --timeout + slack and a line naming rank 1.
 
 Prints one line per check (PASS/FAIL name: details, seconds); exits 1 listing the failing
 checks.
@@ -308,6 +308,40 @@ def run_faults(r):
             job.cleanup()
 
     r.check("faults/sigkill-stage-1/pp=2", killed)
+
+    def stopped():
+        # A stage that hangs (SIGSTOP): the other stage's heartbeats notice it within --timeout.
+        plan = r.compile(model, ["--batch-size", "16", "--strategy", "pp=2,microbatches=4"])
+        marked = r.path(f"pp-stop-{os.getpid()}.dtc")
+        if not os.path.exists(marked):
+            os.link(plan, marked)
+        log = r.path("pp-stop.jsonl")
+        job = Job([r.run_tool, marked, "--nproc", "2", "--data", digits, "--steps", "1000000",
+                   "--timeout", str(FAULT_TIMEOUT), "--print-every", "1000000", "--log", log],
+                  marked)
+        try:
+            ranks = job.ranks(2, log)
+            time.sleep(2.0)
+            t0 = time.monotonic()
+            os.kill(ranks[1], signal.SIGSTOP)
+            rc = job.wait(FAULT_TIMEOUT + SLACK)
+            dt = time.monotonic() - t0
+            job.reader.join(5)
+            out = job.text()
+            named = [ln for ln in out.splitlines() if re.search(r"\brank 1\b", ln)]
+            if rc is None or rc == 0 or not named:
+                raise CheckFailed(f"exit {rc} after {dt:.1f} s (expected non-zero within "
+                                  f"{FAULT_TIMEOUT + SLACK:.0f} s naming rank 1):\n"
+                                  + out[-2000:])
+            return f"exit {rc} {dt:.1f} s after the stop: {named[0].strip()[:150]}"
+        finally:
+            try:
+                os.kill(ranks[1], signal.SIGCONT)
+            except (OSError, UnboundLocalError):
+                pass
+            job.cleanup()
+
+    r.check("faults/sigstop-stage-1/pp=2", stopped)
 
 
 def main():

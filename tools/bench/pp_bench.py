@@ -4,7 +4,8 @@
 # measure the oversubscription, not the schedule):
 #   1. bubble fraction per schedule and micro-batch count, measured from dtc-run --trace (per
 #      step after --warmup: 1 - sum over stages of kernel time / (S * step span)), printed
-#      beside the formula (S - 1) / (M + S - 1) of GPipe and 1F1B;
+#      beside the formula (S - 1) / (M + S - 1) of GPipe and 1F1B and (S - 1) / (3M + S - 1) of
+#      ZB-H1 (equal forward, input-gradient and weight-gradient times);
 #   2. each stage's arena (the plan's memory, activations included) for GPipe and 1F1B, and the
 #      simulated peak number of micro-batches whose activations a stage keeps;
 #   3. throughput (samples/s, median over the steps after warm-up) of pp=2 against dp=2 and one
@@ -148,10 +149,11 @@ def main():
           f"global batch {args.batch}, {args.steps} steps ({args.warmup} warm-up), "
           f"{S} stages, 1 thread per rank")
 
-    print("\n1. bubble fraction (measured from --trace, whole step) vs (S-1)/(M+S-1)")
+    print("\n1. bubble fraction (measured from --trace, whole step) vs the formula: GPipe, 1F1B "
+          "(S-1)/(M+S-1), ZB-H1 (S-1)/(3M+S-1)")
     print(f"{'schedule':>8} {'M':>3} {'measured':>9} {'formula':>8} {'samples/s':>10}")
     memory = {}
-    for sched in ("gpipe", "1f1b"):
+    for sched in ("gpipe", "1f1b", "zb-h1"):
         for mb in [int(x) for x in args.microbatches.split(",")]:
             if args.batch % mb:
                 continue
@@ -160,8 +162,10 @@ def main():
             memory[(sched, mb)] = arenas
             trace = plan + ".trace.json"
             rate = train(args, tmp, plan, data, S, trace)
+            # ZB-H1's ideal with F = B = W: (S-1) of 3M+S-1 units; GPipe and 1F1B: (S-1)/(M+S-1).
+            ideal = (S - 1) / (3 * mb + S - 1) if sched == "zb-h1" else (S - 1) / (mb + S - 1)
             print(f"{sched:>8} {mb:>3} {bubble(trace, S, args.warmup):>9.3f} "
-                  f"{(S - 1) / (mb + S - 1):>8.3f} {rate:>10.1f}")
+                  f"{ideal:>8.3f} {rate:>10.1f}")
 
     print("\n2. arena per stage (bytes; parameters, gradients and activations) and the "
           "micro-batches whose activations a stage keeps at once")
