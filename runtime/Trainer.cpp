@@ -608,6 +608,7 @@ Status Trainer::run() {
   lossRanks_ = 0;
   for (const plan::RankInfo &ri : plan_.ranks())
     lossRanks_ += !plan_.programs(ri.program()).training().loss_output().empty();
+  lossRanks_ = std::max(lossRanks_, 1); // validated: the last stage's ranks compute the loss
   globalBatch_ = l_.batch * dpSize_;
   const int64_t perStep = globalBatch_ * l_.microBatches;
   const std::string batchText =

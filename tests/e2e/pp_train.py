@@ -277,23 +277,27 @@ def run_errors(r):
 def run_faults(r):
     model, digits = mlp()
 
-    def killed():
+    def fault(sig, name):
+        """Stage 1 of a running pp=2 job gets `sig`: the job must end non-zero within --timeout
+        + slack with a line naming rank 1 (SIGKILL: mpirun sees the death; SIGSTOP: the other
+        stage's heartbeats stop)."""
         plan = r.compile(model, ["--batch-size", "16", "--strategy", "pp=2,microbatches=4"])
-        marked = r.path(f"pp-kill-{os.getpid()}.dtc")
+        marked = r.path(f"pp-{name}-{os.getpid()}.dtc")
         if not os.path.exists(marked):
             os.link(plan, marked)
-        log = r.path("pp-kill.jsonl")
+        log = r.path(f"pp-{name}.jsonl")
         job = Job([r.run_tool, marked, "--nproc", "2", "--data", digits, "--steps", "1000000",
                    "--timeout", str(FAULT_TIMEOUT), "--print-every", "1000000", "--log", log],
                   marked)
+        ranks = {}
         try:
             ranks = job.ranks(2, log)
             time.sleep(2.0)
             if job.proc.poll() is not None:
-                raise CheckFailed(f"the job ended before the kill (exit {job.proc.poll()}):\n"
+                raise CheckFailed(f"the job ended before the signal (exit {job.proc.poll()}):\n"
                                   + job.text()[-2000:])
             t0 = time.monotonic()
-            os.kill(ranks[1], signal.SIGKILL)
+            os.kill(ranks[1], sig)
             rc = job.wait(HARD_LIMIT)
             dt = time.monotonic() - t0
             job.reader.join(5)
@@ -303,45 +307,17 @@ def run_faults(r):
                 raise CheckFailed(f"exit {rc} after {dt:.1f} s (expected non-zero within "
                                   f"{FAULT_TIMEOUT + SLACK:.0f} s naming rank 1):\n"
                                   + out[-2000:])
-            return f"exit {rc} {dt:.1f} s after the kill: {named[0].strip()[:150]}"
+            return f"exit {rc} {dt:.1f} s after the signal: {named[0].strip()[:150]}"
         finally:
+            if sig == signal.SIGSTOP and 1 in ranks:
+                try:
+                    os.kill(ranks[1], signal.SIGCONT)
+                except OSError:
+                    pass
             job.cleanup()
 
-    r.check("faults/sigkill-stage-1/pp=2", killed)
-
-    def stopped():
-        # A stage that hangs (SIGSTOP): the other stage's heartbeats notice it within --timeout.
-        plan = r.compile(model, ["--batch-size", "16", "--strategy", "pp=2,microbatches=4"])
-        marked = r.path(f"pp-stop-{os.getpid()}.dtc")
-        if not os.path.exists(marked):
-            os.link(plan, marked)
-        log = r.path("pp-stop.jsonl")
-        job = Job([r.run_tool, marked, "--nproc", "2", "--data", digits, "--steps", "1000000",
-                   "--timeout", str(FAULT_TIMEOUT), "--print-every", "1000000", "--log", log],
-                  marked)
-        try:
-            ranks = job.ranks(2, log)
-            time.sleep(2.0)
-            t0 = time.monotonic()
-            os.kill(ranks[1], signal.SIGSTOP)
-            rc = job.wait(FAULT_TIMEOUT + SLACK)
-            dt = time.monotonic() - t0
-            job.reader.join(5)
-            out = job.text()
-            named = [ln for ln in out.splitlines() if re.search(r"\brank 1\b", ln)]
-            if rc is None or rc == 0 or not named:
-                raise CheckFailed(f"exit {rc} after {dt:.1f} s (expected non-zero within "
-                                  f"{FAULT_TIMEOUT + SLACK:.0f} s naming rank 1):\n"
-                                  + out[-2000:])
-            return f"exit {rc} {dt:.1f} s after the stop: {named[0].strip()[:150]}"
-        finally:
-            try:
-                os.kill(ranks[1], signal.SIGCONT)
-            except (OSError, UnboundLocalError):
-                pass
-            job.cleanup()
-
-    r.check("faults/sigstop-stage-1/pp=2", stopped)
+    r.check("faults/sigkill-stage-1/pp=2", lambda: fault(signal.SIGKILL, "kill"))
+    r.check("faults/sigstop-stage-1/pp=2", lambda: fault(signal.SIGSTOP, "stop"))
 
 
 def main():
