@@ -3,6 +3,7 @@ target_sources(dtc_ops_defs PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/Abs.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Activation.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Cast.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/CastLike.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Clip.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Dropout.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Erf.cpp

@@ -173,7 +173,8 @@ TEST(CpuWhere, ScalarsZeroSizeAndInPlace) {
 
 TEST(CpuCompare, CheckErrors) {
   EXPECT_EQ(checkMsg(makeSpec("Less", {boolT({2}), boolT({2})}, {boolT({2})})),
-            "node 'n0' (Less): input 0 has dtype bool; the CPU kernel supports f32 or i64");
+            "node 'n0' (Less): input 0 has dtype bool; the CPU kernel supports f32, f64, i8, i16, "
+            "i32, i64, u8, u16, u32 or u64");
   EXPECT_EQ(checkMsg(makeSpec("Equal", {f32({2}), i64({2})}, {boolT({2})})),
             "node 'n0' (Equal): input 1 has dtype i64; the CPU kernel supports f32");
   EXPECT_EQ(checkMsg(makeSpec("Greater", {f32({2}), f32({2})}, {f32({2})})),
