@@ -20,4 +20,6 @@ target_sources(dtc_ops_cpu PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/Loss.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Dropout.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Variadic.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/CumSum.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/GatherElements.cpp
 )
