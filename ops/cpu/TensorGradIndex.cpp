@@ -1,7 +1,7 @@
 // CPU kernels of the index gradients ai.dtc.GatherGrad (zero fill, then scatter-add of dY rows:
-// repeated indices accumulate), ai.dtc.GatherElementsGrad (zero fill, then scatter-add of dY
-// elements) and ai.dtc.SliceGrad (zero fill, then a strided scatter of dY).
-// Hand loops over contiguous rows: GatherGrad of an embedding table (axis 0) adds one d_model
+// repeated indices accumulate), ai.dtc.GatherElementsGrad and ai.dtc.GatherNDGrad (zero fill, then
+// scatter-add of dY elements or slices) and ai.dtc.SliceGrad (zero fill, then a strided scatter of
+// dY). Hand loops over contiguous rows: GatherGrad of an embedding table (axis 0) adds one d_model
 // row of dY per index into the (vocab x d_model) gradient.
 #include "ops/cpu/IndexUtil.h"
 
@@ -124,6 +124,37 @@ private:
   size_t bytes_;
 };
 
+// dx = 0; dx[slice of tuple t] += dy[slice t] for every index tuple t, in order.
+class GatherNDGradKernel : public Kernel {
+public:
+  GatherNDGradKernel(const KernelSpec &spec, GatherNDGeometry g)
+      : where_(spec.where()), g_(std::move(g)),
+        bytes_(static_cast<size_t>(spec.outputs[0].byteSize())) {}
+
+  Status run(const KernelArgs &args) override {
+    float *dx = static_cast<float *>(args.outputs[0]);
+    std::memset(dx, 0, bytes_);
+    const float *dy = static_cast<const float *>(args.inputs[0]);
+    const int64_t *idx = static_cast<const int64_t *>(args.inputs[1]);
+    for (int64_t t = 0; t < g_.tuples; ++t) {
+      int64_t bad = 0;
+      const int64_t off = g_.offset(t, idx + t * g_.m, bad);
+      if (off < 0)
+        return Status::error(where_, g_.rangeError(off, bad));
+      float *__restrict dst = dx + off;
+      const float *__restrict src = dy + t * g_.slice;
+      for (int64_t k = 0; k < g_.slice; ++k)
+        dst[k] += src[k];
+    }
+    return Status::ok();
+  }
+
+private:
+  std::string where_;
+  GatherNDGeometry g_;
+  size_t bytes_;
+};
+
 // dx = 0; dx[start + k * step] = dy[k] (per axis). Walks dy in order: an odometer over the outer
 // axes, a strided inner loop over the last axis.
 class SliceGradKernel : public Kernel {
@@ -237,6 +268,31 @@ Status checkGatherElementsGrad(const KernelSpec &spec) {
 Expected<KernelPtr> createGatherElementsGrad(const KernelSpec &spec, CpuContext &) {
   DTC_ASSIGN_OR_RETURN(int64_t axis, gatherGradAxis(spec));
   return KernelPtr(std::make_unique<GatherElementsGradKernel>(spec, axis));
+}
+
+Status checkGatherNDGrad(const KernelSpec &spec) {
+  DTC_RETURN_IF_ERROR(checkArity(spec, 2, 2, 1));
+  DTC_RETURN_IF_ERROR(checkDType(spec, true, 0, {ir::DType::kFloat32}));
+  DTC_RETURN_IF_ERROR(checkDType(spec, true, 1, {ir::DType::kInt64}));
+  DTC_RETURN_IF_ERROR(checkDType(spec, false, 0, {ir::DType::kFloat32}));
+  DTC_RETURN_IF_ERROR(checkShapes(spec, 64));
+  const int64_t b = spec.attrInt("batch_dims", 0);
+  if (!spec.attrKindError.empty())
+    return spec.error(spec.attrKindError);
+  std::vector<int64_t> dy;
+  DTC_RETURN_IF_ERROR(
+      GatherNDGeometry::make(spec, spec.outputs[0].shape, spec.inputs[1].shape, b, dy).status());
+  if (spec.inputs[0].shape != dy)
+    return spec.error("dy " + shapeStr(spec.inputs[0].shape) + " must have shape " + shapeStr(dy));
+  return Status::ok();
+}
+
+Expected<KernelPtr> createGatherNDGrad(const KernelSpec &spec, CpuContext &) {
+  std::vector<int64_t> dy;
+  DTC_ASSIGN_OR_RETURN(GatherNDGeometry g,
+                       GatherNDGeometry::make(spec, spec.outputs[0].shape, spec.inputs[1].shape,
+                                              spec.attrInt("batch_dims", 0), dy));
+  return KernelPtr(std::make_unique<GatherNDGradKernel>(spec, std::move(g)));
 }
 
 Status checkSliceGrad(const KernelSpec &spec) {

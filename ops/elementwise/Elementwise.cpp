@@ -236,6 +236,36 @@ Status selectedInputGradient(GradientContext &ctx) {
   return Status::ok();
 }
 
+Expected<std::vector<ir::TensorDataPtr>> foldUnary(FoldContext &ctx,
+                                                   const std::function<double(double)> &fn) {
+  const ir::TensorData &x = *ctx.input(0);
+  if (x.dtype() == ir::DType::kInt64) {
+    // Through doubles element by element; exact for results that are small integers (Sign).
+    DTC_ASSIGN_OR_RETURN(std::vector<int64_t> v, x.toInt64s());
+    for (int64_t &e : v)
+      e = static_cast<int64_t>(fn(static_cast<double>(e)));
+    return std::vector<ir::TensorDataPtr>{
+        ir::TensorData::fromInt64s(ctx.node().output(0)->name(), x.dims(), v)};
+  }
+  DTC_ASSIGN_OR_RETURN(std::vector<double> v, elementsAsDoubles(x));
+  for (double &e : v)
+    e = fn(e);
+  return std::vector<ir::TensorDataPtr>{
+      makeTensor(ctx.node().output(0)->name(), x.dtype(), x.dims(), v)};
+}
+
+Status zeroGradient(GradientContext &ctx) {
+  if (!ctx.needsGrad(0))
+    return Status::ok();
+  ir::Value *dy = ctx.outputGrad(0);
+  if (dy->dtype() != ir::DType::kFloat32)
+    return ctx.error("gradient: " + ctx.node().opType() + "'s gradient rule supports f32 (got " +
+                     std::string(ir::dtypeName(dy->dtype())) + ")");
+  DTC_ASSIGN_OR_RETURN(ir::Value * dx, ctx.emit1("ZeroGradient", {dy, dy}, {}, ir::kDtcDomain));
+  ctx.setInputGrad(0, dx);
+  return Status::ok();
+}
+
 OpDef unaryDef(const std::string &name, int since, TypeMask types) {
   OpDef d;
   d.name = name;

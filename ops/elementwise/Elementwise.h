@@ -26,6 +26,16 @@ foldBinary(FoldContext &ctx, const std::function<Expected<int64_t>(int64_t, int6
 ir::TensorDataPtr makeTensor(const std::string &name, ir::DType dtype,
                              const std::vector<int64_t> &dims, const std::vector<double> &values);
 
+/// Folds a unary op elementwise through doubles (any numeric dtype; the result is converted back
+/// to the input's dtype as tensorOfType does).
+Expected<std::vector<ir::TensorDataPtr>> foldUnary(FoldContext &ctx,
+                                                   const std::function<double(double)> &fn);
+
+/// The gradient rule of ops whose derivative is zero almost everywhere (Floor, Ceil, Round,
+/// Sign): dX = ai.dtc.ZeroGradient(dY), zeros without a constant of X's size (f32; PyTorch's
+/// convention for these ops). Error naming the node for other dtypes.
+Status zeroGradient(GradientContext &ctx);
+
 /// A unary op definition: one input X of `types`, output Y of the same type and shape.
 OpDef unaryDef(const std::string &name, int since, TypeMask types);
 

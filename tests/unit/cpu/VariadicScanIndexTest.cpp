@@ -204,6 +204,39 @@ TEST(CpuGatherElements, RuntimeAndCheckErrors) {
             "node 'n0' (GatherElements): axis 2 is out of range for rank 2");
 }
 
+TEST(CpuGatherND, TuplesSlicesAndBatchDims) {
+  Buf<float> data(24);
+  for (size_t i = 0; i < 24; ++i)
+    data[i] = static_cast<float>(i);
+  // data [2,3,4]; tuples of 2 select rows: (1,2) -> 20..23, (-2,0) -> 0..3.
+  Buf<int64_t> idx(std::vector<int64_t>{1, 2, -2, 0});
+  Buf<float> y(8);
+  runKernel(makeSpec("GatherND", {f32({2, 3, 4}), i64({2, 2})}, {f32({2, 4})}),
+            {data.data(), idx.data()}, {y.data()});
+  EXPECT_EQ(y.vec(), (std::vector<float>{20, 21, 22, 23, 0, 1, 2, 3}));
+  // batch_dims 1: per batch one tuple (k) of length 2 -> data[b, i, j].
+  Buf<int64_t> bidx(std::vector<int64_t>{0, 3, 2, -1});
+  Buf<float> z(2);
+  runKernel(makeSpec("GatherND", {f32({2, 3, 4}), i64({2, 2})}, {f32({2})},
+                     {{"batch_dims", ir::Attribute(int64_t{1})}}),
+            {data.data(), bidx.data()}, {z.data()});
+  EXPECT_EQ(z.vec(), (std::vector<float>{3, 23}));
+  CpuContext ctx;
+  auto k = createKernel(makeSpec("GatherND", {f32({2, 3, 4}), i64({1, 1})}, {f32({1, 3, 4})}), ctx);
+  ASSERT_TRUE(k.hasValue()) << k.status().message();
+  Buf<int64_t> bad(std::vector<int64_t>{2});
+  Buf<float> out(12);
+  std::vector<const void *> ins = {data.data(), bad.data()};
+  std::vector<void *> outs = {out.data()};
+  EXPECT_EQ((*k)->run({ins.data(), 2, outs.data(), 1}).message(),
+            "node 'n0' (GatherND): index 2 is out of range for axis 0 of size 2");
+  EXPECT_EQ(checkMsg(makeSpec("GatherND", {f32({2, 3}), i64({1, 3})}, {f32({1})})),
+            "node 'n0' (GatherND): the last dim of indices [1,3] must be in [1, 2]");
+  EXPECT_EQ(checkMsg(makeSpec("GatherND", {f32({2, 3}), i64({3, 1})}, {f32({3, 3})},
+                              {{"batch_dims", ir::Attribute(int64_t{1})}})),
+            "node 'n0' (GatherND): batch dim 0 differs: data [2,3], indices [3,1]");
+}
+
 TEST(CpuGatherElementsGrad, ScatterAddsRepeatedIndices) {
   // dx [2,3] = 0; axis 1: dx[i][idx[i][j]] += dy[i][j].
   Buf<float> dy(std::vector<float>{1, 2, 4, 8}), dx(6);

@@ -214,6 +214,26 @@ TEST(ExporterOps, FoldCastLikeCumSumGatherElements) {
             "node 'n' (GatherElements): index 2 is out of range for axis 0 of size 2");
 }
 
+TEST(ExporterOps, FoldGatherNDAndRounding) {
+  auto data = ints("d", {2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7});
+  EXPECT_EQ(intsOf(fold("GatherND", {data, ints("i", {2, 2}, {1, 0, 0, -1})})),
+            (std::vector<int64_t>{4, 5, 2, 3}));
+  EXPECT_EQ(intsOf(fold("GatherND", {data, ints("i", {2, 1}, {1, 0})},
+                        {{"batch_dims", ir::Attribute(int64_t{1})}})),
+            (std::vector<int64_t>{2, 3, 4, 5}));
+  auto err = fold("GatherND", {data, ints("i", {1, 4}, {0, 0, 0, 0})});
+  ASSERT_FALSE(err.hasValue());
+  EXPECT_EQ(err.status().message(), "node 'n' (GatherND): the last dim of 'indices' [1,4] is 4; "
+                                    "it must be in [1, 3] for 'data' [2,2,2] and batch_dims 0");
+  auto x = floats("x", {5}, {0.5f, 1.5f, -2.5f, -0.3f, 2.7f});
+  EXPECT_EQ(doublesOf(fold("Round", {x})), (std::vector<double>{0, 2, -2, -0.0, 3}));
+  EXPECT_EQ(doublesOf(fold("Floor", {x})), (std::vector<double>{0, 1, -3, -1, 2}));
+  EXPECT_EQ(doublesOf(fold("Ceil", {x})), (std::vector<double>{1, 2, -2, -0.0, 3}));
+  EXPECT_EQ(doublesOf(fold("Sign", {x})), (std::vector<double>{1, 1, -1, -1, 1}));
+  EXPECT_EQ(intsOf(fold("Sign", {ints("s", {3}, {-7, 0, int64_t{1} << 62})})),
+            (std::vector<int64_t>{-1, 0, 1}));
+}
+
 TEST(ExporterOps, CausalMaskAndPositionIdsFoldWithStaticShapes) {
   // The mask logic of GPT-2 exports: positions from Range, a causal mask from LessOrEqual of
   // the unsqueezed positions, Where to -inf; position ids as CumSum of a constant mask minus 1.

@@ -495,6 +495,41 @@ TEST(TensorGrad, GatherElementsRepeatedIndicesAccumulate) {
   EXPECT_EQ(g, (std::vector<float>{3, 4, 0, 56}));
 }
 
+TEST(TensorGrad, GatherND) {
+  GradCheckOptions o;
+  o.maxElements = 64;
+  // Tuples of length 1 (row slices) with a repeat and a negative index; full tuples (elements).
+  EXPECT_EQ(gradCheck("GatherND",
+                      {GradInput::f32("x", {3, 4}), GradInput::i64("i", {3, 1}, {2, -1, 0})}, {}, 1,
+                      o),
+            "");
+  EXPECT_EQ(gradCheck("GatherND",
+                      {GradInput::f32("x", {2, 3, 2}),
+                       GradInput::i64("i", {2, 2, 3}, {0, 1, 1, 1, 2, 0, -1, 0, 0, 0, 2, 1})},
+                      {}, 1, o),
+            "");
+  // batch_dims = 1 (GPT-2 picks one position per sequence this way).
+  EXPECT_EQ(gradCheck("GatherND",
+                      {GradInput::f32("x", {2, 3, 4}), GradInput::i64("i", {2, 1}, {2, 0})},
+                      {{"batch_dims", ir::Attribute(int64_t{1})}}, 1, o),
+            "");
+}
+
+TEST(TensorGrad, GatherNDRepeatedTuplesAccumulate) {
+  std::vector<float> g = gradOf("GatherND", {2, 2}, {1, 2, 3, 4},
+                                {i64s("i", {3, 2}, {1, 0, 1, 0, 0, 1})}, {}, {1, 2, 4});
+  EXPECT_EQ(g, (std::vector<float>{0, 4, 3, 0}));
+}
+
+TEST(TensorGrad, FloorCeilRoundSignHaveZeroGradient) {
+  for (const char *op : {"Floor", "Ceil", "Round", "Sign"}) {
+    std::vector<std::string> bwd;
+    std::vector<float> g = gradOf(op, {3}, {0.3f, -1.7f, 2.5f}, {}, {}, {}, &bwd);
+    EXPECT_EQ(g, (std::vector<float>{0, 0, 0})) << op;
+    EXPECT_EQ(std::count(bwd.begin(), bwd.end(), "ZeroGradient"), 1) << op;
+  }
+}
+
 // ---- CumSum ------------------------------------------------------------------------------------
 
 TEST(TensorGrad, CumSumEveryDirection) {
