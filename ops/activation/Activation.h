@@ -32,6 +32,18 @@ Expected<std::vector<double>> elementsAsDoubles(const ir::TensorData &t);
 ir::TensorDataPtr tensorOfType(const std::string &name, ir::DType dtype,
                                const std::vector<int64_t> &dims, const std::vector<double> &values);
 
+/// `in` converted to `to` as Cast folds it (integer/bool -> integer/bool exactly and modular;
+/// anything else through doubles, see tensorOfType), named `name`. Errors (naming `where`) for
+/// string tensors ("cannot fold a <opName> from or to string") and unreadable data. Shared by
+/// Cast and CastLike.
+Expected<ir::TensorDataPtr> castTensor(const ir::TensorData &in, ir::DType to,
+                                       const std::string &name, const std::string &where,
+                                       const char *opName);
+
+/// The gradient of Cast and CastLike with respect to input 0: dX = Cast(dY, to = X's dtype), dY
+/// itself when the dtypes agree. Does nothing when input 0 needs no gradient or dY is absent.
+Status castGradient(GradientContext &ctx);
+
 /// Softmax and LogSoftmax: versions 1, 11 (negative axis), 13 (one axis, default -1). Older
 /// forms are normalized as described in Activation.cpp (normalizeSoftmaxFamily).
 OpDef softmaxFamilyDef(const std::string &name);

@@ -73,6 +73,38 @@ bool isIntOrBool(ir::DType t) { return ir::isInteger(t) || t == ir::DType::kBool
 
 } // namespace
 
+Expected<ir::TensorDataPtr> castTensor(const ir::TensorData &in, ir::DType to,
+                                       const std::string &name, const std::string &where,
+                                       const char *opName) {
+  if (in.dtype() == ir::DType::kString || to == ir::DType::kString)
+    return Status::error(where, "cannot fold a " + std::string(opName) + " from or to string");
+  if (isIntOrBool(in.dtype()) && isIntOrBool(to)) {
+    auto ints = in.toInt64s();
+    if (!ints)
+      return Status::error(where, ints.status().message());
+    return castIntegers(name, to, in.dims(), *ints);
+  }
+  auto values = elementsAsDoubles(in);
+  if (!values)
+    return Status::error(where, values.status().message());
+  return tensorOfType(name, to, in.dims(), *values);
+}
+
+Status castGradient(GradientContext &ctx) {
+  if (!ctx.needsGrad(0) || !ctx.outputGrad(0))
+    return Status::ok();
+  ir::Value *dy = ctx.outputGrad(0);
+  const ir::DType from = ctx.input(0)->dtype();
+  if (dy->dtype() == from) {
+    ctx.setInputGrad(0, dy);
+    return Status::ok();
+  }
+  DTC_ASSIGN_OR_RETURN(
+      ir::Value * dx, ctx.emit1("Cast", {dy}, {{"to", ir::Attribute(static_cast<int64_t>(from))}}));
+  ctx.setInputGrad(0, dx);
+  return Status::ok();
+}
+
 OpDef defineCast() {
   OpDef d;
   d.name = "Cast";
@@ -103,39 +135,15 @@ OpDef defineCast() {
   };
   d.fold = [](FoldContext &ctx) -> Expected<std::vector<ir::TensorDataPtr>> {
     DTC_ASSIGN_OR_RETURN(ir::DType to, targetType(ctx.node()));
-    const ir::TensorData &in = *ctx.input(0);
-    const std::string &name = ctx.node().output(0)->name();
-    if (in.dtype() == ir::DType::kString || to == ir::DType::kString)
-      return ctx.error("cannot fold a Cast from or to string");
-    if (isIntOrBool(in.dtype()) && isIntOrBool(to)) {
-      auto ints = in.toInt64s();
-      if (!ints)
-        return ctx.error(ints.status().message());
-      return std::vector<ir::TensorDataPtr>{castIntegers(name, to, in.dims(), *ints)};
-    }
-    auto values = elementsAsDoubles(in);
-    if (!values)
-      return ctx.error(values.status().message());
-    return std::vector<ir::TensorDataPtr>{tensorOfType(name, to, in.dims(), *values)};
+    DTC_ASSIGN_OR_RETURN(
+        ir::TensorDataPtr t,
+        castTensor(*ctx.input(0), to, ctx.node().output(0)->name(), ctx.node().where(), "Cast"));
+    return std::vector<ir::TensorDataPtr>{t};
   };
   // Float -> float: dX = Cast(dY, to = X's dtype) (dY itself when the dtypes are equal). A cast
   // to an integer or bool type passes no gradient (its output carries none, so autodiff never
   // asks), and integer inputs never need one.
-  d.gradient = [](GradientContext &ctx) -> Status {
-    if (!ctx.needsGrad(0) || !ctx.outputGrad(0))
-      return Status::ok();
-    ir::Value *dy = ctx.outputGrad(0);
-    const ir::DType from = ctx.input(0)->dtype();
-    if (dy->dtype() == from) {
-      ctx.setInputGrad(0, dy);
-      return Status::ok();
-    }
-    DTC_ASSIGN_OR_RETURN(
-        ir::Value * dx,
-        ctx.emit1("Cast", {dy}, {{"to", ir::Attribute(static_cast<int64_t>(from))}}));
-    ctx.setInputGrad(0, dx);
-    return Status::ok();
-  };
+  d.gradient = castGradient;
   // A conversion, not arithmetic: 0 FLOPs, bytes of both dtypes.
   d.cost = dataMovementCost();
   return d;

@@ -3,10 +3,13 @@ target_sources(dtc_ops_defs PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/Abs.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Activation.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Cast.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/CastLike.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Ceil.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Clip.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Dropout.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Erf.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Exp.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Floor.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Gelu.cpp
   ${CMAKE_CURRENT_LIST_DIR}/HardSigmoid.cpp
   ${CMAKE_CURRENT_LIST_DIR}/HardSwish.cpp
@@ -17,7 +20,9 @@ target_sources(dtc_ops_defs PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/Neg.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Reciprocal.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Relu.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Round.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Sigmoid.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Sign.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Softmax.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Sqrt.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Tanh.cpp

@@ -1,11 +1,11 @@
-// CPU kernel of Cast between f32, f64, i32, i64, i8, u8 and bool (`to` names the target; the
-// Cast-19 `saturate` attribute only concerns float8 types and is ignored). Conversions follow
-// numpy's astype where it is defined: float -> integer truncates toward zero, integer -> integer
-// wraps (two's complement), anything -> bool is x != 0 (NaN -> true), bool -> number is 0 or 1.
-// Where C++ and numpy leave it undefined, dtc defines it: float NaN -> integer 0, and float
-// values (including +-inf) outside the integer type's range saturate to its min or max.
-// f64 -> f32 rounds to nearest (out of range -> +-inf). Elementwise: runs in place when the two
-// element sizes are equal.
+// CPU kernels of Cast and CastLike between f32, f64, i32, i64, i8, u8 and bool (Cast's `to`, or
+// CastLike's input 1's dtype, names the target; the Cast-19 `saturate` attribute only concerns
+// float8 types and is ignored). Conversions follow numpy's astype where it is defined: float ->
+// integer truncates toward zero, integer -> integer wraps (two's complement), anything -> bool is x
+// != 0 (NaN -> true), bool -> number is 0 or 1. Where C++ and numpy leave it undefined, dtc defines
+// it: float NaN -> integer 0, and float values (including +-inf) outside the integer type's range
+// saturate to its min or max. f64 -> f32 rounds to nearest (out of range -> +-inf). Elementwise:
+// runs in place when the two element sizes are equal.
 #include "ops/cpu/BroadcastUtil.h"
 
 #include <cmath>
@@ -125,5 +125,24 @@ int inPlaceCast(const KernelSpec &spec) {
   // Element i is read before element i is written, at the same byte offset when sizes match.
   return ir::dtypeSize(spec.inputs[0].dtype) == ir::dtypeSize(spec.outputs[0].dtype) ? 0 : -1;
 }
+
+} // namespace dtc::ops::cpu
+
+namespace dtc::ops::cpu {
+
+// CastLike: Cast to input 1's dtype (its values are not read), which must be output 0's.
+Status checkCastLike(const KernelSpec &spec) {
+  DTC_RETURN_IF_ERROR(checkArity(spec, 2, 2, 1));
+  DTC_RETURN_IF_ERROR(checkDType(spec, false, 0, {spec.inputs[1].dtype}));
+  KernelSpec cast = spec;
+  cast.inputs.resize(1);
+  return checkCast(cast);
+}
+
+Expected<KernelPtr> createCastLike(const KernelSpec &spec, CpuContext &) {
+  return KernelPtr(std::make_unique<CastKernel>(spec));
+}
+
+int inPlaceCastLike(const KernelSpec &spec) { return inPlaceCast(spec); }
 
 } // namespace dtc::ops::cpu

@@ -1,18 +1,46 @@
-// CPU kernels of the comparisons Equal (f32, i64, bool), Less and Greater (f32, i64) with numpy
-// broadcasting and a bool output (one byte, 0 or 1), Not (bool), and Where (bool condition;
-// f32, i64, i32 or bool branches; three-way numpy broadcasting). Hand loops: oneDNN has no i64
-// data type, and one loop serves every dtype. Comparisons with NaN are false (Equal too).
+// CPU kernels of the comparisons Equal (f32, f64, every integer type, bool), Less, Greater,
+// LessOrEqual and GreaterOrEqual (f32, f64, every integer type) with numpy broadcasting and a bool
+// output (one byte, 0 or 1), the logical And, Or, Xor (bool, broadcasting) and Not (bool), IsNaN
+// and IsInf (f32, f64), and Where (bool condition; f32, i64, i32 or bool branches; three-way numpy
+// broadcasting). Hand loops: oneDNN has no i64 data type, and one loop serves every dtype.
+// Comparisons with NaN are false (Equal too).
 #include "ops/cpu/BroadcastUtil.h"
+
+#include <cmath>
 
 namespace dtc::ops::cpu {
 
 namespace {
 
-enum class CmpOp { kEqual, kLess, kGreater };
+enum class CmpOp { kEqual, kLess, kGreater, kLessOrEqual, kGreaterOrEqual };
 
 CmpOp cmpOp(const std::string &op) {
-  return op == "Equal" ? CmpOp::kEqual : op == "Less" ? CmpOp::kLess : CmpOp::kGreater;
+  if (op == "Equal")
+    return CmpOp::kEqual;
+  if (op == "Less")
+    return CmpOp::kLess;
+  if (op == "LessOrEqual")
+    return CmpOp::kLessOrEqual;
+  if (op == "GreaterOrEqual")
+    return CmpOp::kGreaterOrEqual;
+  return CmpOp::kGreater;
 }
+
+/// u8 elements, told apart from bool bytes (uint8_t) in CompareKernel::compare.
+struct Byte {
+  uint8_t v;
+  bool operator==(Byte o) const { return v == o.v; }
+  bool operator<(Byte o) const { return v < o.v; }
+  bool operator>(Byte o) const { return v > o.v; }
+  bool operator<=(Byte o) const { return v <= o.v; }
+  bool operator>=(Byte o) const { return v >= o.v; }
+};
+
+/// Every dtype the comparisons take (Equal also takes bool).
+const std::vector<ir::DType> kCompareTypes = {
+    ir::DType::kFloat32, ir::DType::kFloat64, ir::DType::kInt8,  ir::DType::kInt16,
+    ir::DType::kInt32,   ir::DType::kInt64,   ir::DType::kUInt8, ir::DType::kUInt16,
+    ir::DType::kUInt32,  ir::DType::kUInt64};
 
 class CompareKernel : public Kernel {
 public:
@@ -24,8 +52,24 @@ public:
     switch (dtype_) {
     case ir::DType::kFloat32:
       return compare<float>(args);
+    case ir::DType::kFloat64:
+      return compare<double>(args);
+    case ir::DType::kInt8:
+      return compare<int8_t>(args);
+    case ir::DType::kInt16:
+      return compare<int16_t>(args);
+    case ir::DType::kInt32:
+      return compare<int32_t>(args);
     case ir::DType::kInt64:
       return compare<int64_t>(args);
+    case ir::DType::kUInt16:
+      return compare<uint16_t>(args);
+    case ir::DType::kUInt32:
+      return compare<uint32_t>(args);
+    case ir::DType::kUInt64:
+      return compare<uint64_t>(args);
+    case ir::DType::kUInt8:
+      return compare<Byte>(args);
     default: // bool, read as bytes (any nonzero byte is true)
       return compare<uint8_t>(args);
     }
@@ -47,6 +91,10 @@ private:
       apply([](T x, T y) { return x == y; });
     else if (op_ == CmpOp::kLess)
       apply([](T x, T y) { return x < y; });
+    else if (op_ == CmpOp::kLessOrEqual)
+      apply([](T x, T y) { return x <= y; });
+    else if (op_ == CmpOp::kGreaterOrEqual)
+      apply([](T x, T y) { return x >= y; });
     else
       apply([](T x, T y) { return x > y; });
     return Status::ok();
@@ -55,6 +103,70 @@ private:
   CmpOp op_;
   ir::DType dtype_;
   BroadcastLoop<2> loop_;
+};
+
+/// And, Or, Xor over bool bytes (any nonzero byte is true) with numpy broadcasting. Reads both
+/// operands of element o before writing it: correct in place on an operand of the output's shape.
+class LogicalKernel : public Kernel {
+public:
+  explicit LogicalKernel(const KernelSpec &spec)
+      : op_(spec.op), loop_(spec.outputs[0].shape, {spec.inputs[0].shape, spec.inputs[1].shape}) {}
+
+  Status run(const KernelArgs &args) override {
+    const uint8_t *a = static_cast<const uint8_t *>(args.inputs[0]);
+    const uint8_t *b = static_cast<const uint8_t *>(args.inputs[1]);
+    uint8_t *out = static_cast<uint8_t *>(args.outputs[0]);
+    auto apply = [&](auto fn) {
+      loop_.run([&](int64_t o, const std::array<int64_t, 2> &i) {
+        out[o] = fn(a[i[0]] != 0, b[i[1]] != 0) ? 1 : 0;
+      });
+    };
+    if (op_ == "And")
+      apply([](bool x, bool y) { return x && y; });
+    else if (op_ == "Or")
+      apply([](bool x, bool y) { return x || y; });
+    else
+      apply([](bool x, bool y) { return x != y; });
+    return Status::ok();
+  }
+
+private:
+  std::string op_;
+  BroadcastLoop<2> loop_;
+};
+
+/// IsNaN, and IsInf with its detect_positive / detect_negative attributes (default 1 each), over
+/// f32 or f64 elements; bool output of the input's shape.
+class FloatClassKernel : public Kernel {
+public:
+  explicit FloatClassKernel(const KernelSpec &spec)
+      : isNaN_(spec.op == "IsNaN"), pos_(spec.attrInt("detect_positive", 1) != 0),
+        neg_(spec.attrInt("detect_negative", 1) != 0), dtype_(spec.inputs[0].dtype),
+        n_(spec.inputs[0].numElements()) {}
+
+  Status run(const KernelArgs &args) override {
+    if (dtype_ == ir::DType::kFloat64)
+      classify(static_cast<const double *>(args.inputs[0]), args);
+    else
+      classify(static_cast<const float *>(args.inputs[0]), args);
+    return Status::ok();
+  }
+
+private:
+  template <typename T> void classify(const T *x, const KernelArgs &args) const {
+    uint8_t *y = static_cast<uint8_t *>(args.outputs[0]);
+    if (isNaN_) {
+      for (int64_t i = 0; i < n_; ++i)
+        y[i] = std::isnan(x[i]) ? 1 : 0;
+      return;
+    }
+    for (int64_t i = 0; i < n_; ++i)
+      y[i] = std::isinf(x[i]) && (x[i] > 0 ? pos_ : neg_) ? 1 : 0;
+  }
+
+  bool isNaN_, pos_, neg_;
+  ir::DType dtype_;
+  int64_t n_;
 };
 
 class NotKernel : public Kernel {
@@ -123,11 +235,13 @@ Status checkBroadcastOutput(const KernelSpec &spec) {
 
 Status checkCompare(const KernelSpec &spec) {
   DTC_RETURN_IF_ERROR(checkArity(spec, 2, 2, 1));
-  if (cmpOp(spec.op) == CmpOp::kEqual)
-    DTC_RETURN_IF_ERROR(
-        checkDType(spec, true, 0, {ir::DType::kFloat32, ir::DType::kInt64, ir::DType::kBool}));
-  else
-    DTC_RETURN_IF_ERROR(checkDType(spec, true, 0, {ir::DType::kFloat32, ir::DType::kInt64}));
+  if (cmpOp(spec.op) == CmpOp::kEqual) {
+    std::vector<ir::DType> types = kCompareTypes;
+    types.push_back(ir::DType::kBool);
+    DTC_RETURN_IF_ERROR(checkDType(spec, true, 0, types));
+  } else {
+    DTC_RETURN_IF_ERROR(checkDType(spec, true, 0, kCompareTypes));
+  }
   DTC_RETURN_IF_ERROR(checkDType(spec, true, 1, {spec.inputs[0].dtype}));
   DTC_RETURN_IF_ERROR(checkDType(spec, false, 0, {ir::DType::kBool}));
   DTC_RETURN_IF_ERROR(checkShapes(spec));
@@ -148,6 +262,46 @@ int inPlaceCompare(const KernelSpec &spec) {
   if (spec.inputs[1].shape == out)
     return 1;
   return -1;
+}
+
+Status checkLogical(const KernelSpec &spec) {
+  DTC_RETURN_IF_ERROR(checkArity(spec, 2, 2, 1));
+  DTC_RETURN_IF_ERROR(checkDType(spec, true, 0, {ir::DType::kBool}));
+  DTC_RETURN_IF_ERROR(checkDType(spec, true, 1, {ir::DType::kBool}));
+  DTC_RETURN_IF_ERROR(checkDType(spec, false, 0, {ir::DType::kBool}));
+  DTC_RETURN_IF_ERROR(checkShapes(spec));
+  return checkBroadcastOutput(spec);
+}
+
+Expected<KernelPtr> createLogical(const KernelSpec &spec, CpuContext &) {
+  return KernelPtr(std::make_unique<LogicalKernel>(spec));
+}
+
+int inPlaceLogical(const KernelSpec &spec) {
+  const auto &out = spec.outputs[0].shape;
+  if (spec.inputs[0].shape == out)
+    return 0;
+  if (spec.inputs[1].shape == out)
+    return 1;
+  return -1;
+}
+
+Status checkFloatClass(const KernelSpec &spec) {
+  DTC_RETURN_IF_ERROR(checkArity(spec, 1, 1, 1));
+  DTC_RETURN_IF_ERROR(checkDType(spec, true, 0, {ir::DType::kFloat32, ir::DType::kFloat64}));
+  DTC_RETURN_IF_ERROR(checkDType(spec, false, 0, {ir::DType::kBool}));
+  DTC_RETURN_IF_ERROR(checkShapes(spec));
+  DTC_RETURN_IF_ERROR(checkOutputShape(spec, spec.inputs[0].shape));
+  DTC_RETURN_IF_ERROR(checkFlatLayout(spec));
+  (void)spec.attrInt("detect_positive", 1);
+  (void)spec.attrInt("detect_negative", 1);
+  if (!spec.attrKindError.empty())
+    return spec.error(spec.attrKindError);
+  return Status::ok();
+}
+
+Expected<KernelPtr> createFloatClass(const KernelSpec &spec, CpuContext &) {
+  return KernelPtr(std::make_unique<FloatClassKernel>(spec));
 }
 
 Status checkNot(const KernelSpec &spec) {

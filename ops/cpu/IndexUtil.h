@@ -96,4 +96,71 @@ private:
   std::vector<std::vector<int64_t>> coords_;
 };
 
+/// The geometry of GatherND (and of its gradient) for data of shape `data` and indices of shape
+/// `indices` with `batchDims` leading batch axes: `tuples` index tuples of length `m`, each
+/// selecting a `slice` of contiguous elements; tuple t belongs to batch t / groups.
+struct GatherNDGeometry {
+  int64_t batchDims = 0, m = 0, groups = 1, tuples = 0, slice = 1, batchSize = 1;
+  std::vector<int64_t> dataShape;
+
+  /// The expected output shape, or an error naming `spec`'s node.
+  static Expected<GatherNDGeometry> make(const KernelSpec &spec, const std::vector<int64_t> &data,
+                                         const std::vector<int64_t> &indices, int64_t batchDims,
+                                         std::vector<int64_t> &outShape) {
+    const int64_t r = static_cast<int64_t>(data.size()), q = static_cast<int64_t>(indices.size());
+    if (r < 1 || q < 1 || batchDims < 0 || batchDims >= std::min(r, q))
+      return spec.error("data " + shapeStr(data) + " and indices " + shapeStr(indices) +
+                        " need rank >= 1 and batch_dims " + std::to_string(batchDims) +
+                        " below both ranks");
+    GatherNDGeometry g;
+    g.batchDims = batchDims;
+    g.m = indices.back();
+    g.dataShape = data;
+    if (g.m < 1 || g.m > r - batchDims)
+      return spec.error("the last dim of indices " + shapeStr(indices) + " must be in [1, " +
+                        std::to_string(r - batchDims) + "]");
+    for (int64_t k = 0; k < batchDims; ++k)
+      if (data[static_cast<size_t>(k)] != indices[static_cast<size_t>(k)])
+        return spec.error("batch dim " + std::to_string(k) + " differs: data " + shapeStr(data) +
+                          ", indices " + shapeStr(indices));
+    int64_t batches = 1;
+    for (int64_t k = 0; k < batchDims; ++k)
+      batches *= data[static_cast<size_t>(k)];
+    for (size_t k = static_cast<size_t>(batchDims); k + 1 < indices.size(); ++k)
+      g.groups *= indices[k];
+    for (size_t k = static_cast<size_t>(batchDims + g.m); k < data.size(); ++k)
+      g.slice *= data[k];
+    for (size_t k = static_cast<size_t>(batchDims); k < data.size(); ++k)
+      g.batchSize *= data[k];
+    g.tuples = batches * g.groups;
+    outShape.assign(indices.begin(), indices.end() - 1);
+    outShape.insert(outShape.end(), data.begin() + batchDims + g.m, data.end());
+    return g;
+  }
+
+  /// Element offset into data of tuple t (its m indices at `tuple`), or -1 - k when index k is
+  /// out of range (`bad` receives it).
+  int64_t offset(int64_t t, const int64_t *tuple, int64_t &bad) const {
+    int64_t off = (t / groups) * batchSize, stride = batchSize;
+    for (int64_t k = 0; k < m; ++k) {
+      const int64_t s = dataShape[static_cast<size_t>(batchDims + k)];
+      stride /= s;
+      const int64_t v = tuple[k];
+      if (v < -s || v >= s) {
+        bad = v;
+        return -1 - k;
+      }
+      off += (v < 0 ? v + s : v) * stride;
+    }
+    return off;
+  }
+
+  /// "index 5 is out of range for axis 1 of size 3".
+  std::string rangeError(int64_t code, int64_t bad) const {
+    const int64_t axis = batchDims + (-1 - code);
+    return "index " + std::to_string(bad) + " is out of range for axis " + std::to_string(axis) +
+           " of size " + std::to_string(dataShape[static_cast<size_t>(axis)]);
+  }
+};
+
 } // namespace dtc::ops::cpu

@@ -1,6 +1,7 @@
 // CPU kernels of the index gradients ai.dtc.GatherGrad (zero fill, then scatter-add of dY rows:
-// repeated indices accumulate) and ai.dtc.SliceGrad (zero fill, then a strided scatter of dY).
-// Hand loops over contiguous rows: GatherGrad of an embedding table (axis 0) adds one d_model
+// repeated indices accumulate), ai.dtc.GatherElementsGrad and ai.dtc.GatherNDGrad (zero fill, then
+// scatter-add of dY elements or slices) and ai.dtc.SliceGrad (zero fill, then a strided scatter of
+// dY). Hand loops over contiguous rows: GatherGrad of an embedding table (axis 0) adds one d_model
 // row of dY per index into the (vocab x d_model) gradient.
 #include "ops/cpu/IndexUtil.h"
 
@@ -70,6 +71,89 @@ Expected<int64_t> gatherGradAxis(const KernelSpec &spec) {
                       std::to_string(rank));
   return axis;
 }
+
+// dx = 0; dx[p with coordinate axis replaced by idx[p]] += dy[p] for every element p of dy (in
+// order, so repeated indices accumulate in a fixed order). The odometer of GatherElements.
+class GatherElementsGradKernel : public Kernel {
+public:
+  GatherElementsGradKernel(const KernelSpec &spec, int64_t axis)
+      : where_(spec.where()), axis_(static_cast<size_t>(axis)), indexType_(spec.inputs[1].dtype),
+        dyShape_(spec.inputs[0].shape), dxStrides_(rowMajorStrides(spec.outputs[0].shape)),
+        dim_(spec.outputs[0].shape[static_cast<size_t>(axis)]),
+        bytes_(static_cast<size_t>(spec.outputs[0].byteSize())) {}
+
+  Status run(const KernelArgs &args) override {
+    float *dx = static_cast<float *>(args.outputs[0]);
+    std::memset(dx, 0, bytes_);
+    const int64_t n = ir::checkedProduct(dyShape_).value_or(0);
+    if (n == 0)
+      return Status::ok();
+    std::vector<int64_t> idx = readIndexTensor(args.inputs[1], indexType_, n);
+    const float *dy = static_cast<const float *>(args.inputs[0]);
+    const size_t rank = dyShape_.size();
+    std::vector<int64_t> c(rank, 0);
+    int64_t base = 0;
+    for (int64_t p = 0; p < n; ++p) {
+      int64_t v = idx[static_cast<size_t>(p)];
+      if (v < -dim_ || v >= dim_)
+        return Status::error(where_, "index " + std::to_string(v) + " is out of range for axis " +
+                                         std::to_string(axis_) + " of size " +
+                                         std::to_string(dim_));
+      if (v < 0)
+        v += dim_;
+      dx[base + v * dxStrides_[axis_]] += dy[p];
+      for (size_t a = rank; a-- > 0;) {
+        if (a != axis_)
+          base += dxStrides_[a];
+        if (++c[a] < dyShape_[a])
+          break;
+        if (a != axis_)
+          base -= dxStrides_[a] * dyShape_[a];
+        c[a] = 0;
+      }
+    }
+    return Status::ok();
+  }
+
+private:
+  std::string where_;
+  size_t axis_;
+  ir::DType indexType_;
+  std::vector<int64_t> dyShape_, dxStrides_;
+  int64_t dim_;
+  size_t bytes_;
+};
+
+// dx = 0; dx[slice of tuple t] += dy[slice t] for every index tuple t, in order.
+class GatherNDGradKernel : public Kernel {
+public:
+  GatherNDGradKernel(const KernelSpec &spec, GatherNDGeometry g)
+      : where_(spec.where()), g_(std::move(g)),
+        bytes_(static_cast<size_t>(spec.outputs[0].byteSize())) {}
+
+  Status run(const KernelArgs &args) override {
+    float *dx = static_cast<float *>(args.outputs[0]);
+    std::memset(dx, 0, bytes_);
+    const float *dy = static_cast<const float *>(args.inputs[0]);
+    const int64_t *idx = static_cast<const int64_t *>(args.inputs[1]);
+    for (int64_t t = 0; t < g_.tuples; ++t) {
+      int64_t bad = 0;
+      const int64_t off = g_.offset(t, idx + t * g_.m, bad);
+      if (off < 0)
+        return Status::error(where_, g_.rangeError(off, bad));
+      float *__restrict dst = dx + off;
+      const float *__restrict src = dy + t * g_.slice;
+      for (int64_t k = 0; k < g_.slice; ++k)
+        dst[k] += src[k];
+    }
+    return Status::ok();
+  }
+
+private:
+  std::string where_;
+  GatherNDGeometry g_;
+  size_t bytes_;
+};
 
 // dx = 0; dx[start + k * step] = dy[k] (per axis). Walks dy in order: an odometer over the outer
 // axes, a strided inner loop over the last axis.
@@ -158,6 +242,57 @@ Status checkGatherGrad(const KernelSpec &spec) {
 Expected<KernelPtr> createGatherGrad(const KernelSpec &spec, CpuContext &) {
   DTC_ASSIGN_OR_RETURN(int64_t axis, gatherGradAxis(spec));
   return KernelPtr(std::make_unique<GatherGradKernel>(spec, axis));
+}
+
+Status checkGatherElementsGrad(const KernelSpec &spec) {
+  DTC_RETURN_IF_ERROR(checkArity(spec, 2, 2, 1));
+  DTC_RETURN_IF_ERROR(checkDType(spec, true, 0, {ir::DType::kFloat32}));
+  DTC_RETURN_IF_ERROR(checkDType(spec, true, 1, kIndexTypes));
+  DTC_RETURN_IF_ERROR(checkDType(spec, false, 0, {ir::DType::kFloat32}));
+  DTC_RETURN_IF_ERROR(checkShapes(spec, 64));
+  DTC_ASSIGN_OR_RETURN(int64_t axis, gatherGradAxis(spec));
+  const std::vector<int64_t> &data = spec.outputs[0].shape, &dy = spec.inputs[0].shape;
+  if (spec.attrs.count("shape") && spec.attrInts("shape") != data)
+    return spec.error("attribute shape " + shapeStr(spec.attrInts("shape")) +
+                      " differs from output 0 " + shapeStr(data));
+  if (spec.inputs[1].shape != dy || dy.size() != data.size())
+    return spec.error("dy " + shapeStr(dy) + " and indices " + shapeStr(spec.inputs[1].shape) +
+                      " must have one shape of the rank of output 0 " + shapeStr(data));
+  for (size_t a = 0; a < data.size(); ++a)
+    if (static_cast<int64_t>(a) != axis && dy[a] > data[a])
+      return spec.error("dy " + shapeStr(dy) + " is larger than output 0 " + shapeStr(data) +
+                        " on axis " + std::to_string(a));
+  return Status::ok();
+}
+
+Expected<KernelPtr> createGatherElementsGrad(const KernelSpec &spec, CpuContext &) {
+  DTC_ASSIGN_OR_RETURN(int64_t axis, gatherGradAxis(spec));
+  return KernelPtr(std::make_unique<GatherElementsGradKernel>(spec, axis));
+}
+
+Status checkGatherNDGrad(const KernelSpec &spec) {
+  DTC_RETURN_IF_ERROR(checkArity(spec, 2, 2, 1));
+  DTC_RETURN_IF_ERROR(checkDType(spec, true, 0, {ir::DType::kFloat32}));
+  DTC_RETURN_IF_ERROR(checkDType(spec, true, 1, {ir::DType::kInt64}));
+  DTC_RETURN_IF_ERROR(checkDType(spec, false, 0, {ir::DType::kFloat32}));
+  DTC_RETURN_IF_ERROR(checkShapes(spec, 64));
+  const int64_t b = spec.attrInt("batch_dims", 0);
+  if (!spec.attrKindError.empty())
+    return spec.error(spec.attrKindError);
+  std::vector<int64_t> dy;
+  DTC_RETURN_IF_ERROR(
+      GatherNDGeometry::make(spec, spec.outputs[0].shape, spec.inputs[1].shape, b, dy).status());
+  if (spec.inputs[0].shape != dy)
+    return spec.error("dy " + shapeStr(spec.inputs[0].shape) + " must have shape " + shapeStr(dy));
+  return Status::ok();
+}
+
+Expected<KernelPtr> createGatherNDGrad(const KernelSpec &spec, CpuContext &) {
+  std::vector<int64_t> dy;
+  DTC_ASSIGN_OR_RETURN(GatherNDGeometry g,
+                       GatherNDGeometry::make(spec, spec.outputs[0].shape, spec.inputs[1].shape,
+                                              spec.attrInt("batch_dims", 0), dy));
+  return KernelPtr(std::make_unique<GatherNDGradKernel>(spec, std::move(g)));
 }
 
 Status checkSliceGrad(const KernelSpec &spec) {

@@ -2,9 +2,9 @@
 // eltwise_forward primitive each, f32), Log, Neg, Reciprocal, Erf, HardSigmoid, Clip (hand loops:
 // oneDNN 2.6 has no erf or hardsigmoid, its jit log is off by ~1.4e-6 absolute near x = 1 (log(1)
 // != 0, measured on avx512_core), Clip's bounds are run-time inputs, and loops keep Neg's -0 and
-// Reciprocal's 1/x exact), and Pow (numpy broadcasting; f32 base, f32 or i64 exponent). Neg, Abs
-// and Clip also take i64. The same-shape ops run in place and accept any one layout for input
-// and output.
+// Reciprocal's 1/x exact), Floor, Ceil, Round (halves to even) and Sign (hand loops), and Pow
+// (numpy broadcasting; f32 base, f32 or i64 exponent). Neg, Abs and Clip also take i64. The
+// same-shape ops run in place and accept any one layout for input and output.
 #include "ops/cpu/BroadcastUtil.h"
 
 #include <cmath>
@@ -27,6 +27,10 @@ enum class UnOp {
   kReciprocal,
   kErf,
   kHardSigmoid,
+  kFloor,
+  kCeil,
+  kRound,
+  kSign,
   kClip,
 };
 
@@ -43,6 +47,10 @@ UnOp unOp(const std::string &op) {
       {"Reciprocal", UnOp::kReciprocal},
       {"Erf", UnOp::kErf},
       {"HardSigmoid", UnOp::kHardSigmoid},
+      {"Floor", UnOp::kFloor},
+      {"Ceil", UnOp::kCeil},
+      {"Round", UnOp::kRound},
+      {"Sign", UnOp::kSign},
   };
   for (const auto &[name, value] : kOps)
     if (op == name)
@@ -122,6 +130,11 @@ private:
       return Status::ok();
     }
     if constexpr (std::is_same_v<T, int64_t>) {
+      if (op_ == UnOp::kSign) {
+        for (int64_t i = 0; i < n_; ++i)
+          y[i] = (x[i] > 0) - (x[i] < 0);
+        return Status::ok();
+      }
       // Neg and Abs wrap like two's complement (INT64_MIN stays INT64_MIN), as numpy.
       for (int64_t i = 0; i < n_; ++i) {
         uint64_t u = static_cast<uint64_t>(x[i]);
@@ -145,6 +158,24 @@ private:
       case UnOp::kErf:
         for (int64_t i = 0; i < n_; ++i)
           y[i] = std::erf(x[i]);
+        break;
+      case UnOp::kFloor:
+        for (int64_t i = 0; i < n_; ++i)
+          y[i] = std::floor(x[i]);
+        break;
+      case UnOp::kCeil:
+        for (int64_t i = 0; i < n_; ++i)
+          y[i] = std::ceil(x[i]);
+        break;
+      case UnOp::kRound:
+        // Halves to even (the default rounding mode), as ONNX Round and numpy.round.
+        for (int64_t i = 0; i < n_; ++i)
+          y[i] = std::nearbyint(x[i]);
+        break;
+      case UnOp::kSign:
+        // NaN stays NaN, as numpy.sign.
+        for (int64_t i = 0; i < n_; ++i)
+          y[i] = std::isnan(x[i]) ? x[i] : static_cast<float>((x[i] > 0.f) - (x[i] < 0.f));
         break;
       case UnOp::kHardSigmoid:
         // max(0, min(1, alpha * x + beta)); NaN stays NaN.
@@ -229,7 +260,7 @@ Status checkUnary(const KernelSpec &spec) {
   UnOp op = unOp(spec.op);
   bool clip = op == UnOp::kClip;
   DTC_RETURN_IF_ERROR(checkArity(spec, 1, clip ? 3 : 1, 1));
-  if (clip || op == UnOp::kNeg || op == UnOp::kAbs)
+  if (clip || op == UnOp::kNeg || op == UnOp::kAbs || op == UnOp::kSign)
     DTC_RETURN_IF_ERROR(checkDType(spec, true, 0, {ir::DType::kFloat32, ir::DType::kInt64}));
   else
     DTC_RETURN_IF_ERROR(checkDType(spec, true, 0, {ir::DType::kFloat32}));

@@ -129,6 +129,143 @@ foldBinary(FoldContext &ctx, const std::function<Expected<int64_t>(int64_t, int6
       makeTensor(ctx.node().output(0)->name(), resultType, dims, out)};
 }
 
+OpDef logicalDef(const std::string &name, const std::function<bool(bool, bool)> &fn) {
+  OpDef d;
+  d.name = name;
+  d.version(7).in("A", "T").in("B", "T").out("C", "T1").type("T", kBoolType).type("T1", kBoolType);
+  d.infer = inferBroadcast;
+  d.fold = [fn](FoldContext &ctx) {
+    return foldBinary(
+        ctx, [fn](int64_t a, int64_t b) -> Expected<int64_t> { return fn(a != 0, b != 0) ? 1 : 0; },
+        [fn](double a, double b) { return fn(a != 0, b != 0) ? 1.0 : 0.0; }, ir::DType::kBool);
+  };
+  d.cost = elementwiseCost();
+  return d;
+}
+
+OpDef comparisonDef(const std::string &name, int since, TypeMask types,
+                    const std::function<bool(double, double)> &fn) {
+  OpDef d;
+  d.name = name;
+  d.version(since).in("A", "T").in("B", "T").out("C", "T1").type("T", types).type("T1", kBoolType);
+  d.infer = inferBroadcast;
+  d.fold = [fn](FoldContext &ctx) {
+    // Integers compare exactly (int64 values beyond 2^53 would not survive doubles).
+    return foldBinary(
+        ctx,
+        [fn](int64_t a, int64_t b) -> Expected<int64_t> {
+          if (a == b)
+            return fn(0, 0) ? 1 : 0;
+          return fn(a < b ? 0 : 1, a < b ? 1 : 0) ? 1 : 0;
+        },
+        [fn](double a, double b) { return fn(a, b) ? 1.0 : 0.0; }, ir::DType::kBool);
+  };
+  d.cost = elementwiseCost();
+  return d;
+}
+
+Expected<std::vector<ir::TensorDataPtr>>
+foldVariadic(FoldContext &ctx, const std::function<Expected<int64_t>(int64_t, int64_t)> &intFn,
+             const std::function<double(double, double)> &floatFn) {
+  if (ctx.numInputs() == 0)
+    return ctx.error("needs at least one input");
+  if (ctx.numInputs() == 1) {
+    // One input: the output is the input itself.
+    DTC_ASSIGN_OR_RETURN(const std::string *bytes, ctx.input(0)->bytes());
+    return std::vector<ir::TensorDataPtr>{ir::TensorData::fromBytes(
+        ctx.node().output(0)->name(), ctx.input(0)->dtype(), ctx.input(0)->dims(), *bytes)};
+  }
+  ir::TensorDataPtr acc = ctx.input(0);
+  for (size_t i = 1; i < ctx.numInputs(); ++i) {
+    FoldContext pair(ctx.node(), {acc, ctx.input(i)});
+    DTC_ASSIGN_OR_RETURN(std::vector<ir::TensorDataPtr> r, foldBinary(pair, intFn, floatFn));
+    acc = r[0];
+  }
+  return std::vector<ir::TensorDataPtr>{acc};
+}
+
+OpDef variadicDef(const std::string &name, const std::string &output, bool integerTypes) {
+  OpDef d;
+  d.name = name;
+  const TypeMask older = kFloatNoBf16Types;
+  d.version(6).variadicIn("data_0", "T").out(output, "T").type("T", older);
+  d.version(8);
+  if (integerTypes)
+    d.version(12).type("T", older | kIntTypes);
+  d.version(13).type("T", integerTypes ? kNumericTypes : kFloatTypes);
+  d.infer = inferBroadcast;
+  d.cost = elementwiseCost(); // n - 1 operations per element are counted as one, as Add does
+  return d;
+}
+
+Status selectedInputGradient(GradientContext &ctx) {
+  ir::Value *dy = ctx.outputGrad(0);
+  ir::Value *y = ctx.output(0);
+  const size_t n = ctx.node().numInputs();
+  if (dy->dtype() != ir::DType::kFloat32)
+    return ctx.error("gradient: " + ctx.node().opType() + "'s gradient rule supports f32 (got " +
+                     std::string(ir::dtypeName(dy->dtype())) + ")");
+  if (n == 1) {
+    if (ctx.needsGrad(0))
+      ctx.setInputGrad(0, dy);
+    return Status::ok();
+  }
+  std::vector<ir::Value *> masks;
+  ir::Value *count = nullptr;
+  for (size_t i = 0; i < n; ++i) {
+    DTC_ASSIGN_OR_RETURN(ir::Value * m, ctx.emit1("Equal", {ctx.input(i), y}));
+    masks.push_back(m);
+    DTC_ASSIGN_OR_RETURN(
+        ir::Value * c,
+        ctx.emit1("Cast", {m}, {{"to", ir::Attribute(static_cast<int64_t>(ir::DType::kFloat32))}}));
+    if (count) {
+      DTC_ASSIGN_OR_RETURN(count, ctx.emit1("Add", {count, c}));
+    } else {
+      count = c;
+    }
+  }
+  DTC_ASSIGN_OR_RETURN(ir::Value * share, ctx.emit1("Div", {dy, count}));
+  ir::Value *zero = ctx.constantF32(0.f);
+  for (size_t i = 0; i < n; ++i) {
+    if (!ctx.needsGrad(i))
+      continue;
+    DTC_ASSIGN_OR_RETURN(ir::Value * full, ctx.emit1("Where", {masks[i], share, zero}));
+    DTC_ASSIGN_OR_RETURN(ir::Value * g, ctx.sumToShape(full, ctx.input(i)->shape()));
+    ctx.setInputGrad(i, g);
+  }
+  return Status::ok();
+}
+
+Expected<std::vector<ir::TensorDataPtr>> foldUnary(FoldContext &ctx,
+                                                   const std::function<double(double)> &fn) {
+  const ir::TensorData &x = *ctx.input(0);
+  if (x.dtype() == ir::DType::kInt64) {
+    // Through doubles element by element; exact for results that are small integers (Sign).
+    DTC_ASSIGN_OR_RETURN(std::vector<int64_t> v, x.toInt64s());
+    for (int64_t &e : v)
+      e = static_cast<int64_t>(fn(static_cast<double>(e)));
+    return std::vector<ir::TensorDataPtr>{
+        ir::TensorData::fromInt64s(ctx.node().output(0)->name(), x.dims(), v)};
+  }
+  DTC_ASSIGN_OR_RETURN(std::vector<double> v, elementsAsDoubles(x));
+  for (double &e : v)
+    e = fn(e);
+  return std::vector<ir::TensorDataPtr>{
+      makeTensor(ctx.node().output(0)->name(), x.dtype(), x.dims(), v)};
+}
+
+Status zeroGradient(GradientContext &ctx) {
+  if (!ctx.needsGrad(0))
+    return Status::ok();
+  ir::Value *dy = ctx.outputGrad(0);
+  if (dy->dtype() != ir::DType::kFloat32)
+    return ctx.error("gradient: " + ctx.node().opType() + "'s gradient rule supports f32 (got " +
+                     std::string(ir::dtypeName(dy->dtype())) + ")");
+  DTC_ASSIGN_OR_RETURN(ir::Value * dx, ctx.emit1("ZeroGradient", {dy, dy}, {}, ir::kDtcDomain));
+  ctx.setInputGrad(0, dx);
+  return Status::ok();
+}
+
 OpDef unaryDef(const std::string &name, int since, TypeMask types) {
   OpDef d;
   d.name = name;

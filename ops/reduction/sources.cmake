@@ -1,5 +1,6 @@
 # Sources of the reduction operator family (listed, no globs).
 target_sources(dtc_ops_defs PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/CumSum.cpp
   ${CMAKE_CURRENT_LIST_DIR}/NegativeLogLikelihoodLoss.cpp
   ${CMAKE_CURRENT_LIST_DIR}/ReduceMax.cpp
   ${CMAKE_CURRENT_LIST_DIR}/ReduceMean.cpp

@@ -51,11 +51,15 @@ const std::vector<Shapes> kShapes = {
     {{1, 5}, {5, 1}, {5, 5}}};
 
 bool cmp(const std::string &op, double x, double y) {
+  if (op == "LessOrEqual")
+    return x <= y;
+  if (op == "GreaterOrEqual")
+    return x >= y;
   return op == "Equal" ? x == y : op == "Less" ? x < y : x > y;
 }
 
 TEST(CpuCompare, F32AndI64Broadcasting) {
-  for (std::string op : {"Equal", "Less", "Greater"})
+  for (std::string op : {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"})
     for (const Shapes &s : kShapes) {
       SCOPED_TRACE(op + " " + dimsStr(s.a) + " vs " + dimsStr(s.b));
       size_t na = static_cast<size_t>(count(s.a)), nb = static_cast<size_t>(count(s.b));
@@ -91,12 +95,13 @@ TEST(CpuCompare, F32AndI64Broadcasting) {
 TEST(CpuCompare, NaNAndInt64Extremes) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   Buf<float> a(std::vector<float>{nan, nan, 1.f, -0.f}), b(std::vector<float>{nan, 1.f, nan, 0.f});
-  for (std::string op : {"Equal", "Less", "Greater"}) {
+  for (std::string op : {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"}) {
     Buf<uint8_t> y(4);
     runKernel(makeSpec(op, {f32({4}), f32({4})}, {boolT({4})}), {a.data(), b.data()}, {y.data()});
-    // Comparisons with NaN are false; -0 == 0.
-    EXPECT_EQ(y.vec(), (std::vector<uint8_t>{0, 0, 0, op == "Equal" ? uint8_t{1} : uint8_t{0}}))
-        << op;
+    // Comparisons with NaN are false (LessOrEqual and GreaterOrEqual too: not Not(Greater));
+    // -0 == 0.
+    const bool eq = op == "Equal" || op == "LessOrEqual" || op == "GreaterOrEqual";
+    EXPECT_EQ(y.vec(), (std::vector<uint8_t>{0, 0, 0, eq ? uint8_t{1} : uint8_t{0}})) << op;
   }
   const int64_t kMax = std::numeric_limits<int64_t>::max();
   Buf<int64_t> c(std::vector<int64_t>{kMax, kMax - 1}), d(std::vector<int64_t>{kMax - 1});
@@ -171,9 +176,71 @@ TEST(CpuWhere, ScalarsZeroSizeAndInPlace) {
   EXPECT_EQ(inPlaceInput(makeSpec("Equal", {boolT({4}), boolT({4})}, {boolT({4})})), 0);
 }
 
+TEST(CpuCompare, NarrowAndUnsignedIntegerTypes) {
+  // u8 compares as unsigned (200 > 100), i8 as signed (-56 < 100), u64 above 2^63 exactly.
+  Buf<uint8_t> a(std::vector<uint8_t>{200, 100, 7}), b(std::vector<uint8_t>{100, 200, 7}), y(3);
+  TensorDesc u8{ir::DType::kUInt8, {3}}, s8{ir::DType::kInt8, {3}}, u64{ir::DType::kUInt64, {2}};
+  runKernel(makeSpec("GreaterOrEqual", {u8, u8}, {boolT({3})}), {a.data(), b.data()}, {y.data()});
+  EXPECT_EQ(y.vec(), (std::vector<uint8_t>{1, 0, 1}));
+  runKernel(makeSpec("Less", {s8, s8}, {boolT({3})}), {a.data(), b.data()}, {y.data()});
+  EXPECT_EQ(y.vec(), (std::vector<uint8_t>{1, 0, 0})); // -56 < 100, 100 < -56 false
+  Buf<uint64_t> c(std::vector<uint64_t>{(1ull << 63) + 1, 5}),
+      d(std::vector<uint64_t>{1ull << 63, 5});
+  Buf<uint8_t> z(2);
+  runKernel(makeSpec("LessOrEqual", {u64, u64}, {boolT({2})}), {c.data(), d.data()}, {z.data()});
+  EXPECT_EQ(z.vec(), (std::vector<uint8_t>{0, 1}));
+}
+
+TEST(CpuLogical, AndOrXorBroadcasting) {
+  // a [2,1] against b [3]: every pair of truth values; nonzero bytes are true.
+  Buf<uint8_t> a(std::vector<uint8_t>{0, 2}), b(std::vector<uint8_t>{0, 1, 1}), y(6);
+  struct Case {
+    const char *op;
+    std::vector<uint8_t> want;
+  };
+  for (const Case &c : {Case{"And", {0, 0, 0, 0, 1, 1}}, Case{"Or", {0, 1, 1, 1, 1, 1}},
+                        Case{"Xor", {0, 1, 1, 1, 0, 0}}}) {
+    runKernel(makeSpec(c.op, {boolT({2, 1}), boolT({3})}, {boolT({2, 3})}), {a.data(), b.data()},
+              {y.data()});
+    EXPECT_EQ(y.vec(), c.want) << c.op;
+  }
+  EXPECT_EQ(inPlaceInput(makeSpec("And", {boolT({2, 3}), boolT({3})}, {boolT({2, 3})})), 0);
+  EXPECT_EQ(inPlaceInput(makeSpec("Or", {boolT({3}), boolT({2, 3})}, {boolT({2, 3})})), 1);
+  EXPECT_EQ(checkMsg(makeSpec("Xor", {boolT({2}), f32({2})}, {boolT({2})})),
+            "node 'n0' (Xor): input 1 has dtype f32; the CPU kernel supports bool");
+  EXPECT_EQ(checkMsg(makeSpec("And", {boolT({2}), boolT({3})}, {boolT({3})})),
+            "node 'n0' (And): input shapes [2], [3] do not broadcast");
+}
+
+TEST(CpuFloatClass, IsNaNAndIsInf) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  Buf<float> x(std::vector<float>{1.f, nan, inf, -inf, -0.f, 3e38f});
+  Buf<uint8_t> y(6);
+  runKernel(makeSpec("IsNaN", {f32({6})}, {boolT({6})}), {x.data()}, {y.data()});
+  EXPECT_EQ(y.vec(), (std::vector<uint8_t>{0, 1, 0, 0, 0, 0}));
+  runKernel(makeSpec("IsInf", {f32({6})}, {boolT({6})}), {x.data()}, {y.data()});
+  EXPECT_EQ(y.vec(), (std::vector<uint8_t>{0, 0, 1, 1, 0, 0}));
+  runKernel(
+      makeSpec("IsInf", {f32({6})}, {boolT({6})}, {{"detect_negative", ir::Attribute(int64_t{0})}}),
+      {x.data()}, {y.data()});
+  EXPECT_EQ(y.vec(), (std::vector<uint8_t>{0, 0, 1, 0, 0, 0}));
+  Buf<double> xd(std::vector<double>{-std::numeric_limits<double>::infinity(), 1e300});
+  Buf<uint8_t> yd(2);
+  runKernel(makeSpec("IsInf", {{ir::DType::kFloat64, {2}}}, {boolT({2})},
+                     {{"detect_positive", ir::Attribute(int64_t{0})}}),
+            {xd.data()}, {yd.data()});
+  EXPECT_EQ(yd.vec(), (std::vector<uint8_t>{1, 0}));
+  EXPECT_EQ(checkMsg(makeSpec("IsNaN", {i64({2})}, {boolT({2})})),
+            "node 'n0' (IsNaN): input 0 has dtype i64; the CPU kernel supports f32 or f64");
+  EXPECT_EQ(checkMsg(makeSpec("IsInf", {f32({2})}, {boolT({2})},
+                              {{"detect_positive", ir::Attribute(1.5f)}})),
+            "node 'n0' (IsInf): attribute 'detect_positive' is float, expected int");
+}
+
 TEST(CpuCompare, CheckErrors) {
   EXPECT_EQ(checkMsg(makeSpec("Less", {boolT({2}), boolT({2})}, {boolT({2})})),
-            "node 'n0' (Less): input 0 has dtype bool; the CPU kernel supports f32 or i64");
+            "node 'n0' (Less): input 0 has dtype bool; the CPU kernel supports f32, f64, i8, i16, "
+            "i32, i64, u8, u16, u32 or u64");
   EXPECT_EQ(checkMsg(makeSpec("Equal", {f32({2}), i64({2})}, {boolT({2})})),
             "node 'n0' (Equal): input 1 has dtype i64; the CPU kernel supports f32");
   EXPECT_EQ(checkMsg(makeSpec("Greater", {f32({2}), f32({2})}, {f32({2})})),

@@ -5,6 +5,7 @@ set(DTC_CPU_KERNEL_TEST_SOURCES
   unit/cpu/LayoutTest.cpp
   unit/cpu/MathKernelTest.cpp
   unit/cpu/CompareTest.cpp
+  unit/cpu/VariadicScanIndexTest.cpp
   unit/cpu/UnaryTest.cpp
   unit/cpu/IndexTest.cpp
   unit/cpu/NNTest.cpp

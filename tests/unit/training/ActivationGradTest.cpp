@@ -285,6 +285,88 @@ TEST(ActivationGrad, WhereUnselectedBranchGetsExactlyZero) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Variadic Max, Min, Sum, Mean and CastLike.
+
+TEST(ActivationGrad, MaxMinSumMeanWithBroadcasting) {
+  // Inputs far apart (no near-ties within the finite-difference step).
+  for (const char *op : {"Max", "Min", "Sum", "Mean"}) {
+    SCOPED_TRACE(op);
+    EXPECT_EQ(test::gradCheck(op,
+                              {GradInput::f32("a", {2, 3}, {0.9f, -0.7f, 0.2f, -0.4f, 0.6f, -0.1f}),
+                               GradInput::f32("b", {3}, {0.5f, 0.3f, -0.8f})},
+                              {}),
+              "");
+    EXPECT_EQ(test::gradCheck(op,
+                              {GradInput::f32("a", {3, 1}, {0.1f, -0.9f, 0.75f}),
+                               GradInput::f32("b", {1, 4}, {-0.5f, 0.35f, 0.95f, -0.2f}),
+                               GradInput::f32("c", {}, {0.55f})},
+                              {}),
+              "");
+    EXPECT_EQ(test::gradCheck(op, {GradInput::f32("a", {2, 2})}, {}), ""); // one input
+  }
+}
+
+TEST(ActivationGrad, MaxMinTiesSplitTheGradientEvenly) {
+  // Max(a, b, c): element 0 ties all three (1/3 each), element 1 ties a and c (1/2 each),
+  // element 2 is b's alone. Min likewise; a NaN output (element 3) sends 0 to every input.
+  const float nan = std::nanf("");
+  auto g = gradientsOf({{"a", {4}, {1.f, 2.f, 0.f, nan}},
+                        {"b", {4}, {1.f, 1.f, 5.f, 1.f}},
+                        {"c", {4}, {1.f, 2.f, -1.f, 1.f}}},
+                       [](ir::Graph &gr, const std::vector<ir::Value *> &in) {
+                         return addNode(gr, "Max", {in[0], in[1], in[2]});
+                       },
+                       {3.f, 4.f, 5.f, 6.f});
+  ASSERT_EQ(g.size(), 3u);
+  EXPECT_EQ(g[0], (std::vector<float>{1.f, 2.f, 0.f, 0.f}));
+  EXPECT_EQ(g[1], (std::vector<float>{1.f, 0.f, 5.f, 0.f}));
+  EXPECT_EQ(g[2], (std::vector<float>{1.f, 2.f, 0.f, 0.f}));
+  g = gradientsOf({{"a", {3}, {1.f, 2.f, 0.f}}, {"b", {3}, {1.f, 3.f, 2.f}}},
+                  [](ir::Graph &gr, const std::vector<ir::Value *> &in) {
+                    return addNode(gr, "Min", {in[0], in[1]});
+                  },
+                  {2.f, 4.f, 6.f});
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_EQ(g[0], (std::vector<float>{1.f, 4.f, 6.f}));
+  EXPECT_EQ(g[1], (std::vector<float>{1.f, 0.f, 0.f}));
+}
+
+TEST(ActivationGrad, MeanDividesByTheInputCount) {
+  auto g = gradientsOf(
+      {{"a", {2}, {1.f, 2.f}}, {"b", {2}, {3.f, 4.f}}, {"c", {1}, {0.f}}, {"d", {2}, {0.f, 0.f}}},
+      [](ir::Graph &gr, const std::vector<ir::Value *> &in) {
+        return addNode(gr, "Mean", {in[0], in[1], in[2], in[3]});
+      },
+      {4.f, 8.f});
+  ASSERT_EQ(g.size(), 4u);
+  EXPECT_EQ(g[0], (std::vector<float>{1.f, 2.f}));
+  EXPECT_EQ(g[2], (std::vector<float>{3.f})); // broadcast input: summed
+}
+
+TEST(ActivationGrad, CastLikeCastsBackAndGivesTheTargetZero) {
+  // y = CastLike(CastLike(x, f64 constant), t) with t an f32 input: dx = dy through two casts,
+  // dt = 0 (only its dtype is used).
+  auto g =
+      gradientsOf({{"x", {2}, {1.5f, -2.5f}}, {"t", {3}, {7.f, 8.f, 9.f}}},
+                  [](ir::Graph &gr, const std::vector<ir::Value *> &in) {
+                    std::string bytes(8, '\0');
+                    ir::Value *like = gr.addConstant(
+                        "like", ir::TensorData::fromBytes("like", ir::DType::kFloat64, {}, bytes));
+                    ir::Value *d = addNode(gr, "CastLike", {in[0], like});
+                    ir::Value *back = addNode(gr, "CastLike", {d, in[1]});
+                    // t also reaches the loss through CastLike only.
+                    return back;
+                  },
+                  {3.f, 4.f});
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_EQ(g[0], (std::vector<float>{3.f, 4.f}));
+  EXPECT_EQ(g[1], (std::vector<float>{0.f, 0.f, 0.f}));
+  EXPECT_EQ(test::gradCheck("CastLike",
+                            {GradInput::f32("x", {2, 3}), GradInput::f32("t", {4}).fixed()}, {}),
+            "");
+}
+
+// ---------------------------------------------------------------------------------------------
 // Unary math.
 
 TEST(ActivationGrad, SqrtExpLogReciprocalErfNeg) {

@@ -470,6 +470,94 @@ TEST(TensorGrad, GatherRepeatedIndicesAccumulate) {
   EXPECT_EQ(g, (std::vector<float>{1, 1, 0, 0, 3, 3}));
 }
 
+TEST(TensorGrad, GatherElements) {
+  GradCheckOptions o;
+  o.maxElements = 64;
+  // Axis 0 with repeated and negative indices; indices smaller than data on the other axis.
+  EXPECT_EQ(gradCheck("GatherElements",
+                      {GradInput::f32("x", {3, 4}),
+                       GradInput::i64("i", {4, 2}, {0, 2, -1, 1, 2, 2, 0, -3})},
+                      {}, 1, o),
+            "");
+  // Axis -1 of a 3-D tensor.
+  EXPECT_EQ(gradCheck("GatherElements",
+                      {GradInput::f32("x", {2, 2, 3}),
+                       GradInput::i64("i", {2, 2, 2}, {2, 0, 1, 1, 0, 0, -1, 2})},
+                      {{"axis", ir::Attribute(int64_t{-1})}}, 1, o),
+            "");
+}
+
+TEST(TensorGrad, GatherElementsRepeatedIndicesAccumulate) {
+  // Column 0 of row 0 taken twice, column 1 of row 1 three times: scatter-add.
+  std::vector<float> g =
+      gradOf("GatherElements", {2, 2}, {1, 2, 3, 4}, {i64s("i", {2, 3}, {0, 0, -1, 1, 1, 1})},
+             {{"axis", ir::Attribute(int64_t{1})}}, {1, 2, 4, 8, 16, 32});
+  EXPECT_EQ(g, (std::vector<float>{3, 4, 0, 56}));
+}
+
+TEST(TensorGrad, GatherND) {
+  GradCheckOptions o;
+  o.maxElements = 64;
+  // Tuples of length 1 (row slices) with a repeat and a negative index; full tuples (elements).
+  EXPECT_EQ(gradCheck("GatherND",
+                      {GradInput::f32("x", {3, 4}), GradInput::i64("i", {3, 1}, {2, -1, 0})}, {}, 1,
+                      o),
+            "");
+  EXPECT_EQ(gradCheck("GatherND",
+                      {GradInput::f32("x", {2, 3, 2}),
+                       GradInput::i64("i", {2, 2, 3}, {0, 1, 1, 1, 2, 0, -1, 0, 0, 0, 2, 1})},
+                      {}, 1, o),
+            "");
+  // batch_dims = 1 (GPT-2 picks one position per sequence this way).
+  EXPECT_EQ(gradCheck("GatherND",
+                      {GradInput::f32("x", {2, 3, 4}), GradInput::i64("i", {2, 1}, {2, 0})},
+                      {{"batch_dims", ir::Attribute(int64_t{1})}}, 1, o),
+            "");
+}
+
+TEST(TensorGrad, GatherNDRepeatedTuplesAccumulate) {
+  std::vector<float> g = gradOf("GatherND", {2, 2}, {1, 2, 3, 4},
+                                {i64s("i", {3, 2}, {1, 0, 1, 0, 0, 1})}, {}, {1, 2, 4});
+  EXPECT_EQ(g, (std::vector<float>{0, 4, 3, 0}));
+}
+
+TEST(TensorGrad, FloorCeilRoundSignHaveZeroGradient) {
+  for (const char *op : {"Floor", "Ceil", "Round", "Sign"}) {
+    std::vector<std::string> bwd;
+    std::vector<float> g = gradOf(op, {3}, {0.3f, -1.7f, 2.5f}, {}, {}, {}, &bwd);
+    EXPECT_EQ(g, (std::vector<float>{0, 0, 0})) << op;
+    EXPECT_EQ(std::count(bwd.begin(), bwd.end(), "ZeroGradient"), 1) << op;
+  }
+}
+
+// ---- CumSum ------------------------------------------------------------------------------------
+
+TEST(TensorGrad, CumSumEveryDirection) {
+  for (int64_t exclusive : {0, 1})
+    for (int64_t reverse : {0, 1}) {
+      SCOPED_TRACE("exclusive " + std::to_string(exclusive) + " reverse " +
+                   std::to_string(reverse));
+      Attrs a = {{"exclusive", ir::Attribute(exclusive)}, {"reverse", ir::Attribute(reverse)}};
+      EXPECT_EQ(gradCheck("CumSum", {GradInput::f32("x", {3, 4}), ints("axis", {1})}, a), "");
+      EXPECT_EQ(gradCheck("CumSum",
+                          {GradInput::f32("x", {2, 3, 2}), GradInput::i64("axis", {}, {-3})}, a),
+                "");
+    }
+}
+
+TEST(TensorGrad, CumSumGradientIsTheReverseCumSum) {
+  // y = cumsum(x) along axis 0 of [4]: dx_i = sum_{j >= i} dy_j; exclusive: sum_{j > i}.
+  std::vector<std::string> bwd;
+  std::vector<float> g =
+      gradOf("CumSum", {4}, {1, 2, 3, 4}, {i64s("axis", {}, {0})}, {}, {1, 2, 4, 8}, &bwd);
+  EXPECT_EQ(g, (std::vector<float>{15, 14, 12, 8}));
+  EXPECT_EQ(std::count(bwd.begin(), bwd.end(), "CumSum"), 1);
+  g = gradOf("CumSum", {4}, {1, 2, 3, 4}, {i64s("axis", {}, {0})},
+             {{"exclusive", ir::Attribute(int64_t{1})}, {"reverse", ir::Attribute(int64_t{1})}},
+             {1, 2, 4, 8});
+  EXPECT_EQ(g, (std::vector<float>{0, 1, 3, 7}));
+}
+
 // ---- Expand / Tile / Pad ---------------------------------------------------------------------
 
 TEST(TensorGrad, Expand) {

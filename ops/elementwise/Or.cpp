@@ -1,0 +1,11 @@
+// Or: elementwise logical or of two bool tensors with multidirectional broadcasting (opset 7 on;
+// the opset-1 form with `broadcast`/`axis` attributes predates dtc's opset range). Folds.
+#include "ops/elementwise/Elementwise.h"
+
+namespace dtc::ops {
+
+OpDef defineOr() {
+  return logicalDef("Or", [](bool a, bool b) { return a || b; });
+}
+
+} // namespace dtc::ops

@@ -1,0 +1,12 @@
+// Xor: elementwise logical exclusive or of two bool tensors with multidirectional broadcasting
+// (opset 7 on; the opset-1 form with `broadcast`/`axis` attributes predates dtc's opset range).
+// Folds.
+#include "ops/elementwise/Elementwise.h"
+
+namespace dtc::ops {
+
+OpDef defineXor() {
+  return logicalDef("Xor", [](bool a, bool b) { return a != b; });
+}
+
+} // namespace dtc::ops
