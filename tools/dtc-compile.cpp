@@ -13,6 +13,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -335,7 +336,12 @@ int main(int argc, char **argv) {
   }
   dtc::passes::TrainingState state;
   if (training) {
-    dtc::Status s = dtc::driver::runTrainingPasses(g, cfg, state, diags, verifyEach);
+    dtc::passes::PassManagerOptions report;
+    report.printAfter = opts.printAfter;
+    report.timePasses = timePasses;
+    report.printStream = &std::cout;
+    report.timeStream = &std::cerr;
+    dtc::Status s = dtc::driver::runTrainingPasses(g, cfg, state, diags, verifyEach, report);
     diags.flush();
     if (!s.isOk())
       return fail(s.message());
@@ -348,14 +354,27 @@ int main(int argc, char **argv) {
     fs::path rel = fs::absolute(model, ec).lexically_normal().lexically_relative(base);
     lowerOpts.modelPath = rel.empty() ? fs::absolute(model, ec).string() : rel.string();
     lowerOpts.modelFile = model;
+    auto t0 = std::chrono::steady_clock::now();
     auto plan = training ? dtc::plan::lowerTraining(g, state, cfg, lowerOpts)
                          : dtc::plan::lowerInference(g, lowerOpts);
     if (!plan)
       return fail(plan.status().message());
+    // --time-passes: lowering (kernel checks, memory planning, every program) and writing.
+    auto reportTime = [&](const char *what, std::chrono::steady_clock::time_point since) {
+      if (timePasses)
+        std::fprintf(stderr, "  %10.3f ms  %s\n",
+                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                               since)
+                         .count(),
+                     what);
+    };
+    reportTime("lowering", t0);
     if (emit == "plan") {
+      auto t1 = std::chrono::steady_clock::now();
       dtc::Status s = dtc::plan::writePlanFile(*plan, output);
       if (!s.isOk())
         return fail(s.message());
+      reportTime("writing the plan", t1);
       // One line per program (data-parallel replicas share theirs; a pipeline has one per
       // stage).
       for (int p = 0; p < plan->programs_size(); ++p) {

@@ -49,7 +49,7 @@ void runOnLargeStack(const std::function<void()> &fn) {
 }
 
 Status runPipeline(ir::Graph &graph, passes::TrainingConfig &cfg, passes::TrainingState &state,
-                   Diagnostics &diags, bool verifyEach);
+                   Diagnostics &diags, const passes::PassManagerOptions &pm);
 
 Status keyError(const std::string &path, const std::string &key, const std::string &what) {
   return Status::error(path, "key '" + key + "': " + what);
@@ -275,7 +275,10 @@ Status validateTrainConfig(const passes::TrainingConfig &c) {
 }
 
 Status runTrainingPasses(ir::Graph &graph, passes::TrainingConfig &cfg,
-                         passes::TrainingState &state, Diagnostics &diags, bool verifyEach) {
+                         passes::TrainingState &state, Diagnostics &diags, bool verifyEach,
+                         const passes::PassManagerOptions &report) {
+  passes::PassManagerOptions pm = report;
+  pm.verifyEach = verifyEach;
   // Names dtc:: are the runtime-fed inputs of training plans.
   for (const ir::Value *v : graph.values())
     if (v->name().rfind("dtc::", 0) == 0)
@@ -306,21 +309,20 @@ Status runTrainingPasses(ir::Graph &graph, passes::TrainingConfig &cfg,
                                  std::to_string(kMaxFreezeNameChars) +
                                  " characters (rename it in the model, or drop --freeze)");
   if (cfg.freeze.empty())
-    return runPipeline(graph, cfg, state, diags, verifyEach);
+    return runPipeline(graph, cfg, state, diags, pm);
   // Only the --freeze match (in autodiff) needs the deep stack.
   Status result = Status::ok();
-  runOnLargeStack([&] { result = runPipeline(graph, cfg, state, diags, verifyEach); });
+  runOnLargeStack([&] { result = runPipeline(graph, cfg, state, diags, pm); });
   return result;
 }
 
 namespace {
 
 Status runPipeline(ir::Graph &graph, passes::TrainingConfig &cfg, passes::TrainingState &state,
-                   Diagnostics &diags, bool verifyEach) {
+                   Diagnostics &diags, const passes::PassManagerOptions &pm) {
   passes::PassContext ctx;
   ctx.training = &cfg;
   ctx.trainingState = &state;
-  Status result = Status::ok();
   std::vector<const char *> pipeline = {"training-mode", "attach-loss"};
   if (cfg.mesh.pp > 1)
     pipeline.push_back("pipeline");
@@ -331,21 +333,18 @@ Status runPipeline(ir::Graph &graph, passes::TrainingConfig &cfg, passes::Traini
   pipeline.push_back("optimizer");
   if (cfg.mesh.pp > 1)
     pipeline.push_back("pipeline-comm");
+  passes::PassManager manager(pm);
+  Status result = Status::ok();
   for (const char *name : pipeline) {
     std::unique_ptr<passes::Pass> p = passes::createPassByName(name);
     if (!p) {
       result = Status::error(std::string("pass '") + name + "' is not available in this build");
       break;
     }
-    result = p->run(graph, ctx);
-    if (result.isOk() && verifyEach) {
-      Status v = ir::verifyGraph(graph);
-      if (!v.isOk())
-        result = Status::error(std::string("after ") + name + ": " + v.message());
-    }
-    if (!result.isOk())
-      break;
+    manager.add(std::move(p));
   }
+  if (result.isOk())
+    result = manager.run(graph, ctx);
   for (const Diagnostic &d : ctx.diags.items()) {
     if (d.severity == Severity::kWarning)
       diags.warning("", d.message);

@@ -7,6 +7,7 @@
 #include "compiler/ir/Graph.h"
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Status.h"
+#include "passes/PassManager.h"
 #include "passes/Training.h"
 
 #include <string>
@@ -28,10 +29,14 @@ Status parseStrategy(const std::string &strategy, passes::TrainingConfig &cfg);
 /// nesterov only with momentum > 0 (as torch.optim.SGD). Errors name the flag ("--lr: ...").
 Status validateTrainConfig(const passes::TrainingConfig &cfg);
 
-/// Runs training-mode, attach-loss, autodiff, data-parallel (dp=N only) and optimizer on
-/// `graph` (shapes bound to the per-rank batch, cfg.rankBatchSize()), filling
-/// `state`. `verifyEach` runs the IR verifier after each pass.
+/// Runs training-mode, attach-loss, pipeline (pp only), autodiff, data-parallel (dp=N only),
+/// optimizer and pipeline-comm (pp only) on `graph` (shapes bound to the per-rank micro-batch,
+/// cfg.rankBatchSize()) under a pass manager, filling `state`. `verifyEach` runs the IR
+/// verifier after each pass; `printAfter` (pass names or "all") prints the IR after those
+/// passes to `printStream` (stdout when null); `timePasses` reports each pass's time on
+/// `timeStream` (stderr when null).
 Status runTrainingPasses(ir::Graph &graph, passes::TrainingConfig &cfg,
-                         passes::TrainingState &state, Diagnostics &diags, bool verifyEach);
+                         passes::TrainingState &state, Diagnostics &diags, bool verifyEach,
+                         const passes::PassManagerOptions &report = {});
 
 } // namespace dtc::driver
