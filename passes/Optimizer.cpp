@@ -227,16 +227,14 @@ private:
     return v;
   }
 
-  /// A new trainable-state initializer named uniqueName(base) holding zeros of `like`'s type.
+  /// A new trainable-state initializer named uniqueName(base) holding zeros of `like`'s type
+  /// (never materialized by the compiler: the runtime zero-fills optimizer state).
   ir::Value *zeros(const std::string &base, const ir::Value &like) {
     const std::string name = graph_->uniqueName(base);
-    const std::vector<int64_t> dims = like.shape().staticSizes();
-    const int64_t bytes = like.shape().numElements().value_or(0) * ir::dtypeSize(like.dtype());
     ir::Value *v = graph_->createValue(name);
-    graph_->setInitializer(v,
-                           ir::TensorData::fromBytes(name, like.dtype(), dims,
-                                                     std::string(static_cast<size_t>(bytes), '\0')),
-                           /*isConstant=*/false);
+    graph_->setInitializer(
+        v, ir::TensorData::zeros(name, like.dtype(), like.shape().staticSizes()),
+        /*isConstant=*/false);
     return v;
   }
 

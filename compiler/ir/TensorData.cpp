@@ -57,10 +57,28 @@ bool TensorData::isLoaded() const {
   return loaded_;
 }
 
+std::shared_ptr<TensorData> TensorData::zeros(std::string name, DType dtype,
+                                              std::vector<int64_t> dims) {
+  auto t = std::shared_ptr<TensorData>(new TensorData());
+  t->name_ = std::move(name);
+  t->dtype_ = dtype;
+  t->dims_ = std::move(dims);
+  t->numElements_ = 1;
+  for (int64_t d : t->dims_)
+    t->numElements_ *= d;
+  t->zeros_ = true;
+  return t;
+}
+
 Expected<const std::string *> TensorData::bytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
   if (loaded_)
     return &bytes_;
+  if (zeros_) {
+    bytes_.assign(static_cast<size_t>(byteSize()), '\0');
+    loaded_ = true;
+    return &bytes_;
+  }
   std::string where = "tensor '" + name_ + "'";
   std::ifstream in(externalPath_, std::ios::binary);
   if (!in)

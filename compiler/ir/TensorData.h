@@ -25,6 +25,10 @@ public:
   static std::shared_ptr<TensorData> fromExternal(std::string name, DType dtype,
                                                   std::vector<int64_t> dims, std::string path,
                                                   int64_t offset, int64_t length);
+  /// All-zero contents that hold no memory until bytes() is first called (optimizer state:
+  /// the runtime zero-fills its buffers, so a training compile never materializes them).
+  static std::shared_ptr<TensorData> zeros(std::string name, DType dtype,
+                                           std::vector<int64_t> dims);
   /// Small helpers for passes that create constants.
   static std::shared_ptr<TensorData> fromInt64s(std::string name, std::vector<int64_t> dims,
                                                 const std::vector<int64_t> &values);
@@ -38,6 +42,8 @@ public:
   int64_t byteSize() const { return numElements_ * dtypeSize(dtype_); }
 
   bool isExternal() const { return !externalPath_.empty(); }
+  /// Made by zeros(): every byte is 0.
+  bool isZeros() const { return zeros_; }
   bool isLoaded() const;
   const std::string &externalPath() const { return externalPath_; }
   int64_t externalOffset() const { return externalOffset_; }
@@ -62,6 +68,7 @@ private:
   mutable std::mutex mutex_;
   mutable std::string bytes_;
   mutable bool loaded_ = false;
+  bool zeros_ = false;
 };
 
 using TensorDataPtr = std::shared_ptr<const TensorData>;

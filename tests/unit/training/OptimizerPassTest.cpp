@@ -99,6 +99,9 @@ void expectZeroState(const ir::Value *v, const ir::Value *like, const std::strin
   EXPECT_EQ(v->name(), name);
   EXPECT_TRUE(v->isParameter()) << name << " must be a non-constant initializer";
   EXPECT_EQ(v->type(), like->type()) << name;
+  // Lazy zeros: nothing is materialized until something reads the bytes (issue 18).
+  EXPECT_TRUE(v->initializer()->isZeros()) << name;
+  EXPECT_FALSE(v->initializer()->isLoaded()) << name;
   auto values = v->initializer()->toDoubles();
   ASSERT_TRUE(values.hasValue());
   for (double x : *values)
