@@ -246,6 +246,8 @@ Status validateTrainConfig(const passes::TrainingConfig &c) {
                    std::to_string(c.mesh.dp * c.mesh.microbatches) + ")");
   if (!finite(c.bucketMb) || c.bucketMb <= 0 || c.bucketMb > 65536)
     return bad("--bucket-mb", "must be in (0, 65536] MiB, got " + std::to_string(c.bucketMb));
+  if (!c.ppCuts.empty() && c.mesh.pp < 2)
+    return bad("--pp-cuts", "applies to --strategy pp=S (S >= 2)");
   if (!c.ppCuts.empty() && static_cast<int64_t>(c.ppCuts.size()) != c.mesh.pp - 1)
     return bad("--pp-cuts", "names " + std::to_string(c.ppCuts.size()) +
                                 " boundaries; --strategy pp=" + std::to_string(c.mesh.pp) +

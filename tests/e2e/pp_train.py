@@ -14,7 +14,8 @@ Groups (--only takes a comma-separated subset; all by default):
                ZB-H1); the CNN,
                the ResNet and the U-Net (skip connections across stages) at pp=2 and pp=4; the
                GPT (Adam, --class-axis -1); dp=2,pp=2 on 4 ranks; --grad-accum-steps 2 on top of
-               a pipeline; a weight read on the first and the last stage (tied embeddings:
+               a pipeline; user cuts (--pp-cuts) and 3 stages over an uneven node count; a
+               weight read on the first and the last stage (tied embeddings:
                one copy on stage 0, sent to stage 1, gradients summed). Every run also checks that each logged loss equals single device's
                (rel 1e-4).
   state        --checkpoint-dir and --resume of a pp=2 job: 3 steps, then a resumed run to step
@@ -87,6 +88,13 @@ def equivalence_cases():
                   False))
     cases.append(("mlp-sgd/pp=2,M=2,grad-accum=2", m, digits, sgd + ["--grad-accum-steps", "2"],
                   "pp=2,microbatches=2", 2, False, False))
+    # User cuts: stage 0 ends after the first Gemm's Relu (uneven: 2 of 4 nodes, then 2).
+    cases.append(("mlp-sgd/pp=2,M=4,--pp-cuts", m, digits, sgd + ["--pp-cuts", "/net/net.1/Relu"],
+                  "pp=2,microbatches=4", 2, False, False))
+    cases.append(("cnn-sgd/pp=3,M=2,1f1b", os.path.join(MODELS, "cnn_train.onnx"),
+                  os.path.join(GOLDEN, "cnn_data.npz"),
+                  ["--batch-size", "16", "--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9"],
+                  "pp=3,microbatches=2", 3, True, False))
     bn_sgd = ["--batch-size", "16", "--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9"]
     for name, pps in (("cnn", (2, 4)), ("resnet", (2,)), ("unet", (2, 4))):
         model = os.path.join(MODELS, f"{name}_train.onnx")
@@ -118,11 +126,15 @@ def strategy_microbatches(strategy):
 
 def baseline_flags(flags, strategy, batchnorm):
     """single-device flags the pipeline must equal: the same global batch, and for batch-norm
-    models the same micro-batches (--batch-size B/M --grad-accum-steps M)."""
-    if not batchnorm:
-        return flags
-    mb = strategy_microbatches(strategy)
+    models the same micro-batches (--batch-size B/M --grad-accum-steps M). Pipeline-only
+    flags (--pp-cuts) are left out."""
     out = list(flags)
+    if "--pp-cuts" in out:
+        i = out.index("--pp-cuts")
+        del out[i:i + 2]
+    if not batchnorm:
+        return out
+    mb = strategy_microbatches(strategy)
     i = out.index("--batch-size")
     out[i + 1] = str(int(out[i + 1]) // mb)
     return out + ["--grad-accum-steps", str(mb)]
