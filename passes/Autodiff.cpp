@@ -7,6 +7,7 @@
 #include "passes/Passes.h"
 
 #include <algorithm>
+#include <limits>
 #include <regex>
 #include <unordered_map>
 #include <unordered_set>
@@ -93,8 +94,14 @@ buildGradients(ir::Graph &graph, ir::Value *loss, const std::vector<ir::Value *>
     auto microBatchOf = [](const ir::Value *p) {
       return p->producer() ? p->producer()->microBatch() : -1;
     };
+    // Per-step parts (-1: a gradient received once the whole pipeline is done, a tied weight's
+    // other stage) come last, so that the micro-batch parts are added while they arrive.
+    auto order = [&](const ir::Value *p) {
+      const int m = microBatchOf(p);
+      return m < 0 ? std::numeric_limits<int>::max() : m;
+    };
     std::stable_sort(parts.begin(), parts.end(), [&](const ir::Value *a, const ir::Value *b) {
-      return microBatchOf(a) < microBatchOf(b);
+      return order(a) < order(b);
     });
     // Parts all computed on one stage are summed there (one transfer of the sum); parts of
     // several stages meet on the producer's.

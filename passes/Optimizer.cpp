@@ -113,6 +113,8 @@ public:
       ir::Value *a = zeros(p->name() + ".grad_accum", *p);
       DTC_ASSIGN_OR_RETURN(ir::Node * add, emit("Add", p->name() + ".grad_accum/Add", {a, g},
                                                 {p->name() + ".grad_accum/next"}, ""));
+      // Pipelines: accumulated where the gradient is computed (buckets stay per stage).
+      add->setStage(g->producer() ? g->producer()->stage() : -1);
       st.updates.push_back({a, add->output(0)});
       accums[i] = a;
       grads[i] = add->output(0);

@@ -361,13 +361,27 @@ public:
 
 private:
   /// Nodes added after the pipeline pass without a stage (optimizer updates, all-reduces) go to
-  /// the latest stage among their inputs' producers, or else to the stage of the nodes that use
-  /// their initializer inputs.
+  /// the stage of the parameter they read (an update runs where its parameter lives, receiving
+  /// what it needs, such as a gradient-clipping scale), else to the latest stage among their
+  /// inputs' producers, or else to the stage of the nodes that use their initializer inputs.
   static Status placeRemaining(ir::Graph &graph, int S) {
+    std::unordered_map<const ir::Value *, int> home; // parameter -> its forward users' stage
+    for (const ir::Node *n : graph.nodes())
+      if (n->stage() >= 0 && n->phase() == ir::Phase::kForward)
+        for (const ir::Value *v : n->inputs())
+          if (v && v->isParameter())
+            home.emplace(v, n->stage());
     for (ir::Node *n : graph.nodes()) {
       if (n->stage() >= 0)
         continue;
       int s = -1;
+      for (const ir::Value *v : n->inputs())
+        if (auto it = v ? home.find(v) : home.end(); it != home.end())
+          s = std::max(s, it->second);
+      if (s >= 0) {
+        n->setStage(s);
+        continue;
+      }
       for (const ir::Value *v : n->inputs())
         if (v && v->producer() && v->producer()->stage() >= 0)
           s = std::max(s, v->producer()->stage());

@@ -217,8 +217,37 @@ Status Executor::load() {
       groupOfAxis[plan_.groups(g).axis()] = g;
   }
   device_ = createCpuDevice(opts_.threads);
-  device_->setCollectives(opts_.comm ? static_cast<ops::cpu::KernelCollectives *>(opts_.comm)
-                                     : nullptr);
+  if (opts_.comm && groupOfAxis.count("dp")) {
+    // Synchronized BatchNorm reduces over the stage's data-parallel replicas only.
+    class GroupCollectives : public ops::cpu::KernelCollectives {
+    public:
+      GroupCollectives(Communicator &comm, int group, int size)
+          : comm_(comm), group_(group), size_(size) {}
+      Status allReduceSum(double *data, size_t count, const std::string &what) override {
+        CommRequest r;
+        r.kind = CommKind::kAllReduce;
+        r.name = what;
+        r.group = group_;
+        r.dtype = ir::DType::kFloat64;
+        r.op = ReduceOp::kSum;
+        r.inputs = {data};
+        r.outputs = {data};
+        r.bytes = {count * sizeof(double)};
+        return comm_.run(std::move(r));
+      }
+      int groupSize() const override { return size_; }
+
+    private:
+      Communicator &comm_;
+      int group_, size_;
+    };
+    const int g = groupOfAxis.at("dp");
+    kernelCollectives_ = std::make_unique<GroupCollectives>(*opts_.comm, g + 1,
+                                                            plan_.groups(g).ranks_size());
+  }
+  device_->setCollectives(kernelCollectives_ ? kernelCollectives_.get()
+                          : opts_.comm      ? static_cast<ops::cpu::KernelCollectives *>(opts_.comm)
+                                            : nullptr);
   DTC_RETURN_IF_ERROR(device_->allocateArena(rp.arena_bytes(), rp.alignment()));
 
   // Gradients and optimizer state start at zero (the arena is zero-filled, but the bytes of a

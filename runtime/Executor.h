@@ -84,6 +84,9 @@ private:
   Status load();
   plan::Plan plan_;
   ExecutorOptions opts_;
+  /// What kernels that reduce over ranks (synchronized BatchNorm) reduce over: the rank's dp
+  /// group (in a pipeline, the replicas of its stage), or the world without a plan group.
+  std::unique_ptr<ops::cpu::KernelCollectives> kernelCollectives_;
   std::unique_ptr<Device> device_;
   enum class StepKind { kKernel, kCopy, kCollective, kWait };
   struct Step {

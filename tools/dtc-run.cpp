@@ -261,8 +261,7 @@ int main(int argc, char **argv) {
                               std::to_string(nproc) + " to train on " + std::to_string(nproc) +
                               " ranks)"
                         : " is a plan for " + std::to_string(plan->world_size()) +
-                              " rank(s) (dtc-compile --strategy dp=" +
-                              std::to_string(plan->world_size()) + ")"));
+                              " rank(s) (--strategy " + plan->mesh().strategy() + ")"));
     // launchLocal drops --nproc from the arguments.
     auto code = dtc::rt::launchLocal(nproc, std::vector<std::string>(argv + 1, argv + argc));
     if (!code)

@@ -88,6 +88,16 @@ def equivalence_cases():
                   False))
     cases.append(("mlp-sgd/pp=2,M=2,grad-accum=2", m, digits, sgd + ["--grad-accum-steps", "2"],
                   "pp=2,microbatches=2", 2, False, False))
+    cases.append(("mlp-sgd/dp=2,pp=2,M=2,grad-accum=2", m, digits,
+                  sgd + ["--grad-accum-steps", "2"], "dp=2,pp=2,microbatches=2", 4, False, False))
+    cases.append(("mlp-adam/pp=2,M=4,clip-grad-norm", m, digits,
+                  adam + ["--clip-grad-norm", "0.5"], "pp=2,microbatches=4", 2, False, True))
+    # Synchronized BatchNorm over a stage's replicas: with one micro-batch it normalizes over
+    # the global batch, as one device does.
+    cases.append(("cnn-sgd/dp=2,pp=2,M=1,sync-batchnorm", os.path.join(MODELS, "cnn_train.onnx"),
+                  os.path.join(GOLDEN, "cnn_data.npz"),
+                  ["--batch-size", "16", "--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9"],
+                  "dp=2,pp=2,microbatches=1", 4, False, False))
     # User cuts: stage 0 ends after the first Gemm's Relu (uneven: 2 of 4 nodes, then 2).
     cases.append(("mlp-sgd/pp=2,M=4,--pp-cuts", m, digits, sgd + ["--pp-cuts", "/net/net.1/Relu"],
                   "pp=2,microbatches=4", 2, False, False))
@@ -143,7 +153,9 @@ def baseline_flags(flags, strategy, batchnorm):
 def run_equivalence(r):
     run_args = ["--steps", str(STEPS), "--no-shuffle"]
     baselines = {}
+    name_of = {}
     for name, model, data, flags, strategy, nproc, batchnorm, adam in equivalence_cases():
+        name_of[strategy, tuple(flags)] = name_of.get((strategy, tuple(flags)), "") + name
         def case(model=model, data=data, flags=flags, strategy=strategy, nproc=nproc,
                  batchnorm=batchnorm, adam=adam):
             base = baseline_flags(flags, strategy, batchnorm)
@@ -154,7 +166,8 @@ def run_equivalence(r):
                 grad1 = r.gradients(plan, data) if adam else None
                 baselines[key] = (params, rows, grad1)
             params, rows, grad1 = baselines[key]
-            plan = r.compile(model, ["--strategy", strategy] + flags)
+            extra = ["--sync-batchnorm"] if "sync-batchnorm" in name_of[strategy, tuple(flags)] else []
+            plan = r.compile(model, ["--strategy", strategy] + flags + extra)
             pp_params, pp_rows = r.train(plan, data, nproc, run_args)
             same_losses(rows, pp_rows)
             msg = assert_law(params, pp_params, grad1)
@@ -265,14 +278,19 @@ def run_errors(r):
         run_args = ["--steps", str(STEPS), "--no-shuffle"]
         single, rows = r.train(r.compile(path, flags + ["--strategy", "single"]), data, 0,
                                run_args)
-        plan = r.compile(path, flags + ["--strategy", "pp=2,microbatches=2"])
-        text = r.plan_text(path, flags + ["--strategy", "pp=2,microbatches=2"])
-        if not re.search(r'send\(%\d+\) group="pp" peer=1 .*name="send w/for_stage1', text):
-            raise CheckFailed("stage 0 does not send w to stage 1:\n" + text[-1500:])
-        pp, pp_rows = r.train(plan, data, 2, run_args)
-        same_losses(rows, pp_rows)
         grad1 = r.gradients(r.compile(path, flags + ["--strategy", "single"]), data)
-        return "w lives on stage 0 and is sent to stage 1; " + assert_law(single, pp, grad1)
+        msgs = []
+        for strategy in ("pp=2,microbatches=2", "pp=2,microbatches=4",
+                         "pp=2,microbatches=8,schedule=gpipe", "pp=2,microbatches=4,schedule=zb-h1"):
+            plan = r.compile(path, flags + ["--strategy", strategy])
+            text = r.plan_text(path, flags + ["--strategy", strategy])
+            if not re.search(r'send\(%\d+\) group="pp" peer=1 .*name="send w/for_stage1', text):
+                raise CheckFailed(f"{strategy}: stage 0 does not send w to stage 1:\n" +
+                                  text[-1500:])
+            pp, pp_rows = r.train(plan, data, 2, run_args)
+            same_losses(rows, pp_rows)
+            msgs.append(f"{strategy}: " + assert_law(single, pp, grad1))
+        return "w lives on stage 0 and is sent to stage 1; " + "; ".join(msgs)
 
     r.check("equivalence/tied-weight-across-stages/pp=2", tied)
 
