@@ -124,13 +124,18 @@ private:
       position[forward[i]] = i;
     std::vector<size_t> ends;
     for (const std::string &c : cuts) {
+      // A node by its name (or, for BatchNormalization and Dropout, the name of the
+      // training-mode node that replaced it), or the node computing a tensor.
       const ir::Node *n = graph_->findNode(c);
+      if (!n)
+        n = graph_->findNode(c + "/train");
       if (!n)
         if (const ir::Value *v = graph_->findValue(c))
           n = v->producer();
       if (!n || !position.count(n))
         return Status::error("--pp-cuts " + c,
-                             "is neither a forward node nor a tensor a forward node computes");
+                             "is neither a forward node nor a tensor a forward node computes "
+                             "(nodes that compute constants are folded away at compile time)");
       const size_t end = position.at(n) + 1;
       if ((!ends.empty() && end <= ends.back()) || end >= forward.size())
         return Status::error("--pp-cuts " + c,

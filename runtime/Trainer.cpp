@@ -284,7 +284,7 @@ Status Trainer::checkSameRun() {
             "rank " + std::to_string(rank_),
             "rank " + std::to_string(r) + " runs with " + mine[f].what + " " +
                 std::to_string(theirs) + ", rank 0 with " + std::to_string(all[f]) +
-                ": every rank of a data-parallel job must read the same dataset with the same "
+                ": every rank of a job must read the same dataset with the same "
                 "options (same --data/--val-data contents, --seed, --shuffle, --steps/--epochs, "
                 "--resume)");
     }

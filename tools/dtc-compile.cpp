@@ -13,6 +13,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -270,7 +271,15 @@ int main(int argc, char **argv) {
     }
     if (app.count("--bucket-mb")) cfg.bucketMb = flags.bucketMb;
     if (app.count("--sync-batchnorm")) cfg.syncBatchNorm = flags.syncBatchNorm;
-    if (app.count("--pp-cuts")) cfg.ppCuts = splitComma(ppCuts);
+    if (app.count("--pp-cuts")) {
+      cfg.ppCuts = splitComma(ppCuts);
+      if (cfg.ppCuts.empty() ||
+          cfg.ppCuts.size() != static_cast<size_t>(std::count(ppCuts.begin(), ppCuts.end(), ',')) + 1) {
+        std::fprintf(stderr, "error: --pp-cuts '%s': expected comma-separated node or tensor "
+                             "names, none empty\n", ppCuts.c_str());
+        return 2;
+      }
+    }
     if (dtc::Status s = dtc::driver::parseStrategy(strategy, cfg); !s.isOk()) {
       std::fprintf(stderr, "error: %s\n", s.message().c_str());
       return 2;

@@ -19,6 +19,22 @@
 namespace dtc::driver {
 namespace {
 
+/// "a, b" -> {"a", "b"} (spaces around names dropped, empty names kept so that the count check
+/// rejects them).
+std::vector<std::string> splitCuts(const std::string &text) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (true) {
+    const size_t comma = text.find(',', pos);
+    std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    const size_t b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
+    out.push_back(b == std::string::npos ? "" : item.substr(b, e - b + 1));
+    if (comma == std::string::npos)
+      return out;
+    pos = comma + 1;
+  }
+}
+
 using json = nlohmann::json;
 
 /// --freeze limits: std::regex (libstdc++) recurses once per subject character and pattern
@@ -156,6 +172,8 @@ Status readTrainConfigFile(const std::string &path, passes::TrainingConfig &cfg,
       s = number(cfg.bucketMb);
     else if (key == "sync-batchnorm")
       s = get(path, key, v, cfg.syncBatchNorm);
+    else if (key == "pp-cuts" && v.is_string()) // "a,b" as on the command line, or ["a", "b"]
+      s = get(path, key, json(splitCuts(v.get<std::string>())), cfg.ppCuts);
     else if (key == "pp-cuts")
       s = get(path, key, v, cfg.ppCuts);
     else
@@ -246,6 +264,9 @@ Status validateTrainConfig(const passes::TrainingConfig &c) {
                    std::to_string(c.mesh.dp * c.mesh.microbatches) + ")");
   if (!finite(c.bucketMb) || c.bucketMb <= 0 || c.bucketMb > 65536)
     return bad("--bucket-mb", "must be in (0, 65536] MiB, got " + std::to_string(c.bucketMb));
+  for (const std::string &cut : c.ppCuts)
+    if (cut.empty())
+      return bad("--pp-cuts", "has an empty name");
   if (!c.ppCuts.empty() && c.mesh.pp < 2)
     return bad("--pp-cuts", "applies to --strategy pp=S (S >= 2)");
   if (!c.ppCuts.empty() && static_cast<int64_t>(c.ppCuts.size()) != c.mesh.pp - 1)
