@@ -234,6 +234,54 @@ TEST(ExporterOps, FoldGatherNDAndRounding) {
             (std::vector<int64_t>{-1, 0, 1}));
 }
 
+TEST(ExporterOps, ArgMaxArgMinTriluSize) {
+  auto x = floats("x", {2, 3}, {1, 5, 5, std::nanf(""), -1, 7});
+  EXPECT_EQ(intsOf(fold("ArgMax", {x}, {{"axis", ir::Attribute(int64_t{1})}})),
+            (std::vector<int64_t>{1, 0})); // first of the tied maxima; NaN wins
+  EXPECT_EQ(intsOf(fold("ArgMax", {x},
+                        {{"axis", ir::Attribute(int64_t{-1})},
+                         {"select_last_index", ir::Attribute(int64_t{1})}})),
+            (std::vector<int64_t>{2, 0}));
+  auto r = fold("ArgMin", {x}, {{"keepdims", ir::Attribute(int64_t{0})}});
+  ASSERT_TRUE(r.hasValue()) << r.status().message();
+  EXPECT_EQ((*r)[0]->dims(), (std::vector<int64_t>{3}));
+  EXPECT_EQ(*(*r)[0]->toInt64s(), (std::vector<int64_t>{1, 1, 0}));
+  EXPECT_EQ(intsOf(fold("Trilu", {ints("m", {3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9})})),
+            (std::vector<int64_t>{1, 2, 3, 0, 5, 6, 0, 0, 9}));
+  EXPECT_EQ(intsOf(fold("Trilu", {ints("m", {2, 3}, {1, 2, 3, 4, 5, 6}), ints("k", {}, {-1})},
+                        {{"upper", ir::Attribute(int64_t{0})}})),
+            (std::vector<int64_t>{0, 0, 0, 4, 0, 0}));
+  auto g = test::compileText(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+agraph (float[N, 3, 4] x, float[2, 5] s) => (int64[N, 1, 4] a, int64 n, int64 m, float[N, 3, 4] t) {
+  a = ArgMax<axis = 1>(x)
+  n = Size(x)
+  m = Size(s)
+  t = Trilu(x)
+}
+)",
+                             {"canonicalize", "shape-inference"});
+  ASSERT_TRUE(g.hasValue()) << g.status().message();
+  EXPECT_EQ(test::typeOf(**g, "a"), "i64[N,1,4]");
+  EXPECT_EQ(test::typeOf(**g, "n"), "i64[]");
+  const ir::Value *m = (*g)->findValue("m");
+  ASSERT_NE(m, nullptr);
+  ASSERT_TRUE(m->isInitializer()); // a static shape folds
+  EXPECT_EQ(*m->initializer()->toInt64s(), (std::vector<int64_t>{10}));
+  EXPECT_FALSE((*g)->findValue("n")->isInitializer());
+  auto bad = test::compileText(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+agraph (float[4] x) => (float[4] t) {
+  t = Trilu(x)
+}
+)");
+  ASSERT_FALSE(bad.hasValue());
+  EXPECT_NE(bad.status().message().find("node 'Trilu_0' (Trilu): input 'input' must have rank >= "
+                                        "2, got [4]"),
+            std::string::npos)
+      << bad.status().message();
+}
+
 TEST(ExporterOps, CausalMaskAndPositionIdsFoldWithStaticShapes) {
   // The mask logic of GPT-2 exports: positions from Range, a causal mask from LessOrEqual of
   // the unsqueezed positions, Where to -inf; position ids as CumSum of a constant mask minus 1.

@@ -530,6 +530,15 @@ TEST(TensorGrad, FloorCeilRoundSignHaveZeroGradient) {
   }
 }
 
+TEST(TensorGrad, TriluKeepsTheSameTriangle) {
+  EXPECT_EQ(gradCheck("Trilu", {GradInput::f32("x", {2, 3, 4})}, {}), "");
+  EXPECT_EQ(gradCheck("Trilu", {GradInput::f32("x", {3, 4}), GradInput::i64("k", {}, {-1})},
+                      {{"upper", ir::Attribute(int64_t{0})}}),
+            "");
+  std::vector<float> g = gradOf("Trilu", {2, 2}, {1, 2, 3, 4}, {i64s("k", {}, {1})}, {});
+  EXPECT_EQ(g, (std::vector<float>{0, 1, 0, 0}));
+}
+
 // ---- CumSum ------------------------------------------------------------------------------------
 
 TEST(TensorGrad, CumSumEveryDirection) {
