@@ -23,6 +23,8 @@ target_sources(dtc_ops_cpu PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/CumSum.cpp
   ${CMAKE_CURRENT_LIST_DIR}/ArgReduce.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Trilu.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Mod.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/OneHot.cpp
   ${CMAKE_CURRENT_LIST_DIR}/GatherElements.cpp
   ${CMAKE_CURRENT_LIST_DIR}/GatherND.cpp
 )

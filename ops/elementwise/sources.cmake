@@ -14,6 +14,7 @@ target_sources(dtc_ops_defs PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/Max.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Mean.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Min.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Mod.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Mul.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Not.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Or.cpp

@@ -8,6 +8,7 @@ target_sources(dtc_ops_defs PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/Gather.cpp
   ${CMAKE_CURRENT_LIST_DIR}/GatherElements.cpp
   ${CMAKE_CURRENT_LIST_DIR}/GatherND.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/OneHot.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Pad.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Range.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Reshape.cpp

@@ -282,6 +282,50 @@ agraph (float[4] x) => (float[4] t) {
       << bad.status().message();
 }
 
+TEST(ExporterOps, ModAndOneHot) {
+  auto a = ints("a", {4}, {7, -7, 7, -7});
+  auto b = ints("b", {4}, {3, 3, -3, -3});
+  EXPECT_EQ(intsOf(fold("Mod", {a, b})), (std::vector<int64_t>{1, 2, -2, -1})); // Python's %
+  EXPECT_EQ(intsOf(fold("Mod", {a, b}, {{"fmod", ir::Attribute(int64_t{1})}})),
+            (std::vector<int64_t>{1, -1, 1, -1})); // C's fmod
+  auto byZero = fold("Mod", {a, ints("z", {1}, {0})});
+  ASSERT_FALSE(byZero.hasValue());
+  EXPECT_NE(byZero.status().message().find("division by zero"), std::string::npos);
+  EXPECT_EQ(doublesOf(fold("Mod", {floats("x", {2}, {5.5f, -5.5f}), floats("q", {1}, {2.f})},
+                           {{"fmod", ir::Attribute(int64_t{1})}})),
+            (std::vector<double>{1.5, -1.5}));
+  auto floatMod = test::compileText(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+agraph (float[2] x, float[2] y) => (float[2] z) {
+  z = Mod(x, y)
+}
+)");
+  ASSERT_FALSE(floatMod.hasValue());
+  EXPECT_NE(floatMod.status().message().find(
+                "node 'Mod_0' (Mod): fmod must be 1 for float inputs (got f32 with fmod = 0)"),
+            std::string::npos)
+      << floatMod.status().message();
+
+  // OneHot: indices [2] = {1, -1}, depth 3, axis -1 and 0; an out-of-range index is all off.
+  auto idx = ints("i", {3}, {1, -1, 5});
+  auto depth = ints("d", {}, {3});
+  auto values = floats("v", {2}, {0.5f, 2.f});
+  EXPECT_EQ(doublesOf(fold("OneHot", {idx, depth, values})),
+            (std::vector<double>{0.5, 2, 0.5, 0.5, 0.5, 2, 0.5, 0.5, 0.5}));
+  EXPECT_EQ(doublesOf(fold("OneHot", {idx, depth, values}, {{"axis", ir::Attribute(int64_t{0})}})),
+            (std::vector<double>{0.5, 0.5, 0.5, 2, 0.5, 0.5, 0.5, 2, 0.5}));
+  auto g = test::compileText(R"(
+<ir_version: 8, opset_import: ["" : 11]>
+agraph (int64[N, 4] labels) => (float[N, 10, 4] y) {
+  depth = Constant<value = int64 {10}>()
+  values = Constant<value = float[2] {0, 1}>()
+  y = OneHot<axis = 1>(labels, depth, values)
+}
+)");
+  ASSERT_TRUE(g.hasValue()) << g.status().message();
+  EXPECT_EQ(test::typeOf(**g, "y"), "f32[N,10,4]");
+}
+
 TEST(ExporterOps, CausalMaskAndPositionIdsFoldWithStaticShapes) {
   // The mask logic of GPT-2 exports: positions from Range, a causal mask from LessOrEqual of
   // the unsqueezed positions, Where to -inf; position ids as CumSum of a constant mask minus 1.
