@@ -12,6 +12,8 @@ target_sources(dtc_ops_defs PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/Pad.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Range.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Reshape.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/ScatterElements.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/ScatterND.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Shape.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Size.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Slice.cpp

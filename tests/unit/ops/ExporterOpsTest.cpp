@@ -326,6 +326,22 @@ agraph (int64[N, 4] labels) => (float[N, 10, 4] y) {
   EXPECT_EQ(test::typeOf(**g, "y"), "f32[N,10,4]");
 }
 
+TEST(ExporterOps, FoldScatter) {
+  auto data = ints("d", {2, 3}, {0, 0, 0, 0, 0, 0});
+  EXPECT_EQ(
+      intsOf(fold("ScatterElements", {data, ints("i", {1, 2}, {2, -3}), ints("u", {1, 2}, {5, 6})},
+                  {{"axis", ir::Attribute(int64_t{1})}})),
+      (std::vector<int64_t>{6, 0, 5, 0, 0, 0}));
+  EXPECT_EQ(intsOf(fold("ScatterND",
+                        {data, ints("i", {2, 1}, {1, 1}), ints("u", {2, 3}, {1, 2, 3, 4, 5, 6})},
+                        {{"reduction", ir::Attribute(std::string("add"))}})),
+            (std::vector<int64_t>{0, 0, 0, 5, 7, 9}));
+  auto bad = fold("ScatterND", {data, ints("i", {1, 2}, {0, 3}), ints("u", {1}, {1})});
+  ASSERT_FALSE(bad.hasValue());
+  EXPECT_EQ(bad.status().message(),
+            "node 'n' (ScatterND): index 3 is out of range for axis 1 of size 3");
+}
+
 TEST(ExporterOps, CausalMaskAndPositionIdsFoldWithStaticShapes) {
   // The mask logic of GPT-2 exports: positions from Range, a causal mask from LessOrEqual of
   // the unsqueezed positions, Where to -inf; position ids as CumSum of a constant mask minus 1.
