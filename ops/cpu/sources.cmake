@@ -26,6 +26,7 @@ target_sources(dtc_ops_cpu PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/Mod.cpp
   ${CMAKE_CURRENT_LIST_DIR}/OneHot.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Scatter.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Bitwise.cpp
   ${CMAKE_CURRENT_LIST_DIR}/GatherElements.cpp
   ${CMAKE_CURRENT_LIST_DIR}/GatherND.cpp
 )

@@ -342,6 +342,20 @@ TEST(ExporterOps, FoldScatter) {
             "node 'n' (ScatterND): index 3 is out of range for axis 1 of size 3");
 }
 
+TEST(ExporterOps, FoldBitwise) {
+  auto a = ints("a", {3}, {12, -1, 5});
+  auto b = ints("b", {1}, {10});
+  EXPECT_EQ(intsOf(fold("BitwiseAnd", {a, b})), (std::vector<int64_t>{8, 10, 0}));
+  EXPECT_EQ(intsOf(fold("BitwiseOr", {a, b})), (std::vector<int64_t>{14, -1, 15}));
+  EXPECT_EQ(intsOf(fold("BitwiseXor", {a, b})), (std::vector<int64_t>{6, -11, 15}));
+  EXPECT_EQ(intsOf(fold("BitwiseNot", {a})), (std::vector<int64_t>{-13, 0, -6}));
+  auto u8 = ir::TensorData::fromBytes("u", ir::DType::kUInt8, {2}, std::string("\x0f\xf0", 2));
+  auto r = fold("BitwiseNot", {u8});
+  ASSERT_TRUE(r.hasValue()) << r.status().message();
+  EXPECT_EQ((*r)[0]->dtype(), ir::DType::kUInt8);
+  EXPECT_EQ(*(*r)[0]->toInt64s(), (std::vector<int64_t>{0xf0, 0x0f}));
+}
+
 TEST(ExporterOps, CausalMaskAndPositionIdsFoldWithStaticShapes) {
   // The mask logic of GPT-2 exports: positions from Range, a causal mask from LessOrEqual of
   // the unsqueezed positions, Where to -inf; position ids as CumSum of a constant mask minus 1.
