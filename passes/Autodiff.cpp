@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <regex>
 #include <unordered_map>
 #include <unordered_set>
@@ -244,6 +245,8 @@ public:
         for (size_t o = 1; o <= 2 && o < n->numOutputs(); ++o) // running mean and variance
           if (n->output(o))
             stop.insert(n->output(o));
+    for (const ir::Value *p : st.parameters)
+      warnIfMerged(*p, ctx.diags);
     DTC_ASSIGN_OR_RETURN(st.gradients,
                          buildGradients(graph, st.loss, st.parameters, ctx.diags, stop));
     for (size_t i = 0; i < st.parameters.size(); ++i)
@@ -254,6 +257,34 @@ public:
   }
 
 private:
+  /// Issue 12: torch.onnx.export's default optimizer merges initializers with equal values
+  /// (every LayerNorm's ones, every zero bias) into one, which then trains as one tied
+  /// parameter: a different model. The sign of a merge is one parameter in the same slot (op
+  /// type and input position) of several nodes; an intentional tie (GPT-2's token embedding,
+  /// read by Gather and by the output MatMul) fills different slots and is not reported.
+  static void warnIfMerged(const ir::Value &p, Diagnostics &diags) {
+    std::map<std::pair<std::string, unsigned>, std::vector<const ir::Node *>> slots;
+    for (const ir::Use &u : p.uses())
+      if (u.node->microBatch() <= 0) // a pipeline's copies for micro-batches 1.. are not ties
+        slots[{u.node->opType(), u.inputIndex}].push_back(u.node);
+    for (const auto &[slot, nodes] : slots) {
+      if (nodes.size() < 2)
+        continue;
+      std::string names;
+      for (size_t i = 0; i < nodes.size() && i < 4; ++i)
+        names += (i ? ", '" : "'") + nodes[i]->name() + "'";
+      if (nodes.size() > 4)
+        names += " and " + std::to_string(nodes.size() - 4) + " more";
+      diags.warning("parameter '" + p.name() + "'",
+                    "feeds input " + std::to_string(slot.second) + " of " +
+                        std::to_string(nodes.size()) + " " + slot.first + " nodes (" + names +
+                        ") and is trained as one tied parameter; exporters that merge equal "
+                        "initializers (torch.onnx.export's default optimizer) make this from "
+                        "separate weights: re-export with optimize=False to train them "
+                        "separately");
+    }
+  }
+
   static bool isStateOnly(const ir::Value &v, const TrainingState &st) {
     for (const StateUpdate &u : st.updates)
       if (u.state == &v)

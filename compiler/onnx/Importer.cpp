@@ -5,6 +5,7 @@
 #include "compiler/onnx/Importer.h"
 
 #include "compiler/onnx/ModelFile.h"
+#include "compiler/onnx/SequenceRewrite.h"
 #include "compiler/onnx/TensorImport.h"
 #include "ops/OpDef.h"
 
@@ -123,6 +124,7 @@ public:
 
   Expected<std::unique_ptr<ir::Graph>> run() {
     DTC_RETURN_IF_ERROR(readModelHeader());
+    DTC_RETURN_IF_ERROR(rewriteSequences(graphProto_, opsets_.at("")));
     collectNames();
     DTC_RETURN_IF_ERROR(importInputs());
     DTC_RETURN_IF_ERROR(importInitializers());

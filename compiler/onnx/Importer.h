@@ -24,6 +24,8 @@ namespace dtc::onnxio {
 ///    locations escaping that folder, missing files and ranges past the end are errors naming
 ///    the tensor; the bytes are not read (TensorData loads them on first use);
 ///  - initializers also listed as graph inputs become inputs with a default value;
+///  - sequence operators are rewritten into tensor operators when their lengths and positions
+///    are static (compiler/onnx/SequenceRewrite.h), otherwise an error naming the node;
 ///  - Constant nodes (every value_* form) become constant initializers;
 ///  - nodes are sorted topologically (a cycle, or an input nobody produces, is an error naming
 ///    the node);

@@ -1,5 +1,5 @@
-// CPU kernels of the index and shape ops: Gather, Slice, Split, Expand, Tile, Pad, Range, Shape
-// and ConstantOfShape, in their canonical (newest-opset) forms. They move elements by size, so
+// CPU kernels of the index and shape ops: Gather, Slice, Split, Expand, Tile, Pad, Range, Shape,
+// Size and ConstantOfShape, in their canonical (newest-opset) forms. They move elements by size, so
 // one code path serves f32, i32, i64 and bool. Index, shape and pad tensors are read at run time
 // and validated there; a value that disagrees with the static output shape is an error.
 #include "ops/cpu/IndexUtil.h"
@@ -806,6 +806,22 @@ Expected<KernelPtr> createShapeOp(const KernelSpec &spec, CpuContext &) {
     std::memcpy(bytes.data(), dims.data(), bytes.size());
   return KernelPtr(
       std::make_unique<ConstantKernel>(spec, bytes, 1, dims, ir::DType::kInt64, false));
+}
+
+// Size: the input's element count, known when the kernel is made (its data is not read).
+Status checkSizeOp(const KernelSpec &spec) {
+  DTC_RETURN_IF_ERROR(checkArity(spec, 1, 1, 1));
+  DTC_RETURN_IF_ERROR(checkDType(spec, false, 0, kInt64Only));
+  DTC_RETURN_IF_ERROR(checkShapes(spec, 64));
+  return checkOutputShape(spec, {});
+}
+
+Expected<KernelPtr> createSizeOp(const KernelSpec &spec, CpuContext &) {
+  const int64_t n = spec.inputs[0].numElements();
+  std::string bytes(sizeof(int64_t), '\0');
+  std::memcpy(bytes.data(), &n, sizeof(n));
+  return KernelPtr(std::make_unique<ConstantKernel>(spec, bytes, 1, std::vector<int64_t>{},
+                                                    ir::DType::kInt64, false));
 }
 
 Status checkConstantOfShape(const KernelSpec &spec) {

@@ -21,6 +21,12 @@ target_sources(dtc_ops_cpu PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/Dropout.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Variadic.cpp
   ${CMAKE_CURRENT_LIST_DIR}/CumSum.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/ArgReduce.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Trilu.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Mod.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/OneHot.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Scatter.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Bitwise.cpp
   ${CMAKE_CURRENT_LIST_DIR}/GatherElements.cpp
   ${CMAKE_CURRENT_LIST_DIR}/GatherND.cpp
 )

@@ -143,6 +143,20 @@ OpDef logicalDef(const std::string &name, const std::function<bool(bool, bool)> 
   return d;
 }
 
+OpDef bitwiseDef(const std::string &name, const std::function<int64_t(int64_t, int64_t)> &fn) {
+  OpDef d;
+  d.name = name;
+  d.version(18).in("A", "T").in("B", "T").out("C", "T").type("T", kIntTypes);
+  d.infer = inferBroadcast;
+  d.fold = [fn](FoldContext &ctx) {
+    return foldBinary(
+        ctx, [fn](int64_t a, int64_t b) -> Expected<int64_t> { return fn(a, b); },
+        [](double, double) { return 0.0; });
+  };
+  d.cost = elementwiseCost();
+  return d;
+}
+
 OpDef comparisonDef(const std::string &name, int since, TypeMask types,
                     const std::function<bool(double, double)> &fn) {
   OpDef d;

@@ -43,6 +43,11 @@ OpDef unaryDef(const std::string &name, int since, TypeMask types);
 /// bool A and B with multidirectional broadcasting, bool C = fn(A, B). Folds. No gradient (bool).
 OpDef logicalDef(const std::string &name, const std::function<bool(bool, bool)> &fn);
 
+/// BitwiseAnd, BitwiseOr, BitwiseXor (opset 18): integer A and B of one type with broadcasting,
+/// C = fn(A, B) of the same type. Folds (on the two's-complement bits of int64 values, then
+/// narrowed to the type). No gradient (integers).
+OpDef bitwiseDef(const std::string &name, const std::function<int64_t(int64_t, int64_t)> &fn);
+
 /// A comparison C = fn(A, B) with broadcasting and a bool output, from opset `since` on over
 /// `types` (GreaterOrEqual, LessOrEqual: opset 12; opset 16 only adds bfloat16). Folds; no
 /// gradient (bool output).

@@ -2,6 +2,10 @@
 target_sources(dtc_ops_defs PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/Add.cpp
   ${CMAKE_CURRENT_LIST_DIR}/And.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/BitwiseAnd.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/BitwiseNot.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/BitwiseOr.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/BitwiseXor.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Div.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Elementwise.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Equal.cpp
@@ -14,6 +18,7 @@ target_sources(dtc_ops_defs PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/Max.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Mean.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Min.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Mod.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Mul.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Not.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Or.cpp

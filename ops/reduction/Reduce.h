@@ -40,6 +40,10 @@ Expected<std::vector<int64_t>> reducedAxes(GradientContext &ctx);
 /// dY broadcast back to the input's shape: reshaped to the keepdims shape, then Expand.
 Expected<ir::Value *> broadcastReduceGrad(GradientContext &ctx, ir::Value *dy);
 
+/// ArgMax and ArgMin (`name`): versions 1, 11, 12 (select_last_index), 13; inference (an axis
+/// out of range is an error naming the node), folding, cost. See ops/reduction/ArgMax.cpp.
+OpDef argReduceDef(const std::string &name);
+
 /// SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss (ONNX nn/defs.cc, math/defs.cc):
 /// input 0 scores (N, C, d1..dk), input 1 labels (N, d1..dk), optional input 2 weights (C);
 /// output 0: (N, d1..dk) for reduction "none", a scalar for "mean" (default) and "sum";

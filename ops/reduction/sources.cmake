@@ -1,5 +1,8 @@
 # Sources of the reduction operator family (listed, no globs).
 target_sources(dtc_ops_defs PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/ArgMax.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/ArgMin.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/ArgReduce.cpp
   ${CMAKE_CURRENT_LIST_DIR}/CumSum.cpp
   ${CMAKE_CURRENT_LIST_DIR}/NegativeLogLikelihoodLoss.cpp
   ${CMAKE_CURRENT_LIST_DIR}/ReduceMax.cpp

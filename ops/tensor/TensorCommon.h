@@ -80,6 +80,15 @@ Expected<std::vector<int64_t>> gradConstantInts(GradientContext &ctx, size_t i,
 /// Unsqueeze): dX = dY reshaped to input 0's static shape.
 Status reshapeGradient(GradientContext &ctx);
 
+/// ScatterElements and ScatterND (ops/tensor/ScatterElements.cpp): the gradient rule for
+/// reduction none and add; `gatherOp` (GatherElements or GatherND) is the scatter's adjoint for
+/// the updates.
+Status scatterGradient(GradientContext &ctx, const std::string &gatherOp);
+/// Folds a scatter whose update t (of `slice` contiguous elements) goes to data element offset
+/// destination[t], combined by the node's `reduction`.
+Expected<std::vector<ir::TensorDataPtr>>
+foldScatter(FoldContext &ctx, const std::vector<int64_t> &destination, int64_t slice);
+
 /// "[1,2,3]" for messages.
 std::string intsText(const std::vector<int64_t> &v);
 

@@ -237,6 +237,32 @@ TEST(CpuGatherND, TuplesSlicesAndBatchDims) {
             "node 'n0' (GatherND): batch dim 0 differs: data [2,3], indices [3,1]");
 }
 
+TEST(CpuMod, SignsBroadcastingAndDivisionByZero) {
+  Buf<int64_t> a(std::vector<int64_t>{7, -7, 7, -7, std::numeric_limits<int64_t>::min()});
+  Buf<int64_t> b(std::vector<int64_t>{3, 3, -3, -3, -1}), c(5);
+  runKernel(makeSpec("Mod", {i64({5}), i64({5})}, {i64({5})}), {a.data(), b.data()}, {c.data()});
+  EXPECT_EQ(c.vec(), (std::vector<int64_t>{1, 2, -2, -1, 0})); // Python's %
+  runKernel(
+      makeSpec("Mod", {i64({5}), i64({5})}, {i64({5})}, {{"fmod", ir::Attribute(int64_t{1})}}),
+      {a.data(), b.data()}, {c.data()});
+  EXPECT_EQ(c.vec(), (std::vector<int64_t>{1, -1, 1, -1, 0})); // C's fmod
+  Buf<float> x(std::vector<float>{5.5f, -5.5f}), y(std::vector<float>{2.f}), z(2);
+  runKernel(
+      makeSpec("Mod", {f32({2}), f32({1})}, {f32({2})}, {{"fmod", ir::Attribute(int64_t{1})}}),
+      {x.data(), y.data()}, {z.data()});
+  EXPECT_EQ(z.vec(), (std::vector<float>{1.5f, -1.5f}));
+  CpuContext ctx;
+  auto k = createKernel(makeSpec("Mod", {i64({2}), i64({1})}, {i64({2})}), ctx);
+  ASSERT_TRUE(k.hasValue()) << k.status().message();
+  Buf<int64_t> zero(std::vector<int64_t>{0}), out(2);
+  std::vector<const void *> ins = {a.data(), zero.data()};
+  std::vector<void *> outs = {out.data()};
+  EXPECT_EQ((*k)->run({ins.data(), 2, outs.data(), 1}).message(),
+            "node 'n0' (Mod): integer division by zero");
+  EXPECT_EQ(checkMsg(makeSpec("Mod", {f32({2}), f32({2})}, {f32({2})})),
+            "node 'n0' (Mod): fmod must be 1 for float inputs");
+}
+
 TEST(CpuGatherElementsGrad, ScatterAddsRepeatedIndices) {
   // dx [2,3] = 0; axis 1: dx[i][idx[i][j]] += dy[i][j].
   Buf<float> dy(std::vector<float>{1, 2, 4, 8}), dx(6);

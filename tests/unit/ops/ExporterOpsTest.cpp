@@ -234,6 +234,128 @@ TEST(ExporterOps, FoldGatherNDAndRounding) {
             (std::vector<int64_t>{-1, 0, 1}));
 }
 
+TEST(ExporterOps, ArgMaxArgMinTriluSize) {
+  auto x = floats("x", {2, 3}, {1, 5, 5, std::nanf(""), -1, 7});
+  EXPECT_EQ(intsOf(fold("ArgMax", {x}, {{"axis", ir::Attribute(int64_t{1})}})),
+            (std::vector<int64_t>{1, 0})); // first of the tied maxima; NaN wins
+  EXPECT_EQ(intsOf(fold("ArgMax", {x},
+                        {{"axis", ir::Attribute(int64_t{-1})},
+                         {"select_last_index", ir::Attribute(int64_t{1})}})),
+            (std::vector<int64_t>{2, 0}));
+  auto r = fold("ArgMin", {x}, {{"keepdims", ir::Attribute(int64_t{0})}});
+  ASSERT_TRUE(r.hasValue()) << r.status().message();
+  EXPECT_EQ((*r)[0]->dims(), (std::vector<int64_t>{3}));
+  EXPECT_EQ(*(*r)[0]->toInt64s(), (std::vector<int64_t>{1, 1, 0}));
+  EXPECT_EQ(intsOf(fold("Trilu", {ints("m", {3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9})})),
+            (std::vector<int64_t>{1, 2, 3, 0, 5, 6, 0, 0, 9}));
+  EXPECT_EQ(intsOf(fold("Trilu", {ints("m", {2, 3}, {1, 2, 3, 4, 5, 6}), ints("k", {}, {-1})},
+                        {{"upper", ir::Attribute(int64_t{0})}})),
+            (std::vector<int64_t>{0, 0, 0, 4, 0, 0}));
+  auto g = test::compileText(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+agraph (float[N, 3, 4] x, float[2, 5] s) => (int64[N, 1, 4] a, int64 n, int64 m, float[N, 3, 4] t) {
+  a = ArgMax<axis = 1>(x)
+  n = Size(x)
+  m = Size(s)
+  t = Trilu(x)
+}
+)",
+                             {"canonicalize", "shape-inference"});
+  ASSERT_TRUE(g.hasValue()) << g.status().message();
+  EXPECT_EQ(test::typeOf(**g, "a"), "i64[N,1,4]");
+  EXPECT_EQ(test::typeOf(**g, "n"), "i64[]");
+  const ir::Value *m = (*g)->findValue("m");
+  ASSERT_NE(m, nullptr);
+  ASSERT_TRUE(m->isInitializer()); // a static shape folds
+  EXPECT_EQ(*m->initializer()->toInt64s(), (std::vector<int64_t>{10}));
+  EXPECT_FALSE((*g)->findValue("n")->isInitializer());
+  auto bad = test::compileText(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+agraph (float[4] x) => (float[4] t) {
+  t = Trilu(x)
+}
+)");
+  ASSERT_FALSE(bad.hasValue());
+  EXPECT_NE(bad.status().message().find("node 'Trilu_0' (Trilu): input 'input' must have rank >= "
+                                        "2, got [4]"),
+            std::string::npos)
+      << bad.status().message();
+}
+
+TEST(ExporterOps, ModAndOneHot) {
+  auto a = ints("a", {4}, {7, -7, 7, -7});
+  auto b = ints("b", {4}, {3, 3, -3, -3});
+  EXPECT_EQ(intsOf(fold("Mod", {a, b})), (std::vector<int64_t>{1, 2, -2, -1})); // Python's %
+  EXPECT_EQ(intsOf(fold("Mod", {a, b}, {{"fmod", ir::Attribute(int64_t{1})}})),
+            (std::vector<int64_t>{1, -1, 1, -1})); // C's fmod
+  auto byZero = fold("Mod", {a, ints("z", {1}, {0})});
+  ASSERT_FALSE(byZero.hasValue());
+  EXPECT_NE(byZero.status().message().find("division by zero"), std::string::npos);
+  EXPECT_EQ(doublesOf(fold("Mod", {floats("x", {2}, {5.5f, -5.5f}), floats("q", {1}, {2.f})},
+                           {{"fmod", ir::Attribute(int64_t{1})}})),
+            (std::vector<double>{1.5, -1.5}));
+  auto floatMod = test::compileText(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+agraph (float[2] x, float[2] y) => (float[2] z) {
+  z = Mod(x, y)
+}
+)");
+  ASSERT_FALSE(floatMod.hasValue());
+  EXPECT_NE(floatMod.status().message().find(
+                "node 'Mod_0' (Mod): fmod must be 1 for float inputs (got f32 with fmod = 0)"),
+            std::string::npos)
+      << floatMod.status().message();
+
+  // OneHot: indices [2] = {1, -1}, depth 3, axis -1 and 0; an out-of-range index is all off.
+  auto idx = ints("i", {3}, {1, -1, 5});
+  auto depth = ints("d", {}, {3});
+  auto values = floats("v", {2}, {0.5f, 2.f});
+  EXPECT_EQ(doublesOf(fold("OneHot", {idx, depth, values})),
+            (std::vector<double>{0.5, 2, 0.5, 0.5, 0.5, 2, 0.5, 0.5, 0.5}));
+  EXPECT_EQ(doublesOf(fold("OneHot", {idx, depth, values}, {{"axis", ir::Attribute(int64_t{0})}})),
+            (std::vector<double>{0.5, 0.5, 0.5, 2, 0.5, 0.5, 0.5, 2, 0.5}));
+  auto g = test::compileText(R"(
+<ir_version: 8, opset_import: ["" : 11]>
+agraph (int64[N, 4] labels) => (float[N, 10, 4] y) {
+  depth = Constant<value = int64 {10}>()
+  values = Constant<value = float[2] {0, 1}>()
+  y = OneHot<axis = 1>(labels, depth, values)
+}
+)");
+  ASSERT_TRUE(g.hasValue()) << g.status().message();
+  EXPECT_EQ(test::typeOf(**g, "y"), "f32[N,10,4]");
+}
+
+TEST(ExporterOps, FoldScatter) {
+  auto data = ints("d", {2, 3}, {0, 0, 0, 0, 0, 0});
+  EXPECT_EQ(
+      intsOf(fold("ScatterElements", {data, ints("i", {1, 2}, {2, -3}), ints("u", {1, 2}, {5, 6})},
+                  {{"axis", ir::Attribute(int64_t{1})}})),
+      (std::vector<int64_t>{6, 0, 5, 0, 0, 0}));
+  EXPECT_EQ(intsOf(fold("ScatterND",
+                        {data, ints("i", {2, 1}, {1, 1}), ints("u", {2, 3}, {1, 2, 3, 4, 5, 6})},
+                        {{"reduction", ir::Attribute(std::string("add"))}})),
+            (std::vector<int64_t>{0, 0, 0, 5, 7, 9}));
+  auto bad = fold("ScatterND", {data, ints("i", {1, 2}, {0, 3}), ints("u", {1}, {1})});
+  ASSERT_FALSE(bad.hasValue());
+  EXPECT_EQ(bad.status().message(),
+            "node 'n' (ScatterND): index 3 is out of range for axis 1 of size 3");
+}
+
+TEST(ExporterOps, FoldBitwise) {
+  auto a = ints("a", {3}, {12, -1, 5});
+  auto b = ints("b", {1}, {10});
+  EXPECT_EQ(intsOf(fold("BitwiseAnd", {a, b})), (std::vector<int64_t>{8, 10, 0}));
+  EXPECT_EQ(intsOf(fold("BitwiseOr", {a, b})), (std::vector<int64_t>{14, -1, 15}));
+  EXPECT_EQ(intsOf(fold("BitwiseXor", {a, b})), (std::vector<int64_t>{6, -11, 15}));
+  EXPECT_EQ(intsOf(fold("BitwiseNot", {a})), (std::vector<int64_t>{-13, 0, -6}));
+  auto u8 = ir::TensorData::fromBytes("u", ir::DType::kUInt8, {2}, std::string("\x0f\xf0", 2));
+  auto r = fold("BitwiseNot", {u8});
+  ASSERT_TRUE(r.hasValue()) << r.status().message();
+  EXPECT_EQ((*r)[0]->dtype(), ir::DType::kUInt8);
+  EXPECT_EQ(*(*r)[0]->toInt64s(), (std::vector<int64_t>{0xf0, 0x0f}));
+}
+
 TEST(ExporterOps, CausalMaskAndPositionIdsFoldWithStaticShapes) {
   // The mask logic of GPT-2 exports: positions from Range, a causal mask from LessOrEqual of
   // the unsqueezed positions, Where to -inf; position ids as CumSum of a constant mask minus 1.

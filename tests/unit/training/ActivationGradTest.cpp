@@ -331,6 +331,15 @@ TEST(ActivationGrad, MaxMinTiesSplitTheGradientEvenly) {
   EXPECT_EQ(g[1], (std::vector<float>{1.f, 0.f, 0.f}));
 }
 
+TEST(ActivationGrad, ModWithBroadcasting) {
+  // fmod = 1 (float); operands away from the jumps of the remainder.
+  EXPECT_EQ(test::gradCheck("Mod",
+                            {GradInput::f32("a", {2, 3}, {2.3f, -2.3f, 5.1f, -0.7f, 3.4f, 1.1f}),
+                             GradInput::f32("b", {3}, {1.5f, 2.f, -1.2f})},
+                            {{"fmod", Attribute(int64_t{1})}}),
+            "");
+}
+
 TEST(ActivationGrad, MeanDividesByTheInputCount) {
   auto g = gradientsOf(
       {{"a", {2}, {1.f, 2.f}}, {"b", {2}, {3.f, 4.f}}, {"c", {1}, {0.f}}, {"d", {2}, {0.f, 0.f}}},

@@ -530,6 +530,48 @@ TEST(TensorGrad, FloorCeilRoundSignHaveZeroGradient) {
   }
 }
 
+TEST(TensorGrad, TriluKeepsTheSameTriangle) {
+  EXPECT_EQ(gradCheck("Trilu", {GradInput::f32("x", {2, 3, 4})}, {}), "");
+  EXPECT_EQ(gradCheck("Trilu", {GradInput::f32("x", {3, 4}), GradInput::i64("k", {}, {-1})},
+                      {{"upper", ir::Attribute(int64_t{0})}}),
+            "");
+  std::vector<float> g = gradOf("Trilu", {2, 2}, {1, 2, 3, 4}, {i64s("k", {}, {1})}, {});
+  EXPECT_EQ(g, (std::vector<float>{0, 1, 0, 0}));
+}
+
+TEST(TensorGrad, ScatterElementsAndScatterND) {
+  GradCheckOptions o;
+  o.maxElements = 64;
+  for (const char *reduction : {"none", "add"}) {
+    SCOPED_TRACE(reduction);
+    Attrs a = {{"reduction", ir::Attribute(std::string(reduction))}};
+    // Distinct destinations (none overwrites; repeated ones are checked with add).
+    EXPECT_EQ(
+        gradCheck("ScatterElements",
+                  {GradInput::f32("x", {3, 4}), GradInput::i64("i", {2, 3}, {2, 0, 1, -3, -2, 2}),
+                   GradInput::f32("u", {2, 3})},
+                  a, 1, o),
+        "");
+    Attrs a1 = a;
+    a1["axis"] = ir::Attribute(int64_t{1});
+    EXPECT_EQ(gradCheck("ScatterElements",
+                        {GradInput::f32("x", {2, 4}), GradInput::i64("i", {2, 2}, {3, 0, -1, 1}),
+                         GradInput::f32("u", {2, 2})},
+                        a1, 1, o),
+              "");
+    EXPECT_EQ(gradCheck("ScatterND",
+                        {GradInput::f32("x", {3, 2, 2}), GradInput::i64("i", {2, 1}, {2, 0}),
+                         GradInput::f32("u", {2, 2, 2})},
+                        a, 1, o),
+              "");
+  }
+  EXPECT_EQ(gradCheck("ScatterND",
+                      {GradInput::f32("x", {2, 3}), GradInput::i64("i", {3, 2}, {0, 1, 0, 1, 1, 2}),
+                       GradInput::f32("u", {3})},
+                      {{"reduction", ir::Attribute(std::string("add"))}}, 1, o),
+            "");
+}
+
 // ---- CumSum ------------------------------------------------------------------------------------
 
 TEST(TensorGrad, CumSumEveryDirection) {
