@@ -863,8 +863,9 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
       c->set_peer(static_cast<int32_t>(in.node->attrInt("peer", -1)));
       c->set_tag(in.node->attrInt("tag", -1));
       const int b = send ? in.inputs.at(0) : in.outputs.at(0);
-      c->set_name(std::string(send ? "send " : "recv ") + buffers[b].name +
-                  (send ? " to stage " : " from stage ") + std::to_string(c->peer()));
+      // The kind is shown beside the name (plan-text, traces, messages): "h to stage 1".
+      c->set_name(buffers[b].name + (send ? " to stage " : " from stage ") +
+                  std::to_string(c->peer()));
       if (send)
         c->add_inputs(b);
       else

@@ -284,7 +284,7 @@ def run_errors(r):
                          "pp=2,microbatches=8,schedule=gpipe", "pp=2,microbatches=4,schedule=zb-h1"):
             plan = r.compile(path, flags + ["--strategy", strategy])
             text = r.plan_text(path, flags + ["--strategy", strategy])
-            if not re.search(r'send\(%\d+\) group="pp" peer=1 .*name="send w/for_stage1', text):
+            if not re.search(r'send\(%\d+\) group="pp" peer=1 .*name="w/for_stage1', text):
                 raise CheckFailed(f"{strategy}: stage 0 does not send w to stage 1:\n" +
                                   text[-1500:])
             pp, pp_rows = r.train(plan, data, 2, run_args)
