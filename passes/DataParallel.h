@@ -14,7 +14,8 @@ namespace dtc::passes {
 /// Splits `ready` (gradients in the order they become ready; static shapes) into buckets as
 /// PyTorch DDP does (Li et al., VLDB 2020): the first at most min(1 MiB, bucketMb MiB), the
 /// others at most bucketMb MiB; a gradient larger than the cap gets a bucket of its own; a
-/// bucket holds one dtype and, in a pipeline, one stage's gradients. Errors: a gradient without a static shape.
+/// bucket holds one dtype and, in a pipeline, one stage's gradients. Errors: a gradient without
+/// a static shape.
 Expected<std::vector<std::vector<ir::Value *>>>
 bucketGradients(const std::vector<ir::Value *> &ready, float bucketMb);
 

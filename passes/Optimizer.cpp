@@ -121,7 +121,8 @@ public:
     }
 
     phase_ = ir::Phase::kOptimizer;
-    if (k > 1 && cfg.dataParallel() > 0 && (cfg.mesh.pp == 1 || cfg.mesh.dp > 1) && !trained.empty()) {
+    const bool allReduced = cfg.dataParallel() > 0 && (cfg.mesh.pp == 1 || cfg.mesh.dp > 1);
+    if (k > 1 && allReduced && !trained.empty()) {
       // Data parallelism with accumulation: all-reduce the accumulated gradients once per step,
       // first thing in the optimizer phase (DDP's no_sync() for all micro-batches but the last;
       // the data-parallel pass leaves them alone). Buckets in reverse parameter order, as DDP.

@@ -81,9 +81,8 @@ public:
     graph_ = &graph;
     diags_ = &ctx.diags;
     const std::vector<ir::Node *> forward = graph.nodes();
-    DTC_RETURN_IF_ERROR(ctx.training->ppCuts.empty()
-                            ? assignStages(forward, mesh.pp)
-                            : assignCuts(forward, ctx.training->ppCuts));
+    DTC_RETURN_IF_ERROR(ctx.training->ppCuts.empty() ? assignStages(forward, mesh.pp)
+                                                     : assignCuts(forward, ctx.training->ppCuts));
     for (ir::Node *n : forward)
       n->setMicroBatch(0);
     if (mesh.microbatches > 1)
@@ -260,8 +259,8 @@ private:
         std::vector<std::string> outs;
         for (const ir::Value *o : n->outputs())
           outs.push_back(o ? g.uniqueName(o->name() + suffix) : "");
-        ir::Node *c = g.addNode(n->opType(), ins, outs, n->domain(),
-                                g.uniqueNodeName(n->name() + suffix));
+        ir::Node *c =
+            g.addNode(n->opType(), ins, outs, n->domain(), g.uniqueNodeName(n->name() + suffix));
         for (const auto &[key, a] : n->attributes())
           c->setAttr(key, a);
         if (n->domain() == ir::kDtcDomain && n->opType() == "DropoutTraining")
@@ -307,8 +306,7 @@ private:
     DTC_ASSIGN_OR_RETURN(ir::Node * mean, stepNode("Mul", {sum, inv}, "pipeline/loss"));
     ir::Value *prediction = nullptr;
     if (st.prediction && st.prediction->shape().rank() >= 1) {
-      DTC_ASSIGN_OR_RETURN(ir::Node * cat,
-                           stepNode("Concat", predictions, "pipeline/prediction"));
+      DTC_ASSIGN_OR_RETURN(ir::Node * cat, stepNode("Concat", predictions, "pipeline/prediction"));
       cat->setAttr("axis", ir::Attribute(int64_t{0}));
       DTC_RETURN_IF_ERROR(ops::inferNode(*cat, *diags_));
       prediction = cat->output(0);
@@ -452,12 +450,11 @@ private:
                                                  " values cross stages (the tag limit)");
           if (!v->shape().isStatic())
             return Status::error("value '" + v->name() + "'",
-                                 "crosses from stage " + std::to_string(n->stage()) +
-                                     " to stage " + std::to_string(t) +
-                                     " without a static shape");
+                                 "crosses from stage " + std::to_string(n->stage()) + " to stage " +
+                                     std::to_string(t) + " without a static shape");
           const std::string base = v->name() + "/to_stage" + std::to_string(t);
-          ir::Node *send = graph.addNode("Send", {v}, {}, ir::kDtcDomain,
-                                         graph.uniqueNodeName(base + "/Send"));
+          ir::Node *send =
+              graph.addNode("Send", {v}, {}, ir::kDtcDomain, graph.uniqueNodeName(base + "/Send"));
           const std::string recvName = graph.uniqueName(v->name() + "/recv" + std::to_string(t));
           ir::Node *recv = graph.addNode("Recv", {}, {recvName}, ir::kDtcDomain,
                                          graph.uniqueNodeName(base + "/Recv"));
@@ -584,8 +581,7 @@ private:
         const ir::Node *n = q.top().second;
         q.pop();
         for (const ir::Value *v : n->inputs())
-          if (v && v->producer() && lazy(v->producer()) &&
-              placedLazy.insert(v->producer()).second)
+          if (v && v->producer() && lazy(v->producer()) && placedLazy.insert(v->producer()).second)
             orders[static_cast<size_t>(s)].push_back(const_cast<ir::Node *>(v->producer()));
         orders[static_cast<size_t>(s)].push_back(const_cast<ir::Node *>(n));
         std::unordered_set<const ir::Node *> consumers;

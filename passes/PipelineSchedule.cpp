@@ -21,7 +21,8 @@ namespace {
 PipelineScheduleTable zeroBubbleH1(int64_t S, int64_t M) {
   const size_t stages = static_cast<size_t>(S);
   constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
-  std::vector<std::vector<int64_t>> doneF(stages, std::vector<int64_t>(static_cast<size_t>(M), kNever));
+  std::vector<std::vector<int64_t>> doneF(stages,
+                                          std::vector<int64_t>(static_cast<size_t>(M), kNever));
   std::vector<std::vector<int64_t>> doneB = doneF;
   std::vector<int64_t> nextF(stages, 0), nextB(stages, 0), nextW(stages, 0);
   PipelineScheduleTable table(stages);
@@ -32,8 +33,8 @@ PipelineScheduleTable zeroBubbleH1(int64_t S, int64_t M) {
       const bool last = s + 1 == stages;
       const bool canB = b < f && (last ? doneF[s][static_cast<size_t>(b)] <= t
                                        : doneB[s + 1][static_cast<size_t>(b)] <= t);
-      const bool canF = f < M && (s == 0 || doneF[s - 1][static_cast<size_t>(f)] <= t) &&
-                        f - w < S + 1;
+      const bool canF =
+          f < M && (s == 0 || doneF[s - 1][static_cast<size_t>(f)] <= t) && f - w < S + 1;
       if (canB) {
         doneB[s][static_cast<size_t>(b)] = t + 1;
         table[s].push_back({PipelineOp::kBackward, b});
@@ -121,7 +122,9 @@ Expected<PipelineSimulation> simulatePipeline(const PipelineScheduleTable &sched
       const size_t k = static_cast<size_t>(m);
       if (!seenF[k] || !seenB[k] || (split && !seenW[k]))
         return Status::error(where, "never runs " +
-                                        std::string(!seenF[k] ? "F" : !seenB[k] ? "B" : "W") +
+                                        std::string(!seenF[k]   ? "F"
+                                                    : !seenB[k] ? "B"
+                                                                : "W") +
                                         std::to_string(m));
     }
   }

@@ -273,8 +273,8 @@ int main(int argc, char **argv) {
     if (app.count("--sync-batchnorm")) cfg.syncBatchNorm = flags.syncBatchNorm;
     if (app.count("--pp-cuts")) {
       cfg.ppCuts = splitComma(ppCuts);
-      if (cfg.ppCuts.empty() ||
-          cfg.ppCuts.size() != static_cast<size_t>(std::count(ppCuts.begin(), ppCuts.end(), ',')) + 1) {
+      const size_t commas = static_cast<size_t>(std::count(ppCuts.begin(), ppCuts.end(), ','));
+      if (cfg.ppCuts.empty() || cfg.ppCuts.size() != commas + 1) {
         std::fprintf(stderr, "error: --pp-cuts '%s': expected comma-separated node or tensor "
                              "names, none empty\n", ppCuts.c_str());
         return 2;

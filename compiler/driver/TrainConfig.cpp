@@ -26,7 +26,8 @@ std::vector<std::string> splitCuts(const std::string &text) {
   size_t pos = 0;
   while (true) {
     const size_t comma = text.find(',', pos);
-    std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    const size_t len = comma == std::string::npos ? std::string::npos : comma - pos;
+    const std::string item = text.substr(pos, len);
     const size_t b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
     out.push_back(b == std::string::npos ? "" : item.substr(b, e - b + 1));
     if (comma == std::string::npos)
