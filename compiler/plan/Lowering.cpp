@@ -1,8 +1,9 @@
 // IR -> plan: kernel checks, collectives and their waits, storage groups (views, in-place,
 // gradient buckets), live ranges, the memory plan and the emitted rank program (see Lowering.h;
-// dim binding is in BindDims.cpp).
+// dim binding is in BindDims.cpp, one program per pipeline stage in PipelineLowering.cpp).
 #include "compiler/plan/Lowering.h"
 
+#include "compiler/plan/LoweringInternal.h"
 #include "compiler/plan/MemoryPlanner.h"
 #include "ops/comm/Collective.h"
 #include "ops/cpu/Kernel.h"
@@ -417,62 +418,16 @@ struct Storage {
   bool external = false;   ///< graph input or output: the caller reads or writes it
 };
 
-/// The parts of a plan that do not depend on one program: mesh and rank table (rank r runs
-/// programs[programOf(coordOf(r))]), data-parallel hyperparameters, the model reference with
-/// its checksums; then the runtime's own validation.
-Status finishPlan(Plan &plan, const ir::Graph &graph, const LowerOptions &opts,
-                  const passes::TrainingConfig *cfg, int numCollectives,
-                  const std::function<int(const MeshCoord &)> &programOf) {
-  // Data parallelism: every rank runs the one program on its shard of the batch.
-  const Mesh mesh = cfg ? cfg->mesh : Mesh{};
-  if (mesh.single && numCollectives > 0)
-    return Status::error("lowering", "the graph has collectives (ai.dtc.AllReduce) but the "
-                                     "strategy is single");
-  if (mesh.tp > 1)
-    return Status::error("lowering", "--strategy " + mesh.text() +
-                                         ": tensor parallelism is not implemented yet");
-  DTC_RETURN_IF_ERROR(layoutRanks(plan, mesh, programOf));
-  if (!mesh.single) {
-    plan.mutable_hyperparameters()->set_bucket_mb(cfg->bucketMb);
-    plan.mutable_hyperparameters()->set_sync_batchnorm(cfg->syncBatchNorm);
-  }
-  ModelRef *model = plan.mutable_model();
-  model->set_path(opts.modelPath);
-  if (!opts.modelFile.empty()) {
-    DTC_ASSIGN_OR_RETURN(std::string sha, sha256File(opts.modelFile));
-    model->set_sha256(sha);
-    std::error_code ec;
-    model->set_size_bytes(std::filesystem::file_size(opts.modelFile, ec));
-    // External data is part of the model: the runtime checks each file it reads weights from.
-    std::set<std::string> files;
-    for (const ir::Value *v : graph.initializers())
-      if (v->initializer() && v->initializer()->isExternal() && !v->isConstant())
-        files.insert(v->initializer()->externalPath());
-    const std::filesystem::path dir =
-        std::filesystem::weakly_canonical(std::filesystem::absolute(opts.modelFile, ec), ec)
-            .parent_path();
-    for (const std::string &f : files) {
-      ExternalFile *x = model->add_external_data();
-      x->set_location(std::filesystem::path(f).lexically_relative(dir).string());
-      DTC_ASSIGN_OR_RETURN(std::string fileSha, sha256File(f));
-      x->set_sha256(fileSha);
-      x->set_size_bytes(std::filesystem::file_size(f, ec));
-    }
-  }
-  // The plan must pass the runtime's own validation (for example the arena limit): never write
-  // a plan that dtc-run would refuse.
-  Status valid = validatePlan(plan, "");
-  if (!valid.isOk())
-    return Status::error(valid.message());
-  return Status::ok();
-}
+} // namespace
+
+namespace detail {
 
 /// Lowers `graph` to a plan with one program; `st`/`cfg` are given for training plans. With
 /// `finish`, the plan is complete (one program for every rank); without, it holds the program
 /// and the hyperparameters only (for pipelines, which lower one program per stage).
 Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
                             const passes::TrainingState *st, const passes::TrainingConfig *cfg,
-                            bool finish = true) {
+                            bool finish) {
   LowerOptions opts = optsIn;
   if (st) {
     // Backward kernels take row-major operands, and autodiff reads the intermediate values that
@@ -935,204 +890,19 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
   return plan;
 }
 
-} // namespace
+} // namespace detail
 
 Expected<Plan> lowerInference(const ir::Graph &graph, const LowerOptions &opts) {
-  return lowerProgram(graph, opts, nullptr, nullptr);
+  return detail::lowerProgram(graph, opts, nullptr, nullptr, /*finish=*/true);
 }
-
-namespace {
-
-/// One pipeline stage as a graph of its own, and its part of the training state.
-struct StageGraph {
-  std::unique_ptr<ir::Graph> graph;
-  passes::TrainingState state;
-};
-
-/// The nodes of stage `s` (in graph order, which the pipeline-comm pass made the stage's
-/// schedule) with the inputs, initializers and outputs they use. Values crossing stages were
-/// replaced by Send/Recv, so a stage reads only its own values, initializers and inputs.
-Expected<StageGraph> extractStage(const ir::Graph &graph, const passes::TrainingState &st,
-                                  int s) {
-  StageGraph out;
-  out.graph = std::make_unique<ir::Graph>();
-  ir::Graph &g = *out.graph;
-  g.setName(graph.name() + "/stage" + std::to_string(s));
-  g.modelInfo() = graph.modelInfo();
-  for (const auto &[domain, version] : graph.opsets())
-    g.setOpset(domain, version);
-  std::unordered_map<const ir::Value *, ir::Value *> map;
-  auto use = [&](ir::Value *v, const ir::Node &n) -> Expected<ir::Value *> {
-    if (!v)
-      return static_cast<ir::Value *>(nullptr);
-    if (auto it = map.find(v); it != map.end())
-      return it->second;
-    if (!v->isInitializer() && !v->isGraphInput())
-      return Status::error(n.where(), "stage " + std::to_string(s) + " reads '" + v->name() +
-                                          "' of another stage without a transfer");
-    ir::Value *c = g.createValue(v->name(), v->type());
-    if (v->isInitializer())
-      g.setInitializer(c, v->initializer(), v->isConstant());
-    map[v] = c;
-    return c;
-  };
-  for (const ir::Node *n : graph.nodes()) {
-    if (n->stage() != s)
-      continue;
-    std::vector<ir::Value *> ins;
-    for (ir::Value *v : n->inputs()) {
-      DTC_ASSIGN_OR_RETURN(ir::Value * c, use(v, *n));
-      ins.push_back(c);
-    }
-    std::vector<std::string> outs;
-    for (const ir::Value *o : n->outputs())
-      outs.push_back(o ? o->name() : "");
-    ir::Node *c = g.addNode(n->opType(), ins, outs, n->domain(), n->name());
-    for (const auto &[key, a] : n->attributes())
-      c->setAttr(key, a);
-    c->setPhase(n->phase());
-    c->setStage(n->stage());
-    c->setMicroBatch(n->microBatch());
-    c->setWeightGradient(n->isWeightGradient());
-    for (size_t i = 0; i < n->numOutputs(); ++i)
-      if (n->output(i)) {
-        c->output(i)->setType(n->output(i)->type());
-        map[n->output(i)] = c->output(i);
-      }
-  }
-  for (ir::Value *v : graph.inputs())
-    if (!v->isInitializer() && map.count(v))
-      g.addInput(map.at(v));
-  for (ir::Value *v : graph.outputs())
-    if (map.count(v))
-      g.addOutput(map.at(v));
-  auto mapped = [&](const ir::Value *v) -> ir::Value * {
-    auto it = v ? map.find(v) : map.end();
-    return it == map.end() ? nullptr : it->second;
-  };
-  passes::TrainingState &t = out.state;
-  t.loss = mapped(st.loss);
-  t.prediction = mapped(st.prediction);
-  t.label = mapped(st.label);
-  t.lr = mapped(st.lr);
-  t.step = mapped(st.step);
-  t.rng = mapped(st.rng);
-  for (size_t i = 0; i < st.parameters.size(); ++i) {
-    ir::Value *p = mapped(st.parameters[i]);
-    if (!p)
-      continue;
-    ir::Value *grad = st.gradients[i] ? mapped(st.gradients[i]) : nullptr;
-    if (st.gradients[i] && !grad)
-      return Status::error("parameter '" + p->name() + "'",
-                           "lives on stage " + std::to_string(s) +
-                               ", its gradient on another stage");
-    t.parameters.push_back(p);
-    t.gradients.push_back(grad);
-    std::vector<ir::Value *> states;
-    if (i < st.optimizerState.size())
-      for (const ir::Value *v : st.optimizerState[i])
-        if (ir::Value *m = mapped(v))
-          states.push_back(m);
-    t.optimizerState.push_back(std::move(states));
-  }
-  for (const passes::StateUpdate &u : st.updates)
-    if (ir::Value *state = mapped(u.state)) {
-      ir::Value *next = mapped(u.next);
-      if (!next)
-        return Status::error("state '" + u.state->name() + "'",
-                             "lives on stage " + std::to_string(s) + ", its new value '" +
-                                 u.next->name() + "' on another stage");
-      t.updates.push_back({state, next});
-    }
-  for (ir::Node *n : g.nodes())
-    if (n->phase() == ir::Phase::kOptimizer) {
-      t.optimizerBegin = n;
-      break;
-    }
-  return out;
-}
-
-/// Every send of a stage's program has its receive, of the same size, in the peer stage's
-/// program (pp groups list the stages in order: the peer is the stage's program index).
-Status checkTransfers(const Plan &plan) {
-  struct End {
-    int from, to;
-    int64_t tag;
-    bool operator<(const End &o) const {
-      return std::tie(from, to, tag) < std::tie(o.from, o.to, o.tag);
-    }
-  };
-  std::map<End, uint64_t> sends, recvs;
-  for (int s = 0; s < plan.programs_size(); ++s) {
-    const RankProgram &p = plan.programs(s);
-    for (const Instruction &in : p.instructions()) {
-      if (!in.has_collective())
-        continue;
-      const Collective &c = in.collective();
-      if (c.kind() == COLLECTIVE_SEND)
-        sends[{s, c.peer(), c.tag()}] = p.buffers(c.inputs(0)).size_bytes();
-      else if (c.kind() == COLLECTIVE_RECV)
-        recvs[{c.peer(), s, c.tag()}] = p.buffers(c.outputs(0)).size_bytes();
-    }
-  }
-  for (const auto &[e, bytes] : sends) {
-    auto it = recvs.find(e);
-    if (it == recvs.end() || it->second != bytes)
-      return Status::error("pipeline", "stage " + std::to_string(e.from) + " sends tag " +
-                                           std::to_string(e.tag) + " to stage " +
-                                           std::to_string(e.to) +
-                                           (it == recvs.end() ? ", which does not receive it"
-                                                              : " with another size"));
-  }
-  if (sends.size() != recvs.size())
-    return Status::error("pipeline", "a stage receives a value no stage sends");
-  return Status::ok();
-}
-
-/// One program per pipeline stage (the pp coordinate picks a rank's program: dp replicas share
-/// their stage's).
-Expected<Plan> lowerPipeline(const ir::Graph &graph, const passes::TrainingState &st,
-                             const passes::TrainingConfig &cfg, const LowerOptions &opts) {
-  Plan plan;
-  int collectives = 0;
-  for (int s = 0; s < cfg.mesh.pp; ++s) {
-    DTC_ASSIGN_OR_RETURN(StageGraph sg, extractStage(graph, st, s));
-    if (sg.graph->numNodes() == 0)
-      return Status::error("pipeline stage " + std::to_string(s), "has nothing to do");
-    auto lowered = lowerProgram(*sg.graph, opts, &sg.state, &cfg, /*finish=*/false);
-    if (!lowered)
-      return Status::error("pipeline stage " + std::to_string(s), lowered.status().message());
-    Plan &p = *lowered;
-    RankProgram &rp = *p.mutable_programs(0);
-    Training &tr = *rp.mutable_training();
-    // Forward and backward passes of the micro-batches interleave: validation runs the whole
-    // micro-batch part (forward_end 0); a stage without parameters has an empty optimizer part.
-    tr.set_forward_end(0);
-    if (tr.optimizer_begin() < 0)
-      tr.set_optimizer_begin(rp.instructions_size());
-    for (const Instruction &in : rp.instructions())
-      collectives += in.has_collective();
-    if (s == 0) {
-      plan = p;
-      plan.clear_programs();
-    }
-    *plan.add_programs() = std::move(rp);
-  }
-  DTC_RETURN_IF_ERROR(checkTransfers(plan));
-  DTC_RETURN_IF_ERROR(finishPlan(plan, graph, opts, &cfg, collectives,
-                                 [](const MeshCoord &c) { return static_cast<int>(c.pp); }));
-  return plan;
-}
-
-} // namespace
 
 Expected<Plan> lowerTraining(const ir::Graph &graph, const passes::TrainingState &st,
                              const passes::TrainingConfig &cfg, const LowerOptions &opts) {
   if (!st.loss)
     return Status::error("lowering", "the training graph has no loss");
   if (cfg.mesh.pp > 1)
-    return lowerPipeline(graph, st, cfg, opts);
-  return lowerProgram(graph, opts, &st, &cfg);
+    return detail::lowerPipeline(graph, st, cfg, opts);
+  return detail::lowerProgram(graph, opts, &st, &cfg, /*finish=*/true);
 }
 
 } // namespace dtc::plan

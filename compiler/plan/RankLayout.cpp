@@ -1,6 +1,11 @@
-// The plan's rank table and communicator groups from the device mesh (layoutRanks in
-// Lowering.h): which program each rank runs, its mesh coordinates and the ids of its groups.
-#include "compiler/plan/Lowering.h"
+// The plan-wide parts of a plan: the rank table and communicator groups from the device mesh
+// (layoutRanks in Lowering.h: which program each rank runs, its mesh coordinates and the ids of
+// its groups), and detail::finishPlan (LoweringInternal.h: mesh, hyperparameters, the model's
+// checksums, validation) that every lowered plan ends with.
+#include "compiler/plan/LoweringInternal.h"
+
+#include <filesystem>
+#include <set>
 
 namespace dtc::plan {
 
@@ -59,5 +64,53 @@ Status layoutRanks(Plan &plan, const Mesh &mesh,
       return Status::error("lowering", "program " + std::to_string(p) + " is run by no rank");
   return Status::ok();
 }
+
+Status detail::finishPlan(Plan &plan, const ir::Graph &graph, const LowerOptions &opts,
+                  const passes::TrainingConfig *cfg, int numCollectives,
+                  const std::function<int(const MeshCoord &)> &programOf) {
+  // Data parallelism: every rank runs the one program on its shard of the batch.
+  const Mesh mesh = cfg ? cfg->mesh : Mesh{};
+  if (mesh.single && numCollectives > 0)
+    return Status::error("lowering", "the graph has collectives (ai.dtc.AllReduce) but the "
+                                     "strategy is single");
+  if (mesh.tp > 1)
+    return Status::error("lowering", "--strategy " + mesh.text() +
+                                         ": tensor parallelism is not implemented yet");
+  DTC_RETURN_IF_ERROR(layoutRanks(plan, mesh, programOf));
+  if (!mesh.single) {
+    plan.mutable_hyperparameters()->set_bucket_mb(cfg->bucketMb);
+    plan.mutable_hyperparameters()->set_sync_batchnorm(cfg->syncBatchNorm);
+  }
+  ModelRef *model = plan.mutable_model();
+  model->set_path(opts.modelPath);
+  if (!opts.modelFile.empty()) {
+    DTC_ASSIGN_OR_RETURN(std::string sha, sha256File(opts.modelFile));
+    model->set_sha256(sha);
+    std::error_code ec;
+    model->set_size_bytes(std::filesystem::file_size(opts.modelFile, ec));
+    // External data is part of the model: the runtime checks each file it reads weights from.
+    std::set<std::string> files;
+    for (const ir::Value *v : graph.initializers())
+      if (v->initializer() && v->initializer()->isExternal() && !v->isConstant())
+        files.insert(v->initializer()->externalPath());
+    const std::filesystem::path dir =
+        std::filesystem::weakly_canonical(std::filesystem::absolute(opts.modelFile, ec), ec)
+            .parent_path();
+    for (const std::string &f : files) {
+      ExternalFile *x = model->add_external_data();
+      x->set_location(std::filesystem::path(f).lexically_relative(dir).string());
+      DTC_ASSIGN_OR_RETURN(std::string fileSha, sha256File(f));
+      x->set_sha256(fileSha);
+      x->set_size_bytes(std::filesystem::file_size(f, ec));
+    }
+  }
+  // The plan must pass the runtime's own validation (for example the arena limit): never write
+  // a plan that dtc-run would refuse.
+  Status valid = validatePlan(plan, "");
+  if (!valid.isOk())
+    return Status::error(valid.message());
+  return Status::ok();
+}
+
 
 } // namespace dtc::plan
