@@ -22,8 +22,7 @@ struct StageGraph {
 /// The nodes of stage `s` (in graph order, which the pipeline-comm pass made the stage's
 /// schedule) with the inputs, initializers and outputs they use. Values crossing stages were
 /// replaced by Send/Recv, so a stage reads only its own values, initializers and inputs.
-Expected<StageGraph> extractStage(const ir::Graph &graph, const passes::TrainingState &st,
-                                  int s) {
+Expected<StageGraph> extractStage(const ir::Graph &graph, const passes::TrainingState &st, int s) {
   StageGraph out;
   out.graph = std::make_unique<ir::Graph>();
   ir::Graph &g = *out.graph;
@@ -93,9 +92,8 @@ Expected<StageGraph> extractStage(const ir::Graph &graph, const passes::Training
       continue;
     ir::Value *grad = st.gradients[i] ? mapped(st.gradients[i]) : nullptr;
     if (st.gradients[i] && !grad)
-      return Status::error("parameter '" + p->name() + "'",
-                           "lives on stage " + std::to_string(s) +
-                               ", its gradient on another stage");
+      return Status::error("parameter '" + p->name() + "'", "lives on stage " + std::to_string(s) +
+                                                                ", its gradient on another stage");
     t.parameters.push_back(p);
     t.gradients.push_back(grad);
     std::vector<ir::Value *> states;
@@ -148,11 +146,11 @@ Status checkTransfers(const Plan &plan) {
   for (const auto &[e, bytes] : sends) {
     auto it = recvs.find(e);
     if (it == recvs.end() || it->second != bytes)
-      return Status::error("pipeline", "stage " + std::to_string(e.from) + " sends tag " +
-                                           std::to_string(e.tag) + " to stage " +
-                                           std::to_string(e.to) +
-                                           (it == recvs.end() ? ", which does not receive it"
-                                                              : " with another size"));
+      return Status::error(
+          "pipeline",
+          "stage " + std::to_string(e.from) + " sends tag " + std::to_string(e.tag) + " to stage " +
+              std::to_string(e.to) +
+              (it == recvs.end() ? ", which does not receive it" : " with another size"));
   }
   if (sends.size() != recvs.size())
     return Status::error("pipeline", "a stage receives a value no stage sends");
@@ -162,7 +160,7 @@ Status checkTransfers(const Plan &plan) {
 } // namespace
 
 Expected<Plan> detail::lowerPipeline(const ir::Graph &graph, const passes::TrainingState &st,
-                             const passes::TrainingConfig &cfg, const LowerOptions &opts) {
+                                     const passes::TrainingConfig &cfg, const LowerOptions &opts) {
   Plan plan;
   int collectives = 0;
   for (int s = 0; s < cfg.mesh.pp; ++s) {
@@ -189,10 +187,10 @@ Expected<Plan> detail::lowerPipeline(const ir::Graph &graph, const passes::Train
     *plan.add_programs() = std::move(rp);
   }
   DTC_RETURN_IF_ERROR(checkTransfers(plan));
-  DTC_RETURN_IF_ERROR(detail::finishPlan(plan, graph, opts, &cfg, collectives,
-                                 [](const MeshCoord &c) { return static_cast<int>(c.pp); }));
+  DTC_RETURN_IF_ERROR(
+      detail::finishPlan(plan, graph, opts, &cfg, collectives,
+                         [](const MeshCoord &c) { return static_cast<int>(c.pp); }));
   return plan;
 }
-
 
 } // namespace dtc::plan
