@@ -116,9 +116,9 @@ def bubble(trace, stages, warmup):
     return statistics.median(fractions)
 
 
-def simulated_peaks(stages, microbatches, schedule):
-    """Peak micro-batches in flight per stage (the PipelineSchedule formulas: GPipe keeps all M,
-    1F1B at most S - s)."""
+def formula_peaks(stages, microbatches, schedule):
+    """Peak micro-batches in flight per stage by the schedules' definition (GPipe keeps all M,
+    1F1B at most S - s; passes/PipelineSchedule.h, checked by its unit tests)."""
     if schedule == "gpipe":
         return [microbatches] * stages
     return [min(stages - s, microbatches) for s in range(stages)]
@@ -167,15 +167,16 @@ def main():
             print(f"{sched:>8} {mb:>3} {bubble(trace, S, args.warmup):>9.3f} "
                   f"{ideal:>8.3f} {rate:>10.1f}")
 
-    print("\n2. arena per stage (bytes; parameters, gradients and activations) and the "
-          "micro-batches whose activations a stage keeps at once")
+    print("\n2. arena per stage (bytes, from the plans: parameters, gradients and activations) "
+          "and the micro-batches whose activations a stage keeps at once (schedule formula: "
+          "GPipe M, 1F1B S - s)")
     for mb in [int(x) for x in args.microbatches.split(",")]:
         if ("gpipe", mb) not in memory:
             continue
         g, o = memory[("gpipe", mb)], memory[("1f1b", mb)]
         row = ", ".join(f"stage {s}: gpipe {g[s]} / 1f1b {o[s]} ({o[s] / g[s]:.3f}x; in flight "
-                        f"{simulated_peaks(S, mb, 'gpipe')[s]} / "
-                        f"{simulated_peaks(S, mb, '1f1b')[s]})" for s in range(S))
+                        f"{formula_peaks(S, mb, 'gpipe')[s]} / "
+                        f"{formula_peaks(S, mb, '1f1b')[s]})" for s in range(S))
         print(f"  M={mb}: {row}")
 
     print("\n3. throughput on the same global batch (samples/s, median after warm-up)")
