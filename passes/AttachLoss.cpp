@@ -50,10 +50,10 @@ public:
   }
 
   Status run(ir::Graph &g, PassContext &ctx) override {
-    if (!ctx.training || !ctx.trainingState)
+    if (!ctx.training)
       return Status::error("attach-loss", "needs a training compilation");
     const TrainingConfig &cfg = *ctx.training;
-    TrainingState &st = *ctx.trainingState;
+    ir::TrainingRoles &st = g.training();
     if (g.outputs().empty())
       return Status::error("attach-loss", "the model has no outputs");
     ir::Value *pred = nullptr;

@@ -210,10 +210,10 @@ public:
     return "append the backward graph: gradients of the loss for every trained parameter";
   }
   Status run(ir::Graph &graph, PassContext &ctx) override {
-    if (!ctx.training || !ctx.trainingState || !ctx.trainingState->loss)
+    if (!ctx.training || !graph.training().loss)
       return Status::error("autodiff", "needs a training compilation with a loss (attach-loss "
                                        "runs first)");
-    TrainingState &st = *ctx.trainingState;
+    ir::TrainingRoles &st = graph.training();
     std::optional<std::regex> freeze;
     if (!ctx.training->freeze.empty()) {
       try {
@@ -237,7 +237,7 @@ public:
     // New values of running statistics carry no gradient (they are state, updated outside the
     // differentiated computation, as under torch.no_grad).
     std::unordered_set<const ir::Value *> stop;
-    for (const StateUpdate &u : st.updates)
+    for (const ir::StateUpdate &u : st.updates)
       stop.insert(u.next);
     // A pipeline's micro-batch k reads micro-batch k-1's: those carry none either.
     for (const ir::Node *n : graph.nodes())
@@ -285,8 +285,8 @@ private:
     }
   }
 
-  static bool isStateOnly(const ir::Value &v, const TrainingState &st) {
-    for (const StateUpdate &u : st.updates)
+  static bool isStateOnly(const ir::Value &v, const ir::TrainingRoles &st) {
+    for (const ir::StateUpdate &u : st.updates)
       if (u.state == &v)
         return true;
     return false;

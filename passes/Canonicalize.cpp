@@ -186,7 +186,7 @@ private:
       ir::Node *n = *it;
       bool live = false;
       for (ir::Value *out : n->outputs())
-        live |= out->hasUses() || out->isGraphOutput();
+        live |= out->hasUses() || graph.isLiveRoot(out);
       if (!live) {
         graph.eraseNode(n);
         changed = true;

@@ -38,10 +38,10 @@ public:
   }
 
   Status run(ir::Graph &graph, PassContext &ctx) override {
-    if (!ctx.training || !ctx.trainingState)
+    if (!ctx.training)
       return Status::error("data-parallel", "runs on training graphs only (after autodiff)");
     TrainingConfig &cfg = *ctx.training;
-    TrainingState &st = *ctx.trainingState;
+    ir::TrainingRoles &st = graph.training();
     if (st.optimizerBegin)
       return Status::error("data-parallel", "must run before the optimizer pass");
     if (cfg.syncBatchNorm)

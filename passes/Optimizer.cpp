@@ -1,20 +1,22 @@
 // optimizer: appends the optimizer step to a training graph after autodiff (DESIGN.md section 5):
 // one ai.dtc SGD / Adam / AdamW node per trained parameter (ops/training/Optimizer.cpp) with its
 // zero-initialized state, global-norm gradient clipping, and gradient accumulation over
-// micro-batches; records everything lowering needs in the TrainingState (passes/Training.h).
+// micro-batches; records everything lowering needs in the graph's training roles
+// (compiler/ir/Training.h).
 //
 // Gradient accumulation (TrainingConfig::gradAccumSteps K > 1). Instructions before
-// TrainingState::optimizerBegin run once per micro-batch, the rest once per step. Per trained
+// ir::TrainingRoles::optimizerBegin run once per micro-batch, the rest once per step. Per trained
 // parameter p with micro-batch gradient g the pass adds an accumulator A ("<p>.grad_accum", zeros)
 // and, before optimizerBegin,
-//   A_next = Add(A, g)                    phase kBackward, StateUpdate{A, A_next}
+//   A_next = Add(A, g)                    phase kBackward, ir::StateUpdate{A, A_next}
 // so that A holds the sum of the micro-batch gradients when the optimizer phase starts. The
 // update reads A_next with grad_scale 1/K (the loss is a per-micro-batch mean, so the step sees
 // the mean gradient over the K micro-batches, as `loss / K` before backward() does in PyTorch),
 // and afterwards
-//   A_zero = ZeroGradient(A_next, p_out)  phase kOptimizer, StateUpdate{A, A_zero}
+//   A_zero = ZeroGradient(A_next, p_out)  phase kOptimizer, ir::StateUpdate{A, A_zero}
 // resets A for the next step (p_out orders the reset after the update that reads A_next).
-// Accumulators are appended to TrainingState::optimizerState[i] after the optimizer's own state.
+// Accumulators are appended to ir::TrainingRoles::optimizerState[i] after the optimizer's own
+// state.
 //
 // Clipping (clipGradNorm > 0): S = SumSquares(all update gradients), c = ClipGradNormScale(S,
 // max_norm, input_scale = 1/K), and every update op takes c as grad_scale: no scaled copy of a
@@ -72,10 +74,10 @@ public:
   }
 
   Status run(ir::Graph &graph, PassContext &ctx) override {
-    if (!ctx.training || !ctx.trainingState)
+    if (!ctx.training)
       return Status::error("optimizer", "needs a training compilation (autodiff runs first)");
     const TrainingConfig &cfg = *ctx.training;
-    TrainingState &st = *ctx.trainingState;
+    ir::TrainingRoles &st = graph.training();
     DTC_RETURN_IF_ERROR(checkConfig(cfg));
     if (st.gradients.size() != st.parameters.size())
       return Status::error("optimizer",
@@ -89,8 +91,8 @@ public:
     phase_ = ir::Phase::kBackward;
     first_ = nullptr;
 
-    DTC_ASSIGN_OR_RETURN(st.lr, runtimeInput(kLrInput, ir::DType::kFloat32));
-    DTC_ASSIGN_OR_RETURN(st.step, runtimeInput(kStepInput, ir::DType::kInt64));
+    DTC_ASSIGN_OR_RETURN(st.lr, runtimeInput(ir::kLrInput, ir::DType::kFloat32));
+    DTC_ASSIGN_OR_RETURN(st.step, runtimeInput(ir::kStepInput, ir::DType::kInt64));
     st.optimizerState.assign(st.parameters.size(), {});
 
     const int64_t k = cfg.gradAccumSteps;

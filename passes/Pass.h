@@ -5,7 +5,7 @@
 #include "compiler/ir/Graph.h"
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Status.h"
-#include "passes/Training.h"
+#include "compiler/support/TrainingConfig.h"
 
 #include <map>
 #include <memory>
@@ -18,10 +18,9 @@ struct PassContext {
   Diagnostics diags;
   /// Free-form options by name (for example "batch-symbol" -> "N").
   std::map<std::string, std::string> options;
-  /// Training passes only (attach-loss, autodiff, optimizer): the configuration they read and
-  /// the state they fill. Null for inference compilations.
+  /// Training passes only: the configuration they read (they record what they build in the
+  /// graph's training roles, ir::Graph::training()). Null for inference compilations.
   TrainingConfig *training = nullptr;
-  TrainingState *trainingState = nullptr;
 };
 
 class Pass {

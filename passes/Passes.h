@@ -3,7 +3,10 @@
 
 #include "passes/Pass.h"
 
+#include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,21 +21,21 @@ std::unique_ptr<Pass> createShapeInferencePass();
 /// hard-codes the batch size. Runs shape inference itself, and leaves every type inferred.
 std::unique_ptr<Pass> createCanonicalizePass();
 /// training-mode: BatchNormalization -> ai.dtc.BatchNormTraining (batch statistics; running
-/// statistics become TrainingState::updates), Dropout (ratio > 0) -> ai.dtc.DropoutTraining fed
+/// statistics become ir::TrainingRoles::updates), Dropout (ratio > 0) -> ai.dtc.DropoutTraining fed
 /// by the dtc::rng input.
 std::unique_ptr<Pass> createTrainingModePass();
 /// attach-loss: adds TrainingConfig::loss on the chosen model output and the label input; the
 /// graph's outputs become {loss, prediction}.
 std::unique_ptr<Pass> createAttachLossPass();
 /// optimizer: per trained parameter, the optimizer update (SGD, Adam, AdamW) as ai.dtc ops with
-/// its state, gradient clipping and accumulation; records TrainingState::updates.
+/// its state, gradient clipping and accumulation; records ir::TrainingRoles::updates.
 std::unique_ptr<Pass> createOptimizerPass();
-/// autodiff: appends the backward graph of the training loss (PassContext::trainingState) for
+/// autodiff: appends the backward graph of the training loss (ir::Graph::training()) for
 /// every trained parameter (floats, used, not frozen); see Autodiff.h.
 std::unique_ptr<Pass> createAutodiffPass();
 /// data-parallel (--strategy dp=N): gradient all-reduce (mean) in buckets placed where backward
 /// completes them, as ai.dtc.AllReduce nodes; sync = 1 on batch-norm nodes with --sync-batchnorm.
-/// Runs after autodiff and before optimizer; replaces TrainingState::gradients by the reduced
+/// Runs after autodiff and before optimizer; replaces ir::TrainingRoles::gradients by the reduced
 /// values.
 std::unique_ptr<Pass> createDataParallelPass();
 /// pipeline (--strategy pp=S): unrolls the forward graph over the micro-batches (data inputs
@@ -47,6 +50,15 @@ std::unique_ptr<Pass> createPipelinePass();
 std::unique_ptr<Pass> createPipelineCommPass();
 /// verify: runs the IR verifier (useful in --passes lists).
 std::unique_ptr<Pass> createVerifyPass();
+
+/// Replaces every symbolic dim by its size from `dims` ("N" -> 8), binding the leading dim of
+/// every graph input that is a lone symbol (the batch axis exporters mark dynamic) to
+/// `batchSize` unless `dims` names that symbol, and re-runs canonicalize so that shape
+/// computations fold with the now static sizes. Errors: an unbound symbol on a graph input
+/// (naming the input, the symbol and the flags that bind it), a size < 1, a --dim symbol no
+/// input has, sizes that overflow. On return `dims` holds every bound symbol.
+Status bindDims(ir::Graph &graph, std::map<std::string, int64_t> &dims,
+                std::optional<int64_t> batchSize, Diagnostics &diags);
 
 /// The pass named `name`, or nullptr.
 std::unique_ptr<Pass> createPassByName(const std::string &name);

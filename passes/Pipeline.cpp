@@ -41,7 +41,7 @@ namespace dtc::passes {
 namespace {
 
 bool isRuntimeFed(const ir::Value *v) {
-  return v->name() == kLrInput || v->name() == kStepInput || v->name() == kRngInput;
+  return v->name() == ir::kLrInput || v->name() == ir::kStepInput || v->name() == ir::kRngInput;
 }
 
 /// Estimated time of a node in arbitrary units, for balancing: the larger of its FLOPs and 8x
@@ -69,13 +69,13 @@ public:
   }
 
   Status run(ir::Graph &graph, PassContext &ctx) override {
-    if (!ctx.training || !ctx.trainingState || !ctx.trainingState->loss)
+    if (!ctx.training || !graph.training().loss)
       return Status::error("pipeline", "needs a training compilation with a loss (attach-loss "
                                        "runs first)");
     const Mesh &mesh = ctx.training->mesh;
     if (mesh.pp <= 1)
       return Status::ok();
-    TrainingState &st = *ctx.trainingState;
+    ir::TrainingRoles &st = graph.training();
     if (!st.gradients.empty() || st.optimizerBegin)
       return Status::error("pipeline", "must run before autodiff");
     graph_ = &graph;
@@ -190,7 +190,7 @@ private:
 
   /// The forward nodes become micro-batch 0; clones 1..M-1 follow; data inputs grow to M
   /// micro-batches and are sliced; loss and prediction combine the clones' (on `lastStage`).
-  Status unroll(const std::vector<ir::Node *> &forward, TrainingState &st, int64_t M,
+  Status unroll(const std::vector<ir::Node *> &forward, ir::TrainingRoles &st, int64_t M,
                 int lastStage) {
     ir::Graph &g = *graph_;
     // Data inputs: x[b, ...] becomes x[M*b, ...]; slice k feeds clone k.
@@ -247,7 +247,7 @@ private:
       for (auto &[x, parts] : slices)
         map[parts[0]] = parts[static_cast<size_t>(k)];
       // Running statistics: micro-batch k reads what micro-batch k-1 left.
-      for (const StateUpdate &u : st.updates)
+      for (const ir::StateUpdate &u : st.updates)
         map[u.state] = previous.at(u.next);
       std::unordered_map<const ir::Value *, ir::Value *> mine;
       for (const ir::Node *n : forward) {
@@ -280,7 +280,7 @@ private:
         predictions.push_back(map.at(st.prediction));
       previous = std::move(mine);
     }
-    for (StateUpdate &u : st.updates)
+    for (ir::StateUpdate &u : st.updates)
       u.next = previous.at(u.next);
 
     // loss = (l_0 + ... + l_{M-1}) * (1/M), on the last stage, once per step.
@@ -341,7 +341,7 @@ public:
   }
 
   Status run(ir::Graph &graph, PassContext &ctx) override {
-    if (!ctx.training || !ctx.trainingState)
+    if (!ctx.training)
       return Status::error("pipeline-comm", "runs on training graphs only (after optimizer)");
     const Mesh &mesh = ctx.training->mesh;
     if (mesh.pp <= 1)
@@ -349,7 +349,7 @@ public:
     const int S = static_cast<int>(mesh.pp);
     DTC_RETURN_IF_ERROR(placeRemaining(graph, S));
     DTC_RETURN_IF_ERROR(checkResidence(graph));
-    DTC_RETURN_IF_ERROR(insertTransfers(graph, S, *ctx.trainingState, ctx.diags));
+    DTC_RETURN_IF_ERROR(insertTransfers(graph, S, graph.training(), ctx.diags));
     if (mesh.schedule == PipelineSchedule::kZBH1)
       markWeightGradients(graph);
     const PipelineScheduleTable table =
@@ -424,7 +424,8 @@ private:
 
   /// Send on the producer's stage, Recv on each other consuming stage; graph outputs are read on
   /// the last stage.
-  static Status insertTransfers(ir::Graph &graph, int S, TrainingState &st, Diagnostics &diags) {
+  static Status insertTransfers(ir::Graph &graph, int S, ir::TrainingRoles &st,
+                                Diagnostics &diags) {
     int64_t tag = 0;
     const std::unordered_set<const ir::Value *> outputs(graph.outputs().begin(),
                                                         graph.outputs().end());

@@ -24,7 +24,7 @@ void replaceNode(ir::Graph &g, ir::Node *old, ir::Node *repl) {
   g.eraseNode(old);
 }
 
-Status convertBatchNorm(ir::Graph &g, ir::Node *n, TrainingState &st, Diagnostics &diags) {
+Status convertBatchNorm(ir::Graph &g, ir::Node *n, ir::TrainingRoles &st, Diagnostics &diags) {
   DTC_RETURN_IF_ERROR(requireUnused(*n, 1));
   for (size_t i : {3, 4})
     if (!n->input(i) || !n->input(i)->isParameter())
@@ -48,7 +48,7 @@ Status convertBatchNorm(ir::Graph &g, ir::Node *n, TrainingState &st, Diagnostic
   return Status::ok();
 }
 
-Status convertDropout(ir::Graph &g, ir::Node *n, int64_t stream, TrainingState &st,
+Status convertDropout(ir::Graph &g, ir::Node *n, int64_t stream, ir::TrainingRoles &st,
                       Diagnostics &diags) {
   DTC_RETURN_IF_ERROR(requireUnused(*n, 1));
   float ratio = 0.5f;
@@ -65,7 +65,7 @@ Status convertDropout(ir::Graph &g, ir::Node *n, int64_t stream, TrainingState &
   if (ratio == 0.0f)
     return Status::ok(); // the identity either way
   if (!st.rng) {
-    st.rng = g.createValue(kRngInput, {ir::DType::kInt64, ir::Shape::ofStatic({3})});
+    st.rng = g.createValue(ir::kRngInput, {ir::DType::kInt64, ir::Shape::ofStatic({3})});
     g.addInput(st.rng);
   }
   const std::string base = n->name() + "/train";
@@ -87,16 +87,16 @@ public:
            "Dropout";
   }
   Status run(ir::Graph &graph, PassContext &ctx) override {
-    if (!ctx.trainingState)
+    if (!ctx.training)
       return Status::error("training-mode", "needs a training compilation");
     int64_t stream = 0;
     for (ir::Node *n : graph.nodes()) {
       if (!n->domain().empty())
         continue;
       if (n->opType() == "BatchNormalization")
-        DTC_RETURN_IF_ERROR(convertBatchNorm(graph, n, *ctx.trainingState, ctx.diags));
+        DTC_RETURN_IF_ERROR(convertBatchNorm(graph, n, graph.training(), ctx.diags));
       else if (n->opType() == "Dropout")
-        DTC_RETURN_IF_ERROR(convertDropout(graph, n, stream++, *ctx.trainingState, ctx.diags));
+        DTC_RETURN_IF_ERROR(convertDropout(graph, n, stream++, graph.training(), ctx.diags));
     }
     return Status::ok();
   }

@@ -71,7 +71,7 @@ int main(int argc, char **argv) {
   bool verifyEach = false, timePasses = false, inference = false, noMemoryReuse = false;
   bool noFusion = false, noChannelsLast = false;
   // Training options: parsed into `flags`, applied over the --config file's values.
-  dtc::passes::TrainingConfig flags;
+  dtc::TrainingConfig flags;
   std::string strategy = "single", configPath, betas;
   app.add_option("model", model, "ONNX model (.onnx binary or .onnxtxt text)")->required();
   auto *train = app.add_option_group("training", "training plans (the default without --inference)");
@@ -226,7 +226,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   // The training configuration: defaults, then the --config file, then explicit flags.
-  dtc::passes::TrainingConfig cfg;
+  dtc::TrainingConfig cfg;
   if (training) {
     if (!configPath.empty()) {
       dtc::Status s = dtc::driver::readTrainConfigFile(configPath, cfg, strategy);
@@ -338,19 +338,18 @@ int main(int argc, char **argv) {
 
   dtc::ir::Graph &g = **graph;
   if (inference || training || lowerOpts.batchSize || !lowerOpts.dims.empty()) {
-    dtc::Status s = dtc::plan::bindDims(g, lowerOpts, diags);
+    dtc::Status s = dtc::passes::bindDims(g, lowerOpts.dims, lowerOpts.batchSize, diags);
     diags.flush();
     if (!s.isOk())
       return fail(s.message());
   }
-  dtc::passes::TrainingState state;
   if (training) {
     dtc::passes::PassManagerOptions report;
     report.printAfter = opts.printAfter;
     report.timePasses = timePasses;
     report.printStream = &std::cout;
     report.timeStream = &std::cerr;
-    dtc::Status s = dtc::driver::runTrainingPasses(g, cfg, state, diags, verifyEach, report);
+    dtc::Status s = dtc::driver::runTrainingPasses(g, cfg, diags, verifyEach, report);
     diags.flush();
     if (!s.isOk())
       return fail(s.message());
@@ -364,7 +363,7 @@ int main(int argc, char **argv) {
     lowerOpts.modelPath = rel.empty() ? fs::absolute(model, ec).string() : rel.string();
     lowerOpts.modelFile = model;
     auto t0 = std::chrono::steady_clock::now();
-    auto plan = training ? dtc::plan::lowerTraining(g, state, cfg, lowerOpts)
+    auto plan = training ? dtc::plan::lowerTraining(g, cfg, lowerOpts)
                          : dtc::plan::lowerInference(g, lowerOpts);
     if (!plan)
       return fail(plan.status().message());

@@ -65,8 +65,8 @@ void runOnLargeStack(const std::function<void()> &fn) {
     fn();
 }
 
-Status runPipeline(ir::Graph &graph, passes::TrainingConfig &cfg, passes::TrainingState &state,
-                   Diagnostics &diags, const passes::PassManagerOptions &pm);
+Status runPipeline(ir::Graph &graph, TrainingConfig &cfg, Diagnostics &diags,
+                   const passes::PassManagerOptions &pm);
 
 Status keyError(const std::string &path, const std::string &key, const std::string &what) {
   return Status::error(path, "key '" + key + "': " + what);
@@ -88,7 +88,7 @@ template <typename T> Status get(const std::string &path, const std::string &key
 
 } // namespace
 
-Status readTrainConfigFile(const std::string &path, passes::TrainingConfig &cfg,
+Status readTrainConfigFile(const std::string &path, TrainingConfig &cfg,
                            std::string &strategy) {
   // A regular file of at most 1 MiB: a FIFO or /dev/zero is refused, never read without end.
   DTC_ASSIGN_OR_RETURN(std::string text, readInputFile(path, "--config", kMaxConfigFileBytes));
@@ -189,7 +189,7 @@ Status readTrainConfigFile(const std::string &path, passes::TrainingConfig &cfg,
   return Status::ok();
 }
 
-Status parseStrategy(const std::string &strategy, passes::TrainingConfig &cfg) {
+Status parseStrategy(const std::string &strategy, TrainingConfig &cfg) {
   DTC_ASSIGN_OR_RETURN(Mesh mesh, parseMesh(strategy));
   if (mesh.tp > 1)
     return Status::error("--strategy " + strategy,
@@ -199,7 +199,7 @@ Status parseStrategy(const std::string &strategy, passes::TrainingConfig &cfg) {
   return Status::ok();
 }
 
-Status validateTrainConfig(const passes::TrainingConfig &c) {
+Status validateTrainConfig(const TrainingConfig &c) {
   auto bad = [](const std::string &flag, const std::string &what) {
     return Status::error(flag, what);
   };
@@ -276,7 +276,7 @@ Status validateTrainConfig(const passes::TrainingConfig &c) {
                                 " needs " + std::to_string(c.mesh.pp - 1));
   if (c.syncBatchNorm && c.dataParallel() == 0)
     return bad("--sync-batchnorm", "applies to --strategy dp=N");
-  if (c.bucketMb != passes::kDefaultBucketMb && c.dataParallel() == 0)
+  if (c.bucketMb != kDefaultBucketMb && c.dataParallel() == 0)
     return bad("--bucket-mb", "applies to --strategy dp=N");
   if (c.lrSchedule == "cosine" && c.minLr > c.lr)
     return bad("--min-lr", "must not exceed --lr with --lr-schedule cosine");
@@ -298,8 +298,7 @@ Status validateTrainConfig(const passes::TrainingConfig &c) {
   return Status::ok();
 }
 
-Status runTrainingPasses(ir::Graph &graph, passes::TrainingConfig &cfg,
-                         passes::TrainingState &state, Diagnostics &diags, bool verifyEach,
+Status runTrainingPasses(ir::Graph &graph, TrainingConfig &cfg, Diagnostics &diags, bool verifyEach,
                          const passes::PassManagerOptions &report) {
   passes::PassManagerOptions pm = report;
   pm.verifyEach = verifyEach;
@@ -333,20 +332,19 @@ Status runTrainingPasses(ir::Graph &graph, passes::TrainingConfig &cfg,
                                  std::to_string(kMaxFreezeNameChars) +
                                  " characters (rename it in the model, or drop --freeze)");
   if (cfg.freeze.empty())
-    return runPipeline(graph, cfg, state, diags, pm);
+    return runPipeline(graph, cfg, diags, pm);
   // Only the --freeze match (in autodiff) needs the deep stack.
   Status result = Status::ok();
-  runOnLargeStack([&] { result = runPipeline(graph, cfg, state, diags, pm); });
+  runOnLargeStack([&] { result = runPipeline(graph, cfg, diags, pm); });
   return result;
 }
 
 namespace {
 
-Status runPipeline(ir::Graph &graph, passes::TrainingConfig &cfg, passes::TrainingState &state,
-                   Diagnostics &diags, const passes::PassManagerOptions &pm) {
+Status runPipeline(ir::Graph &graph, TrainingConfig &cfg, Diagnostics &diags,
+                   const passes::PassManagerOptions &pm) {
   passes::PassContext ctx;
   ctx.training = &cfg;
-  ctx.trainingState = &state;
   std::vector<const char *> pipeline = {"training-mode", "attach-loss"};
   if (cfg.mesh.pp > 1)
     pipeline.push_back("pipeline");
@@ -394,7 +392,8 @@ Status runPipeline(ir::Graph &graph, passes::TrainingConfig &cfg, passes::Traini
                 (cfg.dataParallel() > 1 ? std::string(", or --sync-batchnorm") : "") + ")");
     }
   if (result.isOk() &&
-      std::none_of(state.gradients.begin(), state.gradients.end(), [](ir::Value *g) { return g; }))
+      std::none_of(graph.training().gradients.begin(), graph.training().gradients.end(),
+                   [](ir::Value *g) { return g; }))
     return Status::error("training", "no parameter gets a gradient (the loss depends on none, or "
                                      "--freeze matches all of them): nothing to train");
   return result;

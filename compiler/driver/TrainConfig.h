@@ -8,7 +8,7 @@
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Status.h"
 #include "passes/PassManager.h"
-#include "passes/Training.h"
+#include "compiler/support/TrainingConfig.h"
 
 #include <string>
 
@@ -17,26 +17,25 @@ namespace dtc::driver {
 /// Reads `path` into `cfg` (and `strategy`). Errors: "<path>: ..." for unreadable or malformed
 /// JSON, a file that is not regular (FIFO, device) or over 1 MiB, "<path>: key 'x': ..." for an
 /// unknown key or a value of the wrong type.
-Status readTrainConfigFile(const std::string &path, passes::TrainingConfig &cfg,
+Status readTrainConfigFile(const std::string &path, TrainingConfig &cfg,
                            std::string &strategy);
 
 /// Sets cfg.dataParallel() from a --strategy value: "single" (0) or "dp=N" (N in [1, 65536]).
 /// Errors name the flag and list the available strategies.
-Status parseStrategy(const std::string &strategy, passes::TrainingConfig &cfg);
+Status parseStrategy(const std::string &strategy, TrainingConfig &cfg);
 
 /// Checks ranges and names: loss, optimizer, lr >= 0, momentum in [0, 1), betas in [0, 1),
 /// eps > 0, weight decay >= 0, schedule name and its parameters, clip >= 0, accumulation >= 1,
 /// nesterov only with momentum > 0 (as torch.optim.SGD). Errors name the flag ("--lr: ...").
-Status validateTrainConfig(const passes::TrainingConfig &cfg);
+Status validateTrainConfig(const TrainingConfig &cfg);
 
 /// Runs training-mode, attach-loss, pipeline (pp only), autodiff, data-parallel (dp=N only),
 /// optimizer and pipeline-comm (pp only) on `graph` (shapes bound to the per-rank micro-batch,
-/// cfg.rankBatchSize()) under a pass manager, filling `state`. `verifyEach` runs the IR
+/// cfg.rankBatchSize()) under a pass manager, filling graph.training(). `verifyEach` runs the IR
 /// verifier after each pass; `printAfter` (pass names or "all") prints the IR after those
 /// passes to `printStream` (stdout when null); `timePasses` reports each pass's time on
 /// `timeStream` (stderr when null).
-Status runTrainingPasses(ir::Graph &graph, passes::TrainingConfig &cfg,
-                         passes::TrainingState &state, Diagnostics &diags, bool verifyEach,
+Status runTrainingPasses(ir::Graph &graph, TrainingConfig &cfg, Diagnostics &diags, bool verifyEach,
                          const passes::PassManagerOptions &report = {});
 
 } // namespace dtc::driver

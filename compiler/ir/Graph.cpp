@@ -26,6 +26,10 @@ void Value::replaceAllUsesWith(Value *other) {
       if (graph_->outputs()[i] == this)
         graph_->setOutput(i, other);
   }
+  graph_->training().forEachSlot([&](Value *&slot) {
+    if (slot == this)
+      slot = other;
+  });
 }
 
 void Node::setName(std::string n) {
@@ -76,7 +80,7 @@ void Node::truncateInputs(size_t count) {
 void Node::truncateOutputs(size_t count) {
   while (outputs_.size() > count) {
     Value *v = outputs_.back();
-    DTC_CHECK(!v->hasUses() && !v->isGraphOutput(), "truncating a used output of " + where());
+    DTC_CHECK(!v->hasUses() && !graph_->isLiveRoot(v), "truncating a used output of " + where());
     outputs_.pop_back();
     graph_->destroyValue(v);
   }
@@ -214,8 +218,8 @@ void Graph::removeDeadValues() {
   for (auto it = values_.begin(); it != values_.end();) {
     Value *v = it->get();
     ++it;
-    if (!v->producer_ && v->uses_.empty() && !v->isGraphInput_ && !v->isGraphOutput_ &&
-        !v->isParameter())
+    if (!v->producer_ && v->uses_.empty() && !v->isGraphInput_ && !v->isParameter() &&
+        !isLiveRoot(v))
       destroyValue(v);
   }
 }
@@ -276,11 +280,13 @@ void Graph::foldToConstants(Node *n, const std::vector<TensorDataPtr> &data) {
 }
 
 void Graph::eraseNode(Node *n) {
+  DTC_CHECK(training_.optimizerBegin != n,
+            "erasing " + n->where() + ", the first node of the optimizer phase");
   for (size_t i = 0; i < n->inputs_.size(); ++i)
     n->removeUse(i);
   n->inputs_.clear();
   for (Value *v : n->outputs_) {
-    DTC_CHECK(!v->hasUses() && !v->isGraphOutput(),
+    DTC_CHECK(!v->hasUses() && !isLiveRoot(v),
               "erasing " + n->where() + " whose output '" + v->name() + "' is still used");
     destroyValue(v);
   }

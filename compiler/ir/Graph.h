@@ -5,6 +5,7 @@
 
 #include "compiler/ir/Attribute.h"
 #include "compiler/ir/TensorData.h"
+#include "compiler/ir/Training.h"
 #include "compiler/ir/Types.h"
 #include "compiler/support/Status.h"
 
@@ -70,7 +71,7 @@ public:
   /// An initializer made from a Constant node or by constant folding: never trained.
   bool isConstant() const { return initializer_ && isConstant_; }
 
-  /// Points every use of this value (node inputs and graph outputs) at `other`.
+  /// Points every use of this value (node inputs, graph outputs and training roles) at `other`.
   void replaceAllUsesWith(Value *other);
 
 private:
@@ -220,9 +221,18 @@ public:
   std::vector<Value *> initializers() const;
   /// Every value, in creation order.
   std::vector<Value *> values() const;
-  /// Deletes values that have no producer, no uses and are not graph inputs/outputs or
-  /// parameters (an unused parameter is kept: it is part of the model's state).
+  /// Deletes values that have no producer, no uses and are not graph inputs/outputs, parameters
+  /// (an unused parameter is kept: it is part of the model's state) or holders of a training
+  /// role.
   void removeDeadValues();
+
+  // Training roles (compiler/ir/Training.h): empty until the training passes fill them.
+  TrainingRoles &training() { return training_; }
+  const TrainingRoles &training() const { return training_; }
+  /// True when `v` is not dead for being referenced by a training role (or a graph output).
+  bool isLiveRoot(const Value *v) const {
+    return v->isGraphOutput() || (!training_.empty() && training_.references(v));
+  }
 
   // Nodes.
   /// Appends a node. Output values are created with the given names (must be new).
@@ -241,7 +251,8 @@ public:
   /// constant initializer holding data[i]; the node is removed. Used by Constant import and
   /// constant folding.
   void foldToConstants(Node *n, const std::vector<TensorDataPtr> &data);
-  /// Removes a node; its outputs must have no uses left (they are removed too).
+  /// Removes a node; its outputs must have no uses and no training role left (they are removed
+  /// too), and it must not be TrainingRoles::optimizerBegin.
   void eraseNode(Node *n);
   /// Nodes in order (a snapshot: safe to erase while iterating over it).
   std::vector<Node *> nodes() const;
@@ -270,6 +281,7 @@ private:
   std::unordered_map<std::string, Node *> nodeByName_;
   std::vector<Value *> inputs_;
   std::vector<Value *> outputs_;
+  TrainingRoles training_;
 };
 
 } // namespace dtc::ir

@@ -142,6 +142,40 @@ void printGraph(const Graph &g, std::ostream &os) {
     os << "  " << printNode(*n) << "\n";
   for (const Value *v : g.outputs())
     os << "  output " << valueRef(v) << "\n";
+  printTraining(g.training(), os);
+}
+
+void printTraining(const TrainingRoles &t, std::ostream &os) {
+  if (t.empty())
+    return;
+  os << "  training {\n";
+  auto line = [&](const char *role, const Value *v) {
+    if (v)
+      os << "    " << role << " " << valueRef(v) << "\n";
+  };
+  line("loss", t.loss);
+  line("prediction", t.prediction);
+  line("label", t.label);
+  line("lr", t.lr);
+  line("step", t.step);
+  line("rng", t.rng);
+  for (size_t i = 0; i < t.parameters.size(); ++i) {
+    os << "    parameter " << valueRef(t.parameters[i]);
+    if (i < t.gradients.size())
+      os << " gradient " << valueRef(t.gradients[i]);
+    if (i < t.optimizerState.size() && !t.optimizerState[i].empty()) {
+      os << " state (";
+      for (size_t k = 0; k < t.optimizerState[i].size(); ++k)
+        os << (k ? ", " : "") << valueRef(t.optimizerState[i][k]);
+      os << ")";
+    }
+    os << "\n";
+  }
+  for (const ir::StateUpdate &u : t.updates)
+    os << "    update " << valueRef(u.state) << " <- " << valueRef(u.next) << "\n";
+  if (t.optimizerBegin)
+    os << "    optimizer-begin " << quote(t.optimizerBegin->name()) << "\n";
+  os << "  }\n";
 }
 
 static std::string dotEscape(const std::string &s) {

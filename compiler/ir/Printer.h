@@ -6,6 +6,12 @@
 //     param %w : f32[128,784]
 //     %h : f32[N,128] = Gemm "fc1" (%x, %w, _) {transB=1}
 //     output %h
+//     training {                      (training graphs: the roles of compiler/ir/Training.h)
+//       loss %loss
+//       parameter %w gradient %w.grad state (%w.momentum)
+//       update %w <- %w/updated
+//       optimizer-begin "w/SGD"
+//     }
 #pragma once
 
 #include "compiler/ir/Graph.h"
@@ -16,6 +22,8 @@
 namespace dtc::ir {
 
 void printGraph(const Graph &g, std::ostream &os);
+/// The `training { ... }` block of printGraph (nothing for empty roles).
+void printTraining(const TrainingRoles &t, std::ostream &os);
 std::string printGraph(const Graph &g);
 /// Graphviz dot: one box per node, edges labelled with value names and types.
 void printDot(const Graph &g, std::ostream &os);

@@ -1,6 +1,7 @@
 // IR -> plan: kernel checks, collectives and their waits, storage groups (views, in-place,
 // gradient buckets), live ranges, the memory plan and the emitted rank program (see Lowering.h;
-// dim binding is in BindDims.cpp, one program per pipeline stage in PipelineLowering.cpp).
+// dims are bound before, by passes/BindDims.cpp; one program per pipeline stage in
+// PipelineLowering.cpp).
 #include "compiler/plan/Lowering.h"
 
 #include "compiler/plan/LoweringInternal.h"
@@ -422,12 +423,9 @@ struct Storage {
 
 namespace detail {
 
-/// Lowers `graph` to a plan with one program; `st`/`cfg` are given for training plans. With
-/// `finish`, the plan is complete (one program for every rank); without, it holds the program
-/// and the hyperparameters only (for pipelines, which lower one program per stage).
 Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
-                            const passes::TrainingState *st, const passes::TrainingConfig *cfg,
-                            bool finish) {
+                            const TrainingConfig *cfg, bool finish) {
+  const ir::TrainingRoles *st = cfg ? &graph.training() : nullptr;
   LowerOptions opts = optsIn;
   if (st) {
     // Backward kernels take row-major operands, and autodiff reads the intermediate values that
@@ -462,7 +460,7 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
     for (const auto &states : st->optimizerState)
       for (const ir::Value *v : states)
         stateKind[v] = BUFFER_OPTIMIZER_STATE;
-    for (const passes::StateUpdate &u : st->updates)
+    for (const ir::StateUpdate &u : st->updates)
       if (!stateKind.count(u.state))
         stateKind[u.state] = BUFFER_PARAMETER;
     std::unordered_map<int, int64_t> producer;
@@ -471,7 +469,7 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
         if (b >= 0)
           producer[b] = static_cast<int64_t>(i);
     std::vector<std::pair<int64_t, LInstr>> copies;
-    for (const passes::StateUpdate &u : st->updates) {
+    for (const ir::StateUpdate &u : st->updates) {
       auto sb = pb.bufferOfValue.find(u.state);
       auto nb = pb.bufferOfValue.find(u.next);
       if (sb == pb.bufferOfValue.end() || nb == pb.bufferOfValue.end() ||
@@ -879,7 +877,7 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
 
   if (st) {
     DTC_RETURN_IF_ERROR(
-        fillTraining(plan, *rp, graph, *st, *cfg, pb.bufferOfValue, optimizerBegin));
+        fillTraining(plan, *rp, graph, *cfg, pb.bufferOfValue, optimizerBegin));
     rp->mutable_training()->set_forward_end(forwardEnd);
   }
   if (!finish)
@@ -893,16 +891,16 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
 } // namespace detail
 
 Expected<Plan> lowerInference(const ir::Graph &graph, const LowerOptions &opts) {
-  return detail::lowerProgram(graph, opts, nullptr, nullptr, /*finish=*/true);
+  return detail::lowerProgram(graph, opts, nullptr, /*finish=*/true);
 }
 
-Expected<Plan> lowerTraining(const ir::Graph &graph, const passes::TrainingState &st,
-                             const passes::TrainingConfig &cfg, const LowerOptions &opts) {
-  if (!st.loss)
+Expected<Plan> lowerTraining(const ir::Graph &graph, const TrainingConfig &cfg,
+                             const LowerOptions &opts) {
+  if (!graph.training().loss)
     return Status::error("lowering", "the training graph has no loss");
   if (cfg.mesh.pp > 1)
-    return detail::lowerPipeline(graph, st, cfg, opts);
-  return detail::lowerProgram(graph, opts, &st, &cfg, /*finish=*/true);
+    return detail::lowerPipeline(graph, cfg, opts);
+  return detail::lowerProgram(graph, opts, &cfg, /*finish=*/true);
 }
 
 } // namespace dtc::plan

@@ -8,7 +8,7 @@
 #include "compiler/plan/Plan.h"
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Mesh.h"
-#include "passes/Training.h"
+#include "compiler/support/TrainingConfig.h"
 
 #include <cstdint>
 #include <functional>
@@ -39,33 +39,30 @@ struct LowerOptions {
   bool channelsLast = true;
 };
 
-/// Replaces every symbolic dim by its size from `opts` (an unbound symbol on a graph input is an
-/// error naming the input, the symbol and the flags that bind it; a size < 1 is an error) and
-/// re-runs canonicalize so that shape computations fold with the now static sizes. On return
-/// `opts.dims` holds every bound symbol (including those bound through batchSize).
-Status bindDims(ir::Graph &graph, LowerOptions &opts, Diagnostics &diags);
-
-/// Lowers a graph whose shapes are all static (bindDims first) to a one-rank forward-only plan.
-/// Errors name the node or value: an op without a CPU kernel or with an unsupported dtype or
+/// Lowers a graph whose shapes are all static (passes::bindDims first) to a one-rank forward-only
+/// plan. Errors name the node or value: an op without a CPU kernel or with an unsupported dtype or
 /// attribute, a value whose shape is still not static, an unreadable model file.
 Expected<Plan> lowerInference(const ir::Graph &graph, const LowerOptions &opts);
 
-/// Lowers a training graph (training-mode, attach-loss, autodiff and optimizer have run; shapes
-/// static) to a one-rank training plan (mode MODE_TRAINING, the Training message, hyperparameters
-/// from `cfg`, one data binding per dataset-fed input). Parameters, optimizer state and running
-/// statistics live in persistent arena bytes; gradients stay readable after the step; a state
-/// takes its new value right after the instruction computing it (in place for optimizer updates,
-/// else a Copy). Fusion and channels-last layouts are off (backward kernels are row-major).
-/// Errors as lowerInference, plus a state read after its update or without a computed update.
-Expected<Plan> lowerTraining(const ir::Graph &graph, const passes::TrainingState &st,
-                             const passes::TrainingConfig &cfg, const LowerOptions &opts);
+/// Lowers a training graph (the training passes have run and recorded the roles in
+/// graph.training(); shapes static) to a training plan (mode MODE_TRAINING, each program's
+/// Training message, hyperparameters from `cfg`, one data binding per dataset-fed input): one
+/// program shared by every rank, or one per pipeline stage (cfg.mesh.pp > 1). Parameters, optimizer
+/// state and running statistics live in persistent arena bytes; gradients stay readable after the
+/// step; a state takes its new value right after the instruction computing it (in place for
+/// optimizer updates, else a Copy). Fusion and channels-last layouts are off (backward kernels are
+/// row-major). Errors as lowerInference, plus a state read after its update or without a computed
+/// update.
+Expected<Plan> lowerTraining(const ir::Graph &graph, const TrainingConfig &cfg,
+                             const LowerOptions &opts);
 
-/// Fills `plan`'s hyperparameters (from `cfg`) and `program`'s Training message (from `st`: loss,
-/// prediction and label bindings, trained parameters with their gradient and state buffers,
-/// state buffers, runtime-fed inputs, `optimizerBegin`) and one data binding per dataset-fed
-/// graph input (sharded on axis 0). `bufferOf` maps values to the program's buffer indices.
+/// Fills `plan`'s hyperparameters (from `cfg`) and `program`'s Training message (from
+/// graph.training(): loss, prediction and label bindings, trained parameters with their
+/// gradient and state buffers, state buffers, runtime-fed inputs, `optimizerBegin`) and one data
+/// binding per dataset-fed graph input (sharded on axis 0). `bufferOf` maps values to the program's
+/// buffer indices.
 Status fillTraining(Plan &plan, RankProgram &program, const ir::Graph &graph,
-                    const passes::TrainingState &st, const passes::TrainingConfig &cfg,
+                    const TrainingConfig &cfg,
                     const std::unordered_map<const ir::Value *, int> &bufferOf, int optimizerBegin);
 
 /// Fills `plan`'s mesh description, world size, communicator groups (for single: none; else every

@@ -13,19 +13,14 @@ namespace dtc::plan {
 
 namespace {
 
-/// One pipeline stage as a graph of its own, and its part of the training state.
-struct StageGraph {
-  std::unique_ptr<ir::Graph> graph;
-  passes::TrainingState state;
-};
-
 /// The nodes of stage `s` (in graph order, which the pipeline-comm pass made the stage's
 /// schedule) with the inputs, initializers and outputs they use. Values crossing stages were
-/// replaced by Send/Recv, so a stage reads only its own values, initializers and inputs.
-Expected<StageGraph> extractStage(const ir::Graph &graph, const passes::TrainingState &st, int s) {
-  StageGraph out;
-  out.graph = std::make_unique<ir::Graph>();
-  ir::Graph &g = *out.graph;
+/// replaced by Send/Recv, so a stage reads only its own values, initializers and inputs. The
+/// stage graph's training roles are the graph's restricted to the stage.
+Expected<std::unique_ptr<ir::Graph>> extractStage(const ir::Graph &graph, int s) {
+  const ir::TrainingRoles &st = graph.training();
+  auto out = std::make_unique<ir::Graph>();
+  ir::Graph &g = *out;
   g.setName(graph.name() + "/stage" + std::to_string(s));
   g.modelInfo() = graph.modelInfo();
   for (const auto &[domain, version] : graph.opsets())
@@ -79,7 +74,7 @@ Expected<StageGraph> extractStage(const ir::Graph &graph, const passes::Training
     auto it = v ? map.find(v) : map.end();
     return it == map.end() ? nullptr : it->second;
   };
-  passes::TrainingState &t = out.state;
+  ir::TrainingRoles &t = g.training();
   t.loss = mapped(st.loss);
   t.prediction = mapped(st.prediction);
   t.label = mapped(st.label);
@@ -103,7 +98,7 @@ Expected<StageGraph> extractStage(const ir::Graph &graph, const passes::Training
           states.push_back(m);
     t.optimizerState.push_back(std::move(states));
   }
-  for (const passes::StateUpdate &u : st.updates)
+  for (const ir::StateUpdate &u : st.updates)
     if (ir::Value *state = mapped(u.state)) {
       ir::Value *next = mapped(u.next);
       if (!next)
@@ -159,15 +154,15 @@ Status checkTransfers(const Plan &plan) {
 
 } // namespace
 
-Expected<Plan> detail::lowerPipeline(const ir::Graph &graph, const passes::TrainingState &st,
-                                     const passes::TrainingConfig &cfg, const LowerOptions &opts) {
+Expected<Plan> detail::lowerPipeline(const ir::Graph &graph, const TrainingConfig &cfg,
+                                     const LowerOptions &opts) {
   Plan plan;
   int collectives = 0;
   for (int s = 0; s < cfg.mesh.pp; ++s) {
-    DTC_ASSIGN_OR_RETURN(StageGraph sg, extractStage(graph, st, s));
-    if (sg.graph->numNodes() == 0)
+    DTC_ASSIGN_OR_RETURN(std::unique_ptr<ir::Graph> stage, extractStage(graph, s));
+    if (stage->numNodes() == 0)
       return Status::error("pipeline stage " + std::to_string(s), "has nothing to do");
-    auto lowered = detail::lowerProgram(*sg.graph, opts, &sg.state, &cfg, /*finish=*/false);
+    auto lowered = detail::lowerProgram(*stage, opts, &cfg, /*finish=*/false);
     if (!lowered)
       return Status::error("pipeline stage " + std::to_string(s), lowered.status().message());
     Plan &p = *lowered;

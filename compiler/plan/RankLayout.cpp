@@ -66,7 +66,7 @@ Status layoutRanks(Plan &plan, const Mesh &mesh,
 }
 
 Status detail::finishPlan(Plan &plan, const ir::Graph &graph, const LowerOptions &opts,
-                  const passes::TrainingConfig *cfg, int numCollectives,
+                  const TrainingConfig *cfg, int numCollectives,
                   const std::function<int(const MeshCoord &)> &programOf) {
   // Data parallelism: every rank runs the one program on its shard of the batch.
   const Mesh mesh = cfg ? cfg->mesh : Mesh{};

@@ -1,5 +1,5 @@
 // The Training message and hyperparameters of a training plan (fillTraining in Lowering.h):
-// what dtc-run needs beyond the instructions, from the training passes' state.
+// what dtc-run needs beyond the instructions, from the graph's training roles.
 #include "compiler/plan/Lowering.h"
 
 #include <unordered_set>
@@ -7,9 +7,10 @@
 namespace dtc::plan {
 
 Status fillTraining(Plan &plan, RankProgram &program, const ir::Graph &graph,
-                    const passes::TrainingState &st, const passes::TrainingConfig &cfg,
+                    const TrainingConfig &cfg,
                     const std::unordered_map<const ir::Value *, int> &bufferOf,
                     int optimizerBegin) {
+  const ir::TrainingRoles &st = graph.training();
   Hyperparameters *hp = plan.mutable_hyperparameters();
   hp->set_batch_size(cfg.batchSize);
   hp->set_loss(cfg.loss);
@@ -62,7 +63,7 @@ Status fillTraining(Plan &plan, RankProgram &program, const ir::Graph &graph,
   for (const auto &states : st.optimizerState)
     for (const ir::Value *s : states)
       trained.insert(s);
-  for (const passes::StateUpdate &u : st.updates)
+  for (const ir::StateUpdate &u : st.updates)
     if (!trained.count(u.state))
       t->add_state_buffers(bufferOfValue(u.state));
   // Every input but the runtime-fed ones comes from the dataset, split along the sample axis.

@@ -1,5 +1,5 @@
 // Unit tests of the IR graph: use lists, replacement, node order, topological sort, verifier,
-// printer, lazy external tensor data.
+// printer, lazy external tensor data, training roles.
 #include "compiler/ir/Graph.h"
 #include "compiler/ir/Printer.h"
 #include "compiler/ir/Verifier.h"
@@ -192,4 +192,78 @@ TEST(Printer, EscapesNodeNamesAndSanitizesSymbols) {
   EXPECT_NE(text.find("Relu \"a\\\"b\\nc\" (%x)"), std::string::npos) << text;
   // One line per entry: the hostile names add no line breaks.
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 4);
+}
+
+namespace {
+
+/// chain() as a training step: w is a parameter the loss y = Neg(Relu(x)) * w reads, g its
+/// gradient (a stand-in node), and w takes the value of w_next at the end of the step.
+std::unique_ptr<Graph> trainingChain() {
+  auto g = chain();
+  Value *w = g->createValue("w");
+  g->setInitializer(w, TensorData::fromFloats("w", {2}, {1.0f, 2.0f}));
+  Node *grad = g->addNode("Neg", {w}, {"w_grad"}, "", "grad");
+  Node *next = g->addNode("Sub", {w, grad->output(0)}, {"w_next"}, "", "update");
+  grad->output(0)->setType(w->type());
+  next->output(0)->setType(w->type());
+  TrainingRoles &t = g->training();
+  t.loss = g->findValue("y");
+  t.parameters = {w};
+  t.gradients = {grad->output(0)};
+  t.updates = {{w, next->output(0)}};
+  t.optimizerBegin = next;
+  return g;
+}
+
+} // namespace
+
+TEST(TrainingRoles, PrintedVerifiedAndFollowReplacement) {
+  auto g = trainingChain();
+  ASSERT_TRUE(verifyGraph(*g).isOk()) << verifyGraph(*g).message();
+  const std::string text = printGraph(*g);
+  EXPECT_NE(text.find("  training {\n    loss %y\n    parameter %w gradient %w_grad\n"
+                      "    update %w <- %w_next\n    optimizer-begin \"update\"\n  }\n"),
+            std::string::npos)
+      << text;
+  // A role is a use: replacement moves it, and dead-value removal keeps its holder.
+  Node *twice = g->addNode("Add", {g->findValue("w_grad"), g->findValue("w_grad")}, {"w_grad2"});
+  g->findValue("w_grad")->replaceAllUsesWith(twice->output(0));
+  EXPECT_EQ(g->training().gradients[0], twice->output(0));
+  EXPECT_TRUE(g->isLiveRoot(twice->output(0)));
+  EXPECT_FALSE(g->isLiveRoot(g->findValue("r")));
+  Value *stray = g->createValue("stray", f32({Dim::fixed(2)}));
+  g->training().label = stray;
+  g->removeDeadValues();
+  EXPECT_EQ(g->findValue("stray"), stray);
+}
+
+TEST(TrainingRoles, VerifierNamesBrokenRoles) {
+  {
+    auto g = trainingChain();
+    g->training().label = g->createValue("ghost", f32({Dim::fixed(2)}));
+    dtc::Status s = verifyGraph(*g);
+    ASSERT_FALSE(s.isOk());
+    EXPECT_EQ(s.message(), "training role value 'ghost': is not defined in the graph");
+  }
+  {
+    auto g = trainingChain();
+    g->training().parameters[0] = g->findValue("r");
+    dtc::Status s = verifyGraph(*g);
+    ASSERT_FALSE(s.isOk());
+    EXPECT_EQ(s.message(), "trained parameter 'r': is not a parameter initializer");
+  }
+  {
+    auto g = trainingChain();
+    g->training().updates.push_back({g->findValue("r"), g->findValue("y")});
+    dtc::Status s = verifyGraph(*g);
+    ASSERT_FALSE(s.isOk());
+    EXPECT_EQ(s.message(), "state 'r': is updated but not an initializer");
+  }
+  {
+    auto g = trainingChain();
+    g->training().gradients.push_back(nullptr);
+    dtc::Status s = verifyGraph(*g);
+    ASSERT_FALSE(s.isOk());
+    EXPECT_EQ(s.message(), "training roles: 1 trained parameters but 2 gradients");
+  }
 }

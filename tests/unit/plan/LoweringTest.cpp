@@ -1,6 +1,7 @@
 // Lowering and execution: dim binding, kernel checks at compile time, views and in-place reuse
 // in the memory plan, and the executor running lowered plans (values checked by hand).
 #include "compiler/plan/Lowering.h"
+#include "passes/Passes.h"
 #include "compiler/onnx/Importer.h"
 #include "runtime/Executor.h"
 #include "tests/unit/ops/TestUtil.h"
@@ -41,7 +42,7 @@ Expected<Plan> lower(const std::string &text, LowerOptions opts,
                      const std::string &modelFile = "") {
   DTC_ASSIGN_OR_RETURN(auto g, test::compileText(text, {"canonicalize"}));
   Diagnostics diags;
-  DTC_RETURN_IF_ERROR(bindDims(*g, opts, diags));
+  DTC_RETURN_IF_ERROR(passes::bindDims(*g, opts.dims, opts.batchSize, diags));
   opts.modelFile = modelFile;
   opts.modelPath = modelFile;
   return lowerInference(*g, opts);

@@ -3,6 +3,7 @@
 // statistics), gradients kept readable, the Training message, and validation of hostile edits.
 #include "compiler/driver/TrainConfig.h"
 #include "compiler/plan/Lowering.h"
+#include "passes/Passes.h"
 #include "tests/unit/ops/TestUtil.h"
 
 #include <gtest/gtest.h>
@@ -28,11 +29,10 @@ g (float[N,4] x) => (float[N,3] y)
 
 struct Lowered {
   std::unique_ptr<ir::Graph> graph;
-  passes::TrainingState state;
   Expected<Plan> plan = Status::error("not lowered");
 };
 
-Lowered lowerText(const char *text, passes::TrainingConfig cfg) {
+Lowered lowerText(const char *text, TrainingConfig cfg) {
   Lowered out;
   auto g = test::compileText(text, {"canonicalize"});
   if (!g) {
@@ -43,15 +43,15 @@ Lowered lowerText(const char *text, passes::TrainingConfig cfg) {
   Diagnostics diags;
   LowerOptions opts;
   opts.batchSize = cfg.rankBatchSize();
-  if (Status s = bindDims(*out.graph, opts, diags); !s.isOk()) {
+  if (Status s = passes::bindDims(*out.graph, opts.dims, opts.batchSize, diags); !s.isOk()) {
     out.plan = s;
     return out;
   }
-  if (Status s = driver::runTrainingPasses(*out.graph, cfg, out.state, diags, true); !s.isOk()) {
+  if (Status s = driver::runTrainingPasses(*out.graph, cfg, diags, true); !s.isOk()) {
     out.plan = s;
     return out;
   }
-  out.plan = lowerTraining(*out.graph, out.state, cfg, opts);
+  out.plan = lowerTraining(*out.graph, cfg, opts);
   return out;
 }
 
@@ -63,8 +63,8 @@ int bufferIndex(const RankProgram &rp, const std::string &name) {
   return -1;
 }
 
-passes::TrainingConfig adamConfig() {
-  passes::TrainingConfig cfg;
+TrainingConfig adamConfig() {
+  TrainingConfig cfg;
   cfg.loss = "softmax-cross-entropy";
   cfg.optimizer = "adam";
   cfg.lr = 1e-3f;
@@ -179,7 +179,7 @@ TEST(TrainingLowering, ValidationRejectsBadTrainingSections) {
 }
 
 TEST(TrainingLowering, SgdWithoutMomentumHasNoStateAndFrozenParametersAreNotTrained) {
-  passes::TrainingConfig cfg = adamConfig();
+  TrainingConfig cfg = adamConfig();
   cfg.optimizer = "sgd";
   cfg.freeze = "^w$";
   Lowered l = lowerText(kModel, cfg);
@@ -193,7 +193,7 @@ TEST(TrainingLowering, SgdWithoutMomentumHasNoStateAndFrozenParametersAreNotTrai
 }
 
 TEST(TrainingLowering, LossErrorsNameTheOutputAndTheLoss) {
-  passes::TrainingConfig cfg = adamConfig();
+  TrainingConfig cfg = adamConfig();
   cfg.loss = "model";
   Lowered l = lowerText(kModel, cfg);
   ASSERT_FALSE(l.plan);
@@ -224,8 +224,8 @@ g (float[N,4] x) => (float[N,3] y)
 }
 )";
 
-passes::TrainingConfig dpConfig(int64_t ranks, float bucketMb) {
-  passes::TrainingConfig cfg = adamConfig();
+TrainingConfig dpConfig(int64_t ranks, float bucketMb) {
+  TrainingConfig cfg = adamConfig();
   cfg.batchSize = 8;
   cfg.mesh = *parseMesh("dp=" + std::to_string(ranks));
   cfg.bucketMb = bucketMb;
@@ -334,7 +334,7 @@ TEST(DataParallelLowering, DefaultBucketIsOneBackToBackAllReduce) {
 }
 
 TEST(DataParallelLowering, SyncBatchNormMarksTheBatchNormNodes) {
-  passes::TrainingConfig cfg = dpConfig(2, 25.0f);
+  TrainingConfig cfg = dpConfig(2, 25.0f);
   cfg.syncBatchNorm = true;
   Lowered l = lowerText(kDpModel, cfg);
   ASSERT_TRUE(l.plan) << l.plan.status().message();
@@ -349,7 +349,7 @@ TEST(DataParallelLowering, SyncBatchNormMarksTheBatchNormNodes) {
 }
 
 TEST(DataParallelLowering, GradientAccumulationKeepsValidPlans) {
-  passes::TrainingConfig cfg = dpConfig(2, 1e-6f);
+  TrainingConfig cfg = dpConfig(2, 1e-6f);
   cfg.gradAccumSteps = 2;
   Lowered l = lowerText(kDpModel, cfg);
   ASSERT_TRUE(l.plan) << l.plan.status().message();
@@ -386,7 +386,7 @@ TEST(DataParallelLowering, ValidationRefusesUnwaitedAndMisdirectedWaits) {
 }
 
 TEST(DataParallelLowering, OneValuePerChannelNeedsSyncBatchNorm) {
-  passes::TrainingConfig cfg = dpConfig(2, 25.0f);
+  TrainingConfig cfg = dpConfig(2, 25.0f);
   cfg.batchSize = 2; // one sample per rank, BatchNormalization over (N, 3)
   Lowered l = lowerText(kDpModel, cfg);
   ASSERT_FALSE(l.plan);
@@ -399,7 +399,7 @@ TEST(DataParallelLowering, OneValuePerChannelNeedsSyncBatchNorm) {
 }
 
 TEST(DataParallelConfig, StrategyAndBatchErrors) {
-  passes::TrainingConfig cfg = adamConfig();
+  TrainingConfig cfg = adamConfig();
   EXPECT_TRUE(driver::parseStrategy("dp=4", cfg).isOk());
   EXPECT_EQ(cfg.dataParallel(), 4);
   EXPECT_TRUE(driver::parseStrategy("single", cfg).isOk());

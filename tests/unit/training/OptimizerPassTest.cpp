@@ -19,18 +19,18 @@ std::unique_ptr<Pass> createOptimizerPass();
 namespace dtc {
 namespace {
 
-using passes::StateUpdate;
+using ir::StateUpdate;
 
 /// y = x @ w + b (trained), z = x + c (c does not reach the loss: no gradient);
 /// loss = sum(y * y).
 struct Trained {
   std::unique_ptr<ir::Graph> g;
-  passes::TrainingConfig cfg;
-  passes::TrainingState st;
+  TrainingConfig cfg;
+  ir::TrainingRoles &st; // the graph's training roles
   ir::Value *w = nullptr, *b = nullptr, *c = nullptr;
   size_t backwardNodes = 0;
 
-  Trained() {
+  static std::unique_ptr<ir::Graph> parse() {
     auto parsed = test::compileText(R"(
 <ir_version: 8, opset_import: ["" : 17]>
 agraph (float[2, 3] x) => (float[2, 4] y, float[2, 3] z)
@@ -43,7 +43,10 @@ agraph (float[2, 3] x) => (float[2, 4] y, float[2, 3] z)
 }
 )");
     EXPECT_TRUE(parsed.hasValue()) << parsed.status().message();
-    g = std::move(*parsed);
+    return parsed.hasValue() ? std::move(*parsed) : std::make_unique<ir::Graph>();
+  }
+
+  Trained() : g(parse()), st(g->training()) {
     Diagnostics diags;
     ir::Node *sq = g->addNode("Mul", {g->findValue("y"), g->findValue("y")}, {"sq"});
     EXPECT_TRUE(ops::inferNode(*sq, diags).isOk());
@@ -68,7 +71,6 @@ agraph (float[2, 3] x) => (float[2, 4] y, float[2, 3] z)
   Status run() {
     passes::PassContext ctx;
     ctx.training = &cfg;
-    ctx.trainingState = &st;
     Status s = passes::createOptimizerPass()->run(*g, ctx);
     if (s.isOk())
       s = ir::verifyGraph(*g);
@@ -88,8 +90,9 @@ agraph (float[2, 3] x) => (float[2, 4] y, float[2, 3] z)
     return static_cast<size_t>(std::find(nodes.begin(), nodes.end(), n) - nodes.begin());
   }
   bool hasUpdate(const ir::Value *state, const ir::Value *next) const {
-    return std::any_of(st.updates.begin(), st.updates.end(),
-                       [&](const StateUpdate &u) { return u.state == state && u.next == next; });
+    return std::any_of(st.updates.begin(), st.updates.end(), [&](const ir::StateUpdate &u) {
+      return u.state == state && u.next == next;
+    });
   }
 };
 
@@ -117,9 +120,9 @@ TEST(OptimizerPass, SgdWithoutMomentumMakesOneUpdatePerTrainedParameter) {
   ASSERT_EQ(sgd.size(), 2u); // w and b; c has no gradient: no update, no weight decay
   ASSERT_NE(t.st.lr, nullptr);
   ASSERT_NE(t.st.step, nullptr);
-  EXPECT_EQ(t.st.lr->name(), passes::kLrInput);
-  EXPECT_EQ(test::typeOf(*t.g, passes::kLrInput), "f32[]");
-  EXPECT_EQ(test::typeOf(*t.g, passes::kStepInput), "i64[]");
+  EXPECT_EQ(t.st.lr->name(), ir::kLrInput);
+  EXPECT_EQ(test::typeOf(*t.g, ir::kLrInput), "f32[]");
+  EXPECT_EQ(test::typeOf(*t.g, ir::kStepInput), "i64[]");
   EXPECT_TRUE(t.st.lr->isGraphInput());
   EXPECT_TRUE(t.st.step->isGraphInput());
   for (size_t k = 0; k < 2; ++k) {
@@ -315,7 +318,7 @@ TEST(OptimizerPass, GradientAccumulationWithoutClippingScalesByOneOverK) {
 
 TEST(OptimizerPass, ReusesExistingRuntimeInputs) {
   Trained t;
-  ir::Value *lr = t.g->createValue(passes::kLrInput, test::ty("f32", {}));
+  ir::Value *lr = t.g->createValue(ir::kLrInput, test::ty("f32", {}));
   t.g->addInput(lr);
   ASSERT_EQ(test::errorOf(t.run()), "<ok>");
   EXPECT_EQ(t.st.lr, lr);
@@ -328,13 +331,13 @@ TEST(OptimizerPass, ErrorsNameTheFlag) {
     configure(t.cfg);
     return test::errorOf(t.run());
   };
-  EXPECT_EQ(errorFor([](passes::TrainingConfig &c) { c.optimizer = "rmsprop"; }),
+  EXPECT_EQ(errorFor([](TrainingConfig &c) { c.optimizer = "rmsprop"; }),
             "--optimizer: unknown optimizer 'rmsprop'; expected sgd, adam or adamw");
-  EXPECT_EQ(errorFor([](passes::TrainingConfig &c) { c.nesterov = true; }),
+  EXPECT_EQ(errorFor([](TrainingConfig &c) { c.nesterov = true; }),
             "--nesterov: Nesterov momentum needs --momentum > 0");
-  EXPECT_EQ(errorFor([](passes::TrainingConfig &c) { c.gradAccumSteps = 0; }),
+  EXPECT_EQ(errorFor([](TrainingConfig &c) { c.gradAccumSteps = 0; }),
             "--grad-accum-steps: must be >= 1, got 0");
-  EXPECT_EQ(errorFor([](passes::TrainingConfig &c) {
+  EXPECT_EQ(errorFor([](TrainingConfig &c) {
               c.optimizer = "adam";
               c.beta2 = 1.f;
             }),
@@ -343,7 +346,7 @@ TEST(OptimizerPass, ErrorsNameTheFlag) {
 
 TEST(OptimizerPass, ErrorsOnAReservedNameAndWithoutAutodiff) {
   Trained t;
-  ir::Value *bad = t.g->createValue(passes::kLrInput, test::ty("f32", {"2"}));
+  ir::Value *bad = t.g->createValue(ir::kLrInput, test::ty("f32", {"2"}));
   t.g->addInput(bad);
   EXPECT_EQ(test::errorOf(t.run()),
             "value 'dtc::lr': the name is reserved for the runtime-fed f32[] graph input; the "

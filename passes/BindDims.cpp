@@ -1,12 +1,12 @@
-// Binding of symbolic dims to sizes before lowering (bindDims in Lowering.h): every symbol of
-// the graph's types replaced, then canonicalize re-run so shape computations fold.
-#include "compiler/plan/Lowering.h"
-
+// Binding of symbolic dims to sizes before the training passes and lowering (bindDims in
+// Passes.h): every symbol of the graph's types replaced, then canonicalize re-run so shape
+// computations fold.
 #include "passes/Passes.h"
 
 #include <optional>
+#include <set>
 
-namespace dtc::plan {
+namespace dtc::passes {
 
 namespace {
 
@@ -34,20 +34,20 @@ void substituteType(ir::TensorType &t, const std::map<std::string, int64_t> &dim
 
 } // namespace
 
-Status bindDims(ir::Graph &graph, LowerOptions &opts, Diagnostics &diags) {
-  std::map<std::string, int64_t> &dims = opts.dims;
+Status bindDims(ir::Graph &graph, std::map<std::string, int64_t> &dims,
+                std::optional<int64_t> batchSize, Diagnostics &diags) {
   for (const auto &[name, size] : dims)
     if (size < 1)
       return Status::error("--dim " + name, "size must be at least 1, got " + std::to_string(size));
-  if (opts.batchSize && *opts.batchSize < 1)
+  if (batchSize && *batchSize < 1)
     return Status::error("--batch-size",
-                         "must be at least 1, got " + std::to_string(*opts.batchSize));
+                         "must be at least 1, got " + std::to_string(*batchSize));
   std::set<std::string> symbols;
   for (ir::Value *in : graph.inputs())
     if (in->shape().hasRank())
       for (const ir::Dim &d : in->shape().dims())
         symbols.insert(d.symbols().begin(), d.symbols().end());
-  for (const auto &[name, size] : opts.dims)
+  for (const auto &[name, size] : dims)
     if (!symbols.count(name)) {
       std::string known;
       for (const std::string &sym : symbols)
@@ -58,7 +58,7 @@ Status bindDims(ir::Graph &graph, LowerOptions &opts, Diagnostics &diags) {
     }
   for (ir::Value *in : graph.inputs()) {
     const ir::Shape &s = in->shape();
-    if (!s.hasRank() || s.rank() == 0 || !opts.batchSize)
+    if (!s.hasRank() || s.rank() == 0 || !batchSize)
       continue;
     const ir::Dim &lead = s[0];
     if (!lead.isSymbolic() || lead.coefficient() != 1 || lead.symbols().size() != 1)
@@ -66,9 +66,9 @@ Status bindDims(ir::Graph &graph, LowerOptions &opts, Diagnostics &diags) {
     const std::string &sym = lead.symbols()[0];
     auto it = dims.find(sym);
     if (it == dims.end())
-      dims[sym] = *opts.batchSize;
-    else if (it->second != *opts.batchSize)
-      return Status::error("--batch-size " + std::to_string(*opts.batchSize),
+      dims[sym] = *batchSize;
+    else if (it->second != *batchSize)
+      return Status::error("--batch-size " + std::to_string(*batchSize),
                            "input '" + in->name() + "' has the batch dim '" + sym +
                                "', which --dim " + sym + "=" + std::to_string(it->second) +
                                " binds to another size");
@@ -96,12 +96,12 @@ Status bindDims(ir::Graph &graph, LowerOptions &opts, Diagnostics &diags) {
   }
   for (ir::Value *v : graph.values())
     substituteType(v->type(), dims);
-  passes::PassContext ctx;
-  Status s = passes::createCanonicalizePass()->run(graph, ctx);
+  PassContext ctx;
+  Status s = createCanonicalizePass()->run(graph, ctx);
   for (const Diagnostic &d : ctx.diags.items())
     if (d.severity == Severity::kWarning)
       diags.warning("", d.message);
   return s;
 }
 
-} // namespace dtc::plan
+} // namespace dtc::passes

@@ -1,24 +1,15 @@
-// Training configuration and the training state the training passes build (DESIGN.md section
-// 5): attach-loss -> autodiff -> optimizer. The passes read TrainingConfig and fill
-// TrainingState, which lowering (compiler/plan/Lowering.h, lowerTraining) turns into the plan's
-// Training message. Values referenced here must stay in the graph: no pass after autodiff
-// removes dead values.
+// The training configuration dtc-compile's flags (or a --config JSON file) set (DESIGN.md
+// section 5): the loss, the optimizer and its schedule, the batch and the strategy's mesh. The
+// training passes read it; lowering copies its hyperparameters into the plan.
 #pragma once
 
-#include "compiler/ir/Graph.h"
 #include "compiler/support/Mesh.h"
 
 #include <cstdint>
 #include <string>
-#include <utility>
 #include <vector>
 
-namespace dtc::passes {
-
-/// Reserved names of the runtime-fed inputs of training graphs.
-inline constexpr const char *kLrInput = "dtc::lr";     ///< f32[], learning rate of this step
-inline constexpr const char *kStepInput = "dtc::step"; ///< i64[], optimizer step, 0-based
-inline constexpr const char *kRngInput = "dtc::rng";   ///< i64[3], {seed, step, rank}
+namespace dtc {
 
 /// PyTorch DDP's default bucket_cap_mb.
 inline constexpr float kDefaultBucketMb = 25.0f;
@@ -81,33 +72,4 @@ struct TrainingConfig {
   }
 };
 
-/// A state tensor the step overwrites: `state` (a parameter, optimizer state or running
-/// statistic) takes the value of `next` at the end of the step.
-struct StateUpdate {
-  ir::Value *state;
-  ir::Value *next;
-};
-
-/// What the training passes built, for lowering.
-struct TrainingState {
-  ir::Value *loss = nullptr;       ///< f32[] mean loss of the batch (a graph output)
-  ir::Value *prediction = nullptr; ///< the model output the loss reads (a graph output)
-  ir::Value *label = nullptr;      ///< the label graph input (nullptr for loss "model")
-  /// Trained parameters in graph order, and the gradient of each (same index; nullptr when the
-  /// loss does not depend on it: it is left unchanged).
-  std::vector<ir::Value *> parameters;
-  std::vector<ir::Value *> gradients;
-  /// Optimizer state per trained parameter (same index; momentum buffer, or Adam's m and v).
-  /// Initializers holding zeros, created by the optimizer pass.
-  std::vector<std::vector<ir::Value *>> optimizerState;
-  std::vector<StateUpdate> updates;
-  /// Runtime-fed inputs (graph inputs named kLrInput, kStepInput, kRngInput), or nullptr.
-  ir::Value *lr = nullptr;
-  ir::Value *step = nullptr;
-  ir::Value *rng = nullptr;
-  /// First node of the optimizer phase (nullptr: none). Nodes before it run once per
-  /// micro-batch, the rest once per step.
-  ir::Node *optimizerBegin = nullptr;
-};
-
-} // namespace dtc::passes
+} // namespace dtc
