@@ -44,9 +44,9 @@ std::unique_ptr<Pass> createDataParallelPass();
 /// Node::microBatch). Runs after attach-loss and before autodiff; a no-op without pp.
 std::unique_ptr<Pass> createPipelinePass();
 /// pipeline-comm (--strategy pp=S): places the nodes added after `pipeline`, inserts
-/// ai.dtc.Send / ai.dtc.Recv for every value crossing stages, and orders the nodes stage by stage
-/// in the schedule's order (GPipe or 1F1B); rejects parameters used on several stages and
-/// schedules that deadlock. Runs after optimizer; a no-op without pp.
+/// ai.dtc.Send / ai.dtc.Recv for every value crossing pipeline ranks, and orders the nodes rank
+/// by rank in the schedule's order (GPipe, 1F1B, ZB-H1 or interleaved 1F1B); rejects parameters
+/// used on several stages and schedules that deadlock. Runs after optimizer; a no-op without pp.
 std::unique_ptr<Pass> createPipelineCommPass();
 /// verify: runs the IR verifier (useful in --passes lists).
 std::unique_ptr<Pass> createVerifyPass();

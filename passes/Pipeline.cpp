@@ -1,5 +1,5 @@
-// Pipeline model parallelism (--strategy pp=S[,microbatches=M,schedule=gpipe|1f1b]; DESIGN.md
-// section 6), in two passes around autodiff:
+// Pipeline model parallelism (--strategy pp=S[,microbatches=M,schedule=gpipe|1f1b|zb-h1|
+// interleaved[,virtual-stages=V]]; DESIGN.md section 6), in two passes around autodiff:
 //
 // pipeline (after attach-loss, before autodiff): splits each rank's batch into M micro-batches
 // and unrolls the forward graph once per micro-batch (GPipe, Huang et al. 2019): every data input
@@ -8,8 +8,9 @@
 // parts with weight 1/M: the gradient of the mean loss over the rank's batch) and the prediction
 // is their concatenation. Running statistics chain from one micro-batch to the next, as
 // single-device training with --grad-accum-steps M updates them. The forward nodes are cut into
-// S contiguous stages of the topological order balanced by estimated time (ops/Cost.h); the loss
-// falls on the last stage. Autodiff then puts every backward node on its forward node's stage
+// S contiguous stages of the topological order balanced by estimated time (ops/Cost.h), or S * V
+// virtual stages with the interleaved schedule (virtual stage v runs on pipeline rank v % S as
+// its model chunk v / S); the loss falls on the last stage. Autodiff then puts every backward node on its forward node's stage
 // and micro-batch (ops/Gradient.cpp).
 //
 // pipeline-comm (after optimizer): places the remaining nodes (optimizer updates, gradient
@@ -18,7 +19,7 @@
 // ai.dtc.Recv on t (one per value and consuming stage, activations forward and their gradients
 // backward; a skip connection goes straight to its consumer), and orders each stage's nodes by
 // its schedule (passes/PipelineSchedule.h): the forward (F) and backward (B) blocks of the
-// micro-batches in GPipe or 1F1B order, receives at the start of their block, sends right after
+// micro-batches in the schedule's order, receives at the start of their block, sends right after
 // their producer, per-step nodes (sums over micro-batches) as soon as they are ready, the
 // optimizer last. The node list becomes stage 0's schedule, then stage 1's, and so on; lowering
 // (compiler/plan) turns each stage into one program. A simulation of the stages' orders (each
@@ -31,6 +32,7 @@
 #include "passes/PipelineSchedule.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <queue>
 #include <set>
@@ -81,12 +83,15 @@ public:
     graph_ = &graph;
     diags_ = &ctx.diags;
     const std::vector<ir::Node *> forward = graph.nodes();
-    DTC_RETURN_IF_ERROR(ctx.training->ppCuts.empty() ? assignStages(forward, mesh.pp)
+    // Interleaved schedules cut the model into pp * V virtual stages (Node::stage), virtual
+    // stage v running on pipeline rank v % pp.
+    DTC_RETURN_IF_ERROR(ctx.training->ppCuts.empty() ? assignStages(forward, mesh.stages())
                                                      : assignCuts(forward, ctx.training->ppCuts));
     for (ir::Node *n : forward)
       n->setMicroBatch(0);
     if (mesh.microbatches > 1)
-      DTC_RETURN_IF_ERROR(unroll(forward, st, mesh.microbatches, mesh.pp - 1));
+      DTC_RETURN_IF_ERROR(
+          unroll(forward, st, mesh.microbatches, static_cast<int>(mesh.stages() - 1)));
     return shareTiedParameters();
   }
 
@@ -346,15 +351,15 @@ public:
     const Mesh &mesh = ctx.training->mesh;
     if (mesh.pp <= 1)
       return Status::ok();
-    const int S = static_cast<int>(mesh.pp);
-    DTC_RETURN_IF_ERROR(placeRemaining(graph, S));
+    const int S = static_cast<int>(mesh.pp), N = static_cast<int>(mesh.stages());
+    DTC_RETURN_IF_ERROR(placeRemaining(graph, N));
     DTC_RETURN_IF_ERROR(checkResidence(graph));
-    DTC_RETURN_IF_ERROR(insertTransfers(graph, S, graph.training(), ctx.diags));
+    DTC_RETURN_IF_ERROR(insertTransfers(graph, S, N, graph.training(), ctx.diags));
     if (mesh.schedule == PipelineSchedule::kZBH1)
       markWeightGradients(graph);
     const PipelineScheduleTable table =
-        makePipelineSchedule(mesh.schedule, mesh.pp, mesh.microbatches);
-    DTC_ASSIGN_OR_RETURN(auto orders, scheduleStages(graph, S, table));
+        makePipelineSchedule(mesh.schedule, mesh.pp, mesh.microbatches, mesh.virtualStages);
+    DTC_ASSIGN_OR_RETURN(auto orders, scheduleStages(graph, S, N, table));
     DTC_RETURN_IF_ERROR(checkNoDeadlock(orders));
     std::vector<ir::Node *> all;
     for (const auto &o : orders)
@@ -422,28 +427,42 @@ private:
     return Status::ok();
   }
 
-  /// Send on the producer's stage, Recv on each other consuming stage; graph outputs are read on
-  /// the last stage.
-  static Status insertTransfers(ir::Graph &graph, int S, ir::TrainingRoles &st,
+  /// Send on the producer's rank, Recv on each other rank that consumes the value (placed on the
+  /// earliest consuming virtual stage there; with interleaving a value between two chunks of one
+  /// rank needs no transfer); graph outputs are read on the last virtual stage `N` - 1. Ranks:
+  /// virtual stage v runs on rank v % `S`.
+  static Status insertTransfers(ir::Graph &graph, int S, int N, ir::TrainingRoles &st,
                                 Diagnostics &diags) {
     int64_t tag = 0;
     const std::unordered_set<const ir::Value *> outputs(graph.outputs().begin(),
                                                         graph.outputs().end());
+    const int lastRank = (N - 1) % S;
     for (ir::Node *n : graph.nodes()) {
       if (ops::isCollectiveOp(n->domain(), n->opType()) &&
           (n->opType() == "Send" || n->opType() == "Recv"))
         continue;
+      const int from = n->stage() % S;
       for (ir::Value *v : n->outputs()) {
         if (!v)
           continue;
-        std::map<int, std::vector<ir::Use>> byStage;
+        struct Consumers {
+          int stage = std::numeric_limits<int>::max(); // earliest consuming virtual stage
+          std::vector<ir::Use> uses;
+        };
+        std::map<int, Consumers> byRank;
         for (const ir::Use &u : v->uses())
-          if (u.node->stage() != n->stage())
-            byStage[u.node->stage()].push_back(u);
-        const bool output = outputs.count(v) && n->stage() != S - 1;
-        if (output && !byStage.count(S - 1))
-          byStage[S - 1];
-        for (auto &[t, uses] : byStage) {
+          if (u.node->stage() % S != from) {
+            Consumers &c = byRank[u.node->stage() % S];
+            c.stage = std::min(c.stage, u.node->stage());
+            c.uses.push_back(u);
+          }
+        const bool output = outputs.count(v) && from != lastRank;
+        if (output) {
+          Consumers &c = byRank[lastRank];
+          c.stage = std::min(c.stage, N - 1);
+        }
+        for (auto &[rank, consumers] : byRank) {
+          const int t = consumers.stage;
           if (tag > ops::kMaxTransferTag)
             return Status::error("pipeline", "more than " +
                                                  std::to_string(ops::kMaxTransferTag + 1) +
@@ -464,16 +483,16 @@ private:
             x->setAttr("tag", ir::Attribute(tag));
           }
           send->setStage(n->stage());
-          send->setAttr("peer", ir::Attribute(static_cast<int64_t>(t)));
+          send->setAttr("peer", ir::Attribute(static_cast<int64_t>(rank)));
           recv->setStage(t);
-          recv->setAttr("peer", ir::Attribute(static_cast<int64_t>(n->stage())));
+          recv->setAttr("peer", ir::Attribute(static_cast<int64_t>(from)));
           recv->setAttr("dtype", ir::Attribute(static_cast<int64_t>(v->dtype())));
           recv->setAttr("shape", ir::Attribute(v->shape().staticSizes()));
           DTC_RETURN_IF_ERROR(ops::inferNode(*send, diags));
           DTC_RETURN_IF_ERROR(ops::inferNode(*recv, diags));
-          for (const ir::Use &u : uses)
+          for (const ir::Use &u : consumers.uses)
             u.node->setInput(u.inputIndex, recv->output(0));
-          if (output && t == S - 1) {
+          if (output && rank == lastRank) {
             std::vector<ir::Value *> outs = graph.outputs();
             for (ir::Value *&o : outs)
               if (o == v)
@@ -515,13 +534,14 @@ private:
         n->setWeightGradient(true);
   }
 
-  /// Each stage's nodes in its schedule's order (list scheduling: among the nodes whose
-  /// same-stage producers are placed, the one of the earliest block first; ties: sends first,
-  /// then the current order). A receive of a micro-batch's block is posted at the block's start;
-  /// a receive of a per-step value (a gradient summed over the micro-batches) right before its
-  /// first reader, since it may arrive only after this stage's own blocks.
+  /// Each rank's nodes in its schedule's order (list scheduling: among the nodes whose
+  /// same-rank producers are placed, the one of the earliest block first; ties: sends first,
+  /// then the current order). A node of virtual stage v (of `N`) runs on rank v % `S` in the
+  /// block of its pass of chunk v / S. A receive of a micro-batch's block is posted at the
+  /// block's start; a receive of a per-step value (a gradient summed over the micro-batches)
+  /// right before its first reader, since it may arrive only after this rank's own blocks.
   static Expected<std::vector<std::vector<ir::Node *>>>
-  scheduleStages(const ir::Graph &graph, int S, const PipelineScheduleTable &table) {
+  scheduleStages(const ir::Graph &graph, int S, int N, const PipelineScheduleTable &table) {
     const std::vector<ir::Node *> nodes = graph.nodes();
     std::vector<std::vector<ir::Node *>> orders(static_cast<size_t>(S));
     struct Key {
@@ -537,7 +557,7 @@ private:
     std::unordered_map<const ir::Node *, size_t> pending;
     for (size_t i = 0; i < nodes.size(); ++i) {
       const ir::Node *n = nodes[i];
-      if (n->stage() < 0 || n->stage() >= S)
+      if (n->stage() < 0 || n->stage() >= N)
         return Status::error(n->where(), "has no pipeline stage");
       int64_t block = -1;
       if (n->phase() == ir::Phase::kOptimizer) {
@@ -546,13 +566,13 @@ private:
         const PipelineOp want{n->phase() == ir::Phase::kForward ? PipelineOp::kForward
                               : n->isWeightGradient()           ? PipelineOp::kWeight
                                                                 : PipelineOp::kBackward,
-                              n->microBatch()};
-        const auto &slots = table[static_cast<size_t>(n->stage())];
+                              n->microBatch(), n->stage() / S};
+        const auto &slots = table[static_cast<size_t>(n->stage() % S)];
         auto it = std::find(slots.begin(), slots.end(), want);
         if (it == slots.end())
           return Status::error(n->where(), "its pass " + pipelineOpText(want) +
-                                               " is not in stage " + std::to_string(n->stage()) +
-                                               "'s schedule");
+                                               " is not in stage " +
+                                               std::to_string(n->stage() % S) + "'s schedule");
         block = it - slots.begin();
       }
       key[n] = Key{block, n->opType() == "Send" ? 0 : 1, i};
@@ -573,7 +593,7 @@ private:
         static_cast<size_t>(S), std::priority_queue<Entry, std::vector<Entry>, decltype(cmp)>(cmp));
     for (const ir::Node *n : nodes)
       if (pending[n] == 0 && !lazy(n))
-        ready[static_cast<size_t>(n->stage())].push({key[n], n});
+        ready[static_cast<size_t>(n->stage() % S)].push({key[n], n});
     std::unordered_set<const ir::Node *> placedLazy;
     for (int s = 0; s < S; ++s) {
       auto &q = ready[static_cast<size_t>(s)];
@@ -591,7 +611,7 @@ private:
               consumers.insert(u.node);
         for (const ir::Node *c : consumers)
           if (--pending[c] == 0) {
-            if (c->stage() != s)
+            if (c->stage() % S != s)
               return Status::error(c->where(), "reads a value of stage " + std::to_string(s) +
                                                    " without a transfer");
             q.push({key[c], c});
@@ -599,7 +619,7 @@ private:
       }
       // Receives nothing on the stage reads (graph outputs) end the stage.
       for (const ir::Node *n : nodes)
-        if (n->stage() == s && lazy(n) && placedLazy.insert(n).second)
+        if (n->stage() % S == s && lazy(n) && placedLazy.insert(n).second)
           orders[static_cast<size_t>(s)].push_back(const_cast<ir::Node *>(n));
     }
     size_t placed = 0;

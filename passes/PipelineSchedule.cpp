@@ -1,5 +1,5 @@
-// Pipeline schedules (GPipe, 1F1B), their simulation (deadlock check, bubble, activations in
-// flight) and cost-balanced contiguous stage splits.
+// Pipeline schedules (GPipe, 1F1B, ZB-H1, interleaved 1F1B), their simulation (deadlock check,
+// bubble, activations in flight) and cost-balanced contiguous stage splits.
 #include "passes/PipelineSchedule.h"
 
 #include <algorithm>
@@ -12,7 +12,7 @@ std::string pipelineOpText(const PipelineOp &op) {
   return (op.kind == PipelineOp::kForward    ? "F"
           : op.kind == PipelineOp::kBackward ? "B"
                                              : "W") +
-         std::to_string(op.microbatch);
+         std::to_string(op.microbatch) + (op.chunk ? "." + std::to_string(op.chunk) : "");
 }
 
 namespace {
@@ -55,12 +55,42 @@ PipelineScheduleTable zeroBubbleH1(int64_t S, int64_t M) {
   return table;
 }
 
+/// Interleaved 1F1B in Megatron-LM's order (see PipelineSchedule.h).
+PipelineScheduleTable interleaved(int64_t S, int64_t M, int64_t V) {
+  PipelineScheduleTable table(static_cast<size_t>(S));
+  const int64_t total = M * V;
+  // The k-th forward (or backward) of a rank: rounds of S micro-batches per chunk.
+  auto opOf = [&](PipelineOp::Kind kind, int64_t k) {
+    const int64_t inRound = k % (S * V);
+    int64_t chunk = inRound / S;
+    if (kind == PipelineOp::kBackward)
+      chunk = V - 1 - chunk;
+    return PipelineOp{kind, (k / (S * V)) * S + inRound % S, chunk};
+  };
+  for (int64_t s = 0; s < S; ++s) {
+    std::vector<PipelineOp> &ops = table[static_cast<size_t>(s)];
+    const int64_t warmup = M == S ? total : std::min((S - s - 1) * 2 + (V - 1) * S, total);
+    int64_t f = 0, b = 0;
+    for (; f < warmup; ++f)
+      ops.push_back(opOf(PipelineOp::kForward, f));
+    while (f < total) {
+      ops.push_back(opOf(PipelineOp::kForward, f++));
+      ops.push_back(opOf(PipelineOp::kBackward, b++));
+    }
+    while (b < total)
+      ops.push_back(opOf(PipelineOp::kBackward, b++));
+  }
+  return table;
+}
+
 } // namespace
 
 PipelineScheduleTable makePipelineSchedule(PipelineSchedule kind, int64_t stages,
-                                           int64_t microbatches) {
+                                           int64_t microbatches, int64_t virtualStages) {
   if (kind == PipelineSchedule::kZBH1)
     return zeroBubbleH1(stages, microbatches);
+  if (kind == PipelineSchedule::kInterleaved)
+    return interleaved(stages, microbatches, virtualStages);
   PipelineScheduleTable table(static_cast<size_t>(stages));
   for (int64_t s = 0; s < stages; ++s) {
     std::vector<PipelineOp> &ops = table[static_cast<size_t>(s)];
@@ -93,46 +123,62 @@ Expected<PipelineSimulation> simulatePipeline(const PipelineScheduleTable &sched
     return Status::error("pipeline schedule", "needs at least one stage and one micro-batch");
   if (!(forwardCost > 0) || !(backwardCost > 0))
     return Status::error("pipeline schedule", "pass costs must be positive");
-  // Each stage lists every pass of every micro-batch once, its backward after its forward.
+  int64_t V = 1;
+  for (const auto &ops : schedule)
+    for (const PipelineOp &op : ops) {
+      if (op.chunk < 0 || op.chunk >= 4096)
+        return Status::error("pipeline schedule", pipelineOpText(op) + " names chunk " +
+                                                      std::to_string(op.chunk));
+      V = std::max(V, op.chunk + 1);
+    }
+  const size_t M = static_cast<size_t>(microbatches);
+  // Per (chunk, micro-batch): index chunk * M + m.
+  const size_t perRank = static_cast<size_t>(V) * M;
+  auto slotText = [&](PipelineOp::Kind kind, int64_t m, int64_t chunk) {
+    return pipelineOpText({kind, m, chunk});
+  };
+  // Each rank lists every pass of every micro-batch of every chunk once, its backward after its
+  // forward.
   for (int64_t s = 0; s < stages; ++s) {
     const std::string where = "pipeline schedule: stage " + std::to_string(s);
-    std::vector<int> seenF(static_cast<size_t>(microbatches), 0);
-    std::vector<int> seenB(static_cast<size_t>(microbatches), 0);
-    std::vector<int> seenW(static_cast<size_t>(microbatches), 0);
+    std::vector<int> seenF(perRank, 0), seenB(perRank, 0), seenW(perRank, 0);
     bool split = false;
     for (const PipelineOp &op : schedule[static_cast<size_t>(s)]) {
       if (op.microbatch < 0 || op.microbatch >= microbatches)
         return Status::error(where, pipelineOpText(op) + " names no micro-batch of " +
                                         std::to_string(microbatches));
-      const size_t m = static_cast<size_t>(op.microbatch);
+      const size_t k = static_cast<size_t>(op.chunk) * M + static_cast<size_t>(op.microbatch);
       split = split || op.kind == PipelineOp::kWeight;
       std::vector<int> &seen = op.kind == PipelineOp::kForward    ? seenF
                                : op.kind == PipelineOp::kBackward ? seenB
                                                                   : seenW;
-      if (seen[m]++)
+      if (seen[k]++)
         return Status::error(where, "runs " + pipelineOpText(op) + " twice");
-      if (op.kind == PipelineOp::kBackward && !seenF[m])
-        return Status::error(where, "runs " + pipelineOpText(op) + " before F" +
-                                        std::to_string(op.microbatch));
-      if (op.kind == PipelineOp::kWeight && !seenB[m])
-        return Status::error(where, "runs " + pipelineOpText(op) + " before B" +
-                                        std::to_string(op.microbatch));
+      if (op.kind == PipelineOp::kBackward && !seenF[k])
+        return Status::error(where,
+                             "runs " + pipelineOpText(op) + " before " +
+                                 slotText(PipelineOp::kForward, op.microbatch, op.chunk));
+      if (op.kind == PipelineOp::kWeight && !seenB[k])
+        return Status::error(where,
+                             "runs " + pipelineOpText(op) + " before " +
+                                 slotText(PipelineOp::kBackward, op.microbatch, op.chunk));
     }
-    for (int64_t m = 0; m < microbatches; ++m) {
-      const size_t k = static_cast<size_t>(m);
-      if (!seenF[k] || !seenB[k] || (split && !seenW[k]))
-        return Status::error(where, "never runs " +
-                                        std::string(!seenF[k]   ? "F"
-                                                    : !seenB[k] ? "B"
-                                                                : "W") +
-                                        std::to_string(m));
-    }
+    for (size_t k = 0; k < perRank; ++k)
+      if (!seenF[k] || !seenB[k] || (split && !seenW[k])) {
+        const auto kind = !seenF[k]   ? PipelineOp::kForward
+                          : !seenB[k] ? PipelineOp::kBackward
+                                      : PipelineOp::kWeight;
+        return Status::error(where,
+                             "never runs " + slotText(kind, static_cast<int64_t>(k % M),
+                                                      static_cast<int64_t>(k / M)));
+      }
   }
-  // Event simulation: finish[s][kind][m] once done; a stage's next slot starts when the stage
-  // is free and its inputs have arrived.
+  // Event simulation over the S * V virtual stages (v = chunk * S + rank): done[v][m] once
+  // finished; a rank's next slot starts when the rank is free and its inputs have arrived.
+  const int64_t virtualStages = stages * V;
   const double kNever = -1;
-  std::vector<std::vector<double>> doneF(
-      static_cast<size_t>(stages), std::vector<double>(static_cast<size_t>(microbatches), kNever));
+  std::vector<std::vector<double>> doneF(static_cast<size_t>(virtualStages),
+                                         std::vector<double>(M, kNever));
   std::vector<std::vector<double>> doneB = doneF;
   std::vector<size_t> next(static_cast<size_t>(stages), 0);
   std::vector<double> freeAt(static_cast<size_t>(stages), 0);
@@ -144,16 +190,18 @@ Expected<PipelineSimulation> simulatePipeline(const PipelineScheduleTable &sched
   for (size_t s = 0; s < schedule.size(); ++s)
     for (const PipelineOp &op : schedule[s])
       splits[s] = splits[s] || op.kind == PipelineOp::kWeight;
-  // The input a slot waits for: (stage, kind) of its producer, or stage -1 for none.
-  auto dependency = [&](int64_t s, const PipelineOp &op) -> std::pair<int64_t, PipelineOp::Kind> {
+  // The input a slot of virtual stage v waits for: (virtual stage, kind) of its producer, or
+  // stage -1 for none.
+  auto dependency = [&](int64_t v, const PipelineOp &op) -> std::pair<int64_t, PipelineOp::Kind> {
     if (op.kind == PipelineOp::kForward)
-      return {s - 1, PipelineOp::kForward};
+      return {v - 1, PipelineOp::kForward};
     if (op.kind == PipelineOp::kWeight)
-      return {s, PipelineOp::kBackward};
-    if (s == stages - 1)
+      return {v, PipelineOp::kBackward};
+    if (v == virtualStages - 1)
       return {-1, PipelineOp::kForward};
-    return {s + 1, PipelineOp::kBackward};
+    return {v + 1, PipelineOp::kBackward};
   };
+  const double scale = 1.0 / static_cast<double>(V);
   size_t remaining = 0;
   for (const auto &ops : schedule)
     remaining += ops.size();
@@ -164,23 +212,25 @@ Expected<PipelineSimulation> simulatePipeline(const PipelineScheduleTable &sched
       while (next[si] < schedule[si].size()) {
         const PipelineOp &op = schedule[si][next[si]];
         const size_t m = static_cast<size_t>(op.microbatch);
-        const auto [ds, dk] = dependency(s, op);
+        const int64_t v = op.chunk * stages + s;
+        const size_t vi = static_cast<size_t>(v);
+        const auto [dv, dk] = dependency(v, op);
         double ready = freeAt[si];
-        if (ds >= 0) {
-          const double t = (dk == PipelineOp::kForward ? doneF : doneB)[static_cast<size_t>(ds)][m];
+        if (dv >= 0) {
+          const double t = (dk == PipelineOp::kForward ? doneF : doneB)[static_cast<size_t>(dv)][m];
           if (t == kNever)
             break;
           ready = std::max(ready, t);
         }
         if (op.kind == PipelineOp::kBackward)
-          ready = std::max(ready, doneF[si][m]);
+          ready = std::max(ready, doneF[vi][m]);
         sim.start[si].push_back(ready);
-        const double cost = op.kind == PipelineOp::kForward ? forwardCost
-                            : splits[si]                    ? backwardCost / 2
-                                                            : backwardCost;
+        const double cost = scale * (op.kind == PipelineOp::kForward ? forwardCost
+                                     : splits[si]                    ? backwardCost / 2
+                                                                     : backwardCost);
         const double end = ready + cost;
         if (op.kind != PipelineOp::kWeight)
-          (op.kind == PipelineOp::kForward ? doneF : doneB)[si][m] = end;
+          (op.kind == PipelineOp::kForward ? doneF : doneB)[vi][m] = end;
         // Activations live from F until the last backward part (B, or W when split).
         if (op.kind == PipelineOp::kForward)
           ++alive[si];
@@ -201,11 +251,11 @@ Expected<PipelineSimulation> simulatePipeline(const PipelineScheduleTable &sched
         if (next[si] >= schedule[si].size())
           continue;
         const PipelineOp &op = schedule[si][next[si]];
-        const auto [ds, dk] = dependency(s, op);
+        const auto [dv, dk] = dependency(op.chunk * stages + s, op);
         what += (what.empty() ? "" : "; ") + std::string("stage ") + std::to_string(s) +
                 " waits at " + pipelineOpText(op) + " for " +
-                (dk == PipelineOp::kForward ? "F" : "B") + std::to_string(op.microbatch) +
-                " of stage " + std::to_string(ds);
+                slotText(dk, op.microbatch, dv / stages) + " of stage " +
+                std::to_string(dv % stages);
       }
       return Status::error("pipeline schedule", "deadlocks: " + what);
     }

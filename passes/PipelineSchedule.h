@@ -22,17 +22,20 @@ struct PipelineOp {
   enum Kind { kForward, kBackward, kWeight };
   Kind kind = kForward;
   int64_t microbatch = 0;
+  /// Interleaved schedules: the model chunk (virtual stage chunk * S + rank of S ranks); else 0.
+  int64_t chunk = 0;
   bool operator==(const PipelineOp &o) const {
-    return kind == o.kind && microbatch == o.microbatch;
+    return kind == o.kind && microbatch == o.microbatch && chunk == o.chunk;
   }
 };
-/// "F0", "B3", "W1".
+/// "F0", "B3", "W1"; a chunk other than 0 follows a dot: "F3.1" (micro-batch 3 of chunk 1).
 std::string pipelineOpText(const PipelineOp &op);
 
-/// What every stage runs, in order: schedule[s] is stage s's list.
+/// What every pipeline rank runs, in order: schedule[s] is rank s's list (without interleaving
+/// a rank is one stage).
 using PipelineScheduleTable = std::vector<std::vector<PipelineOp>>;
 
-/// The schedule of `stages` stages over `microbatches` micro-batches.
+/// The schedule of `stages` pipeline ranks over `microbatches` micro-batches.
 /// GPipe (Huang et al. 2019): every stage runs F0..F(M-1), then B0..B(M-1).
 /// 1F1B (PipeDream-Flush, Narayanan et al. 2021, section 2.2): stage s first runs
 /// min(S - s - 1, M) warm-up forwards, then alternates one forward and one backward, then runs
@@ -43,9 +46,15 @@ using PipelineScheduleTable = std::vector<std::vector<PipelineOp>>;
 /// flight (a micro-batch leaves at its W: one more than 1F1B's first stage keeps), else its
 /// oldest pending W. In simulation its bubble is within 15% of ZB-H1's (S-1)(F+B-W) time,
 /// (S-1) / (3M+S-1) of the stage time, against 1F1B's (S-1) / (M+S-1): about a third for M >> S.
+/// Interleaved 1F1B (Narayanan et al. 2021, section 2.2.2; Megatron-LM's order): each rank
+/// holds `virtualStages` V chunks; it runs forwards in rounds of S micro-batches per chunk
+/// (chunk 0 of micro-batches 0..S-1, chunk 1 of the same, ..., then the next S micro-batches),
+/// backwards in the same rounds with the chunks reversed; rank s warms up with
+/// min(2(S - s - 1) + (V - 1)S, MV) forwards (all of them when M = S), then alternates. Bubble
+/// (S-1) / (VM + S-1) of the step. Precondition for it: V >= 2, M a multiple of S.
 /// Precondition: stages >= 1, microbatches >= 1.
 PipelineScheduleTable makePipelineSchedule(PipelineSchedule kind, int64_t stages,
-                                           int64_t microbatches);
+                                           int64_t microbatches, int64_t virtualStages = 1);
 
 /// What a simulation of a schedule found.
 struct PipelineSimulation {
@@ -54,21 +63,24 @@ struct PipelineSimulation {
   /// Idle share of the stages' time: 1 - (busy time of all stages) / (stages * makespan).
   /// GPipe and 1F1B with equal stage costs: (S - 1) / (M + S - 1).
   double bubbleFraction = 0;
-  /// Per stage, the most micro-batches whose forward has run and whose backward has not: the
-  /// activations the stage keeps at once.
+  /// Per rank, the most (micro-batch, chunk) passes whose forward has run and whose backward has
+  /// not: the activations the rank keeps at once, in units of one chunk's micro-batch.
   std::vector<int64_t> peakActivations;
   /// start[s][k]: when stage s starts its k-th slot.
   std::vector<std::vector<double>> start;
 };
 
-/// Runs the schedule as the executor would: each stage runs its slots in order; F(s, m) waits
-/// for F(s - 1, m) (the activations it receives), B(s, m) for B(s + 1, m) (the gradient it
-/// receives) and for F(s, m); the last stage's B(m) follows its F(m) (the loss); W(s, m) follows
-/// B(s, m). Sends do not block. A forward takes `forwardCost`, a backward `backwardCost` (> 0,
-/// the same on every stage); on a stage that lists W slots, B and W take half of it each and a
-/// micro-batch's activations live until its W. Errors: a stage that lists a pass twice or misses one, a backward before its own
-/// forward, or a deadlock: no stage can go on; the message names every stage's blocked slot
-/// and what it waits for ("stage 0 waits at B1 for B1 of stage 1; stage 1 waits at F1 ...").
+/// Runs the schedule as the executor would: each rank runs its slots in order; with V chunks
+/// (V = 1 + the largest chunk listed) slot (kind, m, chunk c) of rank s belongs to virtual stage
+/// v = cS + s of SV. F(v, m) waits for F(v - 1, m) (the activations it receives), B(v, m) for
+/// B(v + 1, m) (the gradient it receives) and for F(v, m); the last virtual stage's B(m) follows
+/// its F(m) (the loss); W(v, m) follows B(v, m). Sends do not block. A forward takes
+/// `forwardCost` / V, a backward `backwardCost` / V (> 0, the same on every stage): a rank's
+/// work is the same whatever V; on a rank that lists W slots, B and W take half of the backward
+/// each and a micro-batch's activations live until its W. Errors: a rank that lists a pass twice
+/// or misses one (of any chunk), a backward before its own forward, or a deadlock: no rank can
+/// go on; the message names every rank's blocked slot and what it waits for ("stage 0 waits at
+/// B1 for B1 of stage 1; stage 1 waits at F1 ...").
 Expected<PipelineSimulation> simulatePipeline(const PipelineScheduleTable &schedule,
                                               int64_t microbatches, double forwardCost = 1,
                                               double backwardCost = 2);

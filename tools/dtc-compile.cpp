@@ -78,12 +78,13 @@ int main(int argc, char **argv) {
   train->add_option("--strategy", strategy,
                     "distribution strategy: single (one device, the default), dp=N "
                     "(synchronous data parallelism over N ranks; --batch-size is the global "
-                    "batch), pp=S[,microbatches=M][,schedule=gpipe|1f1b|zb-h1] (pipeline "
-                    "parallelism over S stages, M micro-batches per step, default M=S and 1f1b), "
-                    "or both: dp=D,pp=S on D*S ranks");
+                    "batch), pp=S[,microbatches=M][,schedule=gpipe|1f1b|zb-h1|interleaved]"
+                    "[,virtual-stages=V] (pipeline parallelism over S stages, M micro-batches "
+                    "per step, default M=S and 1f1b; interleaved: V model chunks per stage, "
+                    "default 2, M a multiple of S), or both: dp=D,pp=S on D*S ranks");
   std::string ppCuts;
   train->add_option("--pp-cuts", ppCuts,
-                    "pp=S: the S-1 stage boundaries, comma-separated node or tensor names in "
+                    "pp=S: the S-1 stage boundaries (S*V-1 with virtual-stages=V), comma-separated node or tensor names in "
                     "topological order; a stage ends after each named node (or the node "
                     "computing the named tensor). Default: balanced by estimated time");
   train->add_option("--bucket-mb", flags.bucketMb,

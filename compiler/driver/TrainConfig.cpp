@@ -270,10 +270,14 @@ Status validateTrainConfig(const TrainingConfig &c) {
       return bad("--pp-cuts", "has an empty name");
   if (!c.ppCuts.empty() && c.mesh.pp < 2)
     return bad("--pp-cuts", "applies to --strategy pp=S (S >= 2)");
-  if (!c.ppCuts.empty() && static_cast<int64_t>(c.ppCuts.size()) != c.mesh.pp - 1)
+  if (!c.ppCuts.empty() && static_cast<int64_t>(c.ppCuts.size()) != c.mesh.stages() - 1)
     return bad("--pp-cuts", "names " + std::to_string(c.ppCuts.size()) +
                                 " boundaries; --strategy pp=" + std::to_string(c.mesh.pp) +
-                                " needs " + std::to_string(c.mesh.pp - 1));
+                                (c.mesh.virtualStages > 1
+                                     ? " with virtual-stages=" +
+                                           std::to_string(c.mesh.virtualStages)
+                                     : std::string()) +
+                                " needs " + std::to_string(c.mesh.stages() - 1));
   if (c.syncBatchNorm && c.dataParallel() == 0)
     return bad("--sync-batchnorm", "applies to --strategy dp=N");
   if (c.bucketMb != kDefaultBucketMb && c.dataParallel() == 0)

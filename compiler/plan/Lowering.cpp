@@ -784,7 +784,7 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
     }
   }
   std::unordered_map<int, int> collectiveAt; // collective number -> instruction index
-  std::set<std::pair<int, int>> slotsSeen;   // pipeline (kind, micro-batch) already started
+  std::set<std::tuple<int, int, int>> slotsSeen; // pipeline (kind, micro-batch, chunk) started
   for (const LInstr &in : instrs) {
     if (in.node && in.node->microBatch() >= 0 &&
         (in.node->phase() == ir::Phase::kForward || in.node->phase() == ir::Phase::kBackward) &&
@@ -792,10 +792,14 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
       const int kind = in.node->phase() == ir::Phase::kForward ? PipelineSlot::FORWARD
                        : in.node->isWeightGradient()           ? PipelineSlot::WEIGHT
                                                                  : PipelineSlot::BACKWARD;
-      if (slotsSeen.insert({kind, in.node->microBatch()}).second) {
+      // Interleaved pipelines: virtual stage v is chunk v / pp of rank v % pp.
+      const int chunk = in.node->stage() >= 0 ? in.node->stage() / static_cast<int>(cfg->mesh.pp)
+                                              : 0;
+      if (slotsSeen.insert({kind, in.node->microBatch(), chunk}).second) {
         PipelineSlot *slot = rp->add_schedule();
         slot->set_kind(static_cast<PipelineSlot::Kind>(kind));
         slot->set_micro_batch(in.node->microBatch());
+        slot->set_chunk(chunk);
         slot->set_first_instruction(rp->instructions_size());
       }
     }

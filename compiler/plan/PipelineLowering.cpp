@@ -13,11 +13,12 @@ namespace dtc::plan {
 
 namespace {
 
-/// The nodes of stage `s` (in graph order, which the pipeline-comm pass made the stage's
-/// schedule) with the inputs, initializers and outputs they use. Values crossing stages were
-/// replaced by Send/Recv, so a stage reads only its own values, initializers and inputs. The
-/// stage graph's training roles are the graph's restricted to the stage.
-Expected<std::unique_ptr<ir::Graph>> extractStage(const ir::Graph &graph, int s) {
+/// The nodes of pipeline rank `s` of `pp` (virtual stages s, s + pp, ...; in graph order, which
+/// the pipeline-comm pass made the rank's schedule) with the inputs, initializers and outputs
+/// they use. Values crossing ranks were replaced by Send/Recv, so a rank reads only its own
+/// values, initializers and inputs. The stage graph's training roles are the graph's restricted
+/// to the rank.
+Expected<std::unique_ptr<ir::Graph>> extractStage(const ir::Graph &graph, int s, int pp) {
   const ir::TrainingRoles &st = graph.training();
   auto out = std::make_unique<ir::Graph>();
   ir::Graph &g = *out;
@@ -41,7 +42,7 @@ Expected<std::unique_ptr<ir::Graph>> extractStage(const ir::Graph &graph, int s)
     return c;
   };
   for (const ir::Node *n : graph.nodes()) {
-    if (n->stage() != s)
+    if (n->stage() < 0 || n->stage() % pp != s)
       continue;
     std::vector<ir::Value *> ins;
     for (ir::Value *v : n->inputs()) {
@@ -159,7 +160,8 @@ Expected<Plan> detail::lowerPipeline(const ir::Graph &graph, const TrainingConfi
   Plan plan;
   int collectives = 0;
   for (int s = 0; s < cfg.mesh.pp; ++s) {
-    DTC_ASSIGN_OR_RETURN(std::unique_ptr<ir::Graph> stage, extractStage(graph, s));
+    DTC_ASSIGN_OR_RETURN(std::unique_ptr<ir::Graph> stage,
+                         extractStage(graph, s, static_cast<int>(cfg.mesh.pp)));
     if (stage->numNodes() == 0)
       return Status::error("pipeline stage " + std::to_string(s), "has nothing to do");
     auto lowered = detail::lowerProgram(*stage, opts, &cfg, /*finish=*/false);

@@ -31,6 +31,9 @@ Status writePlanFile(const Plan &plan, const std::string &path);
 /// The canonical text form: deterministic, one buffer or instruction per line, constants shown
 /// by size and SHA-256 (not their bytes). `rank` restricts it to one rank's program.
 std::string planText(const Plan &plan, std::optional<int> rank = std::nullopt);
+/// A pipeline slot as plan-text shows it: "F3" (micro-batch 3's forward), "B0", "W1", and with a
+/// chunk other than 0 "F3.1".
+std::string pipelineSlotText(const PipelineSlot &slot);
 /// SHA-256 (lowercase hex) of planText(plan) over all ranks, with the model's path left out (the
 /// model is identified by its checksum, so the same plan has one fingerprint wherever it lies).
 std::string fingerprint(const Plan &plan);

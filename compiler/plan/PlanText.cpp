@@ -434,6 +434,14 @@ static std::string floatText(float v) {
   return std::string(buf, r.ptr);
 }
 
+std::string pipelineSlotText(const PipelineSlot &slot) {
+  return std::string(slot.kind() == PipelineSlot::FORWARD    ? "F"
+                     : slot.kind() == PipelineSlot::BACKWARD ? "B"
+                                                             : "W") +
+         std::to_string(slot.micro_batch()) +
+         (slot.chunk() ? "." + std::to_string(slot.chunk()) : "");
+}
+
 std::string planText(const Plan &plan, std::optional<int> rank) {
   std::string out = "plan v" + std::to_string(plan.format_version()) +
                     " mode=" + modeText(plan.mode()) +
@@ -455,6 +463,9 @@ std::string planText(const Plan &plan, std::optional<int> rank) {
            " pp=" + std::to_string(plan.mesh().pp()) + " tp=" + std::to_string(plan.mesh().tp()) +
            " microbatches=" + std::to_string(plan.mesh().microbatches()) +
            (plan.mesh().schedule().empty() ? "" : " schedule=" + token(plan.mesh().schedule())) +
+           (plan.mesh().virtual_stages() > 1
+                ? " virtual_stages=" + std::to_string(plan.mesh().virtual_stages())
+                : "") +
            "\n";
   for (const CommGroup &g : plan.groups()) {
     out += "group " + std::to_string(g.id()) + " " + token(g.axis()) + " [";
@@ -500,18 +511,14 @@ std::string planText(const Plan &plan, std::optional<int> rank) {
       shown[static_cast<size_t>(ri.program())] = true;
   }
   // Pipelines: each stage's schedule as one row of slots (Fk / Bk: micro-batch k's forward or
-  // backward pass, @ the instruction where it starts).
+  // backward pass, Fk.c that of chunk c, @ the instruction where it starts).
   for (int p = 0; p < plan.programs_size(); ++p) {
     const RankProgram &r = plan.programs(p);
     if (r.schedule_size() == 0 || !shown[static_cast<size_t>(p)])
       continue;
     out += "schedule program " + std::to_string(p) + ":";
     for (const PipelineSlot &slot : r.schedule())
-      out += std::string(" ") +
-             (slot.kind() == PipelineSlot::FORWARD    ? "F"
-              : slot.kind() == PipelineSlot::BACKWARD ? "B"
-                                                      : "W") +
-             std::to_string(slot.micro_batch()) + "@" + std::to_string(slot.first_instruction());
+      out += " " + pipelineSlotText(slot) + "@" + std::to_string(slot.first_instruction());
     out += "\n";
   }
   for (int p = 0; p < plan.programs_size(); ++p)

@@ -18,6 +18,7 @@ Status layoutRanks(Plan &plan, const Mesh &mesh,
   mi->set_tp(mesh.tp);
   mi->set_microbatches(mesh.microbatches);
   mi->set_schedule(mesh.pp > 1 ? pipelineScheduleName(mesh.schedule) : "");
+  mi->set_virtual_stages(mesh.pp > 1 ? mesh.virtualStages : 0);
   const int64_t world = mesh.worldSize();
   plan.set_world_size(static_cast<int32_t>(world));
   plan.clear_groups();

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <set>
 #include <string>
+#include <tuple>
 
 namespace dtc::plan {
 namespace {
@@ -338,16 +339,14 @@ Status checkProgram(const RankProgram &r, const KernelCheck &kernelCheck) {
                                q(r.instructions(i).collective().name()) + ")",
                            "is never waited for");
   // A pipeline schedule: each slot once, starting inside the program, in program order.
-  std::set<std::pair<int, int32_t>> slots;
+  std::set<std::tuple<int, int32_t, int32_t>> slots;
   int32_t previous = -1;
   for (const PipelineSlot &slot : r.schedule()) {
-    const std::string name =
-        std::string(slot.kind() == PipelineSlot::FORWARD    ? "F"
-                    : slot.kind() == PipelineSlot::BACKWARD ? "B"
-                                                            : "W") +
-        str(slot.micro_batch());
-    if (slot.micro_batch() < 0 || !slots.insert({slot.kind(), slot.micro_batch()}).second)
-      return Status::error("schedule slot " + name, "is listed twice or has no micro-batch");
+    const std::string name = pipelineSlotText(slot);
+    if (slot.micro_batch() < 0 || slot.chunk() < 0 ||
+        !slots.insert({slot.kind(), slot.micro_batch(), slot.chunk()}).second)
+      return Status::error("schedule slot " + name,
+                           "is listed twice or has no micro-batch or chunk");
     if (slot.first_instruction() < previous || slot.first_instruction() >= r.instructions_size())
       return Status::error("schedule slot " + name,
                            "starts at instruction " + str(slot.first_instruction()) +

@@ -21,7 +21,13 @@ const char *meshAxisName(MeshAxis a) {
 }
 
 const char *pipelineScheduleName(PipelineSchedule s) {
-  return s == PipelineSchedule::kGPipe ? "gpipe" : s == PipelineSchedule::k1F1B ? "1f1b" : "zb-h1";
+  switch (s) {
+  case PipelineSchedule::kGPipe: return "gpipe";
+  case PipelineSchedule::k1F1B: return "1f1b";
+  case PipelineSchedule::kZBH1: return "zb-h1";
+  case PipelineSchedule::kInterleaved: return "interleaved";
+  }
+  return "?";
 }
 
 int64_t Mesh::degree(MeshAxis a) const {
@@ -76,6 +82,8 @@ std::string Mesh::text() const {
   if (pp > 1) {
     add("microbatches=" + std::to_string(microbatches));
     add(std::string("schedule=") + pipelineScheduleName(schedule));
+    if (schedule == PipelineSchedule::kInterleaved)
+      add("virtual-stages=" + std::to_string(virtualStages));
   }
   return s;
 }
@@ -86,12 +94,13 @@ Expected<Mesh> parseMesh(const std::string &strategy) {
   if (strategy == "single")
     return m;
   const char *kHelp = " (available: single, or dp=N, pp=S, tp=T combined with commas, with "
-                      "microbatches=M and schedule=gpipe|1f1b|zb-h1 for pipelines; e.g. dp=2,pp=2)";
+                      "microbatches=M, schedule=gpipe|1f1b|zb-h1|interleaved and virtual-stages=V "
+                      "for pipelines; e.g. dp=2,pp=2)";
   if (strategy.empty())
     return Status::error("--strategy", std::string("is empty") + kHelp);
   m.single = false;
   std::set<std::string> seen;
-  bool microbatchesGiven = false, scheduleGiven = false;
+  bool microbatchesGiven = false, scheduleGiven = false, virtualGiven = false;
   size_t pos = 0;
   while (pos <= strategy.size()) {
     size_t comma = strategy.find(',', pos);
@@ -112,28 +121,35 @@ Expected<Mesh> parseMesh(const std::string &strategy) {
         m.schedule = PipelineSchedule::k1F1B;
       else if (value == "zb-h1")
         m.schedule = PipelineSchedule::kZBH1;
+      else if (value == "interleaved")
+        m.schedule = PipelineSchedule::kInterleaved;
       else
-        return Status::error(where,
-                             "unknown schedule '" + value + "' (known: gpipe, 1f1b, zb-h1)");
+        return Status::error(where, "unknown schedule '" + value +
+                                        "' (known: gpipe, 1f1b, zb-h1, interleaved)");
       scheduleGiven = true;
       continue;
     }
-    if (key != "dp" && key != "pp" && key != "tp" && key != "microbatches")
+    if (key != "dp" && key != "pp" && key != "tp" && key != "microbatches" &&
+        key != "virtual-stages")
       return Status::error(where, "unknown key '" + key + "'" + kHelp);
     char *end = nullptr;
     errno = 0;
     const long long v = std::strtoll(value.c_str(), &end, 10);
-    const long long hi = key == "microbatches" ? 4096 : 65536;
-    if (value.empty() || !end || *end || errno || v < 1 || v > hi)
-      return Status::error(where, key + " needs an integer in [1, " + std::to_string(hi) +
-                                      "], got '" + value + "'");
+    const long long lo = key == "virtual-stages" ? 2 : 1;
+    const long long hi = key == "microbatches" ? 4096 : key == "virtual-stages" ? 64 : 65536;
+    if (value.empty() || !end || *end || errno || v < lo || v > hi)
+      return Status::error(where, key + " needs an integer in [" + std::to_string(lo) + ", " +
+                                      std::to_string(hi) + "], got '" + value + "'");
     if (key == "dp")
       m.dp = v;
     else if (key == "pp")
       m.pp = v;
     else if (key == "tp")
       m.tp = v;
-    else {
+    else if (key == "virtual-stages") {
+      m.virtualStages = v;
+      virtualGiven = true;
+    } else {
       m.microbatches = v;
       microbatchesGiven = true;
     }
@@ -146,6 +162,17 @@ Expected<Mesh> parseMesh(const std::string &strategy) {
                                     " is a pipeline option: it needs pp=S with S >= 2");
   if (m.pp > 1 && !microbatchesGiven)
     m.microbatches = m.pp;
+  if (virtualGiven && m.schedule != PipelineSchedule::kInterleaved)
+    return Status::error(where, "virtual-stages is an option of schedule=interleaved");
+  if (m.schedule == PipelineSchedule::kInterleaved) {
+    if (!virtualGiven)
+      m.virtualStages = 2;
+    // Megatron-LM's interleaved schedule runs the micro-batches in rounds of pp.
+    if (m.microbatches % m.pp != 0)
+      return Status::error(where, "schedule=interleaved needs microbatches to be a multiple of "
+                                  "pp=" + std::to_string(m.pp) + ", got " +
+                                      std::to_string(m.microbatches));
+  }
   return m;
 }
 

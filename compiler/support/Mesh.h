@@ -19,12 +19,16 @@ namespace dtc {
 /// (Narayanan et al. 2021), same bubble as GPipe, fewer activations in flight. ZB-H1 (Qi et al.
 /// 2023): backward split into the input-gradient part B and the weight-gradient part W, W
 /// deferred into the bubbles, at most `stages` + 1 micro-batches in flight per stage.
-enum class PipelineSchedule { kGPipe, k1F1B, kZBH1 };
+/// Interleaved 1F1B (Narayanan et al. 2021, section 2.2.2): each pipeline rank holds V model
+/// chunks (virtual stages r, r + S, ..., r + (V-1)S of S*V), so a micro-batch visits every rank
+/// V times and the bubble shrinks V-fold, for V times the point-to-point traffic.
+enum class PipelineSchedule { kGPipe, k1F1B, kZBH1, kInterleaved };
 
 /// A mesh axis; also names a rank's communicator group along that axis.
 enum class MeshAxis { kDp, kPp, kTp };
 const char *meshAxisName(MeshAxis a);                 ///< "dp", "pp", "tp"
-const char *pipelineScheduleName(PipelineSchedule s); ///< "gpipe", "1f1b", "zb-h1"
+/// "gpipe", "1f1b", "zb-h1", "interleaved"
+const char *pipelineScheduleName(PipelineSchedule s);
 
 /// A rank's place in the mesh: 0 <= dp < Mesh::dp, and so on.
 struct MeshCoord {
@@ -40,6 +44,12 @@ struct Mesh {
   /// Micro-batches per optimizer step of a pipeline (pp > 1); 1 otherwise.
   int64_t microbatches = 1;
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
+  /// Model chunks per pipeline rank: V >= 2 for the interleaved schedule, else 1.
+  int64_t virtualStages = 1;
+
+  /// Pipeline stages of the model: pp * virtualStages; virtual stage v runs on the pipeline rank
+  /// v % pp as its chunk v / pp.
+  int64_t stages() const { return pp * virtualStages; }
 
   int64_t worldSize() const { return dp * pp * tp; }
   int64_t degree(MeshAxis a) const;
@@ -58,7 +68,9 @@ struct Mesh {
 
 /// Parses a --strategy value: "single", or comma-separated KEY=VALUE items with keys dp, pp, tp
 /// (degrees, each in [1, 65536]; the world size at most 65536), microbatches (pp only, >= 1,
-/// default: pp) and schedule (gpipe | 1f1b, pp only, default 1f1b). "dp=N" alone is today's
+/// default: pp), schedule (gpipe | 1f1b | zb-h1 | interleaved, pp only, default 1f1b) and
+/// virtual-stages (interleaved only, V in [2, 64], default 2; the micro-batches must be a
+/// multiple of pp, as Megatron-LM requires). "dp=N" alone is today's
 /// data parallelism. Errors name the flag and the item: an unknown key, a repeated key, a value
 /// out of range, a pipeline option without pp > 1. tp > 1 is parsed but refused by the caller
 /// until tensor parallelism lands.

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """End-to-end checks of pipeline parallelism (dtc-compile --strategy pp=S,microbatches=M,
-schedule=gpipe|1f1b|zb-h1, alone and with dp=D; dtc-run --nproc S*D).
+schedule=gpipe|1f1b|zb-h1|interleaved, alone and with dp=D; dtc-run --nproc S*D).
 
 Groups (--only takes a comma-separated subset; all by default):
   equivalence  The law: parameters after 5 steps (--no-shuffle --save-params) equal
@@ -16,8 +16,10 @@ Groups (--only takes a comma-separated subset; all by default):
                GPT (Adam, --class-axis -1); dp=2,pp=2 on 4 ranks; --grad-accum-steps 2 on top of
                a pipeline; user cuts (--pp-cuts) and 3 stages over an uneven node count; a
                weight read on the first and the last stage (tied embeddings:
-               one copy on stage 0, sent to stage 1, gradients summed). Every run also checks that each logged loss equals single device's
-               (rel 1e-4).
+               one copy on stage 0, sent to stage 1, gradients summed); interleaved 1F1B (V = 2
+               and 3 model chunks per rank) on the MLP, the GPT (tied embedding across its first
+               and last chunk), the U-Net and dp=2,pp=2. Every run also checks that each logged
+               loss equals single device's (rel 1e-4).
   state        --checkpoint-dir and --resume of a pp=2 job: 3 steps, then a resumed run to step
                6, equal bit for bit to 6 uninterrupted steps; --dump-gradients of a pp=2 plan
                equals single device's (law); --export writes one ONNX model holding every
@@ -126,6 +128,21 @@ def equivalence_cases():
                   os.path.join(GOLDEN, "gpt_data.npz"),
                   ["--batch-size", "8", "--class-axis", "-1", "--optimizer", "adam", "--lr",
                    "1e-3"], "pp=2,microbatches=2", 2, False, True))
+    # Interleaved 1F1B: V model chunks per rank (virtual stage v on rank v % S). The GPT's tied
+    # embedding spans its first and last chunk; the U-Net's skips cross chunks, some of them
+    # between two chunks of one rank (no transfer).
+    inter = "schedule=interleaved"
+    cases.append(("mlp-sgd/pp=2,M=4,interleaved,V=2", m, digits, sgd,
+                  f"pp=2,microbatches=4,{inter}", 2, False, False))
+    cases.append(("mlp-adam/dp=2,pp=2,M=2,interleaved,V=2", m, digits, adam,
+                  f"dp=2,pp=2,microbatches=2,{inter}", 4, False, True))
+    cases.append(("gpt-adam/pp=2,M=4,interleaved,V=3", os.path.join(MODELS, "gpt_train.onnx"),
+                  os.path.join(GOLDEN, "gpt_data.npz"),
+                  ["--batch-size", "8", "--class-axis", "-1", "--optimizer", "adam", "--lr",
+                   "1e-3"], f"pp=2,microbatches=4,{inter},virtual-stages=3", 2, False, True))
+    cases.append(("unet-sgd/pp=2,M=2,interleaved,V=2", os.path.join(MODELS, "unet_train.onnx"),
+                  os.path.join(GOLDEN, "unet_data.npz"), bn_sgd, f"pp=2,microbatches=2,{inter}",
+                  2, True, False))
     return cases
 
 
@@ -267,6 +284,12 @@ def run_errors(r):
     model, digits = mlp()
     r.check("errors/too-many-stages", lambda: compile_error(
         r, model, ["--batch-size", "16", "--strategy", "pp=8"], "pp=8", "forward nodes"))
+    r.check("errors/interleaved-microbatches", lambda: compile_error(
+        r, model, ["--batch-size", "12", "--strategy", "pp=2,microbatches=3,schedule=interleaved"],
+        "schedule=interleaved needs microbatches to be a multiple of pp=2, got 3"))
+    r.check("errors/virtual-stages-without-interleaving", lambda: compile_error(
+        r, model, ["--batch-size", "16", "--strategy", "pp=2,virtual-stages=2"],
+        "virtual-stages is an option of schedule=interleaved"))
     r.check("errors/batch-not-divisible", lambda: compile_error(
         r, model, ["--batch-size", "10", "--strategy", "pp=2,microbatches=4"], "--batch-size",
         "4 micro-batches"))

@@ -4,7 +4,8 @@
 # measure the oversubscription, not the schedule):
 #   1. bubble fraction per schedule and micro-batch count, measured from dtc-run --trace (per
 #      step after --warmup: 1 - sum over stages of kernel time / (S * step span)), printed
-#      beside the formula (S - 1) / (M + S - 1) of GPipe and 1F1B and (S - 1) / (3M + S - 1) of
+#      beside the formula (S - 1) / (M + S - 1) of GPipe and 1F1B, (S - 1) / (VM + S - 1) of
+#      interleaved 1F1B with V = --virtual-stages chunks per stage, and (S - 1) / (3M + S - 1) of
 #      ZB-H1 (equal forward, input-gradient and weight-gradient times);
 #   2. each stage's arena (the plan's memory, activations included) for GPipe and 1F1B, and the
 #      simulated peak number of micro-batches whose activations a stage keeps;
@@ -134,6 +135,8 @@ def main():
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--microbatches", default="1,2,4,8")
+    ap.add_argument("--virtual-stages", type=int, default=2,
+                    help="model chunks per stage of the interleaved schedule")
     args = ap.parse_args()
     args.build = os.path.abspath(args.build)
     S = 2
@@ -150,21 +153,27 @@ def main():
           f"{S} stages, 1 thread per rank")
 
     print("\n1. bubble fraction (measured from --trace, whole step) vs the formula: GPipe, 1F1B "
-          "(S-1)/(M+S-1), ZB-H1 (S-1)/(3M+S-1)")
-    print(f"{'schedule':>8} {'M':>3} {'measured':>9} {'formula':>8} {'samples/s':>10}")
+          "(S-1)/(M+S-1), interleaved with V chunks (S-1)/(VM+S-1), ZB-H1 (S-1)/(3M+S-1)")
+    print(f"{'schedule':>14} {'M':>3} {'measured':>9} {'formula':>8} {'samples/s':>10}")
     memory = {}
-    for sched in ("gpipe", "1f1b", "zb-h1"):
+    for sched in ("gpipe", "1f1b", "interleaved", "zb-h1"):
         for mb in [int(x) for x in args.microbatches.split(",")]:
-            if args.batch % mb:
+            if args.batch % mb or (sched == "interleaved" and mb % S):
                 continue
-            plan, arenas = compile_plan(args, tmp, model,
-                                        f"pp={S},microbatches={mb},schedule={sched}")
+            strategy = f"pp={S},microbatches={mb},schedule={sched}"
+            label, V = sched, 1
+            if sched == "interleaved":
+                V = args.virtual_stages
+                strategy += f",virtual-stages={V}"
+                label = f"interleaved,V={V}"
+            plan, arenas = compile_plan(args, tmp, model, strategy)
             memory[(sched, mb)] = arenas
             trace = plan + ".trace.json"
             rate = train(args, tmp, plan, data, S, trace)
             # ZB-H1's ideal with F = B = W: (S-1) of 3M+S-1 units; GPipe and 1F1B: (S-1)/(M+S-1).
-            ideal = (S - 1) / (3 * mb + S - 1) if sched == "zb-h1" else (S - 1) / (mb + S - 1)
-            print(f"{sched:>8} {mb:>3} {bubble(trace, S, args.warmup):>9.3f} "
+            ideal = ((S - 1) / (3 * mb + S - 1) if sched == "zb-h1" else
+                     (S - 1) / (V * mb + S - 1))
+            print(f"{label:>14} {mb:>3} {bubble(trace, S, args.warmup):>9.3f} "
                   f"{ideal:>8.3f} {rate:>10.1f}")
 
     print("\n2. arena per stage (bytes, from the plans: parameters, gradients and activations) "

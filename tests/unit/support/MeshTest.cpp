@@ -53,6 +53,17 @@ TEST(MeshTest, PipelineOptions) {
   EXPECT_EQ(m->microbatches, 8);
   EXPECT_EQ(m->schedule, PipelineSchedule::kGPipe);
   EXPECT_EQ(m->text(), "pp=4,microbatches=8,schedule=gpipe");
+  EXPECT_EQ(m->stages(), 4);
+  // Interleaved: two chunks per rank unless virtual-stages says otherwise.
+  m = parseMesh("pp=2,microbatches=4,schedule=interleaved");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->virtualStages, 2);
+  EXPECT_EQ(m->stages(), 4);
+  EXPECT_EQ(m->text(), "pp=2,microbatches=4,schedule=interleaved,virtual-stages=2");
+  m = parseMesh("dp=2,pp=4,microbatches=8,schedule=interleaved,virtual-stages=3");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->stages(), 12);
+  EXPECT_EQ(m->worldSize(), 8);
 }
 
 TEST(MeshTest, BadStrategiesNameTheItem) {
@@ -69,7 +80,12 @@ TEST(MeshTest, BadStrategiesNameTheItem) {
       {"dp=2,", "'' is not KEY=VALUE"},
       {"dp=2,microbatches=4", "microbatches is a pipeline option"},
       {"dp=2,schedule=gpipe", "schedule is a pipeline option"},
-      {"pp=2,schedule=zb", "unknown schedule 'zb' (known: gpipe, 1f1b, zb-h1)"},
+      {"pp=2,schedule=zb", "unknown schedule 'zb' (known: gpipe, 1f1b, zb-h1, interleaved)"},
+      {"pp=2,microbatches=3,schedule=interleaved",
+       "schedule=interleaved needs microbatches to be a multiple of pp=2, got 3"},
+      {"pp=2,virtual-stages=2", "virtual-stages is an option of schedule=interleaved"},
+      {"pp=2,schedule=interleaved,virtual-stages=1",
+       "virtual-stages needs an integer in [2, 64], got '1'"},
       {"dp=1024,pp=1024", "the mesh has 1048576 ranks; at most 65536"},
   };
   for (const Case &c : cases) {
