@@ -32,6 +32,8 @@
 #include "passes/PipelineSchedule.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <functional>
 #include <limits>
 #include <map>
 #include <queue>
@@ -85,8 +87,9 @@ public:
     const std::vector<ir::Node *> forward = graph.nodes();
     // Interleaved schedules cut the model into pp * V virtual stages (Node::stage), virtual
     // stage v running on pipeline rank v % pp.
-    DTC_RETURN_IF_ERROR(ctx.training->ppCuts.empty() ? assignStages(forward, mesh.stages())
-                                                     : assignCuts(forward, ctx.training->ppCuts));
+    DTC_RETURN_IF_ERROR(ctx.training->ppCuts.empty()
+                            ? assignStages(forward, mesh.stages(), *ctx.training)
+                            : assignCuts(forward, ctx.training->ppCuts));
     for (ir::Node *n : forward)
       n->setMicroBatch(0);
     if (mesh.microbatches > 1)
@@ -97,17 +100,53 @@ public:
 
 private:
   /// Cuts the forward nodes (topological order) into `stages` contiguous parts balanced by
-  /// estimated time.
-  Status assignStages(const std::vector<ir::Node *> &forward, int64_t stages) {
+  /// estimated time; with --device-memory, only among the splits whose every stage's estimated
+  /// memory (stageMemory) fits.
+  Status assignStages(const std::vector<ir::Node *> &forward, int64_t stages,
+                      const TrainingConfig &cfg) {
     std::vector<double> costs;
     for (const ir::Node *n : forward)
       costs.push_back(estimatedTime(*n));
+    std::function<bool(size_t, size_t, size_t)> fits;
+    std::vector<double> weightBytes, activationBytes;
+    if (cfg.deviceMemory > 0) {
+      memoryPerNode(forward, cfg, weightBytes, activationBytes);
+      fits = [&](size_t part, size_t begin, size_t end) {
+        return stageMemory(cfg, part, begin, end, weightBytes, activationBytes) <=
+               static_cast<double>(cfg.deviceMemory) /
+                   static_cast<double>(cfg.mesh.virtualStages);
+      };
+    }
     if (forward.size() < static_cast<size_t>(stages))
       return Status::error("--strategy pp=" + std::to_string(stages),
                            "the model has " + std::to_string(forward.size()) +
                                " forward nodes, fewer than the stages: a stage would have "
                                "nothing to do");
-    auto firsts = balanceStages(costs, stages);
+    auto firsts = balanceStages(costs, stages, fits);
+    if (!firsts && fits && forward.size() >= static_cast<size_t>(stages)) {
+      // For the message: the fullest stage of the split balanced by memory alone.
+      double least = std::numeric_limits<double>::infinity();
+      auto peak = [&](const std::vector<size_t> &split) {
+        double most = 0;
+        for (size_t k = 0; k < split.size(); ++k)
+          most = std::max(most, stageMemory(cfg, k, split[k],
+                                            k + 1 < split.size() ? split[k + 1] : forward.size(),
+                                            weightBytes, activationBytes));
+        return most;
+      };
+      if (auto byMemory = balanceStages(memoryCosts(weightBytes, activationBytes), stages))
+        least = peak(*byMemory);
+      char text[320];
+      std::snprintf(text, sizeof text,
+                    "no split of the %zu forward nodes into %lld stages fits: splitting by "
+                    "estimated memory (weights, gradients, optimizer state, activations in "
+                    "flight), the fullest stage needs about %.1f KiB%s",
+                    forward.size(), static_cast<long long>(stages), least / 1024,
+                    cfg.mesh.virtualStages > 1 ? " per chunk" : "");
+      return Status::error("--device-memory", std::string(text) +
+                                                  "; use more stages or micro-batches, or a "
+                                                  "smaller --batch-size");
+    }
     if (!firsts)
       return Status::error("--strategy pp=" + std::to_string(stages),
                            "the model has " + std::to_string(forward.size()) +
@@ -118,6 +157,62 @@ private:
         forward[i]->setStage(static_cast<int>(s));
     }
     return Status::ok();
+  }
+
+  /// Prefix sums over the forward nodes, in bytes: the weights each is the first to read, with
+  /// their gradient and optimizer state (Adam 2, SGD with momentum 1, accumulation 1 more), and
+  /// its outputs (the activations one micro-batch keeps for the backward pass).
+  static void memoryPerNode(const std::vector<ir::Node *> &forward, const TrainingConfig &cfg,
+                            std::vector<double> &weights, std::vector<double> &activations) {
+    const double copies = 2.0 + (cfg.optimizer == "sgd" ? (cfg.momentum > 0 ? 1 : 0) : 2) +
+                          (cfg.gradAccumSteps > 1 ? 1 : 0);
+    std::unordered_set<const ir::Value *> seen;
+    weights.assign(forward.size() + 1, 0);
+    activations.assign(forward.size() + 1, 0);
+    auto bytes = [](const ir::Value *v) {
+      auto n = v->shape().isStatic() ? v->shape().numElements() : std::nullopt;
+      return n ? static_cast<double>(*n) * static_cast<double>(ir::dtypeSize(v->dtype())) : 0.0;
+    };
+    for (size_t i = 0; i < forward.size(); ++i) {
+      weights[i + 1] = weights[i];
+      activations[i + 1] = activations[i];
+      for (const ir::Value *v : forward[i]->inputs())
+        if (v && v->isParameter() && seen.insert(v).second)
+          weights[i + 1] += copies * bytes(v);
+      for (const ir::Value *v : forward[i]->outputs())
+        if (v)
+          activations[i + 1] += bytes(v);
+    }
+  }
+
+  /// Micro-batches whose activations stage `part` keeps at once: GPipe all M; 1F1B S - s
+  /// (PipeDream-Flush), ZB-H1 one more; interleaved (virtual stages) all M, as a bound.
+  static double inFlight(const TrainingConfig &cfg, size_t part) {
+    const int64_t S = cfg.mesh.pp, M = cfg.mesh.microbatches, s = static_cast<int64_t>(part);
+    switch (cfg.mesh.schedule) {
+    case PipelineSchedule::k1F1B: return static_cast<double>(std::min(S - s, M));
+    case PipelineSchedule::kZBH1: return static_cast<double>(std::min(S - s + 1, M));
+    default: return static_cast<double>(M);
+    }
+  }
+
+  /// Estimated bytes of stage `part` holding forward nodes [begin, end); `weights` and
+  /// `activations` are prefix sums (entry i: nodes [0, i)).
+  static double stageMemory(const TrainingConfig &cfg, size_t part, size_t begin, size_t end,
+                            const std::vector<double> &weights,
+                            const std::vector<double> &activations) {
+    return weights[end] - weights[begin] +
+           (activations[end] - activations[begin]) * inFlight(cfg, part);
+  }
+
+  /// Per-node memory as balancing costs (weights plus one micro-batch's activations), from the
+  /// prefix sums.
+  static std::vector<double> memoryCosts(const std::vector<double> &weights,
+                                         const std::vector<double> &activations) {
+    std::vector<double> out(weights.size() - 1);
+    for (size_t i = 0; i < out.size(); ++i)
+      out[i] = weights[i + 1] - weights[i] + activations[i + 1] - activations[i];
+    return out;
   }
 
   /// Stages ending after the nodes `cuts` name (a node, or a tensor: its producer), which must

@@ -265,7 +265,9 @@ Expected<PipelineSimulation> simulatePipeline(const PipelineScheduleTable &sched
   return sim;
 }
 
-Expected<std::vector<size_t>> balanceStages(const std::vector<double> &costs, int64_t stages) {
+Expected<std::vector<size_t>>
+balanceStages(const std::vector<double> &costs, int64_t stages,
+              const std::function<bool(size_t part, size_t begin, size_t end)> &fits) {
   const size_t n = costs.size();
   if (stages < 1)
     return Status::error("pipeline stages", "need at least one stage");
@@ -295,16 +297,23 @@ Expected<std::vector<size_t>> balanceStages(const std::vector<double> &costs, in
     return mx < b.max - eps || (mx <= b.max + eps && sq <= b.squares + eps * eps);
   };
   for (size_t i = 1; i <= n; ++i)
-    best[0][i] = {prefix[i], prefix[i] * prefix[i], 0};
+    if (!fits || fits(0, 0, i))
+      best[0][i] = {prefix[i], prefix[i] * prefix[i], 0};
   for (size_t k = 1; k < S; ++k)
     for (size_t i = k + 1; i <= n; ++i)
       for (size_t j = k; j < i; ++j) {
         const Best &prev = best[k - 1][j];
+        if (std::isinf(prev.max) || (fits && !fits(k, j, i)))
+          continue;
         const double part = prefix[i] - prefix[j];
         const double mx = std::max(prev.max, part), sq = prev.squares + part * part;
         if (better(mx, sq, best[k][i]))
           best[k][i] = {mx, sq, j};
       }
+  if (std::isinf(best[S - 1][n].max))
+    return Status::error("pipeline stages", "no split of the " + std::to_string(n) +
+                                                " items into " + std::to_string(stages) +
+                                                " stages fits");
   std::vector<size_t> firsts(S);
   size_t end = n;
   for (size_t k = S; k-- > 0;) {

@@ -10,6 +10,7 @@
 #include "compiler/support/Status.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -89,8 +90,12 @@ Expected<PipelineSimulation> simulatePipeline(const PipelineScheduleTable &sched
 /// parts and returns the index of each part's first item (the first is 0). The split minimizes
 /// the largest part's cost and, among those, the sum of squared part costs, so equal items
 /// spread evenly, the first stages taking the leftovers (30 equal layers on 4 stages: 8/8/7/7).
-/// Exact dynamic programming, O(S * n^2). Errors: fewer items than stages (a stage would have
-/// nothing to do), a negative cost.
-Expected<std::vector<size_t>> balanceStages(const std::vector<double> &costs, int64_t stages);
+/// With `fits`, only parts for which fits(part index, first item, end item) holds are allowed
+/// (a per-device memory limit). Exact dynamic programming, O(S * n^2) cost and `fits` calls.
+/// Errors: fewer items than stages (a stage would have nothing to do), a negative cost, no split
+/// whose every part fits ("no split ... fits").
+Expected<std::vector<size_t>>
+balanceStages(const std::vector<double> &costs, int64_t stages,
+              const std::function<bool(size_t part, size_t begin, size_t end)> &fits = nullptr);
 
 } // namespace dtc::passes

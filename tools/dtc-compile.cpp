@@ -82,7 +82,10 @@ int main(int argc, char **argv) {
                     "[,virtual-stages=V] (pipeline parallelism over S stages, M micro-batches "
                     "per step, default M=S and 1f1b; interleaved: V model chunks per stage, "
                     "default 2, M a multiple of S), or both: dp=D,pp=S on D*S ranks");
-  std::string ppCuts;
+  std::string ppCuts, deviceMemory;
+  train->add_option("--device-memory", deviceMemory,
+                    "memory of one device, e.g. 16G or 512MiB: every rank's arena must fit "
+                    "(an error names the rank otherwise); pp=S balances its stages under it");
   train->add_option("--pp-cuts", ppCuts,
                     "pp=S: the S-1 stage boundaries (S*V-1 with virtual-stages=V), comma-separated node or tensor names in "
                     "topological order; a stage ends after each named node (or the node "
@@ -207,7 +210,7 @@ int main(int argc, char **argv) {
       "--lr-schedule",  "--warmup-steps", "--step-size",    "--gamma",          "--total-steps",
       "--min-lr",       "--clip-grad-norm", "--grad-accum-steps", "--freeze", "--loss-output",
       "--label-name",   "--ignore-index", "--class-axis", "--bucket-mb", "--sync-batchnorm",
-      "--pp-cuts"};
+      "--pp-cuts",      "--device-memory"};
   bool anyTrainingFlag = false;
   for (const char *f : trainingFlags) {
     anyTrainingFlag = anyTrainingFlag || app.count(f);
@@ -280,6 +283,14 @@ int main(int argc, char **argv) {
                              "names, none empty\n", ppCuts.c_str());
         return 2;
       }
+    }
+    if (app.count("--device-memory")) {
+      auto bytes = dtc::driver::parseByteSize(deviceMemory, "--device-memory");
+      if (!bytes) {
+        std::fprintf(stderr, "error: %s\n", bytes.status().message().c_str());
+        return 2;
+      }
+      cfg.deviceMemory = *bytes;
     }
     if (dtc::Status s = dtc::driver::parseStrategy(strategy, cfg); !s.isOk()) {
       std::fprintf(stderr, "error: %s\n", s.message().c_str());

@@ -8,10 +8,12 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <pthread.h>
 #include <regex>
 #include <sstream>
@@ -177,16 +179,49 @@ Status readTrainConfigFile(const std::string &path, TrainingConfig &cfg,
       s = get(path, key, json(splitCuts(v.get<std::string>())), cfg.ppCuts);
     else if (key == "pp-cuts")
       s = get(path, key, v, cfg.ppCuts);
+    else if (key == "device-memory") { // "16G" as on the command line, or a byte count
+      if (!v.is_string() && !v.is_number_unsigned())
+        return keyError(path, key, "expected a size such as \"16G\" or a byte count");
+      auto bytes = parseByteSize(v.is_string() ? v.get<std::string>()
+                                               : std::to_string(v.get<uint64_t>()),
+                                 "--device-memory");
+      if (!bytes)
+        return keyError(path, key, bytes.status().message());
+      cfg.deviceMemory = *bytes;
+    }
     else
       return keyError(path, key,
                       "unknown option (keys are dtc-compile's training flags without the "
                       "dashes: strategy, loss, loss-output, label-name, ignore-index, optimizer, "
                       "lr, momentum, nesterov, weight-decay, betas, eps, lr-schedule, "
                       "warmup-steps, step-size, gamma, total-steps, min-lr, clip-grad-norm, "
-                      "grad-accum-steps, freeze, batch-size, bucket-mb, sync-batchnorm, pp-cuts)");
+                      "grad-accum-steps, freeze, batch-size, bucket-mb, sync-batchnorm, pp-cuts, "
+                      "device-memory)");
     DTC_RETURN_IF_ERROR(s);
   }
   return Status::ok();
+}
+
+Expected<uint64_t> parseByteSize(const std::string &text, const std::string &flag) {
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits])))
+    ++digits;
+  const std::string suffix = text.substr(digits);
+  int shift = -1;
+  const char *units[][2] = {{"", ""}, {"K", "KiB"}, {"M", "MiB"}, {"G", "GiB"}, {"T", "TiB"}};
+  for (int u = 0; u < 5; ++u)
+    if (suffix == units[u][0] || suffix == units[u][1])
+      shift = 10 * u;
+  const std::string where = flag + " " + text;
+  if (digits == 0 || digits > 19 || shift < 0)
+    return Status::error(where, "expected a size in bytes with an optional K, M, G or T suffix "
+                                "(powers of 1024), e.g. 16G or 512MiB");
+  const uint64_t value = std::stoull(text.substr(0, digits));
+  if (value == 0)
+    return Status::error(where, "must be more than 0 bytes");
+  if (shift > 0 && value > (std::numeric_limits<uint64_t>::max() >> shift))
+    return Status::error(where, "is too large");
+  return value << shift;
 }
 
 Status parseStrategy(const std::string &strategy, TrainingConfig &cfg) {

@@ -24,6 +24,11 @@ Status readTrainConfigFile(const std::string &path, TrainingConfig &cfg,
 /// Errors name the flag and list the available strategies.
 Status parseStrategy(const std::string &strategy, TrainingConfig &cfg);
 
+/// A byte count as --device-memory takes it: digits with an optional binary suffix K, M, G or T
+/// (or KiB, MiB, GiB, TiB: powers of 1024), e.g. "512MiB", "16G", "1073741824". Errors name
+/// `flag`: an empty, malformed, zero or overflowing size.
+Expected<uint64_t> parseByteSize(const std::string &text, const std::string &flag);
+
 /// Checks ranges and names: loss, optimizer, lr >= 0, momentum in [0, 1), betas in [0, 1),
 /// eps > 0, weight decay >= 0, schedule name and its parameters, clip >= 0, accumulation >= 1,
 /// nesterov only with momentum > 0 (as torch.optim.SGD). Errors name the flag ("--lr: ...").

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <tuple>
+#include <cstdio>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -902,9 +903,33 @@ Expected<Plan> lowerTraining(const ir::Graph &graph, const TrainingConfig &cfg,
                              const LowerOptions &opts) {
   if (!graph.training().loss)
     return Status::error("lowering", "the training graph has no loss");
-  if (cfg.mesh.pp > 1)
-    return detail::lowerPipeline(graph, cfg, opts);
-  return detail::lowerProgram(graph, opts, &cfg, /*finish=*/true);
+  DTC_ASSIGN_OR_RETURN(Plan plan, cfg.mesh.pp > 1
+                                      ? detail::lowerPipeline(graph, cfg, opts)
+                                      : detail::lowerProgram(graph, opts, &cfg, /*finish=*/true));
+  // --device-memory: every rank's arena (parameters, gradients, optimizer state, activations
+  // and scratch, all of what the rank allocates for the step) must fit one device.
+  if (cfg.deviceMemory > 0)
+    for (int p = 0; p < plan.programs_size(); ++p) {
+      const uint64_t need = plan.programs(p).arena_bytes();
+      if (need <= cfg.deviceMemory)
+        continue;
+      auto text = [](uint64_t b) {
+        char human[32];
+        const bool big = b >= (1u << 20);
+        std::snprintf(human, sizeof human, big ? "%.1f MiB" : "%.1f KiB",
+                      static_cast<double>(b) / (big ? 1 << 20 : 1 << 10));
+        return std::to_string(b) + " bytes (" + human + ")";
+      };
+      const std::string who =
+          cfg.mesh.pp > 1 ? "pipeline stage " + std::to_string(p) : std::string("each rank");
+      return Status::error(
+          "--device-memory",
+          who + " needs an arena of " + text(need) + " for the step, more than the device's " +
+              text(cfg.deviceMemory) +
+              (cfg.mesh.pp > 1 ? "; use more stages or micro-batches, or move --pp-cuts"
+                               : "; use a smaller --batch-size or a pipeline (pp=S)"));
+    }
+  return plan;
 }
 
 } // namespace dtc::plan

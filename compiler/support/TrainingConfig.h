@@ -63,6 +63,9 @@ struct TrainingConfig {
   /// pp: user-chosen stage boundaries (node or tensor names, pp - 1 of them in topological
   /// order); empty: stages balanced by estimated time.
   std::vector<std::string> ppCuts;
+  /// Bytes of memory one device offers (--device-memory; 0 = no limit). Every rank's arena must
+  /// fit (checked after lowering); pipelines balance their stages under an estimate of it.
+  uint64_t deviceMemory = 0;
   /// Samples one rank computes per micro-batch: batchSize / max(1, dataParallel()), and with a
   /// pipeline divided by its micro-batches (the graph is bound to one micro-batch; the pipeline
   /// pass feeds it slices of the rank's batch).

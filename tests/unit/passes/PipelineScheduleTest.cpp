@@ -149,6 +149,35 @@ TEST(PipelineSchedule, DeadlockAndMalformedSchedulesAreRejected) {
             "pipeline schedule: stage 0: never runs B0");
 }
 
+TEST(PipelineSchedule, BalancedSplitsUnderAMemoryLimit) {
+  // Six equal items; the first two are heavy in memory (say, an embedding). Unconstrained the
+  // split is 2/2/2; if a stage may hold at most 11 units, the heavy items go to different
+  // stages and the second heavy one shares its stage with one light item at most: 1/2/3.
+  const std::vector<double> costs(6, 1.0);
+  const std::vector<double> memory = {10, 10, 1, 1, 1, 1};
+  auto fits = [&](size_t, size_t begin, size_t end) {
+    double m = 0;
+    for (size_t i = begin; i < end; ++i)
+      m += memory[i];
+    return m <= 11;
+  };
+  auto free = balanceStages(costs, 3);
+  ASSERT_TRUE(free);
+  EXPECT_EQ(*free, (std::vector<size_t>{0, 2, 4}));
+  auto limited = balanceStages(costs, 3, fits);
+  ASSERT_TRUE(limited) << limited.status().message();
+  EXPECT_EQ(*limited, (std::vector<size_t>{0, 1, 3}));
+  // The part index reaches the callback (a limit that depends on the stage), and a limit no
+  // split meets is an error.
+  auto none = balanceStages(costs, 3, [](size_t, size_t, size_t) { return false; });
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.status().message(), "pipeline stages: no split of the 6 items into 3 stages fits");
+  auto lastSmall = balanceStages(
+      costs, 2, [](size_t part, size_t begin, size_t end) { return part == 0 || end - begin <= 1; });
+  ASSERT_TRUE(lastSmall);
+  EXPECT_EQ(*lastSmall, (std::vector<size_t>{0, 5}));
+}
+
 TEST(PipelineSchedule, BalancedStageSplits) {
   auto split = balanceStages(std::vector<double>(30, 1.0), 4);
   ASSERT_TRUE(split);
