@@ -245,8 +245,13 @@ Expected<std::vector<HostArray>> readShard(const Manifest &manifest, int program
                                    " bytes, the manifest records " + std::to_string(ref->bytes) +
                                    of);
   Expected<std::vector<HostArray>> read = readArrays(path);
-  if (!read)
-    return Status::error(read.status().message() + of);
+  if (!read) {
+    // "<path>: array 'w': cannot read member: CRC error" (bit rot) is a corrupt shard too.
+    std::string why = read.status().message();
+    if (why.rfind(path + ": ", 0) == 0)
+      why.erase(0, path.size() + 2);
+    return Status::error(path, "corrupt checkpoint shard: " + why + of);
+  }
   std::vector<HostArray> arrays;
   std::string metaText;
   bool hasMeta = false;
