@@ -77,7 +77,10 @@ private:
   Status validate(int64_t step, Totals &val);
   /// Writes the checkpoint of `step` (every rank calls it at the same step): the lowest rank of
   /// each program writes that program's shard, then rank 0 the manifest naming them all; an
-  /// error on any rank is returned on every rank (agree()). Logs a "checkpoint" event.
+  /// error on any rank is returned on every rank (agree()). Logs a "checkpoint" event: the
+  /// manifest's file name, each shard's bytes and writing time (s), in program order, and the
+  /// seconds from the start of the checkpoint to its manifest on rank 0 (waits for the slowest
+  /// rank included).
   Status writeCheckpointAt(int64_t step, int64_t epoch, int64_t stepInEpoch, const Totals &t);
   /// Before the first step, on every rank: rank 0 checks the checkpoint folder (a fresh run
   /// refuses one holding checkpoints) or, with --resume, picks the newest manifest and checks

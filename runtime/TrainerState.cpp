@@ -23,6 +23,7 @@ struct ShardRecord {
   int64_t written = 0; ///< 1 when this rank wrote a shard
   int64_t program = -1;
   uint64_t bytes = 0;
+  double seconds = 0; ///< reading the buffers, writing and syncing the shard
   char sha256[64] = {};
 };
 
@@ -218,6 +219,7 @@ Status Trainer::writeCheckpointAt(int64_t step, int64_t epoch, int64_t stepInEpo
       mine.program = program;
       mine.bytes = ref.bytes;
       std::memcpy(mine.sha256, ref.sha256.data(), std::min(ref.sha256.size(), sizeof mine.sha256));
+      mine.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
       return Status::ok();
     }();
   }
@@ -234,7 +236,7 @@ Status Trainer::writeCheckpointAt(int64_t step, int64_t epoch, int64_t stepInEpo
   if (rank_ == 0) {
     Manifest mf;
     mf.meta = meta;
-    nlohmann::json bytes = nlohmann::json::array();
+    nlohmann::json bytes = nlohmann::json::array(), seconds = nlohmann::json::array();
     for (const ShardRecord &r : all)
       if (r.written) {
         ShardRef ref;
@@ -244,6 +246,7 @@ Status Trainer::writeCheckpointAt(int64_t step, int64_t epoch, int64_t stepInEpo
         ref.bytes = r.bytes;
         mf.shards.push_back(std::move(ref));
         bytes.push_back(r.bytes);
+        seconds.push_back(r.seconds);
       }
     committed = writeManifest(opts_.checkpointDir, mf);
     if (committed.isOk())
@@ -251,6 +254,7 @@ Status Trainer::writeCheckpointAt(int64_t step, int64_t epoch, int64_t stepInEpo
                            {"step", step},
                            {"manifest", manifestFileName(step)},
                            {"shard_bytes", bytes},
+                           {"shard_seconds", seconds},
                            {"seconds", std::chrono::duration<double>(Clock::now() - t0).count()}});
   }
   return agree(committed, what);
