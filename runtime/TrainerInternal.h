@@ -132,8 +132,9 @@ private:
   /// Sums `values` over the ranks (no-op on one rank).
   Status sumOverRanks(std::vector<double> &values, const std::string &what);
   /// Data parallelism: every rank must read the same data in the same order for as long: the
-  /// ranks compare their dataset fingerprints and sample counts, seed, shuffling, run length and
-  /// --resume, and all fail with the same message when one differs from rank 0's.
+  /// ranks compare their dataset fingerprints and sample counts, seed, shuffling, run length,
+  /// --resume and checkpointing (every rank takes part in each checkpoint), and all fail with
+  /// the same message when one differs from rank 0's.
   Status checkSameRun();
   /// Rank 0's persistent buffers (parameters, optimizer state, running statistics) replace every
   /// other rank's.

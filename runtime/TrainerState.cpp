@@ -55,7 +55,9 @@ Status Trainer::checkSameRun() {
       {"--seed", static_cast<int64_t>(seed_)},
       {"shuffling (1: --shuffle, 0: --no-shuffle)", shuffle_ ? 1 : 0},
       {"steps in the run (--steps, --epochs)", totalSteps_},
-      {"--resume", opts_.resume ? 1 : 0}};
+      {"--resume", opts_.resume ? 1 : 0},
+      {"checkpointing (1: --checkpoint-dir)", opts_.checkpointDir.empty() ? 0 : 1},
+      {"--checkpoint-every", opts_.checkpointEvery}};
   std::vector<int64_t> send;
   for (const Field &f : mine)
     send.push_back(f.value);
@@ -72,7 +74,7 @@ Status Trainer::checkSameRun() {
                 std::to_string(theirs) + ", rank 0 with " + std::to_string(all[f]) +
                 ": every rank of a job must read the same dataset with the same "
                 "options (same --data/--val-data contents, --seed, --shuffle, --steps/--epochs, "
-                "--resume)");
+                "--resume, --checkpoint-dir, --checkpoint-every)");
     }
   return Status::ok();
 }
@@ -232,6 +234,9 @@ Status Trainer::writeCheckpointAt(int64_t step, int64_t epoch, int64_t stepInEpo
         comm_->allGather(&mine, sizeof mine, all.data(), what + " (the shards' checksums)"));
   else
     all[0] = mine;
+  std::stable_sort(all.begin(), all.end(), [](const ShardRecord &a, const ShardRecord &b) {
+    return a.program < b.program;
+  });
   Status committed = Status::ok();
   if (rank_ == 0) {
     Manifest mf;

@@ -188,7 +188,9 @@ int main(int argc, char **argv) {
                  "write JSON lines (one per step and per epoch) to this file");
   CLI::Option *ckptDirOpt =
       app.add_option("--checkpoint-dir", train.checkpointDir,
-                     "write checkpoints (ckpt-<step>.npz) to this folder, created if missing");
+                     "write checkpoints (ckpt-<step>.manifest.json and one "
+                     "ckpt-<step>.shard-<program>.npz per program) to this folder, created if "
+                     "missing");
   app.add_option("--checkpoint-every", train.checkpointEvery,
                  "checkpoint every K steps (default: at the end of every epoch); the end of the "
                  "run is always checkpointed")
