@@ -1,6 +1,7 @@
 // The training loop (see Trainer.h).
 #include "runtime/Trainer.h"
 #include "runtime/PlanUtil.h"
+#include "runtime/TrainerInternal.h"
 
 #include "compiler/support/FileIO.h"
 #include "ops/cpu/Kernel.h"
@@ -26,8 +27,6 @@
 namespace dtc::rt {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 /// The value of a scalar f32 or f64 output (the loss).
 Expected<double> scalarOf(const HostArray &a) {
@@ -78,26 +77,9 @@ std::string fmtRate(double samplesPerS) {
   std::snprintf(buf, sizeof buf, "%.1f", samplesPerS);
   return buf;
 }
+} // namespace
 
-/// What the loop needs to know about the plan, resolved once.
-struct TrainingLayout {
-  int lossBuffer = -1;
-  std::string predictionName;
-  std::string labelName;
-  int optimizerBegin = 0;
-  /// Validation runs [0, forwardEnd).
-  int forwardEnd = 0;
-  int64_t microBatches = 1;
-  int64_t batch = 0;
-  /// PARAMETER, OPTIMIZER_STATE and state buffers: what a checkpoint holds.
-  std::vector<int> persistent;
-  /// Persistent buffers the micro-batch part writes (restored after validation).
-  std::vector<int> writtenByForward;
-  /// Gradient buffer and initializer name of each trained parameter.
-  std::vector<std::pair<int, std::string>> gradients;
-  /// Buffers holding initializers (by source name, first buffer of each name).
-  std::vector<std::pair<int, std::string>> initializers;
-};
+namespace detail {
 
 /// The layout of the program rank `rank` runs.
 TrainingLayout layoutOf(const plan::Plan &plan, int rank) {
@@ -158,238 +140,6 @@ TrainingLayout layoutOf(const plan::Plan &plan, int rank) {
   for (int32_t b : tr.state_buffers())
     addInit(b);
   return l;
-}
-
-/// Running sums of one epoch (or one validation pass).
-struct Totals {
-  double lossSum = 0;
-  int64_t steps = 0;
-  int64_t correct = 0;
-  int64_t counted = 0;
-  double seconds = 0;
-  int64_t samples = 0;
-};
-
-class Trainer {
-public:
-  Trainer(const plan::Plan &plan, const TrainOptions &opts, Executor &ex, const Dataset &train,
-          const Dataset *val, TrainingLayout layout)
-      : plan_(plan), opts_(opts), ex_(ex), train_(train), val_(val), l_(std::move(layout)),
-        program_(ex.program()) {
-    for (const plan::Binding &b : program_.inputs())
-      fed_.insert(b.name());
-  }
-
-  Status run();
-
-private:
-  Status setScalars(int64_t step, int64_t rngCounter, double lr);
-  /// Runs the micro-batch part on the batch starting at order[first]; adds loss/accuracy.
-  Status microBatch(const Dataset &data, const std::vector<int64_t> &order, int64_t first,
-                    double &loss, Totals &totals, int end = -1);
-  Status validate(int64_t step, Totals &val);
-  Status writeCheckpointAt(int64_t step, int64_t epoch, int64_t stepInEpoch, const Totals &t);
-  Status resume(int64_t &startStep, Totals &epochTotals);
-  Status logLine(const nlohmann::json &j);
-  Status epochEnd(int64_t epoch, int64_t stepsDone, Totals &t, bool partial);
-
-  const plan::Plan &plan_;
-  const TrainOptions &opts_;
-  Executor &ex_;
-  const Dataset &train_;
-  const Dataset *val_;
-  TrainingLayout l_;
-  /// This rank's program, and the inputs it binds (a pipeline stage reads only the data arrays
-  /// its nodes use).
-  const plan::RankProgram &program_;
-  std::set<std::string> fed_;
-  /// Pipelines: rank 0 gathers every stage's arrays for checkpoints and outputs, and hands them
-  /// out on --resume.
-  bool pipeline_ = false;
-  /// This rank's data-parallel replica (which slice of the global batch it reads), the replica
-  /// count, and the ranks that compute the loss (a pipeline's last stage; every rank otherwise).
-  int dpIndex_ = 0;
-  int dpSize_ = 1;
-  int lossRanks_ = 1;
-  /// --resume on rank 0 of a pipeline: the checkpoint's arrays, for scatterState.
-  std::vector<HostArray> resumed_;
-  std::string fingerprint_;
-  uint64_t seed_ = 0;
-  bool shuffle_ = true;
-  int64_t stepsPerEpoch_ = 0;
-  int64_t totalSteps_ = 0;
-  /// --log: every write checked (a full disk is an error, not a short log).
-  CheckedAppendFile log_;
-  std::vector<HostArray> lastGradients_;
-  bool progressLineOpen_ = false;
-  /// Data parallelism: this rank, the world size, and the global batch (l_.batch per rank).
-  int rank_ = 0;
-  int world_ = 1;
-  int64_t globalBatch_ = 0;
-  Communicator *comm_ = nullptr;
-  /// Sums `values` over the ranks (no-op on one rank).
-  Status sumOverRanks(std::vector<double> &values, const std::string &what);
-  /// Data parallelism: every rank must read the same data in the same order for as long: the
-  /// ranks compare their dataset fingerprints and sample counts, seed, shuffling, run length and
-  /// --resume, and all fail with the same message when one differs from rank 0's.
-  Status checkSameRun();
-  /// Rank 0's persistent buffers (parameters, optimizer state, running statistics) replace every
-  /// other rank's.
-  Status broadcastState();
-  /// Which arrays gather() collects.
-  enum class Part { kPersistent, kInitializers, kGradients };
-  /// (buffer, array name) of `part` in a program with layout `l`.
-  static std::vector<std::pair<int, std::string>> partOf(const TrainingLayout &l,
-                                                         const plan::RankProgram &rp, Part part);
-  /// Rank 0 gets `part` of every program (its own, then each other program's from that program's
-  /// first rank) in `out`; other ranks send theirs (the first rank of each program) or do
-  /// nothing. Every rank calls it at the same point.
-  Status gather(Part part, std::vector<HostArray> &out);
-  /// Pipelines on --resume: rank 0 sends every other rank the persistent arrays of its program
-  /// from the checkpoint (resumed_), and each writes them into its buffers.
-  Status scatterState();
-};
-
-Status Trainer::sumOverRanks(std::vector<double> &values, const std::string &what) {
-  if (!comm_ || world_ == 1 || values.empty())
-    return Status::ok();
-  return comm_->allReduceSum(values.data(), values.size(), what);
-}
-
-Status Trainer::checkSameRun() {
-  struct Field {
-    const char *what;
-    int64_t value;
-  };
-  const std::vector<Field> mine = {
-      {"training samples", train_.samples()},
-      {"training data fingerprint", static_cast<int64_t>(train_.fingerprint())},
-      {"validation samples (-1: no --val-data)", val_ ? val_->samples() : -1},
-      {"validation data fingerprint", val_ ? static_cast<int64_t>(val_->fingerprint()) : 0},
-      {"--seed", static_cast<int64_t>(seed_)},
-      {"shuffling (1: --shuffle, 0: --no-shuffle)", shuffle_ ? 1 : 0},
-      {"steps in the run (--steps, --epochs)", totalSteps_},
-      {"--resume", opts_.resume ? 1 : 0}};
-  std::vector<int64_t> send;
-  for (const Field &f : mine)
-    send.push_back(f.value);
-  std::vector<int64_t> all(send.size() * static_cast<size_t>(world_));
-  DTC_RETURN_IF_ERROR(comm_->allGather(send.data(), send.size() * sizeof(int64_t), all.data(),
-                                       "start-up check of the run"));
-  for (int r = 1; r < world_; ++r)
-    for (size_t f = 0; f < mine.size(); ++f) {
-      const int64_t theirs = all[static_cast<size_t>(r) * send.size() + f];
-      if (theirs != all[f])
-        return Status::error(
-            "rank " + std::to_string(rank_),
-            "rank " + std::to_string(r) + " runs with " + mine[f].what + " " +
-                std::to_string(theirs) + ", rank 0 with " + std::to_string(all[f]) +
-                ": every rank of a job must read the same dataset with the same "
-                "options (same --data/--val-data contents, --seed, --shuffle, --steps/--epochs, "
-                "--resume)");
-    }
-  return Status::ok();
-}
-
-Status Trainer::broadcastState() {
-  if (!comm_ || world_ == 1)
-    return Status::ok();
-  for (int b : l_.persistent) {
-    DTC_ASSIGN_OR_RETURN(HostArray a, ex_.readBuffer(b));
-    DTC_RETURN_IF_ERROR(
-        comm_->broadcast(a.bytes.data(), a.bytes.size(), 0, "broadcast of '" + a.name + "'"));
-    if (rank_ != 0)
-      DTC_RETURN_IF_ERROR(ex_.writeBuffer(b, a));
-  }
-  return Status::ok();
-}
-
-std::vector<std::pair<int, std::string>>
-Trainer::partOf(const TrainingLayout &l, const plan::RankProgram &rp, Part part) {
-  if (part == Part::kInitializers)
-    return l.initializers;
-  std::vector<std::pair<int, std::string>> out;
-  if (part == Part::kGradients) {
-    for (const auto &[b, name] : l.gradients)
-      out.push_back({b, name});
-    return out;
-  }
-  for (int b : l.persistent)
-    out.push_back({b, rp.buffers(b).name()});
-  return out;
-}
-
-/// Tag of the transfers of gather() and scatterState() on the world communicator (the
-/// pipeline's own transfers run on the pp groups' communicators).
-constexpr int kStateTag = 1;
-
-Status Trainer::gather(Part part, std::vector<HostArray> &out) {
-  out.clear();
-  const int mine = plan_.ranks(rank_).program();
-  const bool first = plan_.programs(mine).ranks(0) == rank_;
-  if (rank_ == 0 || (pipeline_ && first && mine != plan_.ranks(0).program())) {
-    for (const auto &[b, name] : partOf(l_, program_, part)) {
-      DTC_ASSIGN_OR_RETURN(HostArray a, ex_.readBuffer(b));
-      a.name = name;
-      if (rank_ != 0)
-        DTC_RETURN_IF_ERROR(comm_->send(a.bytes.data(), a.bytes.size(), 0, kStateTag,
-                                        "'" + name + "' to rank 0"));
-      else
-        out.push_back(std::move(a));
-    }
-  }
-  if (rank_ != 0 || !pipeline_)
-    return Status::ok();
-  for (int p = 0; p < plan_.programs_size(); ++p) {
-    if (p == plan_.ranks(0).program())
-      continue;
-    const int from = plan_.programs(p).ranks(0);
-    const plan::RankProgram &rp = plan_.programs(p);
-    for (const auto &[b, name] : partOf(layoutOf(plan_, from), rp, part)) {
-      const plan::Buffer &buf = rp.buffers(b);
-      HostArray a;
-      a.name = name;
-      a.dtype = static_cast<ir::DType>(buf.dtype());
-      a.shape.assign(buf.shape().begin(), buf.shape().end());
-      a.bytes.resize(buf.size_bytes());
-      DTC_RETURN_IF_ERROR(comm_->recv(a.bytes.data(), a.bytes.size(), from, kStateTag,
-                                      "'" + name + "' from rank " + std::to_string(from)));
-      out.push_back(std::move(a));
-    }
-  }
-  return Status::ok();
-}
-
-Status Trainer::scatterState() {
-  if (rank_ != 0) {
-    for (int b : l_.persistent) {
-      DTC_ASSIGN_OR_RETURN(HostArray a, ex_.readBuffer(b));
-      DTC_RETURN_IF_ERROR(comm_->recv(a.bytes.data(), a.bytes.size(), 0, kStateTag,
-                                      "'" + a.name + "' from rank 0"));
-      DTC_RETURN_IF_ERROR(ex_.writeBuffer(b, a));
-    }
-    return Status::ok();
-  }
-  std::map<std::string, const HostArray *> byName;
-  for (const HostArray &a : resumed_)
-    byName[a.name] = &a;
-  for (int r = 1; r < world_; ++r) {
-    const plan::RankProgram &rp = plan::programOf(plan_, r);
-    for (int b : layoutOf(plan_, r).persistent) {
-      const plan::Buffer &buf = rp.buffers(b);
-      auto it = byName.find(buf.name());
-      if (it == byName.end() || it->second->bytes.size() != buf.size_bytes())
-        return Status::error("--resume",
-                             "the checkpoint has no array '" + buf.name() + "' of " +
-                                 std::to_string(buf.size_bytes()) + " bytes for rank " +
-                                 std::to_string(r));
-      DTC_RETURN_IF_ERROR(comm_->send(it->second->bytes.data(), it->second->bytes.size(), r,
-                                      kStateTag, "'" + buf.name() + "' to rank " +
-                                                     std::to_string(r)));
-    }
-  }
-  resumed_.clear();
-  return Status::ok();
 }
 
 Status Trainer::setScalars(int64_t step, int64_t rngCounter, double lr) {
@@ -474,84 +224,6 @@ Status Trainer::validate(int64_t step, Totals &val) {
   return Status::ok();
 }
 
-Status Trainer::writeCheckpointAt(int64_t step, int64_t epoch, int64_t stepInEpoch,
-                                  const Totals &t) {
-  Checkpoint c;
-  c.meta.step = step;
-  c.meta.epoch = epoch;
-  c.meta.stepInEpoch = stepInEpoch;
-  c.meta.seed = seed_;
-  c.meta.shuffle = shuffle_;
-  c.meta.samples = train_.samples();
-  c.meta.planFingerprint = fingerprint_;
-  c.meta.epochLossSum = t.lossSum;
-  c.meta.epochSteps = t.steps;
-  c.meta.epochCorrect = t.correct;
-  c.meta.epochCounted = t.counted;
-  // Every stage's parameters and optimizer state in one checkpoint, written by rank 0.
-  DTC_RETURN_IF_ERROR(gather(Part::kPersistent, c.arrays));
-  if (rank_ != 0)
-    return Status::ok();
-  return writeCheckpoint(checkpointPath(opts_.checkpointDir, step), c);
-}
-
-Status Trainer::resume(int64_t &startStep, Totals &epochTotals) {
-  DTC_ASSIGN_OR_RETURN(std::string path, newestCheckpoint(opts_.checkpointDir));
-  DTC_ASSIGN_OR_RETURN(Checkpoint c, readCheckpoint(path, fingerprint_));
-  const CheckpointMeta &m = c.meta;
-  if (opts_.seed && *opts_.seed != m.seed)
-    return Status::error(path, "the checkpoint was made with --seed " + std::to_string(m.seed) +
-                                   ", not " + std::to_string(*opts_.seed) +
-                                   " (a resumed run keeps its seed)");
-  if (opts_.shuffle && *opts_.shuffle != m.shuffle)
-    return Status::error(path, std::string("the checkpoint was made with ") +
-                                   (m.shuffle ? "--shuffle" : "--no-shuffle") +
-                                   " (a resumed run keeps its data order)");
-  if (m.samples != train_.samples())
-    return Status::error(path, "the checkpoint's run read " + std::to_string(m.samples) +
-                                   " training samples, " + train_.path() + " has " +
-                                   std::to_string(train_.samples()));
-  if (m.step < 0 || m.stepInEpoch < 0 || m.epoch * stepsPerEpoch_ + m.stepInEpoch != m.step ||
-      m.stepInEpoch >= stepsPerEpoch_)
-    return Status::error(path, "inconsistent position (step " + std::to_string(m.step) +
-                                   ", epoch " + std::to_string(m.epoch) + ", step in epoch " +
-                                   std::to_string(m.stepInEpoch) + ")");
-  seed_ = m.seed;
-  shuffle_ = m.shuffle;
-  const plan::RankProgram &rp = program_;
-  std::map<std::string, const HostArray *> byName;
-  for (const HostArray &a : c.arrays)
-    byName[a.name] = &a;
-  // A pipeline's checkpoint holds every stage's buffers (names are unique over the stages).
-  size_t expected = l_.persistent.size();
-  if (pipeline_)
-    for (int p = 1; p < plan_.programs_size(); ++p)
-      expected += layoutOf(plan_, plan_.programs(p).ranks(0)).persistent.size();
-  if (byName.size() != expected)
-    return Status::error(path, "holds " + std::to_string(byName.size()) +
-                                   " buffers, the plan has " + std::to_string(expected) +
-                                   " to restore");
-  for (int b : l_.persistent) {
-    auto it = byName.find(rp.buffers(b).name());
-    if (it == byName.end())
-      return Status::error(path, "buffer '" + rp.buffers(b).name() + "' is missing");
-    Status s = ex_.writeBuffer(b, *it->second);
-    if (!s.isOk())
-      return s.withContext(path);
-  }
-  if (pipeline_)
-    resumed_ = std::move(c.arrays);
-  startStep = m.step;
-  epochTotals.lossSum = m.epochLossSum;
-  epochTotals.steps = m.epochSteps;
-  epochTotals.correct = m.epochCorrect;
-  epochTotals.counted = m.epochCounted;
-  if (opts_.progress)
-    std::fprintf(opts_.progress, "resuming from %s (step %lld)\n", path.c_str(),
-                 static_cast<long long>(m.step));
-  return Status::ok();
-}
-
 Status Trainer::epochEnd(int64_t epoch, int64_t stepsDone, Totals &t, bool partial) {
   nlohmann::json j;
   j["event"] = "epoch";
@@ -633,46 +305,7 @@ Status Trainer::run() {
 
   int64_t step = 0;
   Totals epochTotals;
-  if (rank_ != 0) {
-    // Rank 0 resumes, checkpoints and logs; the others take its position and state below.
-  } else if (opts_.resume) {
-    DTC_RETURN_IF_ERROR(resume(step, epochTotals));
-  } else if (!opts_.checkpointDir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(opts_.checkpointDir, ec);
-    if (!std::filesystem::is_directory(opts_.checkpointDir, ec))
-      return Status::error(opts_.checkpointDir, "cannot create the checkpoint folder");
-    if (newestCheckpoint(opts_.checkpointDir))
-      return Status::error(opts_.checkpointDir,
-                           "holds checkpoints of an earlier run: pass --resume to continue it, "
-                           "or use another folder");
-  }
-  if (!opts_.logPath.empty() && rank_ == 0) {
-    DTC_RETURN_IF_ERROR(log_.open(opts_.logPath, opts_.resume));
-  }
-  if (comm_ && world_ > 1) {
-    // Every rank starts where rank 0 does, with rank 0's parameters (DDP broadcasts them too).
-    std::vector<double> position = {static_cast<double>(step), epochTotals.lossSum,
-                                    static_cast<double>(epochTotals.steps),
-                                    static_cast<double>(epochTotals.correct),
-                                    static_cast<double>(epochTotals.counted),
-                                    static_cast<double>(seed_), shuffle_ ? 1.0 : 0.0};
-    DTC_RETURN_IF_ERROR(comm_->broadcast(position.data(), position.size() * sizeof(double), 0,
-                                         "broadcast of the start position"));
-    step = static_cast<int64_t>(position[0]);
-    epochTotals.lossSum = position[1];
-    epochTotals.steps = static_cast<int64_t>(position[2]);
-    epochTotals.correct = static_cast<int64_t>(position[3]);
-    epochTotals.counted = static_cast<int64_t>(position[4]);
-    seed_ = static_cast<uint64_t>(position[5]);
-    shuffle_ = position[6] != 0;
-    // Data parallelism: every replica takes rank 0's state. Pipelines: every stage loaded its
-    // own part of the model; on --resume rank 0 hands out the checkpoint's.
-    if (!pipeline_)
-      DTC_RETURN_IF_ERROR(broadcastState());
-    else if (opts_.resume)
-      DTC_RETURN_IF_ERROR(scatterState());
-  }
+  DTC_RETURN_IF_ERROR(start(step, epochTotals));
   const plan::RankProgram &rp = program_;
   std::vector<std::vector<float>> accum;
   if (l_.microBatches > 1)
@@ -832,11 +465,9 @@ Status Trainer::run() {
     if (epochDone)
       DTC_RETURN_IF_ERROR(epochEnd(epoch, step, epochTotals, false));
     const bool due = opts_.checkpointEvery > 0 ? step % opts_.checkpointEvery == 0 : epochDone;
-    if (!opts_.checkpointDir.empty() && (due || step == totalSteps_) &&
-        (rank_ == 0 || pipeline_)) {
+    if (!opts_.checkpointDir.empty() && (due || step == totalSteps_))
       DTC_RETURN_IF_ERROR(
           writeCheckpointAt(step, step / stepsPerEpoch_, step % stepsPerEpoch_, epochTotals));
-    }
   }
   // A run that stops inside an epoch still reports (and validates) what it did of it.
   if (stepsRun > 0 && step % stepsPerEpoch_ != 0)
@@ -881,7 +512,7 @@ Status Trainer::run() {
   return Status::ok();
 }
 
-} // namespace
+} // namespace detail
 
 Status train(plan::Plan plan, const TrainOptions &opts) {
   // What the loop needs (range-checked on its own), then the whole structure (indices, sizes,
@@ -928,7 +559,7 @@ Status train(plan::Plan plan, const TrainOptions &opts) {
     DTC_ASSIGN_OR_RETURN(Dataset v, Dataset::load(opts.valDataPath, inputs));
     val = std::move(v);
   }
-  TrainingLayout layout = layoutOf(plan, opts.comm ? opts.comm->rank() : 0);
+  detail::TrainingLayout layout = detail::layoutOf(plan, opts.comm ? opts.comm->rank() : 0);
   layout.batch = inputs[0].shape[0];
   for (const DataInput &in : inputs)
     if (in.shape[0] != layout.batch)
@@ -952,7 +583,7 @@ Status train(plan::Plan plan, const TrainOptions &opts) {
   eo.comm = opts.comm;
   eo.tracer = opts.tracer;
   DTC_ASSIGN_OR_RETURN(std::unique_ptr<Executor> ex, Executor::create(plan, eo));
-  Trainer trainer(ex->plan(), opts, *ex, trainData, val ? &*val : nullptr, std::move(layout));
+  detail::Trainer trainer(ex->plan(), opts, *ex, trainData, val ? &*val : nullptr, std::move(layout));
   Status s = trainer.run();
   if (s.isOk() && opts.profile)
     ex->profiler().print(*opts.profile, ex->arenaBytes());

@@ -41,7 +41,8 @@ struct TrainOptions {
   /// JSON lines file (truncated at start, appended to on --resume); "" for none.
   std::string logPath;
   /// Checkpoints: every `checkpointEvery` steps (0: at the end of every epoch) and at the end of
-  /// the run, into `checkpointDir` ("" for none). `resume` continues from its newest one.
+  /// the run, into `checkpointDir` ("" for none), sharded by plan program (runtime/Checkpoint.h).
+  /// `resume` continues from its newest complete one (the newest manifest).
   std::string checkpointDir;
   int64_t checkpointEvery = 0;
   bool resume = false;
@@ -60,7 +61,8 @@ struct TrainOptions {
   bool allowNonFiniteLoss = false;
   /// The job's communicator when the plan has several ranks (or collectives): this process
   /// trains rank comm->rank() on its shard of every global batch; rank 0 alone prints, logs,
-  /// checkpoints and writes outputs. Not owned; null on one rank.
+  /// writes checkpoint manifests and outputs; the first rank of each program writes that
+  /// program's checkpoint shard. Not owned; null on one rank.
   Communicator *comm = nullptr;
   /// --trace: every instruction and collective as a timeline event. Not owned; may be null.
   Tracer *tracer = nullptr;
@@ -88,8 +90,9 @@ bool countCorrect(const HostArray &prediction, const HostArray &label, int64_t i
 /// parallelism (opts.comm, world size N): every rank loads the same dataset and takes its
 /// slice [r * B/N, (r + 1) * B/N) of each global batch B (the order is the same seeded shuffle
 /// on every rank; the last partial global batch is dropped on every rank); parameters,
-/// optimizer state and running statistics are broadcast from rank 0 after loading (and after
-/// --resume, which rank 0 alone reads); loss and accuracy are averaged over the ranks.
+/// optimizer state and running statistics are broadcast from rank 0 after loading (on --resume
+/// every rank reads its own program's checkpoint shard instead); loss and accuracy are averaged
+/// over the ranks. Checkpoint and --resume errors are returned on every rank alike.
 /// Errors are
 /// "<where>: <what>" naming the file, array, buffer or instruction; output files are written
 /// atomically at the end, so an error leaves none behind (the log is streamed).

@@ -188,7 +188,9 @@ int main(int argc, char **argv) {
                  "write JSON lines (one per step and per epoch) to this file");
   CLI::Option *ckptDirOpt =
       app.add_option("--checkpoint-dir", train.checkpointDir,
-                     "write checkpoints (ckpt-<step>.npz) to this folder, created if missing");
+                     "write checkpoints (ckpt-<step>.manifest.json and one "
+                     "ckpt-<step>.shard-<program>.npz per program) to this folder, created if "
+                     "missing");
   app.add_option("--checkpoint-every", train.checkpointEvery,
                  "checkpoint every K steps (default: at the end of every epoch); the end of the "
                  "run is always checkpointed")
@@ -308,10 +310,11 @@ int main(int argc, char **argv) {
                   {{"--data", train.dataPath}, {"--val-data", train.valDataPath}}));
     if (!distinct.isOk())
       return fail(distinct.message());
-    // Temporaries of checkpoint writes cut short (kill -9) are removed before anything else
-    // looks at the folder; rank 0 alone writes checkpoints.
+    // What checkpoint writes cut short (kill -9) leave behind (temporaries, shards without a
+    // manifest) is removed before anything else looks at the folder, by rank 0 alone (the other
+    // ranks wait for it at start-up before they read or write there).
     if (!train.checkpointDir.empty() && dtc::rt::launcherRank() == 0) {
-      dtc::Status c = dtc::rt::removeStaleCheckpointTemporaries(train.checkpointDir);
+      dtc::Status c = dtc::rt::removeStaleCheckpointFiles(train.checkpointDir);
       if (!c.isOk())
         return fail(c.message());
     }

@@ -20,10 +20,19 @@ Groups (--only takes a comma-separated subset; all by default):
                and 3 model chunks per rank) on the MLP, the GPT (tied embedding across its first
                and last chunk), the U-Net and dp=2,pp=2. Every run also checks that each logged
                loss equals single device's (rel 1e-4).
-  state        --checkpoint-dir and --resume of a pp=2 job: 3 steps, then a resumed run to step
-               6, equal bit for bit to 6 uninterrupted steps; --dump-gradients of a pp=2 plan
-               equals single device's (law); --export writes one ONNX model holding every
-               stage's parameters, equal to --save-params.
+  state        --dump-gradients of a pp=2 plan equals single device's (law); --export writes one
+               ONNX model holding every stage's parameters, equal to --save-params.
+  checkpoints  Sharded checkpoints (runtime/Checkpoint.h) of pp=2 (MLP, Adam), dp=2,pp=2 on 4
+               ranks (CNN, momentum, synchronized BatchNorm: running statistics) and dp=2:
+               one shard per program (not per rank) and a manifest per step, each shard holding
+               exactly its program's parameters, optimizer state and running statistics (names
+               from --emit plan-text); a run stopped after a checkpoint whose last manifest is
+               lost (its shards left without one) resumes from the one before and ends bit for
+               bit (np.array_equal) where an uninterrupted run does; a deleted, truncated or
+               bit-flipped shard makes --resume fail on every rank with an error naming the
+               shard and the rank; a pp=2 job killed (SIGKILL of rank 1) while checkpointing
+               every step resumes from its newest complete checkpoint, bit for bit, and the
+               leftovers of the cut write are removed.
   errors       Compile errors: more stages than forward nodes (names the node count), a global
                batch that dp*M does not divide; a pp=2 plan started on 1 process says how to
                start it.
@@ -33,9 +42,10 @@ Groups (--only takes a comma-separated subset; all by default):
 Prints one line per check (PASS/FAIL name: details, seconds); exits 1 listing the failing
 checks.
 
-Usage: pp_train.py --build BUILD_DIR [--only equivalence,state,errors,faults] [--keep]
+Usage: pp_train.py --build BUILD_DIR [--only equivalence,state,checkpoints,errors,faults] [--keep]
 """
 import argparse
+import json
 import math
 import os
 import re
@@ -49,9 +59,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dp_train import (FAULT_TIMEOUT, GOLDEN, HARD_LIMIT, MODELS, SLACK, STEPS,  # noqa: E402
-                      CheckFailed, Job, Runner, assert_law)
+                      CheckFailed, Job, Runner, assert_law, procs_with)
 
-GROUPS = ["equivalence", "state", "errors", "faults"]
+GROUPS = ["equivalence", "state", "checkpoints", "errors", "faults"]
 LOSS_RTOL = 1e-4
 
 
@@ -199,23 +209,6 @@ def run_state(r):
     flags = ["--batch-size", "16", "--optimizer", "adam", "--lr", "0.01", "--strategy",
              "pp=2,microbatches=4"]
 
-    def resume():
-        plan = r.compile(model, flags)
-        full, _ = r.train(plan, digits, 2, ["--steps", "6", "--no-shuffle"])
-        ck = r.path("ck-pp")
-        shutil.rmtree(ck, ignore_errors=True)
-        r.train(plan, digits, 2, ["--steps", "3", "--no-shuffle", "--checkpoint-dir", ck,
-                                  "--checkpoint-every", "3"])
-        files = sorted(os.listdir(ck))
-        resumed, _ = r.train(plan, digits, 2, ["--steps", "6", "--no-shuffle",
-                                               "--checkpoint-dir", ck, "--resume"])
-        diff = [k for k in full if not np.array_equal(full[k], resumed.get(k))]
-        if sorted(full) != sorted(resumed) or diff:
-            raise CheckFailed(f"resumed run differs from the uninterrupted one in {diff}")
-        return f"checkpoint files {files}; {len(full)} tensors bit-identical after resume"
-
-    r.check("state/checkpoint-resume/pp=2", resume)
-
     def gradients():
         single = r.gradients(r.compile(model, flags[:-2] + ["--strategy", "single"]), digits)
         plan = r.compile(model, flags)
@@ -247,6 +240,220 @@ def run_state(r):
         return f"{len(params)} parameters of both stages in {os.path.basename(out)}"
 
     r.check("state/export/pp=2", export)
+
+
+def persistent_buffers(text):
+    """{program: (ranks, names)} from --emit plan-text: the buffers a checkpoint shard of the
+    program holds (parameters, optimizer state and the training section's state buffers)."""
+    out, prog, names = {}, None, {}
+    for line in text.splitlines():
+        m = re.match(r"program (\d+) ranks=\[([\d,]*)\]", line)
+        if m:
+            prog, names = int(m.group(1)), {}
+            out[prog] = ([int(x) for x in m.group(2).split(",") if x], set())
+            continue
+        if prog is None:
+            continue
+        m = re.match(r'\s+buffer %(\d+) "([^"]*)" (\w+) ', line)
+        if m:
+            names[int(m.group(1))] = m.group(2)
+            if m.group(3) in ("param", "opt_state"):
+                out[prog][1].add(m.group(2))
+            continue
+        m = re.match(r"\s+state buffer=(\d+)", line)
+        if m:
+            out[prog][1].add(names[int(m.group(1))])
+    return out
+
+
+def manifests_of(ck):
+    """{step: manifest} of the complete checkpoints in folder ck."""
+    out = {}
+    for f in os.listdir(ck):
+        m = re.fullmatch(r"ckpt-(\d+)\.manifest\.json", f)
+        if m:
+            with open(os.path.join(ck, f)) as fh:
+                out[int(m.group(1))] = json.load(fh)
+    return out
+
+
+def check_layout(ck, expected):
+    """Every file of ck is a manifest or a shard it names; one shard per program, holding
+    exactly the program's persistent buffers. Returns the shard sizes of the newest step."""
+    manifests = manifests_of(ck)
+    if not manifests:
+        raise CheckFailed(f"no manifest in {ck}: {sorted(os.listdir(ck))}")
+    named = set()
+    for step, mf in sorted(manifests.items()):
+        progs = [s["program"] for s in mf["shards"]]
+        if mf["step"] != step or progs != sorted(expected):
+            raise CheckFailed(f"manifest of step {step}: step {mf['step']}, shards of programs "
+                              f"{progs}, expected {sorted(expected)}")
+        for sh in mf["shards"]:
+            path = os.path.join(ck, sh["file"])
+            named.add(sh["file"])
+            if os.path.getsize(path) != sh["bytes"]:
+                raise CheckFailed(f"{sh['file']}: {os.path.getsize(path)} bytes, manifest says "
+                                  f"{sh['bytes']}")
+            with np.load(path) as z:
+                arrays = set(z.files) - {"__meta__"}
+                meta = json.loads(bytes(z["__meta__"]).decode())
+            want = expected[sh["program"]][1]
+            if arrays != want or meta["program"] != sh["program"] or meta["step"] != step:
+                raise CheckFailed(f"{sh['file']} holds {sorted(arrays)} (meta {meta}); program "
+                                  f"{sh['program']} has {sorted(want)}")
+    extra = sorted(set(os.listdir(ck)) - named -
+                   {f"ckpt-{s:08d}.manifest.json" for s in manifests})
+    if extra:
+        raise CheckFailed(f"files no manifest names in {ck}: {extra}")
+    newest = manifests[max(manifests)]
+    return [s["bytes"] for s in newest["shards"]]
+
+
+def same_params(full, resumed):
+    diff = [k for k in full if not np.array_equal(full[k], resumed.get(k))]
+    if sorted(full) != sorted(resumed) or diff:
+        raise CheckFailed(f"resumed run differs from the uninterrupted one in {diff or 'names'}")
+
+
+def resume_fails(r, plan, data, nproc, ck, steps, needles):
+    """--resume must fail, every rank ending (no hang), with an error line holding needles."""
+    cmd = [r.run_tool, plan, "--data", data, "--steps", str(steps), "--checkpoint-dir", ck,
+           "--resume", "--nproc", str(nproc), "--timeout", "30"]
+    out = r.exec(cmd, timeout=90)
+    lines = [ln for ln in (out.stderr + out.stdout).splitlines() if "error:" in ln]
+    hit = [ln for ln in lines if all(n in ln for n in needles)]
+    if out.returncode == 0 or not hit:
+        raise CheckFailed(f"exit {out.returncode}, expected an error line naming {needles}:\n" +
+                          (out.stderr + out.stdout)[-2000:])
+    return hit[0][hit[0].index("error:"):][:200]
+
+
+def checkpoint_cases():
+    m, digits = mlp()
+    adam = ["--batch-size", "16", "--optimizer", "adam", "--lr", "0.01"]
+    cnn_sgd = ["--batch-size", "16", "--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9",
+               "--sync-batchnorm"]
+    # name, model, data, flags, nproc, rank reading program 1's shard (the one the errors name)
+    return [("pp=2", m, digits, adam + ["--strategy", "pp=2,microbatches=4"], 2, "rank 1"),
+            ("dp=2,pp=2", os.path.join(MODELS, "cnn_train.onnx"),
+             os.path.join(GOLDEN, "cnn_data.npz"),
+             cnn_sgd + ["--strategy", "dp=2,pp=2,microbatches=1"], 4, "rank 2"),
+            ("dp=2", m, digits, adam + ["--strategy", "dp=2"], 2, None)]
+
+
+def run_checkpoints(r):
+    for name, model, data, flags, nproc, reader in checkpoint_cases():
+        def case(model=model, data=data, flags=flags, nproc=nproc, reader=reader, name=name):
+            plan = r.compile(model, flags)
+            text = r.exec([r.compile_tool, model, "--emit", "plan-text"] + flags).stdout
+            expected = persistent_buffers(text)
+            if not expected or any(not names for _, names in expected.values()):
+                raise CheckFailed(f"no persistent buffers in the plan text: {expected}")
+            ck_full, ck = r.path(f"ck-full-{name}"), r.path(f"ck-{name}")
+            for d in (ck_full, ck):
+                shutil.rmtree(d, ignore_errors=True)
+            full, _ = r.train(plan, data, nproc, ["--steps", "6", "--checkpoint-dir", ck_full,
+                                                  "--checkpoint-every", "6"])
+            # Stopped after the checkpoint of step 4; then that step's manifest is lost (a kill
+            # between its shards and its manifest): its shards are ignored, the run resumes
+            # from step 2.
+            r.train(plan, data, nproc, ["--steps", "4", "--checkpoint-dir", ck,
+                                        "--checkpoint-every", "2"])
+            sizes = check_layout(ck, expected)
+            os.remove(os.path.join(ck, "ckpt-00000004.manifest.json"))
+            cmd = [r.run_tool, plan, "--data", data, "--steps", "6", "--checkpoint-dir", ck,
+                   "--checkpoint-every", "2", "--resume", "--nproc", str(nproc), "--timeout",
+                   "60", "--save-params", r.path(f"resumed-{name}.npz")]
+            out = r.exec(cmd)
+            if out.returncode != 0 or "resuming from " + os.path.join(ck, "ckpt-00000002") \
+                    not in out.stderr:
+                raise CheckFailed(f"exit {out.returncode}, expected a resume from step 2:\n"
+                                  + (out.stderr + out.stdout)[-2000:])
+            with np.load(r.path(f"resumed-{name}.npz")) as z:
+                same_params(full, {k: z[k] for k in z.files})
+            check_layout(ck, expected)
+            # Every persistent buffer (optimizer state and running statistics too) of step 6.
+            state = 0
+            for p in expected:
+                f = f"ckpt-00000006.shard-{p}.npz"
+                with np.load(os.path.join(ck_full, f)) as a, np.load(os.path.join(ck, f)) as b:
+                    same_params({k: a[k] for k in a.files if k != "__meta__"},
+                                {k: b[k] for k in b.files if k != "__meta__"})
+                    state += len(a.files) - 1
+            msg = (f"{len(expected)} shards per step for {nproc} ranks ({sizes} bytes); after "
+                   f"resume {len(full)} parameters and {state} persistent buffers bit-identical")
+            if reader is None:
+                return msg
+            # A deleted, truncated or bit-flipped shard: every rank ends, naming it.
+            shard1 = os.path.join(ck, "ckpt-00000006.shard-1.npz")
+            saved = open(shard1, "rb").read()
+            os.remove(shard1)
+            errors = [resume_fails(r, plan, data, nproc, ck, 8,
+                                   ["ckpt-00000006.shard-1.npz: is missing", reader])]
+            with open(shard1, "wb") as f:
+                f.write(saved[:len(saved) // 2])
+            errors.append(resume_fails(r, plan, data, nproc, ck, 8,
+                                       ["ckpt-00000006.shard-1.npz: corrupt checkpoint shard",
+                                        reader]))
+            flipped = bytearray(saved)
+            flipped[len(flipped) // 2] ^= 0x01
+            with open(shard1, "wb") as f:
+                f.write(bytes(flipped))
+            errors.append(resume_fails(r, plan, data, nproc, ck, 8,
+                                       ["ckpt-00000006.shard-1.npz: corrupt checkpoint shard",
+                                        reader]))
+            return msg + "; refused: " + " | ".join(errors)
+
+        r.check(f"checkpoints/layout-resume-refusals/{name}", case)
+
+    def killed():
+        """A pp=2 job checkpointing every step is killed (SIGKILL of rank 1) once it has
+        checkpoints; --resume continues from the newest complete one and ends bit for bit where
+        an uninterrupted run of as many steps does, and the cut write's leftovers are gone."""
+        model, digits = mlp()
+        flags = ["--batch-size", "16", "--optimizer", "adam", "--lr", "0.01", "--strategy",
+                 "pp=2,microbatches=4"]
+        plan = r.compile(model, flags)
+        marked = r.path(f"pp-ckpt-kill-{os.getpid()}.dtc")
+        if not os.path.exists(marked):
+            os.link(plan, marked)
+        ck, log = r.path("ck-killed"), r.path("ck-killed.jsonl")
+        shutil.rmtree(ck, ignore_errors=True)
+        job = Job([r.run_tool, marked, "--nproc", "2", "--data", digits, "--steps", "1000000",
+                   "--checkpoint-dir", ck, "--checkpoint-every", "1", "--timeout",
+                   str(FAULT_TIMEOUT), "--print-every", "1000000", "--log", log], marked)
+        try:
+            ranks = job.ranks(2, log)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and len(manifests_of(ck)) < 3:
+                time.sleep(0.05)
+            os.kill(ranks[1], signal.SIGKILL)
+            rc = job.wait(HARD_LIMIT)
+            if rc is None or rc == 0:
+                raise CheckFailed(f"the killed job exited {rc}:\n" + job.text()[-2000:])
+        finally:
+            job.cleanup()
+        if procs_with(marked):
+            raise CheckFailed("processes of the killed job remain")
+        before = sorted(os.listdir(ck))
+        newest = max(manifests_of(ck))
+        steps = newest + 3
+        full, _ = r.train(plan, digits, 2, ["--steps", str(steps)])
+        resumed, _ = r.train(plan, digits, 2, ["--steps", str(steps), "--checkpoint-dir", ck,
+                                               "--checkpoint-every", "1000000", "--resume"])
+        same_params(full, resumed)
+        expected = persistent_buffers(
+            r.exec([r.compile_tool, model, "--emit", "plan-text"] + flags).stdout)
+        check_layout(ck, expected)
+        leftovers = [f for f in before if not re.fullmatch(
+            r"ckpt-\d+\.(manifest\.json|shard-\d\.npz)", f) or (
+            f.endswith(".npz") and int(f[5:13]) > newest)]
+        return (f"killed after {newest} checkpoints (leftovers of the cut write: "
+                f"{leftovers or 'none'}); resumed to step {steps}, {len(full)} tensors "
+                f"bit-identical; folder clean")
+
+    r.check("checkpoints/killed-and-resumed/pp=2", killed)
 
 
 def compile_error(r, model, flags, *needles):

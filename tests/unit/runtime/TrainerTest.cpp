@@ -201,7 +201,9 @@ TEST(TrainerTest, ResumeIsBitIdentical) {
   first.checkpointDir = fx.dir / "ckpt";
   first.checkpointEvery = 3;
   ASSERT_TRUE(train(fx.plan, first).isOk());
-  EXPECT_TRUE(std::filesystem::exists(fx.dir / "ckpt/ckpt-00000003.npz"));
+  // One program: one shard and the manifest naming it.
+  EXPECT_TRUE(std::filesystem::exists(fx.dir / "ckpt/ckpt-00000003.manifest.json"));
+  EXPECT_TRUE(std::filesystem::exists(fx.dir / "ckpt/ckpt-00000003.shard-0.npz"));
 
   TrainOptions second = fx.options();
   second.steps = 6;
@@ -250,15 +252,20 @@ TEST(TrainerTest, ResumeErrors) {
   s = train(other, o);
   EXPECT_NE(s.message().find("checkpoint of another plan"), std::string::npos) << s.message();
 
-  // A corrupt checkpoint is an error, never a silent restart.
-  const std::string path = fx.dir / "ckpt/ckpt-00000002.npz";
+  // A corrupt shard is an error naming it, never a silent restart.
+  const std::string path = fx.dir / "ckpt/ckpt-00000002.shard-0.npz";
   auto arrays = *readArrays(path);
   for (HostArray &a : arrays)
     if (a.name == "w")
       a.bytes[0] ^= 1;
   ASSERT_TRUE(writeNpz(path, arrays).isOk());
   s = train(fx.plan, o);
-  EXPECT_NE(s.message().find("corrupt checkpoint"), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().rfind(path + ": corrupt checkpoint shard: its SHA-256 checksum", 0), 0u)
+      << s.message();
+  // So is a missing one.
+  std::filesystem::remove(path);
+  s = train(fx.plan, o);
+  EXPECT_EQ(s.message().rfind(path + ": is missing", 0), 0u) << s.message();
 }
 
 TEST(TrainerTest, ExportReplacesInitializers) {
