@@ -1,7 +1,7 @@
 // The plan's canonical text form (golden tests, `dtc-compile --emit plan-text`) and its
 // fingerprint. The text is a pure function of the plan's fields: names are quoted and escaped so
 // that no name can break a line, floats print with %.9g, maps print sorted, constant bytes print
-// as values (8 elements or fewer) or a SHA-256 prefix. It is total: invalid plans print too.
+// as values (8 elements or fewer) or an XXH3-128 prefix. It is total: invalid plans print too.
 #include "compiler/ir/Types.h"
 #include "compiler/plan/Plan.h"
 
@@ -16,7 +16,7 @@
 namespace dtc::plan {
 namespace {
 
-/// Hex digits of a constant's SHA-256 shown in the text.
+/// Hex digits of a constant's XXH3-128 shown in the text.
 constexpr size_t kHashPrefix = 16;
 /// Constants with at most this many elements print their values.
 constexpr uint64_t kMaxShownElements = 8;
@@ -104,6 +104,13 @@ std::string token(const std::string &s) {
            ch == '_' || ch == '.' || ch == '-';
   });
   return plain ? s : quote(s);
+}
+
+/// "xxh3-128:<hex>"; "none" when no checksum is recorded.
+std::string checksumText(const std::string &checksum, ChecksumAlgorithm algorithm) {
+  if (checksum.empty() && algorithm == CHECKSUM_UNSPECIFIED)
+    return "none";
+  return checksumAlgorithmName(algorithm) + ":" + token(checksum);
 }
 
 std::string formatFloat(double v) {
@@ -206,7 +213,7 @@ template <typename T> T load(const std::string &data, size_t i) {
 }
 
 /// "[1, 2, 3]" for small tensors of printable element types whose data has the right size,
-/// otherwise "sha256:<prefix>".
+/// otherwise "xxh3:<prefix>".
 std::string dataText(int32_t dtype, const google::protobuf::RepeatedField<int64_t> &shape,
                      const std::string &data) {
   std::optional<uint64_t> count = elementCount(shape);
@@ -220,7 +227,7 @@ std::string dataText(int32_t dtype, const google::protobuf::RepeatedField<int64_
   if (dt == ir::DType::kFloat16 || dt == ir::DType::kBFloat16)
     printable = false;
   if (!printable)
-    return "sha256:" + sha256Hex(data).substr(0, kHashPrefix);
+    return "xxh3:" + checksumHex(data).substr(0, kHashPrefix);
   std::string out = "[";
   for (uint64_t i = 0; i < *count; ++i) {
     if (i)
@@ -439,10 +446,12 @@ std::string planText(const Plan &plan, std::optional<int> rank) {
                     " mode=" + modeText(plan.mode()) +
                     " world_size=" + std::to_string(plan.world_size()) + "\n";
   const ModelRef &m = plan.model();
-  out += "model " + quote(m.path()) + " sha256=" + token(m.sha256()) +
+  out += "model " + quote(m.path()) +
+         " checksum=" + checksumText(m.checksum(), m.checksum_algorithm()) +
          " size=" + std::to_string(m.size_bytes()) + "\n";
   for (const ExternalFile &x : m.external_data())
-    out += "  external " + quote(x.location()) + " sha256=" + token(x.sha256()) +
+    out += "  external " + quote(x.location()) +
+           " checksum=" + checksumText(x.checksum(), x.checksum_algorithm()) +
            " size=" + std::to_string(x.size_bytes()) + "\n";
   // Protobuf map iteration order is unspecified: print sorted.
   std::vector<std::pair<std::string, int64_t>> bound(plan.bound_dims().begin(),
@@ -524,10 +533,10 @@ std::string fingerprint(const Plan &plan) {
   // The model is identified by its checksum; where it lies (a path relative to the plan, or to
   // the directory dtc-compile ran in) does not change what the plan computes.
   if (plan.model().path().empty())
-    return sha256Hex(planText(plan));
+    return checksumHex(planText(plan));
   Plan copy = plan;
   copy.mutable_model()->clear_path();
-  return sha256Hex(planText(copy));
+  return checksumHex(planText(copy));
 }
 
 } // namespace dtc::plan

@@ -43,8 +43,8 @@ std::string q(const std::string &s) {
 
 bool isPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
-bool isLowerHex64(const std::string &s) {
-  if (s.size() != 64)
+bool isLowerHex(const std::string &s, size_t digits) {
+  if (s.size() != digits)
     return false;
   for (char c : s)
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
@@ -598,17 +598,32 @@ Status checkPlan(const Plan &plan, const KernelCheck &kernelCheck) {
     if (x.location().empty() || loc.is_absolute() || up)
       return Status::error("external data location " + q(x.location()) +
                            " is not a path inside the model's folder");
-    if (!isLowerHex64(x.sha256()))
-      return Status::error("external data " + q(x.location()) + ": checksum " + q(x.sha256()) +
-                           " is not 64 lowercase hex digits");
   }
-  if (!plan.model().sha256().empty() && !isLowerHex64(plan.model().sha256()))
-    return Status::error("model checksum " + q(plan.model().sha256()) +
-                         " is not 64 lowercase hex digits");
+  return checkModelChecksums(plan.model());
+}
+
+/// One recorded checksum: a known algorithm and its hex form.
+Status checkChecksum(const std::string &what, const std::string &checksum,
+                     ChecksumAlgorithm algorithm) {
+  if (algorithm != CHECKSUM_XXH3_128)
+    return Status::error(what + " checksum: algorithm " + checksumAlgorithmName(algorithm) +
+                         " is not one this dtc knows (" +
+                         checksumAlgorithmName(kChecksumAlgorithm) + "); recompile the plan");
+  if (!isLowerHex(checksum, 32))
+    return Status::error(what + " checksum " + q(checksum) + " is not 32 lowercase hex digits");
   return Status::ok();
 }
 
 } // namespace
+
+Status checkModelChecksums(const ModelRef &model) {
+  if (!model.checksum().empty() || model.checksum_algorithm() != CHECKSUM_UNSPECIFIED)
+    DTC_RETURN_IF_ERROR(checkChecksum("model", model.checksum(), model.checksum_algorithm()));
+  for (const ExternalFile &x : model.external_data())
+    DTC_RETURN_IF_ERROR(
+        checkChecksum("external data " + q(x.location()), x.checksum(), x.checksum_algorithm()));
+  return Status::ok();
+}
 
 Status validatePlan(const Plan &plan, const std::string &where, const KernelCheck &kernelCheck) {
   return checkPlan(plan, kernelCheck).withContext(where.empty() ? "plan" : "plan " + where);
