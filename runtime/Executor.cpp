@@ -261,7 +261,8 @@ Status Executor::load() {
   for (int b = 0; b < rp.buffers_size(); ++b) {
     const plan::Buffer &buf = rp.buffers(b);
     if (buf.kind() == plan::BUFFER_CONSTANT) {
-      DTC_RETURN_IF_ERROR(device_->upload(buf.offset(), buf.data().data(), buf.size_bytes()));
+      DTC_RETURN_IF_ERROR(
+          device_->upload(buf.offset(), plan::bufferData(plan_, buf).data(), buf.size_bytes()));
     } else if (buf.kind() == plan::BUFFER_PARAMETER) {
       const std::string bw = rankWhere + ": parameter '" + buf.source() + "'";
       ir::Value *v = model->findValue(buf.source());

@@ -21,6 +21,8 @@
 #include <memory>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <unordered_map>
+#include <vector>
 
 namespace dtc::plan {
 namespace {
@@ -185,6 +187,38 @@ std::string sha256Hex(const std::string &bytes) {
   llvm::SHA256 hasher;
   hasher.update(llvm::StringRef(bytes));
   return llvm::toHex(hasher.final(), /*LowerCase=*/true);
+}
+
+void shareConstants(Plan &plan) {
+  // XXH3-128 of the contents -> indices into plan.constants with those contents' hash.
+  std::unordered_map<std::string, std::vector<int>> byHash;
+  for (int k = 0; k < plan.constants_size(); ++k)
+    byHash[checksumHex(plan.constants(k))].push_back(k);
+  for (RankProgram &r : *plan.mutable_programs())
+    for (Buffer &b : *r.mutable_buffers()) {
+      if (b.kind() != BUFFER_CONSTANT || b.shared_data() != 0 ||
+          b.data().size() < kMinSharedConstantBytes)
+        continue;
+      std::vector<int> &same = byHash[checksumHex(b.data())];
+      int index = -1;
+      for (int k : same)
+        if (plan.constants(k) == b.data())
+          index = k;
+      if (index < 0) {
+        index = plan.constants_size();
+        same.push_back(index);
+        *plan.add_constants() = std::move(*b.mutable_data());
+      }
+      b.clear_data();
+      b.set_shared_data(static_cast<uint32_t>(index) + 1);
+    }
+}
+
+const std::string &bufferData(const Plan &plan, const Buffer &buffer) {
+  const uint32_t k = buffer.shared_data();
+  if (k != 0 && k <= static_cast<uint32_t>(plan.constants_size()))
+    return plan.constants(static_cast<int>(k) - 1);
+  return buffer.data();
 }
 
 const RankProgram &programOf(const Plan &plan, int rank) {

@@ -17,7 +17,8 @@ namespace dtc::plan {
 /// 2: per-program training sections and data bindings, a rank table and a program list
 /// (identical rank programs stored once), group ids, point-to-point transfers.
 /// 3: model and external-data checksums are XXH3-128 with their algorithm recorded
-/// (ModelRef.checksum, checksum_algorithm), no longer SHA-256.
+/// (ModelRef.checksum, checksum_algorithm), no longer SHA-256; constant contents may be shared
+/// (Plan.constants, Buffer.shared_data).
 inline constexpr uint32_t kPlanFormatVersion = 3;
 /// Arena alignment of CPU plans, bytes.
 inline constexpr uint64_t kCpuAlignment = 64;
@@ -60,6 +61,20 @@ Status checkModelChecksums(const ModelRef &model);
 /// SHA-256 of bytes, lowercase hex (llvm/Support/SHA256.h). Checkpoints use it; plans do not.
 std::string sha256Hex(const std::string &bytes);
 
+/// Constants of at least this many bytes are stored once per plan (shareConstants).
+inline constexpr uint64_t kMinSharedConstantBytes = 1024;
+
+/// Moves the contents of every CONSTANT buffer of at least kMinSharedConstantBytes, in every
+/// program, into Plan.constants, each distinct content once (equal bytes, found through their
+/// XXH3-128 and then compared in full), and points the buffers at them (Buffer.shared_data).
+/// Constants already shared stay as they are. Cost: one hash of each moved constant, one full
+/// comparison per equal hash; the bytes are moved, not copied.
+void shareConstants(Plan &plan);
+
+/// The contents of a buffer: Plan.constants[shared_data - 1] when shared_data names an entry,
+/// otherwise its own `data` (also when shared_data is out of range: validatePlan reports that).
+const std::string &bufferData(const Plan &plan, const Buffer &buffer);
+
 /// The program rank `rank` runs. Precondition: the plan is valid and 0 <= rank < world size.
 const RankProgram &programOf(const Plan &plan, int rank);
 
@@ -72,9 +87,10 @@ using KernelCheck = std::function<Status(const RankProgram &, const KernelCall &
 /// size = number of ranks and rank i at index i, every buffer's dtype known, shape non-negative
 /// and size_bytes = elements * element size without overflow, every buffer inside the arena and
 /// its offset a multiple of the alignment (a power of two), constants carrying exactly size_bytes
-/// of data, every instruction operand index in range (or -1 for an optional input), Copy sizes
-/// equal, bindings in range, every group rank in [0, world size) without repeats, data bindings
-/// naming a graph input. `kernelCheck` (optional) is called for every kernel call.
+/// of data (their own or a shared constant in range, never both), every instruction operand index
+/// in range (or -1 for an optional input), Copy sizes equal, bindings in range, every group rank in
+/// [0, world size) without repeats, data bindings naming a graph input. `kernelCheck` (optional) is
+/// called for every kernel call.
 Status validatePlan(const Plan &plan, const std::string &where,
                     const KernelCheck &kernelCheck = {});
 

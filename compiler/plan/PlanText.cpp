@@ -333,7 +333,7 @@ void appendTraining(std::string &out, const Training &t) {
     out += "    state buffer=" + std::to_string(b) + "\n";
 }
 
-void appendProgram(std::string &out, int index, const RankProgram &r) {
+void appendProgram(std::string &out, const Plan &plan, int index, const RankProgram &r) {
   out += "program " + std::to_string(index) + " ranks=[";
   for (int i = 0; i < r.ranks_size(); ++i)
     out += (i ? "," : "") + std::to_string(r.ranks(i));
@@ -351,8 +351,11 @@ void appendProgram(std::string &out, int index, const RankProgram &r) {
       out += " layout(" + std::to_string(b.layout()) + ")";
     if (!b.source().empty())
       out += " source=" + quote(b.source());
-    if (b.kind() == BUFFER_CONSTANT || !b.data().empty())
-      out += " data=" + dataText(b.dtype(), b.shape(), b.data());
+    // Shared or not, the same contents print the same: sharing is how the file stores them.
+    if (b.kind() == BUFFER_CONSTANT || !b.data().empty() || b.shared_data() != 0)
+      out += " data=" + dataText(b.dtype(), b.shape(), bufferData(plan, b));
+    if (b.shared_data() > static_cast<uint32_t>(plan.constants_size()))
+      out += " shared_data=" + std::to_string(b.shared_data()) + "(missing)";
     out += "\n";
   }
   for (const DataBinding &d : r.data_bindings())
@@ -525,7 +528,7 @@ std::string planText(const Plan &plan, std::optional<int> rank) {
   }
   for (int p = 0; p < plan.programs_size(); ++p)
     if (shown[static_cast<size_t>(p)] || (!rank && plan.ranks_size() == 0))
-      appendProgram(out, p, plan.programs(p));
+      appendProgram(out, plan, p, plan.programs(p));
   return out;
 }
 

@@ -106,6 +106,8 @@ Status detail::finishPlan(Plan &plan, const ir::Graph &graph, const LowerOptions
       x->set_size_bytes(std::filesystem::file_size(f, ec));
     }
   }
+  // Large constants once per plan (every pipeline stage and every layer may fold the same).
+  shareConstants(plan);
   // The plan must pass the runtime's own validation (for example the arena limit): never write
   // a plan that dtc-run would refuse.
   Status valid = validatePlan(plan, "");

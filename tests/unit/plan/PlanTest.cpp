@@ -877,6 +877,73 @@ TEST(ValidateTest, ExternalDataStaysInTheModelFolder) {
                          "one this dtc knows (xxh3-128); recompile the plan");
 }
 
+TEST(ShareConstantsTest, EqualLargeConstantsAreStoredOnce) {
+  Plan plan = makePlan();
+  RankProgram *r = plan.mutable_programs(0);
+  const std::string big(kMinSharedConstantBytes, '\x07');
+  std::string other = big;
+  other.back() = '\x08'; // same size, same bytes but the last
+  addBuffer(r, "c1", BUFFER_CONSTANT, 2, {1024}, 0, 1024)->set_data(big);
+  addBuffer(r, "c2", BUFFER_CONSTANT, 2, {1024}, 0, 1024)->set_data(other);
+  addBuffer(r, "c3", BUFFER_CONSTANT, 2, {1024}, 0, 1024)->set_data(big);
+  RankProgram *second = plan.add_programs();
+  addBuffer(second, "c4", BUFFER_CONSTANT, 2, {1024}, 0, 1024)->set_data(big);
+  const std::string before = planText(plan);
+  const std::string fingerprintBefore = fingerprint(plan);
+  shareConstants(plan);
+  ASSERT_EQ(plan.constants_size(), 2);
+  EXPECT_EQ(plan.constants(0), big);
+  EXPECT_EQ(plan.constants(1), other);
+  const RankProgram &p0 = plan.programs(0);
+  EXPECT_EQ(p0.buffers(2).shared_data(), 0u); // the 12-byte bias stays inline
+  EXPECT_EQ(p0.buffers(2).data().size(), 12u);
+  EXPECT_EQ(p0.buffers(5).shared_data(), 1u);
+  EXPECT_EQ(p0.buffers(6).shared_data(), 2u);
+  EXPECT_EQ(p0.buffers(7).shared_data(), 1u);
+  EXPECT_EQ(plan.programs(1).buffers(0).shared_data(), 1u);
+  for (const Buffer &b : p0.buffers())
+    if (b.shared_data() != 0) {
+      EXPECT_TRUE(b.data().empty()) << b.name();
+      EXPECT_EQ(bufferData(plan, b).size(), 1024u) << b.name();
+    }
+  EXPECT_EQ(bufferData(plan, p0.buffers(6)), other);
+  // How the bytes are stored does not change what the plan says.
+  EXPECT_EQ(planText(plan), before);
+  EXPECT_EQ(fingerprint(plan), fingerprintBefore);
+  // Sharing again changes nothing.
+  Plan again = plan;
+  shareConstants(again);
+  EXPECT_EQ(again.SerializeAsString(), plan.SerializeAsString());
+}
+
+TEST(ValidateTest, SharedConstants) {
+  Plan p = makePlan();
+  Buffer *bias = p.mutable_programs(0)->mutable_buffers(2); // constant f32[3], 12 bytes
+  const std::string bytes = bias->data();
+  bias->clear_data();
+  bias->set_shared_data(1);
+  EXPECT_EQ(validate(p),
+            "plan t.dtc: program 0: buffer %2 'b': shared constant 1 is not in [1, 0]");
+  p.add_constants(bytes);
+  EXPECT_TRUE(validatePlan(p, "t.dtc").isOk()) << validate(p);
+  EXPECT_NE(planText(p).find("data=[0.5, 1, -2]"), std::string::npos);
+  bias->set_data(bytes);
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: buffer %2 'b': constant has both its own data "
+                         "and shared constant 1");
+  bias->clear_data();
+  p.set_constants(0, "xyz");
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: buffer %2 'b': constant carries 3 bytes of data, "
+                         "but its size is 12 bytes");
+  p = makePlan();
+  p.add_constants("abc");
+  p.mutable_programs(0)->mutable_buffers(3)->set_shared_data(1); // an activation
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: buffer %3 '/fc/Gemm_output_0': data on a buffer "
+                         "that is not a constant");
+  // An out-of-range reference still prints (the text is total), marked.
+  p.mutable_programs(0)->mutable_buffers(3)->set_shared_data(9);
+  EXPECT_NE(planText(p).find(" shared_data=9(missing)\n"), std::string::npos) << planText(p);
+}
+
 TEST(ValidateTest, ArenaIsWhatTheBuffersNeed) {
   // The buffers end at byte 280: the arena is 320 (aligned to 64), never more (a 3 KB plan must
   // not make the runtime zero-fill gigabytes).
@@ -928,7 +995,15 @@ std::vector<std::pair<std::string, Plan>> seedPlans() {
   a->mutable_t()->set_dtype(7);
   a->mutable_t()->add_shape(1);
   a->mutable_t()->set_data(std::string(8, '\x01'));
-  return {{"mlp.dtc", makePlan()}, {"dp2.dtc", two}, {"bad_offset.dtc", bad}};
+  Plan shared = makePlan(); // the bias from Plan.constants
+  Buffer *bias = shared.mutable_programs(0)->mutable_buffers(2);
+  shared.add_constants(bias->data());
+  bias->clear_data();
+  bias->set_shared_data(1);
+  return {{"mlp.dtc", makePlan()},
+          {"dp2.dtc", two},
+          {"bad_offset.dtc", bad},
+          {"shared_constant.dtc", shared}};
 }
 
 // Checks the seeds' validity; with DTC_WRITE_PLAN_SEEDS=<folder> also writes them there.
@@ -938,6 +1013,7 @@ TEST(PlanSeeds, ValidityAndRegeneration) {
   EXPECT_TRUE(validatePlan(seeds[1].second, "s").isOk()) << validate(seeds[1].second);
   EXPECT_EQ(validate(seeds[2].second),
             "plan t.dtc: program 0: buffer %4 'y': ends at byte 344, past the arena (320 bytes)");
+  EXPECT_TRUE(validatePlan(seeds[3].second, "s").isOk()) << validate(seeds[3].second);
   if (const char *dir = std::getenv("DTC_WRITE_PLAN_SEEDS")) {
     for (const auto &[name, plan] : seeds)
       EXPECT_TRUE(writePlanFile(plan, std::string(dir) + "/" + name).isOk());
