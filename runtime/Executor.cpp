@@ -170,27 +170,28 @@ Status Executor::load() {
   std::unique_ptr<ir::Graph> model;
   if (needsModel) {
     DTC_ASSIGN_OR_RETURN(const std::string modelFile, resolveModelPath(plan_, opts_));
-    if (plan_.model().sha256().empty())
+    if (plan_.model().checksum().empty())
       return Status::error(where, "the plan reads parameters from " + modelFile +
                                       " but records no checksum of it; recompile the plan");
     DTC_RETURN_IF_ERROR(checkInputFile(modelFile, "the plan's model", kMaxModelFileBytes));
-    DTC_ASSIGN_OR_RETURN(std::string sha, plan::sha256File(modelFile));
+    // The plan was validated: its checksums are XXH3-128 (plan::kChecksumAlgorithm).
+    DTC_ASSIGN_OR_RETURN(std::string checksum, plan::checksumFile(modelFile));
     // The file's own checksum is not printed: a plan may name any file.
-    if (sha != plan_.model().sha256())
+    if (checksum != plan_.model().checksum())
       return Status::error(modelFile, "is not the model the plan was compiled against (its "
-                                      "SHA-256 differs from the plan's " +
-                                          plan_.model().sha256().substr(0, 16) +
+                                      "XXH3-128 checksum differs from the plan's " +
+                                          plan_.model().checksum().substr(0, 16) +
                                           "...); recompile the plan");
     // Its external data too: weights are read from those files.
     for (const plan::ExternalFile &x : plan_.model().external_data()) {
       const std::string file =
           (std::filesystem::path(modelFile).parent_path() / x.location()).string();
       DTC_RETURN_IF_ERROR(checkInputFile(file, "the model's external data", kMaxExternalDataBytes));
-      DTC_ASSIGN_OR_RETURN(std::string fileSha, plan::sha256File(file));
-      if (fileSha != x.sha256())
+      DTC_ASSIGN_OR_RETURN(std::string fileChecksum, plan::checksumFile(file));
+      if (fileChecksum != x.checksum())
         return Status::error(file, "is not the external data the plan was compiled against (its "
-                                   "SHA-256 differs from the plan's " +
-                                       x.sha256().substr(0, 16) + "...); recompile the plan");
+                                   "XXH3-128 checksum differs from the plan's " +
+                                       x.checksum().substr(0, 16) + "...); recompile the plan");
     }
     Diagnostics diags;
     DTC_ASSIGN_OR_RETURN(model, onnxio::importModelFile(modelFile, diags));
@@ -260,7 +261,8 @@ Status Executor::load() {
   for (int b = 0; b < rp.buffers_size(); ++b) {
     const plan::Buffer &buf = rp.buffers(b);
     if (buf.kind() == plan::BUFFER_CONSTANT) {
-      DTC_RETURN_IF_ERROR(device_->upload(buf.offset(), buf.data().data(), buf.size_bytes()));
+      DTC_RETURN_IF_ERROR(
+          device_->upload(buf.offset(), plan::bufferData(plan_, buf).data(), buf.size_bytes()));
     } else if (buf.kind() == plan::BUFFER_PARAMETER) {
       const std::string bw = rankWhere + ": parameter '" + buf.source() + "'";
       ir::Value *v = model->findValue(buf.source());

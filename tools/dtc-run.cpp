@@ -145,7 +145,7 @@ int main(int argc, char **argv) {
                  "written, for timing runs)");
   app.add_option("--model", modelPath,
                  "read the weights from this model file instead of the one the plan names (its "
-                 "SHA-256 must match the plan's)");
+                 "checksum must match the plan's)");
   app.add_option("--threads", threads,
                  "CPU threads for the kernels (0, the default: OpenMP's default, one per core "
                  "or OMP_NUM_THREADS)")

@@ -13,7 +13,7 @@ DEB_PACKAGES=(
   # libraries dtc links (GTest's CMake package reads libgmock-dev's targets too)
   libonnx-dev libprotobuf-dev protobuf-compiler llvm-14-dev llvm-14-tools
   libcli11-dev nlohmann-json3-dev googletest libgtest-dev libgmock-dev libbenchmark-dev
-  libdnnl-dev libopenmpi-dev openmpi-bin libzip-dev
+  libdnnl-dev libopenmpi-dev openmpi-bin libzip-dev libxxhash-dev
   # oneDNN's CMake package (dnnl-config.cmake) calls find_package(OpenCL) for its GPU runtime
   ocl-icd-opencl-dev opencl-headers
   # Python for the test scripts (in .venv/) and strace for tools/check_setup.sh

@@ -1,14 +1,151 @@
-// Greedy-by-size offset assignment over live ranges (see MemoryPlanner.h).
+// Greedy-by-size offset assignment over live ranges (see MemoryPlanner.h), with the placed
+// blocks in a segment tree over time so that a request meets only the blocks it conflicts with.
 #include "compiler/plan/MemoryPlanner.h"
 
+#include "compiler/support/Status.h"
+
 #include <algorithm>
+#include <array>
+#include <iterator>
+#include <map>
 #include <numeric>
+#include <optional>
 
 namespace dtc::plan {
 
 namespace {
 
 uint64_t alignUp(uint64_t v, uint64_t alignment) { return (v + alignment - 1) & ~(alignment - 1); }
+
+/// A union of byte ranges [begin, end), kept as disjoint intervals that neither overlap nor
+/// touch (touching ones are merged), keyed by begin.
+class IntervalUnion {
+public:
+  /// Adds [begin, end). Amortized O(log k) for k intervals: each merge removes one.
+  void insert(uint64_t begin, uint64_t end) {
+    auto it = runs_.upper_bound(begin);
+    if (it != runs_.begin()) {
+      auto prev = std::prev(it);
+      if (prev->second >= begin) {
+        begin = prev->first;
+        end = std::max(end, prev->second);
+        it = runs_.erase(prev);
+      }
+    }
+    while (it != runs_.end() && it->first <= end) {
+      end = std::max(end, it->second);
+      it = runs_.erase(it);
+    }
+    runs_.emplace_hint(it, begin, end);
+  }
+
+  /// The end of the run that intersects [x, x + size), if one does; O(log k). Runs are disjoint
+  /// and sorted, so the last run starting below x + size is the only candidate.
+  std::optional<uint64_t> conflictEnd(uint64_t x, uint64_t size) const {
+    auto it = runs_.lower_bound(x + size);
+    if (it == runs_.begin())
+      return std::nullopt;
+    --it;
+    if (it->second > x)
+      return it->second;
+    return std::nullopt;
+  }
+
+private:
+  std::map<uint64_t, uint64_t> runs_;
+};
+
+/// Segment tree over leaves 0..leaves-1 (compressed instruction indices). A block with live
+/// leaves [lo, hi] has O(log n) canonical nodes (the maximal subtrees inside [lo, hi]). Two
+/// blocks' ranges intersect exactly when a canonical node of one is an ancestor-or-self of a
+/// canonical node of the other (both lie on the root path of a shared leaf). So each node keeps
+/// `cover` (blocks with this node canonical) and `touch` (blocks with a canonical node in its
+/// subtree), and the blocks conflicting with [lo, hi] are: `touch` of its canonical nodes and
+/// `cover` of their strict ancestors.
+class LiveRangeTree {
+public:
+  explicit LiveRangeTree(size_t leaves) {
+    while (leaves_ < leaves)
+      leaves_ *= 2;
+    setOf_.assign(2 * leaves_, {-1, -1});
+    stamp_.assign(2 * leaves_, 0);
+  }
+
+  /// Records that bytes [begin, end) are taken over leaves [lo, hi].
+  void insert(size_t lo, size_t hi, uint64_t begin, uint64_t end) {
+    decompose(lo, hi);
+    for (size_t c : canonical_) {
+      set(c, 0).insert(begin, end);
+      set(c, 1).insert(begin, end);
+    }
+    for (size_t u : ancestors_)
+      set(u, 1).insert(begin, end);
+  }
+
+  /// The lowest offset x such that [x, x + size) is free over leaves [lo, hi]. Every jump moves
+  /// x to the end of an occupied run that [x, x + size) meets, and every offset skipped meets
+  /// that run, so the first x that no union rejects is the lowest free one.
+  uint64_t lowestFree(size_t lo, size_t hi, uint64_t size) {
+    decompose(lo, hi);
+    probe_.clear();
+    for (size_t c : canonical_)
+      if (setOf_[c][1] >= 0)
+        probe_.push_back(&unions_[static_cast<size_t>(setOf_[c][1])]);
+    for (size_t u : ancestors_)
+      if (setOf_[u][0] >= 0)
+        probe_.push_back(&unions_[static_cast<size_t>(setOf_[u][0])]);
+    uint64_t x = 0;
+    // Probe the unions round-robin until all of them in a row accept x.
+    size_t accepted = 0;
+    for (size_t k = 0; accepted < probe_.size();) {
+      if (std::optional<uint64_t> end = probe_[k]->conflictEnd(x, size)) {
+        x = *end; // the same union may still reject the new x: probe it again
+        accepted = 0;
+      } else {
+        ++accepted;
+        k = (k + 1) % probe_.size();
+      }
+    }
+    return x;
+  }
+
+private:
+  /// Fills canonical_ with the canonical nodes of [lo, hi] and ancestors_ with their strict
+  /// ancestors (each once: a walk up stops at a node already seen).
+  void decompose(size_t lo, size_t hi) {
+    ++clock_;
+    canonical_.clear();
+    ancestors_.clear();
+    for (size_t l = lo + leaves_, r = hi + leaves_ + 1; l < r; l /= 2, r /= 2) {
+      if (l & 1)
+        canonical_.push_back(l++);
+      if (r & 1)
+        canonical_.push_back(--r);
+    }
+    for (size_t c : canonical_)
+      for (size_t u = c / 2; u >= 1 && stamp_[u] != clock_; u /= 2) {
+        stamp_[u] = clock_;
+        ancestors_.push_back(u);
+      }
+  }
+
+  IntervalUnion &set(size_t node, int which) {
+    int32_t &id = setOf_[node][static_cast<size_t>(which)];
+    if (id < 0) {
+      id = static_cast<int32_t>(unions_.size());
+      unions_.emplace_back();
+    }
+    return unions_[static_cast<size_t>(id)];
+  }
+
+  size_t leaves_ = 1;
+  std::vector<std::array<int32_t, 2>> setOf_; ///< per node: index of cover, touch in `unions_`
+  std::vector<IntervalUnion> unions_;         ///< allocated on first use
+  std::vector<uint64_t> stamp_;
+  uint64_t clock_ = 0;
+  std::vector<size_t> canonical_, ancestors_;
+  std::vector<const IntervalUnion *> probe_;
+};
 
 } // namespace
 
@@ -23,35 +160,33 @@ MemoryPlan planMemory(const std::vector<MemoryRequest> &requests, uint64_t align
     return requests[a].first < requests[b].first;
   });
 
-  struct Placed {
-    uint64_t begin, end; // [begin, end) in bytes
-    size_t index;
+  // Only the order of the range ends matters for intersection: compress them to leaves.
+  std::vector<int64_t> times;
+  times.reserve(2 * requests.size());
+  for (const MemoryRequest &r : requests) {
+    if (alignUp(r.size, alignment) == 0)
+      continue;
+    DTC_CHECK(r.first <= r.last, "memory request with a live range that ends before it starts");
+    times.push_back(r.first);
+    times.push_back(r.last);
+  }
+  std::sort(times.begin(), times.end());
+  times.erase(std::unique(times.begin(), times.end()), times.end());
+  auto leafOf = [&](int64_t t) {
+    return static_cast<size_t>(std::lower_bound(times.begin(), times.end(), t) - times.begin());
   };
-  std::vector<Placed> placed; // sorted by begin
-  std::vector<Placed> conflicts;
+
+  LiveRangeTree tree(std::max<size_t>(times.size(), 1));
   for (size_t idx : order) {
     const MemoryRequest &r = requests[idx];
     uint64_t size = alignUp(r.size, alignment);
     plan.noReuseBytes += size;
     if (size == 0)
       continue;
-    conflicts.clear();
-    for (const Placed &p : placed)
-      if (liveRangesOverlap(requests[p.index], r))
-        conflicts.push_back(p);
-    // `placed` is sorted by begin, so `conflicts` is too: walk the gaps bottom-up.
-    uint64_t offset = 0;
-    for (const Placed &p : conflicts) {
-      if (offset + size <= p.begin)
-        break;
-      offset = std::max(offset, p.end);
-    }
+    const size_t lo = leafOf(r.first), hi = leafOf(r.last);
+    const uint64_t offset = tree.lowestFree(lo, hi, size);
     plan.offsets[idx] = offset;
-    Placed np{offset, offset + size, idx};
-    placed.insert(
-        std::upper_bound(placed.begin(), placed.end(), np,
-                         [](const Placed &a, const Placed &b) { return a.begin < b.begin; }),
-        np);
+    tree.insert(lo, hi, offset, offset + size);
     plan.arenaBytes = std::max(plan.arenaBytes, offset + size);
   }
   return plan;

@@ -1,6 +1,7 @@
-// Plan files: binary protobuf reading (with the format-version check) and atomic writing
-// (temporary file + fsync + rename), and the SHA-256 helpers used for model checksums and the
-// plan fingerprint (llvm/Support/SHA256.h; files are hashed in chunks, never read whole).
+// Plan files: binary protobuf reading (with the format-version and checksum-algorithm checks)
+// and atomic writing (temporary file + fsync + rename), and the checksum helpers: XXH3-128
+// (xxHash) for model files and the plan fingerprint, files hashed in chunks and never read
+// whole; SHA-256 (llvm/Support/SHA256.h) for checkpoints.
 #include "compiler/plan/Plan.h"
 
 #include "compiler/support/FileIO.h"
@@ -8,6 +9,7 @@
 #include <google/protobuf/stubs/logging.h>
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/Support/SHA256.h>
+#include <xxhash.h>
 
 #include <cerrno>
 #include <climits>
@@ -19,6 +21,8 @@
 #include <memory>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <unordered_map>
+#include <vector>
 
 namespace dtc::plan {
 namespace {
@@ -71,6 +75,7 @@ Expected<Plan> parsePlan(const std::string &bytes, const std::string &where) {
     return Status::error(where, "plan format version " + std::to_string(plan.format_version()) +
                                     ", this dtc reads version " +
                                     std::to_string(kPlanFormatVersion));
+  DTC_RETURN_IF_ERROR(checkModelChecksums(plan.model()).withContext(where));
   return plan;
 }
 
@@ -124,31 +129,96 @@ Status writePlanFile(const Plan &plan, const std::string &path) {
   return writeFileAtomically(path, bytes);
 }
 
-Expected<std::string> sha256File(const std::string &path) {
+namespace {
+
+/// xxHash's canonical 16 bytes of a 128-bit hash, as lowercase hex.
+std::string canonicalHex(XXH128_hash_t hash) {
+  XXH128_canonical_t canonical;
+  XXH128_canonicalFromHash(&canonical, hash);
+  return llvm::toHex(llvm::ArrayRef<uint8_t>(canonical.digest, sizeof canonical.digest),
+                     /*LowerCase=*/true);
+}
+
+struct StateFree {
+  void operator()(XXH3_state_t *s) const { XXH3_freeState(s); }
+};
+
+} // namespace
+
+std::string checksumAlgorithmName(ChecksumAlgorithm algorithm) {
+  switch (algorithm) {
+  case CHECKSUM_UNSPECIFIED:
+    return "none";
+  case CHECKSUM_XXH3_128:
+    return "xxh3-128";
+  default:
+    return "algorithm(" + std::to_string(static_cast<int>(algorithm)) + ")";
+  }
+}
+
+Expected<std::string> checksumFile(const std::string &path) {
   if (isDirectory(path))
     return Status::error(path, "is a directory");
   FilePtr file(std::fopen(path.c_str(), "rb"));
   if (!file)
     return Status::error(path, "cannot open: " + errnoText(errno));
-  llvm::SHA256 hasher;
+  std::unique_ptr<XXH3_state_t, StateFree> state(XXH3_createState());
+  if (!state || XXH3_128bits_reset(state.get()) != XXH_OK)
+    return Status::error(path, "cannot checksum: out of memory");
   constexpr size_t kChunk = 1 << 20;
   std::unique_ptr<uint8_t[]> chunk(new uint8_t[kChunk]);
   for (;;) {
     size_t n = std::fread(chunk.get(), 1, kChunk, file.get());
     if (n > 0)
-      hasher.update(llvm::ArrayRef<uint8_t>(chunk.get(), n));
+      XXH3_128bits_update(state.get(), chunk.get(), n);
     if (n < kChunk)
       break;
   }
   if (std::ferror(file.get()))
     return Status::error(path, "cannot read: " + errnoText(errno));
-  return llvm::toHex(hasher.final(), /*LowerCase=*/true);
+  return canonicalHex(XXH3_128bits_digest(state.get()));
+}
+
+std::string checksumHex(const std::string &bytes) {
+  return canonicalHex(XXH3_128bits(bytes.data(), bytes.size()));
 }
 
 std::string sha256Hex(const std::string &bytes) {
   llvm::SHA256 hasher;
   hasher.update(llvm::StringRef(bytes));
   return llvm::toHex(hasher.final(), /*LowerCase=*/true);
+}
+
+void shareConstants(Plan &plan) {
+  // XXH3-128 of the contents -> indices into plan.constants with those contents' hash.
+  std::unordered_map<std::string, std::vector<int>> byHash;
+  for (int k = 0; k < plan.constants_size(); ++k)
+    byHash[checksumHex(plan.constants(k))].push_back(k);
+  for (RankProgram &r : *plan.mutable_programs())
+    for (Buffer &b : *r.mutable_buffers()) {
+      if (b.kind() != BUFFER_CONSTANT || b.shared_data() != 0 ||
+          b.data().size() < kMinSharedConstantBytes)
+        continue;
+      std::vector<int> &same = byHash[checksumHex(b.data())];
+      int index = -1;
+      for (int k : same)
+        if (plan.constants(k) == b.data())
+          index = k;
+      if (index < 0) {
+        index = plan.constants_size();
+        same.push_back(index);
+        *plan.add_constants() = std::move(*b.mutable_data());
+      }
+      b.clear_data();
+      b.set_shared_data(static_cast<uint32_t>(index) + 1);
+    }
+}
+
+const std::string &bufferData(const Plan &plan, const Buffer &buffer) {
+  const uint32_t k = buffer.shared_data();
+  if (k != 0 && k <= static_cast<uint32_t>(plan.constants_size()))
+    return plan.constants(static_cast<int>(k) - 1);
+  return buffer.data();
 }
 
 const RankProgram &programOf(const Plan &plan, int rank) {

@@ -16,12 +16,16 @@ namespace dtc::plan {
 /// Version written into Plan.format_version; readers reject any other value.
 /// 2: per-program training sections and data bindings, a rank table and a program list
 /// (identical rank programs stored once), group ids, point-to-point transfers.
-inline constexpr uint32_t kPlanFormatVersion = 2;
+/// 3: model and external-data checksums are XXH3-128 with their algorithm recorded
+/// (ModelRef.checksum, checksum_algorithm), no longer SHA-256; constant contents may be shared
+/// (Plan.constants, Buffer.shared_data).
+inline constexpr uint32_t kPlanFormatVersion = 3;
 /// Arena alignment of CPU plans, bytes.
 inline constexpr uint64_t kCpuAlignment = 64;
 
 /// Reads a binary plan file. Errors: "<path>: ..." for a missing/unreadable file, bytes that are
-/// not a plan, or another format version. Does not validate (see validatePlan).
+/// not a plan, another format version, or a model checksum by an algorithm this dtc does not
+/// know. Does not validate otherwise (see validatePlan).
 Expected<Plan> readPlanFile(const std::string &path);
 /// Parses a plan from bytes (`where` names the source in messages).
 Expected<Plan> parsePlan(const std::string &bytes, const std::string &where);
@@ -29,19 +33,50 @@ Expected<Plan> parsePlan(const std::string &bytes, const std::string &where);
 Status writePlanFile(const Plan &plan, const std::string &path);
 
 /// The canonical text form: deterministic, one buffer or instruction per line, constants shown
-/// by size and SHA-256 (not their bytes). `rank` restricts it to one rank's program.
+/// by size and a prefix of their XXH3-128 (not their bytes). `rank` restricts it to one rank's
+/// program.
 std::string planText(const Plan &plan, std::optional<int> rank = std::nullopt);
 /// A pipeline slot as plan-text shows it: "F3" (micro-batch 3's forward), "B0", "W1", and with a
 /// chunk other than 0 "F3.1".
 std::string pipelineSlotText(const PipelineSlot &slot);
-/// SHA-256 (lowercase hex) of planText(plan) over all ranks, with the model's path left out (the
-/// model is identified by its checksum, so the same plan has one fingerprint wherever it lies).
+/// XXH3-128 (32 lowercase hex digits) of planText(plan) over all ranks, with the model's path
+/// left out (the model is identified by its checksum, so the same plan has one fingerprint
+/// wherever it lies). It guards against mismatched plans, not against forgery.
 std::string fingerprint(const Plan &plan);
 
-/// SHA-256 of a file's bytes, lowercase hex; errors name the file.
-Expected<std::string> sha256File(const std::string &path);
-/// SHA-256 of bytes, lowercase hex.
+/// The algorithm dtc-compile records for model and external-data checksums.
+inline constexpr ChecksumAlgorithm kChecksumAlgorithm = CHECKSUM_XXH3_128;
+/// Its name in messages and plan text: "xxh3-128" (or "algorithm(N)" for an unknown number).
+std::string checksumAlgorithmName(ChecksumAlgorithm algorithm);
+/// XXH3-128 (xxHash 0.8, seed 0; Collet, xxHash specification, xxhash.com) of a file's bytes:
+/// 32 lowercase hex digits in xxHash's canonical order (the same text as `xxhsum -H2`). Reads
+/// the file in 1 MiB chunks through xxHash's streaming state, so memory stays constant and the
+/// cost is the read (several GB/s per core from the page cache); errors name the file.
+Expected<std::string> checksumFile(const std::string &path);
+/// XXH3-128 of bytes, as checksumFile.
+std::string checksumHex(const std::string &bytes);
+/// Checks the checksums a plan records of its model: every one by an algorithm this dtc knows
+/// (kChecksumAlgorithm) and in its form (32 lowercase hex digits). The model's own may be absent
+/// (empty, CHECKSUM_UNSPECIFIED: a plan that reads no parameters); the external files' may not.
+/// Errors: "model checksum: ..." or "external data '<location>' checksum ...". readPlanFile and
+/// validatePlan both run it.
+Status checkModelChecksums(const ModelRef &model);
+/// SHA-256 of bytes, lowercase hex (llvm/Support/SHA256.h). Checkpoints use it; plans do not.
 std::string sha256Hex(const std::string &bytes);
+
+/// Constants of at least this many bytes are stored once per plan (shareConstants).
+inline constexpr uint64_t kMinSharedConstantBytes = 1024;
+
+/// Moves the contents of every CONSTANT buffer of at least kMinSharedConstantBytes, in every
+/// program, into Plan.constants, each distinct content once (equal bytes, found through their
+/// XXH3-128 and then compared in full), and points the buffers at them (Buffer.shared_data).
+/// Constants already shared stay as they are. Cost: one hash of each moved constant, one full
+/// comparison per equal hash; the bytes are moved, not copied.
+void shareConstants(Plan &plan);
+
+/// The contents of a buffer: Plan.constants[shared_data - 1] when shared_data names an entry,
+/// otherwise its own `data` (also when shared_data is out of range: validatePlan reports that).
+const std::string &bufferData(const Plan &plan, const Buffer &buffer);
 
 /// The program rank `rank` runs. Precondition: the plan is valid and 0 <= rank < world size.
 const RankProgram &programOf(const Plan &plan, int rank);
@@ -55,9 +90,10 @@ using KernelCheck = std::function<Status(const RankProgram &, const KernelCall &
 /// size = number of ranks and rank i at index i, every buffer's dtype known, shape non-negative
 /// and size_bytes = elements * element size without overflow, every buffer inside the arena and
 /// its offset a multiple of the alignment (a power of two), constants carrying exactly size_bytes
-/// of data, every instruction operand index in range (or -1 for an optional input), Copy sizes
-/// equal, bindings in range, every group rank in [0, world size) without repeats, data bindings
-/// naming a graph input. `kernelCheck` (optional) is called for every kernel call.
+/// of data (their own or a shared constant in range, never both), every instruction operand index
+/// in range (or -1 for an optional input), Copy sizes equal, bindings in range, every group rank in
+/// [0, world size) without repeats, data bindings naming a graph input. `kernelCheck` (optional) is
+/// called for every kernel call.
 Status validatePlan(const Plan &plan, const std::string &where,
                     const KernelCheck &kernelCheck = {});
 

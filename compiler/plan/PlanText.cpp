@@ -1,7 +1,7 @@
 // The plan's canonical text form (golden tests, `dtc-compile --emit plan-text`) and its
 // fingerprint. The text is a pure function of the plan's fields: names are quoted and escaped so
 // that no name can break a line, floats print with %.9g, maps print sorted, constant bytes print
-// as values (8 elements or fewer) or a SHA-256 prefix. It is total: invalid plans print too.
+// as values (8 elements or fewer) or an XXH3-128 prefix. It is total: invalid plans print too.
 #include "compiler/ir/Types.h"
 #include "compiler/plan/Plan.h"
 
@@ -16,7 +16,7 @@
 namespace dtc::plan {
 namespace {
 
-/// Hex digits of a constant's SHA-256 shown in the text.
+/// Hex digits of a constant's XXH3-128 shown in the text.
 constexpr size_t kHashPrefix = 16;
 /// Constants with at most this many elements print their values.
 constexpr uint64_t kMaxShownElements = 8;
@@ -104,6 +104,13 @@ std::string token(const std::string &s) {
            ch == '_' || ch == '.' || ch == '-';
   });
   return plain ? s : quote(s);
+}
+
+/// "xxh3-128:<hex>"; "none" when no checksum is recorded.
+std::string checksumText(const std::string &checksum, ChecksumAlgorithm algorithm) {
+  if (checksum.empty() && algorithm == CHECKSUM_UNSPECIFIED)
+    return "none";
+  return checksumAlgorithmName(algorithm) + ":" + token(checksum);
 }
 
 std::string formatFloat(double v) {
@@ -206,7 +213,7 @@ template <typename T> T load(const std::string &data, size_t i) {
 }
 
 /// "[1, 2, 3]" for small tensors of printable element types whose data has the right size,
-/// otherwise "sha256:<prefix>".
+/// otherwise "xxh3:<prefix>".
 std::string dataText(int32_t dtype, const google::protobuf::RepeatedField<int64_t> &shape,
                      const std::string &data) {
   std::optional<uint64_t> count = elementCount(shape);
@@ -220,7 +227,7 @@ std::string dataText(int32_t dtype, const google::protobuf::RepeatedField<int64_
   if (dt == ir::DType::kFloat16 || dt == ir::DType::kBFloat16)
     printable = false;
   if (!printable)
-    return "sha256:" + sha256Hex(data).substr(0, kHashPrefix);
+    return "xxh3:" + checksumHex(data).substr(0, kHashPrefix);
   std::string out = "[";
   for (uint64_t i = 0; i < *count; ++i) {
     if (i)
@@ -326,7 +333,7 @@ void appendTraining(std::string &out, const Training &t) {
     out += "    state buffer=" + std::to_string(b) + "\n";
 }
 
-void appendProgram(std::string &out, int index, const RankProgram &r) {
+void appendProgram(std::string &out, const Plan &plan, int index, const RankProgram &r) {
   out += "program " + std::to_string(index) + " ranks=[";
   for (int i = 0; i < r.ranks_size(); ++i)
     out += (i ? "," : "") + std::to_string(r.ranks(i));
@@ -344,8 +351,11 @@ void appendProgram(std::string &out, int index, const RankProgram &r) {
       out += " layout(" + std::to_string(b.layout()) + ")";
     if (!b.source().empty())
       out += " source=" + quote(b.source());
-    if (b.kind() == BUFFER_CONSTANT || !b.data().empty())
-      out += " data=" + dataText(b.dtype(), b.shape(), b.data());
+    // Shared or not, the same contents print the same: sharing is how the file stores them.
+    if (b.kind() == BUFFER_CONSTANT || !b.data().empty() || b.shared_data() != 0)
+      out += " data=" + dataText(b.dtype(), b.shape(), bufferData(plan, b));
+    if (b.shared_data() > static_cast<uint32_t>(plan.constants_size()))
+      out += " shared_data=" + std::to_string(b.shared_data()) + "(missing)";
     out += "\n";
   }
   for (const DataBinding &d : r.data_bindings())
@@ -447,10 +457,12 @@ std::string planText(const Plan &plan, std::optional<int> rank) {
                     " mode=" + modeText(plan.mode()) +
                     " world_size=" + std::to_string(plan.world_size()) + "\n";
   const ModelRef &m = plan.model();
-  out += "model " + quote(m.path()) + " sha256=" + token(m.sha256()) +
+  out += "model " + quote(m.path()) +
+         " checksum=" + checksumText(m.checksum(), m.checksum_algorithm()) +
          " size=" + std::to_string(m.size_bytes()) + "\n";
   for (const ExternalFile &x : m.external_data())
-    out += "  external " + quote(x.location()) + " sha256=" + token(x.sha256()) +
+    out += "  external " + quote(x.location()) +
+           " checksum=" + checksumText(x.checksum(), x.checksum_algorithm()) +
            " size=" + std::to_string(x.size_bytes()) + "\n";
   // Protobuf map iteration order is unspecified: print sorted.
   std::vector<std::pair<std::string, int64_t>> bound(plan.bound_dims().begin(),
@@ -523,7 +535,7 @@ std::string planText(const Plan &plan, std::optional<int> rank) {
   }
   for (int p = 0; p < plan.programs_size(); ++p)
     if (shown[static_cast<size_t>(p)] || (!rank && plan.ranks_size() == 0))
-      appendProgram(out, p, plan.programs(p));
+      appendProgram(out, plan, p, plan.programs(p));
   return out;
 }
 
@@ -531,10 +543,10 @@ std::string fingerprint(const Plan &plan) {
   // The model is identified by its checksum; where it lies (a path relative to the plan, or to
   // the directory dtc-compile ran in) does not change what the plan computes.
   if (plan.model().path().empty())
-    return sha256Hex(planText(plan));
+    return checksumHex(planText(plan));
   Plan copy = plan;
   copy.mutable_model()->clear_path();
-  return sha256Hex(planText(copy));
+  return checksumHex(planText(copy));
 }
 
 } // namespace dtc::plan

@@ -85,8 +85,9 @@ Status detail::finishPlan(Plan &plan, const ir::Graph &graph, const LowerOptions
   ModelRef *model = plan.mutable_model();
   model->set_path(opts.modelPath);
   if (!opts.modelFile.empty()) {
-    DTC_ASSIGN_OR_RETURN(std::string sha, sha256File(opts.modelFile));
-    model->set_sha256(sha);
+    DTC_ASSIGN_OR_RETURN(std::string checksum, checksumFile(opts.modelFile));
+    model->set_checksum(checksum);
+    model->set_checksum_algorithm(kChecksumAlgorithm);
     std::error_code ec;
     model->set_size_bytes(std::filesystem::file_size(opts.modelFile, ec));
     // External data is part of the model: the runtime checks each file it reads weights from.
@@ -100,11 +101,14 @@ Status detail::finishPlan(Plan &plan, const ir::Graph &graph, const LowerOptions
     for (const std::string &f : files) {
       ExternalFile *x = model->add_external_data();
       x->set_location(std::filesystem::path(f).lexically_relative(dir).string());
-      DTC_ASSIGN_OR_RETURN(std::string fileSha, sha256File(f));
-      x->set_sha256(fileSha);
+      DTC_ASSIGN_OR_RETURN(std::string fileChecksum, checksumFile(f));
+      x->set_checksum(fileChecksum);
+      x->set_checksum_algorithm(kChecksumAlgorithm);
       x->set_size_bytes(std::filesystem::file_size(f, ec));
     }
   }
+  // Large constants once per plan (every pipeline stage and every layer may fold the same).
+  shareConstants(plan);
   // The plan must pass the runtime's own validation (for example the arena limit): never write
   // a plan that dtc-run would refuse.
   Status valid = validatePlan(plan, "");

@@ -44,8 +44,8 @@ std::string q(const std::string &s) {
 
 bool isPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
-bool isLowerHex64(const std::string &s) {
-  if (s.size() != 64)
+bool isLowerHex(const std::string &s, size_t digits) {
+  if (s.size() != digits)
     return false;
   for (char c : s)
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
@@ -57,7 +57,7 @@ std::string bufferWhere(int index, const Buffer &b) {
   return "buffer %" + std::to_string(index) + " " + q(b.name());
 }
 
-Status checkBuffer(const RankProgram &r, int index) {
+Status checkBuffer(const Plan &plan, const RankProgram &r, int index) {
   const Buffer &b = r.buffers(index);
   const std::string where = bufferWhere(index, b);
   auto fail = [&](const std::string &what) { return Status::error(where, what); };
@@ -99,8 +99,16 @@ Status checkBuffer(const RankProgram &r, int index) {
       return fail("parameter without a source (initializer name)");
     break;
   case BUFFER_CONSTANT:
-    if (b.data().size() != b.size_bytes())
-      return fail("constant carries " + str(uint64_t{b.data().size()}) +
+    if (b.shared_data() != 0) {
+      if (b.shared_data() > static_cast<uint32_t>(plan.constants_size()))
+        return fail("shared constant " + std::to_string(b.shared_data()) + " is not in [1, " +
+                    std::to_string(plan.constants_size()) + "]");
+      if (!b.data().empty())
+        return fail("constant has both its own data and shared constant " +
+                    std::to_string(b.shared_data()));
+    }
+    if (bufferData(plan, b).size() != b.size_bytes())
+      return fail("constant carries " + str(uint64_t{bufferData(plan, b).size()}) +
                   " bytes of data, but its size is " + str(b.size_bytes()) + " bytes");
     break;
   case BUFFER_GRADIENT:
@@ -114,7 +122,7 @@ Status checkBuffer(const RankProgram &r, int index) {
   default:
     return fail("unknown buffer kind " + std::to_string(b.kind()));
   }
-  if (b.kind() != BUFFER_CONSTANT && !b.data().empty())
+  if (b.kind() != BUFFER_CONSTANT && (!b.data().empty() || b.shared_data() != 0))
     return fail("data on a buffer that is not a constant");
   if (b.layout() == LAYOUT_CHANNELS_LAST) {
     if (b.shape_size() < 3)
@@ -299,7 +307,7 @@ Status checkBindings(const RankProgram &r, bool inputs) {
   return Status::ok();
 }
 
-Status checkProgram(const RankProgram &r, const KernelCheck &kernelCheck) {
+Status checkProgram(const Plan &plan, const RankProgram &r, const KernelCheck &kernelCheck) {
   if (!isPowerOfTwo(r.alignment()))
     return Status::error("alignment " + str(r.alignment()) + " is not a power of two");
   // Kernels rely on 64-byte aligned operands (ops/cpu/Kernel.h: KernelArgs).
@@ -310,7 +318,7 @@ Status checkProgram(const RankProgram &r, const KernelCheck &kernelCheck) {
     return Status::error("arena of " + str(r.arena_bytes()) + " bytes is above the limit of " +
                          str(kMaxArenaBytes) + " bytes (1 TiB)");
   for (int i = 0; i < r.buffers_size(); ++i)
-    DTC_RETURN_IF_ERROR(checkBuffer(r, i));
+    DTC_RETURN_IF_ERROR(checkBuffer(plan, r, i));
   // The arena is what the buffers need (the memory planner's arena ends at the last buffer,
   // rounded up to the alignment): a plan cannot make the runtime allocate and zero-fill more.
   uint64_t needed = 0;
@@ -493,7 +501,7 @@ Status checkPlan(const Plan &plan, const KernelCheck &kernelCheck) {
   for (int p = 0; p < plan.programs_size(); ++p) {
     const RankProgram &r = plan.programs(p);
     const std::string where = "program " + std::to_string(p);
-    DTC_RETURN_IF_ERROR(checkProgram(r, kernelCheck).withContext(where));
+    DTC_RETURN_IF_ERROR(checkProgram(plan, r, kernelCheck).withContext(where));
     std::set<std::string> inputs, fed;
     for (const Binding &b : r.inputs())
       inputs.insert(b.name());
@@ -597,17 +605,32 @@ Status checkPlan(const Plan &plan, const KernelCheck &kernelCheck) {
     if (x.location().empty() || loc.is_absolute() || up)
       return Status::error("external data location " + q(x.location()) +
                            " is not a path inside the model's folder");
-    if (!isLowerHex64(x.sha256()))
-      return Status::error("external data " + q(x.location()) + ": checksum " + q(x.sha256()) +
-                           " is not 64 lowercase hex digits");
   }
-  if (!plan.model().sha256().empty() && !isLowerHex64(plan.model().sha256()))
-    return Status::error("model checksum " + q(plan.model().sha256()) +
-                         " is not 64 lowercase hex digits");
+  return checkModelChecksums(plan.model());
+}
+
+/// One recorded checksum: a known algorithm and its hex form.
+Status checkChecksum(const std::string &what, const std::string &checksum,
+                     ChecksumAlgorithm algorithm) {
+  if (algorithm != CHECKSUM_XXH3_128)
+    return Status::error(what + " checksum: algorithm " + checksumAlgorithmName(algorithm) +
+                         " is not one this dtc knows (" +
+                         checksumAlgorithmName(kChecksumAlgorithm) + "); recompile the plan");
+  if (!isLowerHex(checksum, 32))
+    return Status::error(what + " checksum " + q(checksum) + " is not 32 lowercase hex digits");
   return Status::ok();
 }
 
 } // namespace
+
+Status checkModelChecksums(const ModelRef &model) {
+  if (!model.checksum().empty() || model.checksum_algorithm() != CHECKSUM_UNSPECIFIED)
+    DTC_RETURN_IF_ERROR(checkChecksum("model", model.checksum(), model.checksum_algorithm()));
+  for (const ExternalFile &x : model.external_data())
+    DTC_RETURN_IF_ERROR(
+        checkChecksum("external data " + q(x.location()), x.checksum(), x.checksum_algorithm()));
+  return Status::ok();
+}
 
 Status validatePlan(const Plan &plan, const std::string &where, const KernelCheck &kernelCheck) {
   return checkPlan(plan, kernelCheck).withContext(where.empty() ? "plan" : "plan " + where);

@@ -1,5 +1,5 @@
 // Tests of the plan library (compiler/plan/Plan.h): file round trips and read errors, the
-// canonical text (golden), fingerprint sensitivity, SHA-256 helpers, and every validation error
+// canonical text (golden), fingerprint sensitivity, checksum helpers, and every validation error
 // on a small hand-built plan. DTC_WRITE_PLAN_SEEDS=<folder> also writes the fuzz seeds there.
 #include "compiler/plan/Plan.h"
 #include "runtime/Executor.h"
@@ -29,6 +29,10 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char *kAbcSha = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+/// XXH3-128 of "abc" and of no bytes (seed 0, canonical order: xxHash's sanity test vectors,
+/// the same as `xxhsum -H2` prints).
+constexpr const char *kAbcXxh = "06b05ab6733a618578af5f94892f3950";
+constexpr const char *kEmptyXxh = "99aa06d3014798d86001c324468d497f";
 
 Buffer *addBuffer(RankProgram *r, const std::string &name, BufferKind kind, int32_t dtype,
                   std::vector<int64_t> shape, uint64_t offset, uint64_t size) {
@@ -55,7 +59,8 @@ Plan makePlan() {
   plan.set_mode(MODE_INFERENCE);
   plan.set_world_size(1);
   plan.mutable_model()->set_path("models/mlp.onnx");
-  plan.mutable_model()->set_sha256(kAbcSha);
+  plan.mutable_model()->set_checksum(kAbcXxh);
+  plan.mutable_model()->set_checksum_algorithm(CHECKSUM_XXH3_128);
   plan.mutable_model()->set_size_bytes(5);
   (*plan.mutable_bound_dims())["N"] = 2;
   plan.mutable_hyperparameters()->set_batch_size(2);
@@ -105,8 +110,8 @@ Plan makePlan() {
   return plan;
 }
 
-const char *kGolden = R"(plan v2 mode=inference world_size=1
-model "models/mlp.onnx" sha256=ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad size=5
+const char *kGolden = R"(plan v3 mode=inference world_size=1
+model "models/mlp.onnx" checksum=xxh3-128:06b05ab6733a618578af5f94892f3950 size=5
 bound N=2
 hyperparameters batch_size=2
 rank 0 device=cpu:0 program=0 dp=0 pp=0 tp=0 groups=[]
@@ -146,34 +151,47 @@ std::string validate(const Plan &plan, const KernelCheck &check = {}) {
   return validatePlan(plan, "t.dtc", check).message();
 }
 
-// --- SHA-256 ---
+// --- checksums ---
 
 TEST(Sha256Test, KnownVectors) {
   EXPECT_EQ(sha256Hex("abc"), kAbcSha);
   EXPECT_EQ(sha256Hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 }
 
-TEST_F(PlanFileTest, Sha256FileMatchesBytesAcrossChunks) {
+TEST(ChecksumTest, KnownVectors) {
+  EXPECT_EQ(checksumHex("abc"), kAbcXxh);
+  EXPECT_EQ(checksumHex(""), kEmptyXxh);
+  EXPECT_EQ(checksumAlgorithmName(CHECKSUM_XXH3_128), "xxh3-128");
+  EXPECT_EQ(checksumAlgorithmName(CHECKSUM_UNSPECIFIED), "none");
+  EXPECT_EQ(checksumAlgorithmName(static_cast<ChecksumAlgorithm>(7)), "algorithm(7)");
+}
+
+TEST_F(PlanFileTest, ChecksumFileMatchesBytesAcrossChunks) {
   // 3 MiB + 7 bytes: spans several 1 MiB read chunks and a partial one.
   std::string bytes((3u << 20) + 7, '\0');
   for (size_t i = 0; i < bytes.size(); ++i)
     bytes[i] = static_cast<char>((i * 131) ^ (i >> 9));
   writeBytes(path("big.bin"), bytes);
   writeBytes(path("abc.txt"), "abc");
-  auto big = sha256File(path("big.bin"));
+  writeBytes(path("empty.bin"), "");
+  auto big = checksumFile(path("big.bin"));
   ASSERT_TRUE(big) << big.status().message();
-  EXPECT_EQ(*big, sha256Hex(bytes));
-  auto abc = sha256File(path("abc.txt"));
+  EXPECT_EQ(*big, checksumHex(bytes));
+  EXPECT_NE(*big, checksumHex(bytes.substr(0, bytes.size() - 1)));
+  auto abc = checksumFile(path("abc.txt"));
   ASSERT_TRUE(abc);
-  EXPECT_EQ(*abc, kAbcSha);
+  EXPECT_EQ(*abc, kAbcXxh);
+  auto empty = checksumFile(path("empty.bin"));
+  ASSERT_TRUE(empty);
+  EXPECT_EQ(*empty, kEmptyXxh);
 }
 
-TEST_F(PlanFileTest, Sha256FileErrorsNameTheFile) {
-  auto missing = sha256File(path("missing.onnx"));
+TEST_F(PlanFileTest, ChecksumFileErrorsNameTheFile) {
+  auto missing = checksumFile(path("missing.onnx"));
   ASSERT_FALSE(missing);
   EXPECT_EQ(missing.status().message(),
             path("missing.onnx") + ": cannot open: No such file or directory");
-  auto folder = sha256File(dir_.string());
+  auto folder = checksumFile(dir_.string());
   ASSERT_FALSE(folder);
   EXPECT_EQ(folder.status().message(), dir_.string() + ": is a directory");
 }
@@ -205,7 +223,33 @@ TEST_F(PlanFileTest, OtherFormatVersionIsRejected) {
   auto read = readPlanFile(path("v7.dtc"));
   ASSERT_FALSE(read);
   EXPECT_EQ(read.status().message(),
-            path("v7.dtc") + ": plan format version 7, this dtc reads version 2");
+            path("v7.dtc") + ": plan format version 7, this dtc reads version 3");
+}
+
+TEST_F(PlanFileTest, UnknownChecksumAlgorithmIsRejected) {
+  Plan plan = makePlan();
+  plan.mutable_model()->set_checksum_algorithm(static_cast<ChecksumAlgorithm>(2));
+  ASSERT_TRUE(writePlanFile(plan, path("algo.dtc")).isOk());
+  auto read = readPlanFile(path("algo.dtc"));
+  ASSERT_FALSE(read);
+  EXPECT_EQ(read.status().message(), path("algo.dtc") +
+                                         ": model checksum: algorithm algorithm(2) is not one "
+                                         "this dtc knows (xxh3-128); recompile the plan");
+  plan = makePlan();
+  ExternalFile *x = plan.mutable_model()->add_external_data();
+  x->set_location("w.bin");
+  x->set_checksum(kAbcXxh);
+  x->set_checksum_algorithm(static_cast<ChecksumAlgorithm>(9));
+  ASSERT_TRUE(writePlanFile(plan, path("algo.dtc")).isOk());
+  read = readPlanFile(path("algo.dtc"));
+  ASSERT_FALSE(read);
+  EXPECT_EQ(read.status().message(), path("algo.dtc") +
+                                         ": external data 'w.bin' checksum: algorithm "
+                                         "algorithm(9) is not one this dtc knows (xxh3-128); "
+                                         "recompile the plan");
+  x->set_checksum_algorithm(CHECKSUM_XXH3_128);
+  ASSERT_TRUE(writePlanFile(plan, path("algo.dtc")).isOk());
+  EXPECT_TRUE(readPlanFile(path("algo.dtc")));
 }
 
 TEST_F(PlanFileTest, GarbageIsNotAPlan) {
@@ -376,8 +420,8 @@ TEST(PlanTextTest, AttributesOptionalInputsAndConstants) {
             std::string::npos)
       << text;
   EXPECT_NE(text.find("  3: <empty>\n"), std::string::npos);
-  EXPECT_NE(text.find("  buffer %5 \"big\" constant i64[9] @0+72 data=sha256:" +
-                      sha256Hex(std::string(72, '\0')).substr(0, 16) + "\n"),
+  EXPECT_NE(text.find("  buffer %5 \"big\" constant i64[9] @0+72 data=xxh3:" +
+                      checksumHex(std::string(72, '\0')).substr(0, 16) + "\n"),
             std::string::npos)
       << text;
 }
@@ -390,22 +434,28 @@ TEST(PlanTextTest, InvalidPlansStillPrint) {
   r->mutable_buffers(2)->set_data("xyz"); // wrong size: hashed, not decoded
   plan.set_mode(static_cast<Mode>(9));
   const std::string text = planText(plan);
-  EXPECT_NE(text.find("plan v2 mode=mode(9) world_size=1\n"), std::string::npos);
+  EXPECT_NE(text.find("plan v3 mode=mode(9) world_size=1\n"), std::string::npos);
   EXPECT_NE(text.find("buffer %0 \"x\" kind(42) dtype(99)[2,4] @0+32\n"), std::string::npos);
-  EXPECT_NE(text.find("data=sha256:" + sha256Hex("xyz").substr(0, 16)), std::string::npos);
+  EXPECT_NE(text.find("data=xxh3:" + checksumHex("xyz").substr(0, 16)), std::string::npos);
+  plan.mutable_model()->set_checksum_algorithm(static_cast<ChecksumAlgorithm>(7));
+  EXPECT_NE(planText(plan).find(" checksum=algorithm(7):06b05ab6733a618578af5f94892f3950 "),
+            std::string::npos);
+  plan.mutable_model()->clear_checksum();
+  plan.mutable_model()->clear_checksum_algorithm();
+  EXPECT_NE(planText(plan).find(" checksum=none size=5\n"), std::string::npos);
 }
 
 TEST(FingerprintTest, StableForEqualPlans) {
   Plan a = makePlan();
   Plan b = makePlan();
   EXPECT_EQ(fingerprint(a), fingerprint(b));
-  EXPECT_EQ(fingerprint(a).size(), 64u);
+  EXPECT_EQ(fingerprint(a).size(), 32u);
   // The model's path does not count (the checksum identifies the model); everything else does.
   Plan moved = a;
   moved.mutable_model()->set_path("../elsewhere/model.onnx");
   EXPECT_EQ(fingerprint(moved), fingerprint(a));
   moved.mutable_model()->clear_path();
-  EXPECT_EQ(fingerprint(a), sha256Hex(planText(moved)));
+  EXPECT_EQ(fingerprint(a), checksumHex(planText(moved)));
   // Map insertion order does not matter.
   (*a.mutable_bound_dims())["A"] = 1;
   (*a.mutable_bound_dims())["Z"] = 3;
@@ -481,13 +531,25 @@ TEST(ValidateTest, KernelCheckErrorIsPropagated) {
 TEST(ValidateTest, PlanLevelErrors) {
   Plan p = makePlan();
   p.set_format_version(1);
-  EXPECT_EQ(validate(p), "plan t.dtc: plan format version 1, this dtc reads version 2");
+  EXPECT_EQ(validate(p), "plan t.dtc: plan format version 1, this dtc reads version 3");
   p = makePlan();
   p.set_mode(MODE_UNSPECIFIED);
   EXPECT_EQ(validate(p), "plan t.dtc: mode 0 is not inference (1) or training (2)");
   p = makePlan();
-  p.mutable_model()->set_sha256("ABC");
-  EXPECT_EQ(validate(p), "plan t.dtc: model checksum 'ABC' is not 64 lowercase hex digits");
+  p.mutable_model()->set_checksum("ABC");
+  EXPECT_EQ(validate(p), "plan t.dtc: model checksum 'ABC' is not 32 lowercase hex digits");
+  p.mutable_model()->set_checksum(kAbcSha); // a SHA-256 is not an XXH3-128
+  EXPECT_EQ(validate(p), "plan t.dtc: model checksum '" + std::string(kAbcSha) +
+                             "' is not 32 lowercase hex digits");
+  p = makePlan();
+  p.mutable_model()->set_checksum_algorithm(static_cast<ChecksumAlgorithm>(7));
+  EXPECT_EQ(validate(p), "plan t.dtc: model checksum: algorithm algorithm(7) is not one this "
+                         "dtc knows (xxh3-128); recompile the plan");
+  p.mutable_model()->set_checksum_algorithm(CHECKSUM_UNSPECIFIED);
+  EXPECT_EQ(validate(p), "plan t.dtc: model checksum: algorithm none is not one this dtc knows "
+                         "(xxh3-128); recompile the plan");
+  p.mutable_model()->clear_checksum(); // no checksum at all: a plan that reads no parameters
+  EXPECT_TRUE(validatePlan(p, "t.dtc").isOk()) << validate(p);
   p = makePlan();
   (*p.mutable_bound_dims())["N"] = -1;
   EXPECT_EQ(validate(p), "plan t.dtc: bound dim 'N' is -1, below 0");
@@ -797,7 +859,8 @@ TEST(ValidateTest, ExternalDataStaysInTheModelFolder) {
   Plan p = makePlan();
   ExternalFile *x = p.mutable_model()->add_external_data();
   x->set_location("weights.bin");
-  x->set_sha256(kAbcSha);
+  x->set_checksum(kAbcXxh);
+  x->set_checksum_algorithm(CHECKSUM_XXH3_128);
   EXPECT_TRUE(validatePlan(p, "t.dtc").isOk()) << validate(p);
   for (const char *bad : {"../weights.bin", "/etc/shadow", "", "a/../../b"}) {
     x->set_location(bad);
@@ -805,9 +868,80 @@ TEST(ValidateTest, ExternalDataStaysInTheModelFolder) {
                                "' is not a path inside the model's folder");
   }
   x->set_location("weights.bin");
-  x->set_sha256("xyz");
-  EXPECT_EQ(validate(p), "plan t.dtc: external data 'weights.bin': checksum 'xyz' is not 64 "
+  x->set_checksum("xyz");
+  EXPECT_EQ(validate(p), "plan t.dtc: external data 'weights.bin' checksum 'xyz' is not 32 "
                          "lowercase hex digits");
+  x->set_checksum(kAbcXxh);
+  x->clear_checksum_algorithm(); // unlike the model's, an external file's checksum is required
+  EXPECT_EQ(validate(p), "plan t.dtc: external data 'weights.bin' checksum: algorithm none is not "
+                         "one this dtc knows (xxh3-128); recompile the plan");
+}
+
+TEST(ShareConstantsTest, EqualLargeConstantsAreStoredOnce) {
+  Plan plan = makePlan();
+  RankProgram *r = plan.mutable_programs(0);
+  const std::string big(kMinSharedConstantBytes, '\x07');
+  std::string other = big;
+  other.back() = '\x08'; // same size, same bytes but the last
+  addBuffer(r, "c1", BUFFER_CONSTANT, 2, {1024}, 0, 1024)->set_data(big);
+  addBuffer(r, "c2", BUFFER_CONSTANT, 2, {1024}, 0, 1024)->set_data(other);
+  addBuffer(r, "c3", BUFFER_CONSTANT, 2, {1024}, 0, 1024)->set_data(big);
+  RankProgram *second = plan.add_programs();
+  addBuffer(second, "c4", BUFFER_CONSTANT, 2, {1024}, 0, 1024)->set_data(big);
+  const std::string before = planText(plan);
+  const std::string fingerprintBefore = fingerprint(plan);
+  shareConstants(plan);
+  ASSERT_EQ(plan.constants_size(), 2);
+  EXPECT_EQ(plan.constants(0), big);
+  EXPECT_EQ(plan.constants(1), other);
+  const RankProgram &p0 = plan.programs(0);
+  EXPECT_EQ(p0.buffers(2).shared_data(), 0u); // the 12-byte bias stays inline
+  EXPECT_EQ(p0.buffers(2).data().size(), 12u);
+  EXPECT_EQ(p0.buffers(5).shared_data(), 1u);
+  EXPECT_EQ(p0.buffers(6).shared_data(), 2u);
+  EXPECT_EQ(p0.buffers(7).shared_data(), 1u);
+  EXPECT_EQ(plan.programs(1).buffers(0).shared_data(), 1u);
+  for (const Buffer &b : p0.buffers())
+    if (b.shared_data() != 0) {
+      EXPECT_TRUE(b.data().empty()) << b.name();
+      EXPECT_EQ(bufferData(plan, b).size(), 1024u) << b.name();
+    }
+  EXPECT_EQ(bufferData(plan, p0.buffers(6)), other);
+  // How the bytes are stored does not change what the plan says.
+  EXPECT_EQ(planText(plan), before);
+  EXPECT_EQ(fingerprint(plan), fingerprintBefore);
+  // Sharing again changes nothing.
+  Plan again = plan;
+  shareConstants(again);
+  EXPECT_EQ(again.SerializeAsString(), plan.SerializeAsString());
+}
+
+TEST(ValidateTest, SharedConstants) {
+  Plan p = makePlan();
+  Buffer *bias = p.mutable_programs(0)->mutable_buffers(2); // constant f32[3], 12 bytes
+  const std::string bytes = bias->data();
+  bias->clear_data();
+  bias->set_shared_data(1);
+  EXPECT_EQ(validate(p),
+            "plan t.dtc: program 0: buffer %2 'b': shared constant 1 is not in [1, 0]");
+  p.add_constants(bytes);
+  EXPECT_TRUE(validatePlan(p, "t.dtc").isOk()) << validate(p);
+  EXPECT_NE(planText(p).find("data=[0.5, 1, -2]"), std::string::npos);
+  bias->set_data(bytes);
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: buffer %2 'b': constant has both its own data "
+                         "and shared constant 1");
+  bias->clear_data();
+  p.set_constants(0, "xyz");
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: buffer %2 'b': constant carries 3 bytes of data, "
+                         "but its size is 12 bytes");
+  p = makePlan();
+  p.add_constants("abc");
+  p.mutable_programs(0)->mutable_buffers(3)->set_shared_data(1); // an activation
+  EXPECT_EQ(validate(p), "plan t.dtc: program 0: buffer %3 '/fc/Gemm_output_0': data on a buffer "
+                         "that is not a constant");
+  // An out-of-range reference still prints (the text is total), marked.
+  p.mutable_programs(0)->mutable_buffers(3)->set_shared_data(9);
+  EXPECT_NE(planText(p).find(" shared_data=9(missing)\n"), std::string::npos) << planText(p);
 }
 
 TEST(ValidateTest, ArenaIsWhatTheBuffersNeed) {
@@ -828,7 +962,8 @@ TEST(ExecutorArena, PhysicalMemoryIsCheckedBeforeAllocating) {
   RankProgram *r = p.mutable_programs(0);
   addBuffer(r, "huge", BUFFER_ACTIVATION, 1, {int64_t{1} << 38}, 320, uint64_t{1} << 40);
   r->set_arena_bytes(320 + (uint64_t{1} << 40));
-  p.mutable_model()->clear_sha256(); // fails later: the check must come first
+  p.mutable_model()->clear_checksum(); // fails later: the check must come first
+  p.mutable_model()->clear_checksum_algorithm();
   ASSERT_EQ(validate(p), "plan t.dtc: program 0: arena of 1099511628096 bytes is above the "
                          "limit of 1099511627776 bytes (1 TiB)");
   // Within the 1 TiB limit: the buffer ends at 320 + 2^40 - 704, the arena is 2^40 - 384.
@@ -860,7 +995,15 @@ std::vector<std::pair<std::string, Plan>> seedPlans() {
   a->mutable_t()->set_dtype(7);
   a->mutable_t()->add_shape(1);
   a->mutable_t()->set_data(std::string(8, '\x01'));
-  return {{"mlp.dtc", makePlan()}, {"dp2.dtc", two}, {"bad_offset.dtc", bad}};
+  Plan shared = makePlan(); // the bias from Plan.constants
+  Buffer *bias = shared.mutable_programs(0)->mutable_buffers(2);
+  shared.add_constants(bias->data());
+  bias->clear_data();
+  bias->set_shared_data(1);
+  return {{"mlp.dtc", makePlan()},
+          {"dp2.dtc", two},
+          {"bad_offset.dtc", bad},
+          {"shared_constant.dtc", shared}};
 }
 
 // Checks the seeds' validity; with DTC_WRITE_PLAN_SEEDS=<folder> also writes them there.
@@ -870,6 +1013,7 @@ TEST(PlanSeeds, ValidityAndRegeneration) {
   EXPECT_TRUE(validatePlan(seeds[1].second, "s").isOk()) << validate(seeds[1].second);
   EXPECT_EQ(validate(seeds[2].second),
             "plan t.dtc: program 0: buffer %4 'y': ends at byte 344, past the arena (320 bytes)");
+  EXPECT_TRUE(validatePlan(seeds[3].second, "s").isOk()) << validate(seeds[3].second);
   if (const char *dir = std::getenv("DTC_WRITE_PLAN_SEEDS")) {
     for (const auto &[name, plan] : seeds)
       EXPECT_TRUE(writePlanFile(plan, std::string(dir) + "/" + name).isOk());

@@ -118,7 +118,8 @@ plan::Plan makeRegressionPlan(const std::string &dir, const RegressionConfig &cf
   p.set_mode(MODE_TRAINING);
   p.set_world_size(1);
   p.mutable_model()->set_path("model.onnxtxt");
-  p.mutable_model()->set_sha256(*sha256File(modelPath));
+  p.mutable_model()->set_checksum(*checksumFile(modelPath));
+  p.mutable_model()->set_checksum_algorithm(kChecksumAlgorithm);
   p.mutable_model()->set_size_bytes(model.size());
   Hyperparameters *hp = p.mutable_hyperparameters();
   hp->set_batch_size(B);

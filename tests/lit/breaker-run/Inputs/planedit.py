@@ -2,7 +2,7 @@
 # Hand-edits a dtc plan (compiler/plan/plan.proto) at the protobuf wire level, so the lit tests
 # in tests/lit/breaker-run need neither protoc nor generated code:
 #   planedit.py IN OUT attr-float INSTR NAME VALUE   add float attribute NAME to instruction INSTR
-#   planedit.py IN OUT clear-sha                     empty ModelRef.sha256
+#   planedit.py IN OUT clear-checksum                empty ModelRef.checksum and its algorithm
 import struct
 import sys
 
@@ -86,10 +86,10 @@ def main():
         edit_sub(plan, 13, 0, lambda rank: edit_sub(
             rank, 7, instr, lambda ins: edit_sub(
                 ins, 1, 0, lambda call: call.append([6, 2, attr]))))
-    elif cmd == "clear-sha":
-        # Plan.model(4) -> ModelRef.sha256(2)
+    elif cmd == "clear-checksum":
+        # Plan.model(4) -> ModelRef.checksum(5), ModelRef.checksum_algorithm(6)
         edit_sub(plan, 4, 0, lambda model: model.__setitem__(
-            slice(None), [f for f in model if f[0] != 2]))
+            slice(None), [f for f in model if f[0] not in (5, 6)]))
     else:
         raise SystemExit("unknown command " + cmd)
     open(dst, "wb").write(encode(plan))

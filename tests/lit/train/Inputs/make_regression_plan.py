@@ -7,7 +7,7 @@ regression, MSE loss, SGD with momentum 0.9 written with ONNX ops, batch 4), and
 OUT_DIR/train.npz, OUT_DIR/val.npz (label = x . [1, 2, -1]). Mirrors
 tests/unit/runtime/TrainingTestUtil.cpp.
 """
-import hashlib
+import ctypes
 import os
 import sys
 
@@ -20,6 +20,21 @@ import plan_pb2 as P  # noqa: E402
 
 out = sys.argv[2]
 B, F = 4, 3
+
+
+class XXH128(ctypes.Structure):
+    _fields_ = [("low64", ctypes.c_uint64), ("high64", ctypes.c_uint64)]
+
+
+def xxh3_128_hex(data):
+    """XXH3-128 as the plan records it (xxHash's canonical order: high 64 bits first), from the
+    libxxhash that dtc links (libxxhash-dev depends on its runtime, libxxhash0)."""
+    fn = ctypes.CDLL("libxxhash.so.0").XXH3_128bits
+    fn.restype = XXH128
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    h = fn(data, len(data))
+    return "%016x%016x" % (h.high64, h.low64)
+
 
 w0 = np.array([0.5, -0.25, 1.0], np.float32)
 graph = helper.make_graph(
@@ -37,12 +52,13 @@ with open(os.path.join(out, "model.onnx"), "wb") as f:
     f.write(model_bytes)
 
 p = P.Plan()
-p.format_version = 2
+p.format_version = 3
 p.producer = "hand-made test plan"
 p.mode = P.MODE_TRAINING
 p.world_size = 1
 p.model.path = "model.onnx"
-p.model.sha256 = hashlib.sha256(model_bytes).hexdigest()
+p.model.checksum = xxh3_128_hex(model_bytes)
+p.model.checksum_algorithm = P.CHECKSUM_XXH3_128
 p.model.size_bytes = len(model_bytes)
 hp = p.hyperparameters
 hp.batch_size, hp.loss, hp.optimizer, hp.lr, hp.momentum = B, "mse", "sgd", 0.05, 0.9

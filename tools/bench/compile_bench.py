@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+# Compile benchmark (issue 18): dtc-compile's training compile of the generated GPT-2-XL shape
+# (tools/bench/gen_gpt2_xl.py: sparse external weights) and of fewer-layer variants, for several
+# strategies; prints per case the wall time, the compiler's peak RSS and the plan's size beside
+# the targets (under 2 s, under 1 GiB, plan under 10 MB), then how each figure grows with the
+# number of layers (it should be linear) and with the world size (it should be flat).
+# Each compile runs alone in its own subprocess; peak RSS is that child's ru_maxrss (wait4).
+# Run by hand (not in CI: the 48-layer cases take minutes on 2 cores):
+#
+#     python3 tools/bench/compile_bench.py [--dtc build/tools/dtc-compile] [--bench-dir DIR]
+#         [--layers 12,24,48] [--strategies "single;dp=8;dp=1024;pp=8;dp=8,pp=4"]
+#         [--replica-batch 8] [--repeat 1]
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+
+# The issue's targets.
+TARGET_WALL_S = 2.0
+TARGET_RSS_MIB = 1024.0
+TARGET_PLAN_MB = 10.0
+DEFAULT_STRATEGIES = ["single", "dp=8", "dp=1024", "pp=8", "dp=8,pp=4"]
+
+
+def run_child(cmd, timeout_s):
+    """Runs `cmd`; returns (wall seconds, peak RSS in MiB, return code, stderr text). Output
+    goes to temporary files (no pipe can fill up) and the child is reaped with wait4, which
+    returns that child's own rusage; a timer kills it after `timeout_s`."""
+    with tempfile.TemporaryFile() as out_f, tempfile.TemporaryFile() as err_f:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, stdout=out_f, stderr=err_f)
+        timer = threading.Timer(timeout_s, p.kill)
+        timer.start()
+        _, status, usage = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - t0
+        timed_out = not timer.is_alive()
+        timer.cancel()
+        rc = os.waitstatus_to_exitcode(status)
+        err_f.seek(0)
+        err = err_f.read().decode(errors="replace")
+    if timed_out and rc != 0:
+        err = f"timed out after {timeout_s} s\n" + err
+    return wall, usage.ru_maxrss / 1024.0, rc, err  # Linux: ru_maxrss in KiB
+
+
+def mesh_degrees(strategy):
+    """(dp, pp) of a --strategy text such as "dp=8,pp=4" (single: (1, 1))."""
+    dp = pp = 1
+    for part in strategy.split(","):
+        key, _, value = part.partition("=")
+        if key == "dp":
+            dp = int(value)
+        elif key == "pp":
+            pp = int(value)
+    return dp, pp
+
+
+def ensure_model(python, bench_dir, layers):
+    name = "gpt2_xl" if layers == 48 else f"gpt2_{layers}l"
+    model = os.path.join(bench_dir, name + ".onnx")
+    if not (os.path.exists(model) and os.path.exists(os.path.join(bench_dir, name + ".weights"))):
+        subprocess.run([python, os.path.join(HERE, "gen_gpt2_xl.py"), bench_dir, "--name", name,
+                        "--layers", str(layers)], check=True)
+    return model
+
+
+def warm_page_cache(model):
+    """Reads the model and its weights once, untimed: the first compile after generating a
+    model would otherwise also pay for filling the page cache with its gigabytes."""
+    base = os.path.splitext(model)[0]
+    for path in (model, base + ".weights"):
+        with open(path, "rb") as f:
+            while f.read(1 << 24):
+                pass
+
+
+def bench_case(dtc, model, strategy, replica_batch, repeat, timeout_s, workdir):
+    """Median wall, max peak RSS and the plan's bytes of `repeat` compiles, or an error."""
+    dp, pp = mesh_degrees(strategy)
+    # --batch-size is the global batch: `replica_batch` samples per data-parallel replica (a
+    # pipeline splits them into pp micro-batches by default).
+    cmd = [dtc, model, "--strategy", strategy, "--batch-size", str(replica_batch * dp),
+           "--optimizer", "adam", "--class-axis", "-1", "--dim", "T=1024",
+           "-o", os.path.join(workdir, "plan.dtc")]
+    walls, rss, plan_bytes = [], 0.0, 0
+    for _ in range(repeat):
+        wall, mib, rc, err = run_child(cmd, timeout_s)
+        if rc != 0:
+            lines = [l for l in err.strip().splitlines() if l.startswith("error")] or \
+                err.strip().splitlines() or [f"exit {rc}"]
+            return None, lines[0]
+        walls.append(wall)
+        rss = max(rss, mib)
+        plan_bytes = os.path.getsize(os.path.join(workdir, "plan.dtc"))
+        os.remove(os.path.join(workdir, "plan.dtc"))
+    return {"wall": statistics.median(walls), "rss": rss, "plan_mb": plan_bytes / 1e6,
+            "world": dp * pp}, None
+
+
+def verdict(value, target):
+    return "ok" if value < target else "OVER"
+
+
+def growth_line(label, xs, values, unit):
+    """"label: v0 -> v1 -> v2 unit (xR for xQ layers; slope unit/layer)"."""
+    pairs = [(x, v) for x, v in zip(xs, values) if v is not None]
+    if len(pairs) < 2:
+        return f"  {label}: not enough cases"
+    (x0, v0), (x1, v1) = pairs[0], pairs[-1]
+    slope = (v1 - v0) / (x1 - x0)
+    chain = " -> ".join(f"{v:.2f}" for _, v in pairs)
+    ratio = f"x{v1 / v0:.2f}" if v0 else "-"
+    return f"  {label:<26} {chain} {unit}  ({ratio} for x{x1 / x0:.1f} layers; {slope:+.3f} {unit}/layer)"
+
+
+def main():
+    ap = argparse.ArgumentParser(description="dtc-compile training compile: time, memory, plan")
+    ap.add_argument("--dtc", default=os.path.join(REPO, "build", "tools", "dtc-compile"))
+    ap.add_argument("--bench-dir", default="/tmp/dtc-bench",
+                    help="where the GPT-2 graphs are generated (kept and reused)")
+    ap.add_argument("--python", default=sys.executable,
+                    help="interpreter with numpy and onnx, for gen_gpt2_xl.py")
+    ap.add_argument("--layers", default="12,24,48",
+                    help="comma-separated layer counts (48 is GPT-2-XL)")
+    ap.add_argument("--strategies", default=";".join(DEFAULT_STRATEGIES),
+                    help="semicolon-separated --strategy values (default: %(default)s)")
+    ap.add_argument("--replica-batch", type=int, default=8,
+                    help="samples per data-parallel replica; --batch-size is this times dp")
+    ap.add_argument("--repeat", type=int, default=1, help="compiles per case (median time)")
+    ap.add_argument("--timeout", type=float, default=600, help="seconds per compile")
+    args = ap.parse_args()
+    if not os.access(args.dtc, os.X_OK):
+        sys.exit(f"error: {args.dtc}: not an executable dtc-compile (pass --dtc)")
+    layer_counts = sorted(int(x) for x in args.layers.split(","))
+    strategies = [s.strip() for s in args.strategies.split(";") if s.strip()]
+
+    start = time.perf_counter()
+    models = {L: ensure_model(args.python, args.bench_dir, L) for L in layer_counts}
+    header = (f"{'layers':>6} {'strategy':<12} {'world':>5} {'wall s':>8} {'peak MiB':>9} "
+              f"{'plan MB':>8}   targets: wall < {TARGET_WALL_S:g} s, memory < "
+              f"{TARGET_RSS_MIB:g} MiB, plan < {TARGET_PLAN_MB:g} MB")
+    print(header)
+    print("-" * len(header))
+    results, failures = {}, []
+    with tempfile.TemporaryDirectory(prefix="dtc-compile-bench-") as workdir:
+        for L in layer_counts:
+            warm_page_cache(models[L])
+            for s in strategies:
+                r, err = bench_case(args.dtc, models[L], s, args.replica_batch, args.repeat,
+                                    args.timeout, workdir)
+                results[(L, s)] = r
+                if err:
+                    failures.append(f"{L} layers, {s}: {err}")
+                    print(f"{L:>6} {s:<12} {'-':>5} {'-':>8} {'-':>9} {'-':>8}   FAILED",
+                          flush=True)
+                    continue
+                print(f"{L:>6} {s:<12} {r['world']:>5} {r['wall']:8.2f} {r['rss']:9.1f} "
+                      f"{r['plan_mb']:8.2f}   wall {verdict(r['wall'], TARGET_WALL_S)}, "
+                      f"memory {verdict(r['rss'], TARGET_RSS_MIB)}, "
+                      f"plan {verdict(r['plan_mb'], TARGET_PLAN_MB)}", flush=True)
+
+    def figure(L, s, key):
+        r = results.get((L, s))
+        return r[key] if r else None
+
+    if len(layer_counts) > 1:
+        print(f"\nGrowth with layers ({', '.join(map(str, layer_counts))}; target: linear, "
+              f"so the ratio stays at or below the layer ratio):")
+        for s in strategies:
+            for key, name, unit in (("wall", "wall", "s"), ("rss", "peak", "MiB"),
+                                    ("plan_mb", "plan", "MB")):
+                print(growth_line(f"{s} {name}", layer_counts,
+                                  [figure(L, s, key) for L in layer_counts], unit))
+    worlds = sorted({results[(L, s)]["world"] for (L, s) in results if results[(L, s)]})
+    if len(worlds) > 1:
+        print("\nGrowth with world size (target: flat, ratio 1.00):")
+        for L in layer_counts:
+            by_world = {}
+            for s in strategies:
+                r = results.get((L, s))
+                if r and mesh_degrees(s)[1] == 1:  # data parallelism only: same program per rank
+                    by_world[r["world"]] = r
+            ws = sorted(by_world)
+            if len(ws) < 2:
+                continue
+            for key, name, unit in (("wall", "wall", "s"), ("rss", "peak", "MiB"),
+                                    ("plan_mb", "plan", "MB")):
+                vals = [by_world[w][key] for w in ws]
+                chain = " -> ".join(f"{v:.2f}" for v in vals)
+                print(f"  {L} layers {name:<5} world {' -> '.join(map(str, ws))}: {chain} {unit} "
+                      f"(x{vals[-1] / vals[0]:.2f} for x{ws[-1] / ws[0]:g} ranks)")
+    print(f"\nwall s: median of {args.repeat} run(s) of the whole dtc-compile process (import, "
+          f"training passes, lowering, model checksums, writing the plan); peak MiB: its maximum "
+          f"RSS (the model files are read once beforehand, so the page cache is warm); batch "
+          f"{args.replica_batch} per replica, T=1024, Adam.")
+    print(f"total benchmark time {time.perf_counter() - start:.1f} s")
+    for f in failures:
+        print("FAILED " + f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
