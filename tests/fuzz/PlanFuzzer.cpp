@@ -27,7 +27,14 @@ void checkValidatedInvariants(const Plan &plan) {
       uint64_t end = 0;
       if (__builtin_add_overflow(b.offset(), b.size_bytes(), &end) || end > r.arena_bytes())
         __builtin_trap();
-      if (b.kind() == BUFFER_CONSTANT && b.data().size() != b.size_bytes())
+      // A constant holds its bytes inline or names a shared entry of Plan.constants.
+      const std::string *bytes = &b.data();
+      if (b.kind() == BUFFER_CONSTANT && b.shared_data() > 0) {
+        if (b.shared_data() > static_cast<uint32_t>(plan.constants_size()) || !b.data().empty())
+          __builtin_trap();
+        bytes = &plan.constants(static_cast<int>(b.shared_data() - 1));
+      }
+      if (b.kind() == BUFFER_CONSTANT && bytes->size() != b.size_bytes())
         __builtin_trap();
     }
     for (const Instruction &inst : r.instructions()) {
