@@ -55,6 +55,57 @@ private:
   std::map<uint64_t, uint64_t> runs_;
 };
 
+/// Placed blocks in order of offset, for the plain scan: a list of sorted chunks of at most
+/// kChunk entries (a two-level sorted array), so that an insertion moves at most kChunk entries
+/// and a scan reads memory in order.
+class OffsetOrder {
+public:
+  struct Placed {
+    uint64_t begin, end; ///< bytes [begin, end)
+    size_t lo, hi;       ///< live leaves [lo, hi]
+  };
+
+  /// O(n / kChunk + kChunk).
+  void insert(const Placed &p) {
+    auto after = [](const Placed &a, uint64_t begin) { return a.begin <= begin; };
+    size_t c = 0;
+    while (c + 1 < chunks_.size() && !chunks_[c + 1].empty() &&
+           chunks_[c + 1].front().begin <= p.begin)
+      ++c;
+    if (chunks_.empty())
+      chunks_.emplace_back();
+    std::vector<Placed> &chunk = chunks_[c];
+    chunk.insert(std::lower_bound(chunk.begin(), chunk.end(), p.begin, after), p);
+    if (chunk.size() > 2 * kChunk) {
+      std::vector<Placed> upper(chunk.begin() + kChunk, chunk.end());
+      chunk.resize(kChunk);
+      chunks_.insert(chunks_.begin() + static_cast<std::ptrdiff_t>(c) + 1, std::move(upper));
+    }
+    ++size_;
+  }
+
+  size_t size() const { return size_; }
+
+  /// The lowest free offset at or above x, when no lower offset is free: the pairwise planner's
+  /// walk over the blocks live at the same time as leaves [lo, hi], in order of offset.
+  uint64_t scanFrom(uint64_t x, size_t lo, size_t hi, uint64_t size) const {
+    for (const std::vector<Placed> &chunk : chunks_)
+      for (const Placed &p : chunk) {
+        if (p.lo > hi || lo > p.hi)
+          continue;
+        if (x + size <= p.begin)
+          return x;
+        x = std::max(x, p.end);
+      }
+    return x;
+  }
+
+private:
+  static constexpr size_t kChunk = 256;
+  std::vector<std::vector<Placed>> chunks_;
+  size_t size_ = 0;
+};
+
 /// Segment tree over leaves 0..leaves-1 (compressed instruction indices). A block with live
 /// leaves [lo, hi] has O(log n) canonical nodes (the maximal subtrees inside [lo, hi]). Two
 /// blocks' ranges intersect exactly when a canonical node of one is an ancestor-or-self of a
@@ -73,6 +124,7 @@ public:
 
   /// Records that bytes [begin, end) are taken over leaves [lo, hi].
   void insert(size_t lo, size_t hi, uint64_t begin, uint64_t end) {
+    byOffset_.insert({begin, end, lo, hi});
     decompose(lo, hi);
     for (size_t c : canonical_) {
       set(c, 0).insert(begin, end);
@@ -84,7 +136,9 @@ public:
 
   /// The lowest offset x such that [x, x + size) is free over leaves [lo, hi]. Every jump moves
   /// x to the end of an occupied run that [x, x + size) meets, and every offset skipped meets
-  /// that run, so the first x that no union rejects is the lowest free one.
+  /// that run, so the first x that no union rejects is the lowest free one. When the unions
+  /// interleave so many small holes that the probes would cost more than looking at every
+  /// placed block, the rest of the search is the plain scan of all blocks by offset.
   uint64_t lowestFree(size_t lo, size_t hi, uint64_t size) {
     decompose(lo, hi);
     probe_.clear();
@@ -95,9 +149,13 @@ public:
       if (setOf_[u][0] >= 0)
         probe_.push_back(&unions_[static_cast<size_t>(setOf_[u][0])]);
     uint64_t x = 0;
+    // A probe (a map search) costs about as much as visiting 16 blocks in the scan.
+    size_t budget = 8 + byOffset_.size() / 16;
     // Probe the unions round-robin until all of them in a row accept x.
     size_t accepted = 0;
     for (size_t k = 0; accepted < probe_.size();) {
+      if (budget-- == 0)
+        return byOffset_.scanFrom(x, lo, hi, size);
       if (std::optional<uint64_t> end = probe_[k]->conflictEnd(x, size)) {
         x = *end; // the same union may still reject the new x: probe it again
         accepted = 0;
@@ -145,6 +203,7 @@ private:
   uint64_t clock_ = 0;
   std::vector<size_t> canonical_, ancestors_;
   std::vector<const IntervalUnion *> probe_;
+  OffsetOrder byOffset_; ///< every placed block, for the scan
 };
 
 } // namespace

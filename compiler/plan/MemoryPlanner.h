@@ -36,11 +36,14 @@ struct MemoryPlan {
 /// each node holds the union of the byte ranges of the blocks that cover it, and the union of
 /// those of the blocks that touch its subtree, as disjoint merged runs. A request's conflicts
 /// are then the unions of O(log n) nodes, and its lowest free offset is found by jumping over
-/// their runs. Cost: O(n log^2 n) for the insertions, plus O(log^2 n) per run jumped over. The
-/// runs jumped over are at most the conflicting blocks below the answer, so the worst case stays
-/// the O(n^2) of a pairwise scan (many short-lived blocks of unrelated sizes interleaving holes);
-/// on training graphs the long-lived weights and optimizer state merge into few runs (GPT-2-XL:
-/// 8,417 requests, about 4 jumps each). Memory: O(n log n).
+/// their runs. Cost: O(n log^2 n) for the insertions, plus O(log n) per union probed (each jump
+/// over a run of conflicting bytes costs up to O(log n) probes). When the probes for one request
+/// would cost more than the pairwise planner's walk over all placed blocks in offset order (many
+/// short-lived blocks of unrelated sizes leave interleaved holes), the request finishes with
+/// that walk instead, so the worst case stays the O(n^2) of the pairwise planner, at about its
+/// speed. On training graphs the long-lived weights and optimizer state merge into few runs
+/// (GPT-2-XL: 8,417 requests, about 4 jumps each, 8x faster than the pairwise planner).
+/// Memory: O(n log n).
 /// Aborts (internal error) when a request has first > last.
 MemoryPlan planMemory(const std::vector<MemoryRequest> &requests, uint64_t alignment);
 

@@ -188,6 +188,17 @@ OpDef defineSlice() {
       }
       return s;
     };
+    // Step 1 on the last axis: each output row is a contiguous run of the input (GPT-2's causal
+    // mask, a 1 MiB Slice per layer, is copied row by row instead of element by element).
+    const int64_t row = rank > 0 ? outDims[rank - 1] : 0;
+    std::optional<int64_t> count = ir::checkedProduct(outDims);
+    if (row > 1 && step[rank - 1] == 1 && count && *count > 0) {
+      DTC_ASSIGN_OR_RETURN(ir::TensorDataPtr t,
+                           remapRuns(
+                               ctx.node().output(0)->name(), data, outDims, row,
+                               [&](int64_t k) { return src(k * row); }, where));
+      return std::vector<ir::TensorDataPtr>{t};
+    }
     DTC_ASSIGN_OR_RETURN(ir::TensorDataPtr t,
                          remapElements(ctx.node().output(0)->name(), data, outDims, src, where));
     return std::vector<ir::TensorDataPtr>{t};

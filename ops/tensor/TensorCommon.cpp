@@ -48,6 +48,33 @@ Expected<ir::TensorDataPtr> remapElements(const std::string &name, const ir::Ten
   return ir::TensorDataPtr(ir::TensorData::fromBytes(name, in.dtype(), outDims, std::move(out)));
 }
 
+Expected<ir::TensorDataPtr> remapRuns(const std::string &name, const ir::TensorData &in,
+                                      const std::vector<int64_t> &outDims, int64_t run,
+                                      const std::function<int64_t(int64_t)> &src,
+                                      const std::string &where) {
+  int64_t size = ir::dtypeSize(in.dtype());
+  if (size == 0)
+    return Status::error(where,
+                         std::string("cannot fold tensors of type ") + ir::dtypeName(in.dtype()));
+  std::optional<int64_t> count = ir::checkedProduct(outDims);
+  if (!count || *count > kMaxFoldElements)
+    return Status::error(where,
+                         "result of " + intsText(outDims) + " elements is too large to fold");
+  if (run <= 0 || *count % run != 0)
+    return Status::error(where, "internal error: folded run length does not divide the result");
+  DTC_ASSIGN_OR_RETURN(const std::string *bytes, in.bytes());
+  const int64_t inCount = static_cast<int64_t>(bytes->size()) / size;
+  std::string out(static_cast<size_t>(*count * size), '\0');
+  for (int64_t k = 0; k < *count / run; ++k) {
+    const int64_t s = src(k);
+    if (s < 0 || s > inCount - run)
+      return Status::error(where, "internal error: folded element index out of range");
+    std::memcpy(out.data() + k * run * size, bytes->data() + s * size,
+                static_cast<size_t>(run * size));
+  }
+  return ir::TensorDataPtr(ir::TensorData::fromBytes(name, in.dtype(), outDims, std::move(out)));
+}
+
 Expected<ir::TensorDataPtr> withDims(const std::string &name, const ir::TensorData &in,
                                      const std::vector<int64_t> &dims, const std::string &where) {
   std::optional<int64_t> count = ir::checkedProduct(dims);

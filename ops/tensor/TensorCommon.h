@@ -32,6 +32,15 @@ Expected<ir::TensorDataPtr> remapElements(const std::string &name, const ir::Ten
                                           const std::function<int64_t(int64_t)> &src,
                                           const std::string &where, const std::string &fill = {});
 
+/// As remapElements, a run of `run` elements at a time (run > 0, dividing the output's element
+/// count): output elements [k * run, (k + 1) * run) are a copy of input elements [src(k),
+/// src(k) + run). One call and one memcpy per run instead of per element (a Slice whose last
+/// axis has step 1 copies whole rows). No fill: src(k) must be in range.
+Expected<ir::TensorDataPtr> remapRuns(const std::string &name, const ir::TensorData &in,
+                                      const std::vector<int64_t> &outDims, int64_t run,
+                                      const std::function<int64_t(int64_t)> &src,
+                                      const std::string &where);
+
 /// The same bytes as `in` under new dims (element counts must agree; error otherwise).
 Expected<ir::TensorDataPtr> withDims(const std::string &name, const ir::TensorData &in,
                                      const std::vector<int64_t> &dims, const std::string &where);

@@ -647,6 +647,29 @@ TEST_F(TensorOps, TensorSliceFold) {
   std::vector<int64_t> dims;
   EXPECT_EQ(foldInts(n, 0, &dims), (V{8, 6, 4, 2}));
   EXPECT_EQ(dims, (V{2, 2}));
+  // Step 1 on the last axis: rows are copied whole (remapRuns), with the same result as element
+  // by element; a negative start, a step on an outer axis, an end past the dim.
+  V c(3 * 4 * 5);
+  for (size_t k = 0; k < c.size(); ++k)
+    c[k] = static_cast<int64_t>(k);
+  ir::Node *m = node("Slice",
+                     {i64("c3", {3, 4, 5}, c), i64s("s3", {0, -3, 1}), i64s("e3", {3, 100, 4}),
+                      i64s("a3", {0, 1, 2}), i64s("st3", {2, 1, 1})},
+                     {"y3"});
+  V want;
+  for (int64_t i : {0, 2})
+    for (int64_t j = 1; j < 4; ++j)
+      for (int64_t k = 1; k < 4; ++k)
+        want.push_back(i * 20 + j * 5 + k);
+  EXPECT_EQ(foldInts(m, 0, &dims), want);
+  EXPECT_EQ(dims, (V{2, 3, 3}));
+  // A last axis of one element and an empty result take the element path.
+  ir::Node *one = node(
+      "Slice",
+      {i64("c1", {2, 3}, {1, 2, 3, 4, 5, 6}), i64s("s1", {2}), i64s("e1", {3}), i64s("a1", {1})},
+      {"y1"});
+  EXPECT_EQ(foldInts(one, 0, &dims), (V{3, 6}));
+  EXPECT_EQ(dims, (V{2, 1}));
 }
 
 // --- Gather -----------------------------------------------------------------------------------
