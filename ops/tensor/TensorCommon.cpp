@@ -18,11 +18,14 @@ std::vector<int64_t> rowMajorStrides(const std::vector<int64_t> &dims) {
   return strides;
 }
 
-Expected<ir::TensorDataPtr> remapElements(const std::string &name, const ir::TensorData &in,
-                                          const std::vector<int64_t> &outDims,
-                                          const std::function<int64_t(int64_t)> &src,
-                                          const std::string &where, const std::string &fill) {
-  int64_t size = ir::dtypeSize(in.dtype());
+namespace {
+
+/// Element size of `in` and element count of a folded result of `outDims`, or the error that
+/// refuses the fold (an element type without a size, a result too large to fold).
+Expected<std::pair<int64_t, int64_t>> foldSizes(const ir::TensorData &in,
+                                                const std::vector<int64_t> &outDims,
+                                                const std::string &where) {
+  const int64_t size = ir::dtypeSize(in.dtype());
   if (size == 0)
     return Status::error(where,
                          std::string("cannot fold tensors of type ") + ir::dtypeName(in.dtype()));
@@ -30,6 +33,18 @@ Expected<ir::TensorDataPtr> remapElements(const std::string &name, const ir::Ten
   if (!count || *count > kMaxFoldElements)
     return Status::error(where,
                          "result of " + intsText(outDims) + " elements is too large to fold");
+  return std::make_pair(size, *count);
+}
+
+} // namespace
+
+Expected<ir::TensorDataPtr> remapElements(const std::string &name, const ir::TensorData &in,
+                                          const std::vector<int64_t> &outDims,
+                                          const std::function<int64_t(int64_t)> &src,
+                                          const std::string &where, const std::string &fill) {
+  DTC_ASSIGN_OR_RETURN(auto sizes, foldSizes(in, outDims, where));
+  const int64_t size = sizes.first;
+  const std::optional<int64_t> count = sizes.second;
   DTC_ASSIGN_OR_RETURN(const std::string *bytes, in.bytes());
   int64_t inCount = static_cast<int64_t>(bytes->size()) / size;
   std::string out(static_cast<size_t>(*count * size), '\0');
@@ -52,14 +67,9 @@ Expected<ir::TensorDataPtr> remapRuns(const std::string &name, const ir::TensorD
                                       const std::vector<int64_t> &outDims, int64_t run,
                                       const std::function<int64_t(int64_t)> &src,
                                       const std::string &where) {
-  int64_t size = ir::dtypeSize(in.dtype());
-  if (size == 0)
-    return Status::error(where,
-                         std::string("cannot fold tensors of type ") + ir::dtypeName(in.dtype()));
-  std::optional<int64_t> count = ir::checkedProduct(outDims);
-  if (!count || *count > kMaxFoldElements)
-    return Status::error(where,
-                         "result of " + intsText(outDims) + " elements is too large to fold");
+  DTC_ASSIGN_OR_RETURN(auto sizes, foldSizes(in, outDims, where));
+  const int64_t size = sizes.first;
+  const std::optional<int64_t> count = sizes.second;
   if (run <= 0 || *count % run != 0)
     return Status::error(where, "internal error: folded run length does not divide the result");
   DTC_ASSIGN_OR_RETURN(const std::string *bytes, in.bytes());
