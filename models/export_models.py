@@ -195,6 +195,14 @@ class Gpt(nn.Module):
         return self.head(self.ln_f(self.blocks(x)))
 
 
+class TiedGpt(Gpt):
+    """The GPT with its output projection tied to the token embedding (GPT-2's weight tying)."""
+
+    def __init__(self):
+        super().__init__()
+        self.head.weight = self.tok.weight
+
+
 # name -> (constructor, example input, input name, opset, export training variant too)
 def model_specs():
     return {
@@ -204,6 +212,10 @@ def model_specs():
         "resnet": (ResNet, lambda: torch.randn(2, 3, 32, 32), "input", 13, True),
         "unet": (UNet, lambda: torch.randn(2, 3, 32, 32), "input", 13, True),
         "gpt": (Gpt, lambda: torch.randint(0, 64, (2, 16), dtype=torch.long), "tokens", 14, True),
+        # The seed's tensor-parallel example: a hidden layer of 10 nodes (split 5/5 at tp=2).
+        "mlp_seed": (lambda: Mlp([64, 10, 10]), lambda: torch.randn(2, 64), "input", 13, False),
+        "gpt_tied": (TiedGpt, lambda: torch.randint(0, 64, (2, 16), dtype=torch.long), "tokens", 14,
+                     True),
     }
 
 

@@ -24,6 +24,8 @@
 
 namespace dtc::ops {
 
+class ShardingContext; // ops/Sharding.h
+
 // ---------------------------------------------------------------------------------------------
 // Type sets (bit masks over ir::DType) used by type constraints.
 using TypeMask = uint32_t;
@@ -190,6 +192,9 @@ struct OpDef {
   /// FLOPs and bytes of a node with static shapes (ops/Cost.h). Required: the completeness test
   /// (tests/unit/ops/CostTest.cpp) fails for an op without one.
   CostFn cost;
+  /// How a node may be split over a tensor-parallel group (ops/Sharding.h). Required for every
+  /// op a forward graph may hold (tests/unit/ops/ShardingTest.cpp).
+  std::function<Status(ShardingContext &)> sharding;
 
   /// Starts a new version that copies the previous one (or an empty one).
   OpVersion &version(int since);

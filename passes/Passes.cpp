@@ -20,6 +20,8 @@ std::unique_ptr<Pass> createPassByName(const std::string &name) {
     return createOptimizerPass();
   if (name == "data-parallel")
     return createDataParallelPass();
+  if (name == "tensor-parallel")
+    return createTensorParallelPass();
   if (name == "pipeline")
     return createPipelinePass();
   if (name == "pipeline-comm")
@@ -28,7 +30,7 @@ std::unique_ptr<Pass> createPassByName(const std::string &name) {
 }
 
 std::vector<std::string> allPassNames() {
-  return {"canonicalize", "shape-inference", "training-mode", "attach-loss", "pipeline",
+  return {"canonicalize", "shape-inference", "training-mode", "attach-loss", "tensor-parallel", "pipeline",
           "autodiff",     "data-parallel",   "optimizer",     "pipeline-comm", "verify"};
 }
 

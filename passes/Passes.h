@@ -38,6 +38,10 @@ std::unique_ptr<Pass> createAutodiffPass();
 /// Runs after autodiff and before optimizer; replaces ir::TrainingRoles::gradients by the reduced
 /// values.
 std::unique_ptr<Pass> createDataParallelPass();
+/// tensor-parallel (--strategy tp=T): splits weights over the tp group by the ops' sharding
+/// rules and inserts the collectives where layouts meet (passes/TensorParallel.cpp). Runs after
+/// attach-loss and before the pipeline pass and autodiff; a no-op without tp.
+std::unique_ptr<Pass> createTensorParallelPass();
 /// pipeline (--strategy pp=S): unrolls the forward graph over the micro-batches (data inputs
 /// sliced, loss = mean of the micro-batch losses, prediction = their concatenation, running
 /// statistics chained) and cuts it into S stages balanced by estimated time (Node::stage,

@@ -45,7 +45,8 @@ namespace dtc::passes {
 namespace {
 
 bool isRuntimeFed(const ir::Value *v) {
-  return v->name() == ir::kLrInput || v->name() == ir::kStepInput || v->name() == ir::kRngInput;
+  return v->name() == ir::kLrInput || v->name() == ir::kStepInput || v->name() == ir::kRngInput ||
+         v->name() == ir::kTpRankInput;
 }
 
 /// Estimated time of a node in arbitrary units, for balancing: the larger of its FLOPs and 8x

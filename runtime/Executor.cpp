@@ -1,5 +1,7 @@
 // Plan loading and execution on one device (see Executor.h).
 #include "runtime/Executor.h"
+
+#include "compiler/ir/Sharding.h"
 #include "runtime/PlanUtil.h"
 
 #include "compiler/onnx/Importer.h"
@@ -269,12 +271,25 @@ Status Executor::load() {
       if (!v || !v->isInitializer())
         return Status::error(bw, "not found among the model's initializers");
       const ir::TensorData &t = *v->initializer();
-      if (static_cast<int32_t>(t.dtype()) != buf.dtype() || t.dims() != shapeOf(buf))
+      // A tensor-parallel shard: the rank's part of the whole initializer.
+      const std::vector<int64_t> whole =
+          buf.has_shard() ? std::vector<int64_t>(buf.shard().whole_shape().begin(),
+                                                 buf.shard().whole_shape().end())
+                          : shapeOf(buf);
+      if (static_cast<int32_t>(t.dtype()) != buf.dtype() || t.dims() != whole)
         return Status::error(bw, "the model has " + typeStr(t.dtype(), t.dims()) +
                                      ", the plan expects " +
-                                     typeStr(static_cast<ir::DType>(buf.dtype()), shapeOf(buf)));
+                                     typeStr(static_cast<ir::DType>(buf.dtype()), whole));
       DTC_ASSIGN_OR_RETURN(const std::string *bytes, t.bytes());
-      DTC_RETURN_IF_ERROR(device_->upload(buf.offset(), bytes->data(), buf.size_bytes()));
+      if (buf.has_shard()) {
+        const plan::ShardSpec &sp = buf.shard();
+        const std::string part = ir::sliceShard(
+            *bytes, whole, ir::dtypeSize(t.dtype()),
+            ir::Sharding::split(sp.axis(), sp.parts(), sp.blocks()), plan_.ranks(opts_.rank).tp());
+        DTC_RETURN_IF_ERROR(device_->upload(buf.offset(), part.data(), buf.size_bytes()));
+      } else {
+        DTC_RETURN_IF_ERROR(device_->upload(buf.offset(), bytes->data(), buf.size_bytes()));
+      }
     }
   }
   model.reset();

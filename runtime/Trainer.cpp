@@ -151,8 +151,16 @@ Status Trainer::setScalars(int64_t step, int64_t rngCounter, double lr) {
   if (!tr.step_input().empty())
     DTC_RETURN_IF_ERROR(
         ex_.setInput(scalarArray(tr.step_input(), ir::DType::kInt64, {}, &step, 8)));
+  if (!tr.tp_rank_input().empty()) {
+    const int64_t tp = plan_.ranks(rank_).tp();
+    DTC_RETURN_IF_ERROR(
+        ex_.setInput(scalarArray(tr.tp_rank_input(), ir::DType::kInt64, {}, &tp, 8)));
+  }
   if (!tr.rng_input().empty()) {
-    int64_t key[3] = {static_cast<int64_t>(seed_), rngCounter, rank_};
+    // Tensor-parallel peers compute the same replicated values: they share one key (the rank
+    // of their group's first member), so their dropout masks agree.
+    const int64_t keyRank = rank_ - plan_.ranks(rank_).tp();
+    int64_t key[3] = {static_cast<int64_t>(seed_), rngCounter, keyRank};
     DTC_RETURN_IF_ERROR(
         ex_.setInput(scalarArray(tr.rng_input(), ir::DType::kInt64, {3}, key, sizeof key)));
   }
@@ -523,6 +531,12 @@ Status train(plan::Plan plan, const TrainOptions &opts) {
     return Status::error("--epochs and --steps", "give one of them");
   if (opts.resume && opts.checkpointDir.empty())
     return Status::error("--resume", "needs --checkpoint-dir");
+  // Checkpoint shards are per program, and tensor-parallel peers share one program while
+  // holding different shards: refuse rather than write an incomplete checkpoint.
+  if (plan.mesh().tp() > 1 && !opts.checkpointDir.empty())
+    return Status::error("--checkpoint-dir", "checkpoints of tensor-parallel plans (tp=" +
+                                                 std::to_string(plan.mesh().tp()) +
+                                                 ") are not supported yet");
   // Rank 0 alone writes the outputs (on another host, their folders need not exist).
   if (!opts.comm || opts.comm->rank() == 0) {
     DTC_RETURN_IF_ERROR(checkOutputPath("--export", opts.exportPath));

@@ -2,6 +2,7 @@
 // sharded checkpoints (runtime/Checkpoint.h: one shard per program, written by its lowest rank,
 // and a manifest written by rank 0 once every shard is on disk), the start-up agreement of the
 // ranks, and the gathers behind --save-params, --export and --dump-gradients.
+#include "compiler/ir/Sharding.h"
 #include "runtime/TrainerInternal.h"
 
 #include "runtime/comm/Communicator.h"
@@ -104,36 +105,71 @@ constexpr int kStateTag = 1;
 
 Status Trainer::gather(Part part, std::vector<HostArray> &out) {
   out.clear();
-  const int mine = plan_.ranks(rank_).program();
-  const bool first = plan_.programs(mine).ranks(0) == rank_;
-  if (rank_ == 0 || (pipeline_ && first && mine != plan_.ranks(0).program())) {
-    for (const auto &[b, name] : partOf(l_, part)) {
-      DTC_ASSIGN_OR_RETURN(HostArray a, ex_.readBuffer(b));
-      a.name = name;
-      if (rank_ != 0)
+  const bool tp = plan_.mesh().tp() > 1;
+  if (!pipeline_ && !tp) { // every rank holds everything
+    if (rank_ == 0)
+      for (const auto &[b, name] : partOf(l_, part)) {
+        DTC_ASSIGN_OR_RETURN(HostArray a, ex_.readBuffer(b));
+        a.name = name;
+        out.push_back(std::move(a));
+      }
+    return Status::ok();
+  }
+  // One sender per (program, tensor-parallel index): the first rank holding that part of the
+  // model. Rank 0 assembles whole tensors from the shards (ir::placeShard).
+  std::vector<int> senders;
+  std::set<std::pair<int, int64_t>> seen;
+  for (int r = 0; r < plan_.ranks_size(); ++r)
+    if (seen.insert({plan_.ranks(r).program(), plan_.ranks(r).tp()}).second)
+      senders.push_back(r);
+  const bool sender = std::find(senders.begin(), senders.end(), rank_) != senders.end();
+  if (rank_ != 0) {
+    if (sender)
+      for (const auto &[b, name] : partOf(l_, part)) {
+        DTC_ASSIGN_OR_RETURN(HostArray a, ex_.readBuffer(b));
         DTC_RETURN_IF_ERROR(
             comm_->send(a.bytes.data(), a.bytes.size(), 0, kStateTag, "'" + name + "' to rank 0"));
-      else
-        out.push_back(std::move(a));
-    }
-  }
-  if (rank_ != 0 || !pipeline_)
+      }
     return Status::ok();
-  for (int p = 0; p < plan_.programs_size(); ++p) {
-    if (p == plan_.ranks(0).program())
-      continue;
-    const int from = plan_.programs(p).ranks(0);
-    const plan::RankProgram &rp = plan_.programs(p);
+  }
+  std::map<std::string, size_t> index; // name -> position in `out`
+  for (int from : senders) {
+    const plan::RankProgram &rp = plan_.programs(plan_.ranks(from).program());
     for (const auto &[b, name] : partOf(layoutOf(plan_, from), part)) {
       const plan::Buffer &buf = rp.buffers(b);
       HostArray a;
+      if (from == 0) {
+        DTC_ASSIGN_OR_RETURN(a, ex_.readBuffer(b));
+      } else {
+        a.dtype = static_cast<ir::DType>(buf.dtype());
+        a.shape.assign(buf.shape().begin(), buf.shape().end());
+        a.bytes.resize(buf.size_bytes());
+        DTC_RETURN_IF_ERROR(comm_->recv(a.bytes.data(), a.bytes.size(), from, kStateTag,
+                                        "'" + name + "' from rank " + std::to_string(from)));
+      }
       a.name = name;
-      a.dtype = static_cast<ir::DType>(buf.dtype());
-      a.shape.assign(buf.shape().begin(), buf.shape().end());
-      a.bytes.resize(buf.size_bytes());
-      DTC_RETURN_IF_ERROR(comm_->recv(a.bytes.data(), a.bytes.size(), from, kStateTag,
-                                      "'" + name + "' from rank " + std::to_string(from)));
-      out.push_back(std::move(a));
+      auto it = index.find(name);
+      if (!buf.has_shard()) {
+        if (it == index.end()) { // replicated: the first copy (tensor-parallel peers agree)
+          index[name] = out.size();
+          out.push_back(std::move(a));
+        }
+        continue;
+      }
+      const plan::ShardSpec &sp = buf.shard();
+      const std::vector<int64_t> whole(sp.whole_shape().begin(), sp.whole_shape().end());
+      if (it == index.end()) {
+        HostArray w;
+        w.name = name;
+        w.dtype = a.dtype;
+        w.shape = whole;
+        w.bytes.assign(a.bytes.size() * static_cast<size_t>(sp.parts()), '\0');
+        it = index.emplace(name, out.size()).first;
+        out.push_back(std::move(w));
+      }
+      ir::placeShard(out[it->second].bytes, whole, ir::dtypeSize(a.dtype),
+                     ir::Sharding::split(sp.axis(), sp.parts(), sp.blocks()),
+                     plan_.ranks(from).tp(), a.bytes);
     }
   }
   return Status::ok();
@@ -352,8 +388,8 @@ Status Trainer::start(int64_t &step, Totals &epochTotals) {
   DTC_RETURN_IF_ERROR(agree(checked, "start-up checks"));
   if (!opts_.resume) {
     // Data parallelism: every replica takes rank 0's state (DDP broadcasts it too). Pipelines:
-    // every stage loaded its own part of the model.
-    if (comm_ && world_ > 1 && !pipeline_)
+    // every stage loaded its own part of the model, and so did every tensor-parallel rank.
+    if (comm_ && world_ > 1 && !pipeline_ && plan_.mesh().tp() <= 1)
       DTC_RETURN_IF_ERROR(broadcastState());
     return Status::ok();
   }

@@ -81,8 +81,14 @@ int main(int argc, char **argv) {
                     "batch), pp=S[,microbatches=M][,schedule=gpipe|1f1b|zb-h1|interleaved]"
                     "[,virtual-stages=V] (pipeline parallelism over S stages, M micro-batches "
                     "per step, default M=S and 1f1b; interleaved: V model chunks per stage, "
-                    "default 2, M a multiple of S), or both: dp=D,pp=S on D*S ranks");
+                    "default 2, M a multiple of S), tp=T (tensor parallelism: weights split "
+                    "Megatron-style over T ranks), or a mesh of them: dp=D,pp=S,tp=T on D*S*T "
+                    "ranks");
   std::string ppCuts, deviceMemory;
+  std::vector<std::string> tpShards;
+  train->add_option("--tp-shard", tpShards,
+                    "tp: split weight NAME along AXIS (NAME=AXIS, repeatable) instead of "
+                    "letting the sharding rules choose");
   train->add_option("--device-memory", deviceMemory,
                     "memory of one device, e.g. 16G or 512MiB: every rank's arena must fit "
                     "(an error names the rank otherwise); pp=S balances its stages under it");
@@ -204,13 +210,34 @@ int main(int argc, char **argv) {
     return 2;
   }
   // A training plan: any training flag, --emit plan(-text), or "-o NAME.dtc" (the plan suffix).
-  const std::vector<const char *> trainingFlags = {
-      "--strategy",     "--config",       "--loss",         "--optimizer",      "--lr",
-      "--momentum",     "--nesterov",     "--weight-decay", "--betas",          "--eps",
-      "--lr-schedule",  "--warmup-steps", "--step-size",    "--gamma",          "--total-steps",
-      "--min-lr",       "--clip-grad-norm", "--grad-accum-steps", "--freeze", "--loss-output",
-      "--label-name",   "--ignore-index", "--class-axis", "--bucket-mb", "--sync-batchnorm",
-      "--pp-cuts",      "--device-memory"};
+  const std::vector<const char *> trainingFlags = {"--strategy",
+                                                   "--config",
+                                                   "--loss",
+                                                   "--optimizer",
+                                                   "--lr",
+                                                   "--momentum",
+                                                   "--nesterov",
+                                                   "--weight-decay",
+                                                   "--betas",
+                                                   "--eps",
+                                                   "--lr-schedule",
+                                                   "--warmup-steps",
+                                                   "--step-size",
+                                                   "--gamma",
+                                                   "--total-steps",
+                                                   "--min-lr",
+                                                   "--clip-grad-norm",
+                                                   "--grad-accum-steps",
+                                                   "--freeze",
+                                                   "--loss-output",
+                                                   "--label-name",
+                                                   "--ignore-index",
+                                                   "--class-axis",
+                                                   "--bucket-mb",
+                                                   "--sync-batchnorm",
+                                                   "--pp-cuts",
+                                                   "--device-memory",
+                                                   "--tp-shard"};
   bool anyTrainingFlag = false;
   for (const char *f : trainingFlags) {
     anyTrainingFlag = anyTrainingFlag || app.count(f);
@@ -283,6 +310,24 @@ int main(int argc, char **argv) {
                              "names, none empty\n", ppCuts.c_str());
         return 2;
       }
+    }
+    for (const std::string &item : tpShards) {
+      const size_t eq = item.rfind('=');
+      int64_t axis = 0;
+      bool ok = eq != std::string::npos && eq > 0 && eq + 1 < item.size();
+      if (ok) {
+        char *end = nullptr;
+        errno = 0;
+        const long long a = std::strtoll(item.c_str() + eq + 1, &end, 10);
+        ok = errno == 0 && *end == '\0' && a >= -64 && a < 64;
+        axis = a;
+      }
+      if (!ok) {
+        std::fprintf(stderr, "error: --tp-shard '%s': expected NAME=AXIS (an integer axis)\n",
+                     item.c_str());
+        return 2;
+      }
+      cfg.tpShard.emplace_back(item.substr(0, eq), axis);
     }
     if (app.count("--device-memory")) {
       auto bytes = dtc::driver::parseByteSize(deviceMemory, "--device-memory");

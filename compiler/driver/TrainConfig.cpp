@@ -226,10 +226,6 @@ Expected<uint64_t> parseByteSize(const std::string &text, const std::string &fla
 
 Status parseStrategy(const std::string &strategy, TrainingConfig &cfg) {
   DTC_ASSIGN_OR_RETURN(Mesh mesh, parseMesh(strategy));
-  if (mesh.tp > 1)
-    return Status::error("--strategy " + strategy,
-                         "tensor parallelism is not implemented yet; available: single, dp=N, "
-                         "pp=S (with dp=D)");
   cfg.mesh = mesh;
   return Status::ok();
 }
@@ -385,11 +381,14 @@ Status runPipeline(ir::Graph &graph, TrainingConfig &cfg, Diagnostics &diags,
   passes::PassContext ctx;
   ctx.training = &cfg;
   std::vector<const char *> pipeline = {"training-mode", "attach-loss"};
+  if (cfg.mesh.tp > 1 || !cfg.tpShard.empty())
+    pipeline.push_back("tensor-parallel");
   if (cfg.mesh.pp > 1)
     pipeline.push_back("pipeline");
   pipeline.push_back("autodiff");
-  // A pipeline without data parallelism (dp=1) needs no gradient all-reduce.
-  if (cfg.dataParallel() > 0 && (cfg.mesh.pp == 1 || cfg.mesh.dp > 1))
+  // A pipeline or tensor-parallel mesh without data parallelism (dp=1) needs no gradient
+  // all-reduce.
+  if (cfg.dataParallel() > 0 && ((cfg.mesh.pp == 1 && cfg.mesh.tp == 1) || cfg.mesh.dp > 1))
     pipeline.push_back("data-parallel");
   pipeline.push_back("optimizer");
   if (cfg.mesh.pp > 1)

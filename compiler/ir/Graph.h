@@ -4,6 +4,7 @@
 #pragma once
 
 #include "compiler/ir/Attribute.h"
+#include "compiler/ir/Sharding.h"
 #include "compiler/ir/TensorData.h"
 #include "compiler/ir/Training.h"
 #include "compiler/ir/Types.h"
@@ -30,14 +31,6 @@ inline constexpr const char *kDtcDomain = "ai.dtc";
 /// Which part of the training step a node belongs to.
 enum class Phase { kForward, kBackward, kOptimizer, kComm };
 const char *phaseName(Phase p);
-
-/// How a node output is distributed over a group: replicated (axis -1) or split on `axis`
-/// into `parts` shards.
-struct Sharding {
-  int64_t axis = -1;
-  int64_t parts = 1;
-  bool operator==(const Sharding &o) const { return axis == o.axis && parts == o.parts; }
-};
 
 struct Use {
   Node *node;
@@ -71,6 +64,12 @@ public:
   /// An initializer made from a Constant node or by constant folding: never trained.
   bool isConstant() const { return initializer_ && isConstant_; }
 
+  /// Tensor parallelism: how this weight (or its gradient) is split over the tp group; its type
+  /// is then the local shard's, and an initializer keeps the whole tensor (the runtime slices
+  /// it). Replicated by default.
+  const Sharding &shard() const { return shard_; }
+  void setShard(Sharding s) { shard_ = s; }
+
   /// Points every use of this value (node inputs, graph outputs and training roles) at `other`.
   void replaceAllUsesWith(Value *other);
 
@@ -88,6 +87,7 @@ private:
   bool isGraphInput_ = false;
   bool isGraphOutput_ = false;
   bool isConstant_ = false;
+  Sharding shard_;
   std::list<std::unique_ptr<Value>>::iterator self_;
 };
 

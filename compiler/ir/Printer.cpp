@@ -106,9 +106,7 @@ std::string printNode(const Node &n) {
     ann += " sharding=(";
     for (size_t i = 0; i < n.sharding().size(); ++i) {
       const Sharding &s = n.sharding()[i];
-      ann += (i ? "," : "") + (s.axis < 0 ? std::string("R")
-                                          : "S" + std::to_string(s.axis) + "/" +
-                                                std::to_string(s.parts));
+      ann += (i ? "," : "") + s.text();
     }
     ann += ")";
   }
@@ -132,9 +130,11 @@ void printGraph(const Graph &g, std::ostream &os) {
       continue;
     os << (v->isConstant() ? "  const " : "  param ") << typed(v);
     const TensorData &t = *v->initializer();
+    if (!v->shard().isReplicated())
+      os << " shard=" << v->shard().text();
     if (t.isExternal())
       os << " external";
-    else if (t.numElements() <= 16)
+    else if (t.numElements() <= 16 && v->shard().isReplicated())
       os << " = " << constantText(t);
     os << "\n";
   }
@@ -159,6 +159,7 @@ void printTraining(const TrainingRoles &t, std::ostream &os) {
   line("lr", t.lr);
   line("step", t.step);
   line("rng", t.rng);
+  line("tp-rank", t.tpRank);
   for (size_t i = 0; i < t.parameters.size(); ++i) {
     os << "    parameter " << valueRef(t.parameters[i]);
     if (i < t.gradients.size())

@@ -17,6 +17,8 @@ class Value;
 inline constexpr const char *kLrInput = "dtc::lr";     ///< f32[], learning rate of this step
 inline constexpr const char *kStepInput = "dtc::step"; ///< i64[], optimizer step, 0-based
 inline constexpr const char *kRngInput = "dtc::rng";   ///< i64[3], {seed, step, rank}
+/// i64[], the rank's index in its tensor-parallel group (tp plans only).
+inline constexpr const char *kTpRankInput = "dtc::tp_rank";
 
 /// A state tensor the step overwrites: `state` (a parameter, optimizer state or running
 /// statistic) takes the value of `next` at the end of the step.
@@ -42,6 +44,7 @@ struct TrainingRoles {
   Value *lr = nullptr;
   Value *step = nullptr;
   Value *rng = nullptr;
+  Value *tpRank = nullptr; ///< graph input kTpRankInput, or nullptr
   /// First node of the optimizer phase (nullptr: none). Nodes before it run once per
   /// micro-batch, the rest once per step.
   Node *optimizerBegin = nullptr;
@@ -49,7 +52,7 @@ struct TrainingRoles {
   /// True when no pass recorded anything (an inference graph, or before training-mode).
   bool empty() const {
     return !loss && !prediction && !label && parameters.empty() && gradients.empty() &&
-           optimizerState.empty() && updates.empty() && !lr && !step && !rng && !optimizerBegin;
+           optimizerState.empty() && updates.empty() && !lr && !step && !rng && !tpRank && !optimizerBegin;
   }
   /// Calls `fn(Value *&)` on every value slot (null slots included), so callers can repoint
   /// them; the const form calls `fn(Value *const &)`.
@@ -70,6 +73,7 @@ private:
     fn(s.lr);
     fn(s.step);
     fn(s.rng);
+    fn(s.tpRank);
     for (auto &v : s.parameters)
       fn(v);
     for (auto &v : s.gradients)

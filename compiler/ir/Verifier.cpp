@@ -19,7 +19,7 @@ Status verifyTraining(const Graph &g, const std::unordered_set<const Value *> &d
                           "is not defined in the graph");
   });
   DTC_RETURN_IF_ERROR(bad);
-  for (const Value *v : {t.label, t.lr, t.step, t.rng})
+  for (const Value *v : {t.label, t.lr, t.step, t.rng, t.tpRank})
     if (v && !v->isGraphInput())
       return Status::error("training input '" + v->name() + "'", "is not a graph input");
   if (!t.gradients.empty() && t.gradients.size() != t.parameters.size())

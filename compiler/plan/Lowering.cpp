@@ -767,6 +767,15 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
     } else if (original && v->isParameter()) {
       buf->set_kind(BUFFER_PARAMETER);
       buf->set_source(v->name());
+      if (v->shard().isSplit()) {
+        ShardSpec *sp = buf->mutable_shard();
+        sp->set_group("tp");
+        sp->set_axis(v->shard().axis);
+        sp->set_parts(v->shard().parts);
+        sp->set_blocks(v->shard().blocks);
+        for (int64_t d : v->initializer()->dims())
+          sp->add_whole_shape(d);
+      }
     } else if (original && gradientValues.count(v)) {
       buf->set_kind(BUFFER_GRADIENT);
       for (size_t k = 0; k < st->gradients.size(); ++k)
@@ -830,6 +839,16 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
         c->add_outputs(b);
       continue;
     }
+    if (in.isCollective && in.node && in.node->opType() == "AllGather") {
+      collectiveAt[in.collective] = rp->instructions_size();
+      Collective *c = rp->add_instructions()->mutable_collective();
+      c->set_kind(COLLECTIVE_ALL_GATHER);
+      c->set_group(in.node->attrString("group", "tp"));
+      c->set_name(buffers[in.outputs.at(0)].name);
+      c->add_inputs(in.inputs.at(0));
+      c->add_outputs(in.outputs.at(0));
+      continue;
+    }
     if (in.isCollective) {
       collectiveAt[in.collective] = rp->instructions_size();
       Collective *c = rp->add_instructions()->mutable_collective();
@@ -837,7 +856,10 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
       const std::string op = in.node ? in.node->attrString("op", "mean") : "mean";
       c->set_op(op == "sum" ? REDUCE_SUM : REDUCE_MEAN);
       c->set_group(in.node ? in.node->attrString("group", "dp") : "dp");
-      c->set_name("bucket " + std::to_string(in.node ? in.node->attrInt("bucket", 0) : 0));
+      if (in.node && in.node->attrString("group", "dp") == "tp")
+        c->set_name(buffers[in.outputs.at(0)].name);
+      else
+        c->set_name("bucket " + std::to_string(in.node ? in.node->attrInt("bucket", 0) : 0));
       for (int b : in.inputs)
         c->add_inputs(b);
       for (int b : in.outputs)

@@ -36,8 +36,12 @@ Expected<std::unique_ptr<ir::Graph>> extractStage(const ir::Graph &graph, int s,
       return Status::error(n.where(), "stage " + std::to_string(s) + " reads '" + v->name() +
                                           "' of another stage without a transfer");
     ir::Value *c = g.createValue(v->name(), v->type());
-    if (v->isInitializer())
+    if (v->isInitializer()) {
       g.setInitializer(c, v->initializer(), v->isConstant());
+      // A tensor-parallel shard keeps its local type (the initializer holds the whole tensor).
+      c->setType(v->type());
+      c->setShard(v->shard());
+    }
     map[v] = c;
     return c;
   };
@@ -82,6 +86,7 @@ Expected<std::unique_ptr<ir::Graph>> extractStage(const ir::Graph &graph, int s,
   t.lr = mapped(st.lr);
   t.step = mapped(st.step);
   t.rng = mapped(st.rng);
+  t.tpRank = mapped(st.tpRank);
   for (size_t i = 0; i < st.parameters.size(); ++i) {
     ir::Value *p = mapped(st.parameters[i]);
     if (!p)

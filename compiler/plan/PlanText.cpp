@@ -2,6 +2,7 @@
 // fingerprint. The text is a pure function of the plan's fields: names are quoted and escaped so
 // that no name can break a line, floats print with %.9g, maps print sorted, constant bytes print
 // as values (8 elements or fewer) or an XXH3-128 prefix. It is total: invalid plans print too.
+#include "compiler/ir/Sharding.h"
 #include "compiler/ir/Types.h"
 #include "compiler/plan/Plan.h"
 
@@ -321,7 +322,8 @@ void appendTraining(std::string &out, const Training &t) {
          " optimizer_begin=" + std::to_string(t.optimizer_begin()) +
          (t.forward_end() ? " forward_end=" + std::to_string(t.forward_end()) : "") +
          " lr_input=" + quote(t.lr_input()) + " step_input=" + quote(t.step_input()) +
-         " rng_input=" + quote(t.rng_input()) + "\n";
+         " rng_input=" + quote(t.rng_input()) +
+         (t.tp_rank_input().empty() ? "" : " tp_rank_input=" + quote(t.tp_rank_input())) + "\n";
   for (const TrainedParameter &p : t.parameters()) {
     out += "    trains " + quote(p.name()) + " buffer=" + std::to_string(p.buffer()) +
            " gradient=" + std::to_string(p.gradient()) + " state=[";
@@ -351,6 +353,10 @@ void appendProgram(std::string &out, const Plan &plan, int index, const RankProg
       out += " layout(" + std::to_string(b.layout()) + ")";
     if (!b.source().empty())
       out += " source=" + quote(b.source());
+    if (b.has_shard())
+      out += " shard=" +
+             ir::Sharding::split(b.shard().axis(), b.shard().parts(), b.shard().blocks()).text() +
+             "(" + b.shard().group() + ")";
     // Shared or not, the same contents print the same: sharing is how the file stores them.
     if (b.kind() == BUFFER_CONSTANT || !b.data().empty() || b.shared_data() != 0)
       out += " data=" + dataText(b.dtype(), b.shape(), bufferData(plan, b));

@@ -74,9 +74,6 @@ Status detail::finishPlan(Plan &plan, const ir::Graph &graph, const LowerOptions
   if (mesh.single && numCollectives > 0)
     return Status::error("lowering", "the graph has collectives (ai.dtc.AllReduce) but the "
                                      "strategy is single");
-  if (mesh.tp > 1)
-    return Status::error("lowering", "--strategy " + mesh.text() +
-                                         ": tensor parallelism is not implemented yet");
   DTC_RETURN_IF_ERROR(layoutRanks(plan, mesh, programOf));
   if (!mesh.single) {
     plan.mutable_hyperparameters()->set_bucket_mb(cfg->bucketMb);

@@ -51,6 +51,15 @@ Status fillTraining(Plan &plan, RankProgram &program, const ir::Graph &graph,
     if (i < st.optimizerState.size())
       for (const ir::Value *s : st.optimizerState[i])
         p->add_state(bufferOfValue(s));
+    // A split parameter's gradient and optimizer state are split alike.
+    const Buffer &pb = program.buffers(p->buffer());
+    if (pb.has_shard()) {
+      std::vector<int> same{p->gradient()};
+      same.insert(same.end(), p->state().begin(), p->state().end());
+      for (int b : same)
+        if (b >= 0)
+          *program.mutable_buffers(b)->mutable_shard() = pb.shard();
+    }
   }
   t->set_optimizer_begin(optimizerBegin);
   if (st.lr)
@@ -59,6 +68,8 @@ Status fillTraining(Plan &plan, RankProgram &program, const ir::Graph &graph,
     t->set_step_input(st.step->name());
   if (st.rng)
     t->set_rng_input(st.rng->name());
+  if (st.tpRank)
+    t->set_tp_rank_input(st.tpRank->name());
   std::unordered_set<const ir::Value *> trained(st.parameters.begin(), st.parameters.end());
   for (const auto &states : st.optimizerState)
     for (const ir::Value *s : states)
@@ -68,7 +79,7 @@ Status fillTraining(Plan &plan, RankProgram &program, const ir::Graph &graph,
       t->add_state_buffers(bufferOfValue(u.state));
   // Every input but the runtime-fed ones comes from the dataset, split along the sample axis.
   for (const ir::Value *v : graph.inputs()) {
-    if (v->isInitializer() || v == st.lr || v == st.step || v == st.rng)
+    if (v->isInitializer() || v == st.lr || v == st.step || v == st.rng || v == st.tpRank)
       continue;
     DataBinding *d = program.add_data_bindings();
     d->set_array(v->name());

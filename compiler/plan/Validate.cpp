@@ -135,6 +135,28 @@ Status checkBuffer(const Plan &plan, const RankProgram &r, int index) {
   } else if (b.layout() != LAYOUT_ROW_MAJOR) {
     return fail("unknown layout " + std::to_string(b.layout()));
   }
+  if (b.has_shard()) {
+    const ShardSpec &sp = b.shard();
+    if (b.kind() != BUFFER_PARAMETER && b.kind() != BUFFER_GRADIENT &&
+        b.kind() != BUFFER_OPTIMIZER_STATE)
+      return fail("only parameters, gradients and optimizer state may be shards");
+    if (sp.group() != "tp" || sp.parts() < 1 || sp.parts() > 65536 || sp.blocks() < 1 ||
+        sp.blocks() > 65536 || sp.whole_shape_size() != b.shape_size() || sp.axis() < 0 ||
+        sp.axis() >= b.shape_size())
+      return fail("malformed shard (group '" + sp.group() + "', axis " + std::to_string(sp.axis()) +
+                  ", parts " + std::to_string(sp.parts()) + ", blocks " +
+                  std::to_string(sp.blocks()) + ")");
+    for (int d = 0; d < b.shape_size(); ++d) {
+      const int64_t whole = sp.whole_shape(d);
+      const int64_t want = d == sp.axis()
+                               ? (whole % (sp.parts() * sp.blocks()) == 0 ? whole / sp.parts() : -1)
+                               : whole;
+      if (want != b.shape(d))
+        return fail("shard of a whole tensor of " + std::to_string(sp.whole_shape_size()) +
+                    " dims split in " + std::to_string(sp.parts()) + " along axis " +
+                    std::to_string(sp.axis()) + " does not have the buffer's shape");
+    }
+  }
   return Status::ok();
 }
 
@@ -403,7 +425,8 @@ Status checkTraining(const Plan &plan, const RankProgram &r) {
   };
   for (const Runtime &rt : {Runtime{t.lr_input(), ir::DType::kFloat32, {}},
                             Runtime{t.step_input(), ir::DType::kInt64, {}},
-                            Runtime{t.rng_input(), ir::DType::kInt64, {3}}}) {
+                            Runtime{t.rng_input(), ir::DType::kInt64, {3}},
+                            Runtime{t.tp_rank_input(), ir::DType::kInt64, {}}}) {
     if (rt.name.empty())
       continue;
     const Buffer *b = inputNamed(rt.name);

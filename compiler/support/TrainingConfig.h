@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dtc {
@@ -44,6 +45,8 @@ struct TrainingConfig {
   float minLr = 0.0f;
   float clipGradNorm = 0.0f;
   int64_t gradAccumSteps = 1;
+  /// --tp-shard NAME=AXIS: weights the tensor-parallel pass must split along AXIS.
+  std::vector<std::pair<std::string, int64_t>> tpShard;
   /// Parameters whose name matches this ECMAScript regex are frozen ("" = none).
   std::string freeze;
   /// The global batch: with data parallelism each rank computes batchSize / dataParallel()

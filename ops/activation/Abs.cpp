@@ -2,6 +2,7 @@
 // One input X, output Y of the same type and shape; no attributes, no normalization.
 #include "ops/activation/Activation.h"
 #include "ops/elementwise/Elementwise.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -14,6 +15,7 @@ OpDef defineAbs() {
   // dX = dY * sign(X), with sign(0) = 0 (PyTorch's abs backward).
   d.gradient = [](GradientContext &ctx) { return eltwiseGradRule(ctx, "abs", false); };
   d.cost = elementwiseCost();
+  d.sharding = elementwiseSharding();
   return d;
 }
 

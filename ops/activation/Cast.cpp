@@ -2,6 +2,7 @@
 // DataType number). ONNX Cast-6 (`to`), Cast-9/13 (more types), Cast-19 (`saturate`, which
 // only affects float8 targets dtc does not have; Cast-21 only adds 4-bit types). Folds.
 #include "ops/activation/Activation.h"
+#include "ops/Sharding.h"
 
 #include <cstring>
 
@@ -146,6 +147,7 @@ OpDef defineCast() {
   d.gradient = castGradient;
   // A conversion, not arithmetic: 0 FLOPs, bytes of both dtypes.
   d.cost = dataMovementCost();
+  d.sharding = elementwiseSharding();
   return d;
 }
 

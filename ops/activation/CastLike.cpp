@@ -3,6 +3,7 @@
 // targets dtc does not have; CastLike-21/23 add 4-bit and float8 types). Folds when both inputs
 // are constant; the CPU kernel is Cast's.
 #include "ops/activation/Activation.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -49,6 +50,7 @@ OpDef defineCastLike() {
   // A conversion, not arithmetic: 0 FLOPs; target_type's bytes are counted though only its
   // dtype is used (an upper bound, as for every input).
   d.cost = dataMovementCost();
+  d.sharding = unarySharding();
   return d;
 }
 

@@ -3,6 +3,7 @@
 // almost everywhere and taken as zero everywhere, as PyTorch's ceil backward.
 #include "ops/activation/Activation.h"
 #include "ops/elementwise/Elementwise.h"
+#include "ops/Sharding.h"
 
 #include <cmath>
 
@@ -14,6 +15,7 @@ OpDef defineCeil() {
   d.fold = [](FoldContext &ctx) { return foldUnary(ctx, [](double x) { return std::ceil(x); }); };
   d.gradient = zeroGradient;
   d.cost = elementwiseCost();
+  d.sharding = elementwiseSharding();
   return d;
 }
 

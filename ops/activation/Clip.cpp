@@ -3,6 +3,7 @@
 // Clip-12 widens the types to every numeric type, Clip-13 adds bfloat16. Canonical: inputs.
 #include "ops/activation/Activation.h"
 #include "ops/elementwise/Elementwise.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -71,6 +72,7 @@ OpDef defineClip() {
     return Status::ok();
   };
   d.cost = elementwiseCost();
+  d.sharding = elementwiseSharding();
   return d;
 }
 

@@ -3,6 +3,7 @@
 // attribute, optional mask of T), Dropout-10 (mask is bool), Dropout-12 (`ratio` and
 // `training_mode` optional inputs, `seed` attribute), Dropout-13 (bfloat16). Canonical: 12/13.
 #include "ops/activation/Activation.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -88,6 +89,7 @@ OpDef defineDropout() {
   };
   // Inference Dropout copies data (training uses ai.dtc.DropoutTraining): no FLOPs.
   d.cost = dataMovementCost();
+  d.sharding = unarySharding();
   return d;
 }
 

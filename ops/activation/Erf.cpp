@@ -3,6 +3,7 @@
 // One input X, output Y of the same type and shape; no attributes, no normalization.
 #include "ops/activation/Activation.h"
 #include "ops/elementwise/Elementwise.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -15,6 +16,7 @@ OpDef defineErf() {
   // dX = dY * 2/sqrt(pi) * exp(-X^2).
   d.gradient = [](GradientContext &ctx) { return eltwiseGradRule(ctx, "erf", false); };
   d.cost = elementwiseCost();
+  d.sharding = elementwiseSharding();
   return d;
 }
 

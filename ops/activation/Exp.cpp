@@ -2,6 +2,7 @@
 // One input X, output Y of the same type and shape; no attributes, no normalization.
 #include "ops/activation/Activation.h"
 #include "ops/elementwise/Elementwise.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -14,6 +15,7 @@ OpDef defineExp() {
   // dX = dY * Y (from the output).
   d.gradient = [](GradientContext &ctx) { return eltwiseGradRule(ctx, "exp_dst", true); };
   d.cost = elementwiseCost();
+  d.sharding = elementwiseSharding();
   return d;
 }
 

@@ -3,6 +3,7 @@
 // first version: the op does not exist before opset 20 (exporters emit Erf/Tanh patterns).
 #include "ops/activation/Activation.h"
 #include "ops/elementwise/Elementwise.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -28,6 +29,7 @@ OpDef defineGelu() {
     return eltwiseGradRule(ctx, tanh ? "gelu_tanh" : "gelu_erf", false);
   };
   d.cost = elementwiseCost();
+  d.sharding = elementwiseSharding();
   return d;
 }
 

@@ -2,6 +2,7 @@
 // (ONNX HardSigmoid-6, unchanged up to opset 21).
 #include "ops/activation/Activation.h"
 #include "ops/elementwise/Elementwise.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -22,6 +23,7 @@ OpDef defineHardSigmoid() {
                            ctx.node().attrFloat("beta", 0.5f));
   };
   d.cost = elementwiseCost();
+  d.sharding = elementwiseSharding();
   return d;
 }
 

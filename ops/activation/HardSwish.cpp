@@ -3,6 +3,7 @@
 // One input X, output Y of the same type and shape; no attributes, no normalization.
 #include "ops/activation/Activation.h"
 #include "ops/elementwise/Elementwise.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -15,6 +16,7 @@ OpDef defineHardSwish() {
   // hardswish_backward, kinks included).
   d.gradient = [](GradientContext &ctx) { return eltwiseGradRule(ctx, "hardswish", false); };
   d.cost = elementwiseCost();
+  d.sharding = elementwiseSharding();
   return d;
 }
 

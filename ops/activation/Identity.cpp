@@ -2,6 +2,7 @@
 // bfloat16, sequences, optionals and 8/4-bit types). Folds on any constant.
 #include "ops/activation/Activation.h"
 #include "ops/elementwise/Elementwise.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -33,6 +34,7 @@ OpDef defineIdentity() {
     return Status::ok();
   };
   d.cost = viewCost();
+  d.sharding = unarySharding();
   return d;
 }
 

@@ -2,6 +2,7 @@
 // LeakyRelu-16 adds bfloat16). Same form in every version from opset 7 on.
 #include "ops/activation/Activation.h"
 #include "ops/elementwise/Elementwise.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -22,6 +23,7 @@ OpDef defineLeakyRelu() {
     return eltwiseGradRule(ctx, alpha >= 0.f ? "relu_dst" : "relu", alpha >= 0.f, alpha);
   };
   d.cost = elementwiseCost();
+  d.sharding = elementwiseSharding();
   return d;
 }
 

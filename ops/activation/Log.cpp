@@ -2,6 +2,7 @@
 // One input X, output Y of the same type and shape; no attributes, no normalization.
 #include "ops/activation/Activation.h"
 #include "ops/elementwise/Elementwise.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -14,6 +15,7 @@ OpDef defineLog() {
   // dX = dY / X (inf at X = 0, NaN-free only for X > 0, as PyTorch).
   d.gradient = [](GradientContext &ctx) { return eltwiseGradRule(ctx, "log", false); };
   d.cost = elementwiseCost();
+  d.sharding = elementwiseSharding();
   return d;
 }
 

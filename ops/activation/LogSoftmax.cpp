@@ -2,6 +2,7 @@
 // pre-13 forms (versions 1 and 11, which flatten the input to 2-D at `axis`, default 1) are
 // rewritten into that form by softmaxFamilyDef's normalization (ops/activation/Activation.cpp).
 #include "ops/activation/Activation.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -33,6 +34,7 @@ OpDef defineLogSoftmax() {
     double rows = dims[axis] > 0 ? n / static_cast<double>(dims[axis]) : 0;
     return ctx.withFlops(5 * n + rows);
   };
+  d.sharding = softmaxSharding();
   return d;
 }
 

@@ -2,6 +2,7 @@
 // One input X, output Y of the same type and shape; no attributes, no normalization.
 #include "ops/activation/Activation.h"
 #include "ops/elementwise/Elementwise.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -20,6 +21,7 @@ OpDef defineNeg() {
     return Status::ok();
   };
   d.cost = elementwiseCost();
+  d.sharding = elementwiseSharding();
   return d;
 }
 

@@ -3,6 +3,7 @@
 // One input X, output Y of the same type and shape; no attributes, no normalization.
 #include "ops/activation/Activation.h"
 #include "ops/elementwise/Elementwise.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -16,6 +17,7 @@ OpDef defineRelu() {
   // dX = Y > 0 ? dY : 0, from the output: 0 at X = 0, as PyTorch (threshold_backward).
   d.gradient = [](GradientContext &ctx) { return eltwiseGradRule(ctx, "relu_dst", true); };
   d.cost = elementwiseCost();
+  d.sharding = elementwiseSharding();
   return d;
 }
 

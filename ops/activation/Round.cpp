@@ -4,6 +4,7 @@
 // as PyTorch's round backward.
 #include "ops/activation/Activation.h"
 #include "ops/elementwise/Elementwise.h"
+#include "ops/Sharding.h"
 
 #include <cmath>
 
@@ -16,6 +17,7 @@ OpDef defineRound() {
   };
   d.gradient = zeroGradient;
   d.cost = elementwiseCost();
+  d.sharding = elementwiseSharding();
   return d;
 }
 

@@ -3,6 +3,7 @@
 // almost everywhere and taken as zero everywhere, as PyTorch's sign backward.
 #include "ops/activation/Activation.h"
 #include "ops/elementwise/Elementwise.h"
+#include "ops/Sharding.h"
 
 #include <cmath>
 
@@ -17,6 +18,7 @@ OpDef defineSign() {
   };
   d.gradient = zeroGradient;
   d.cost = elementwiseCost();
+  d.sharding = elementwiseSharding();
   return d;
 }
 

@@ -2,6 +2,7 @@
 // pre-13 forms (versions 1 and 11, which flatten the input to 2-D at `axis`, default 1) are
 // rewritten into that form by softmaxFamilyDef's normalization (ops/activation/Activation.cpp).
 #include "ops/activation/Activation.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -22,6 +23,7 @@ OpDef defineSoftmax() {
   // Per element: max, subtract, exp, sum, divide (the numerically stable form, as oneDNN and
   // cuDNN compute it): 5 FLOPs.
   d.cost = elementwiseCost(5);
+  d.sharding = softmaxSharding();
   return d;
 }
 

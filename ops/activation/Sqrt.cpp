@@ -3,6 +3,7 @@
 // One input X, output Y of the same type and shape; no attributes, no normalization.
 #include "ops/activation/Activation.h"
 #include "ops/elementwise/Elementwise.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -16,6 +17,7 @@ OpDef defineSqrt() {
   // dY > 0 (-inf for dY < 0, NaN for dY = 0), as PyTorch's sqrt backward.
   d.gradient = [](GradientContext &ctx) { return eltwiseGradRule(ctx, "sqrt_dst", true); };
   d.cost = elementwiseCost();
+  d.sharding = elementwiseSharding();
   return d;
 }
 

@@ -2,6 +2,7 @@
 // One input X, output Y of the same type and shape; no attributes, no normalization.
 #include "ops/activation/Activation.h"
 #include "ops/elementwise/Elementwise.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -14,6 +15,7 @@ OpDef defineTanh() {
   // dX = dY * (1 - Y^2), from the output.
   d.gradient = [](GradientContext &ctx) { return eltwiseGradRule(ctx, "tanh_dst", true); };
   d.cost = elementwiseCost();
+  d.sharding = elementwiseSharding();
   return d;
 }
 

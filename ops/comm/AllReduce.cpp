@@ -4,18 +4,23 @@
 // before the first instruction that needs its results.
 #include "ops/comm/Collective.h"
 
+#include "ops/Gradient.h"
 #include "ops/OpDef.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
 bool isCollectiveOp(const std::string &domain, const std::string &op) {
-  return domain == ir::kDtcDomain && (op == "AllReduce" || op == "Send" || op == "Recv");
+  return domain == ir::kDtcDomain &&
+         (op == "AllReduce" || op == "AllGather" || op == "Send" || op == "Recv");
 }
 
 /// AllReduce(X1..Xk) -> (Y1..Yk): Yi = the reduction over the group of Xi (same type).
 /// Attributes: op "sum" | "mean" (default mean), group (communicator group name, default
-/// "dp"), bucket (index, for names). Gradient: an all-reduce is linear; its adjoint for
-/// data-parallel losses is not needed (the node is inserted after autodiff), so it has none.
+/// "dp"), bucket (index, for names). Gradient: only for the tensor-parallel sum (group "tp",
+/// inserted before autodiff): what follows it is replicated, so every rank holds the same
+/// output gradient and the input's is that gradient (Megatron's g). Data-parallel all-reduces
+/// are inserted after autodiff and have none.
 OpDef defineAllReduce() {
   OpDef d;
   d.name = "AllReduce";
@@ -42,7 +47,16 @@ OpDef defineAllReduce() {
   };
   // Local cost only: 0 FLOPs (the reduction runs in the communicator, whose cost the
   // strategy model counts from the bytes), every input read and every output written.
+  d.gradient = [](GradientContext &ctx) -> Status {
+    if (ctx.node().attrString("group", "dp") != "tp" || ctx.node().attrString("op", "") != "sum")
+      return ctx.error("only the tensor-parallel sum (group tp, op sum) is differentiable");
+    for (size_t i = 0; i < ctx.node().numInputs(); ++i)
+      if (ctx.needsGrad(i) && ctx.outputGrad(i))
+        ctx.setInputGrad(i, ctx.outputGrad(i));
+    return Status::ok();
+  };
   d.cost = dataMovementCost();
+  d.sharding = replicatedSharding();
   return d;
 }
 

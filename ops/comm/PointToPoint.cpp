@@ -6,6 +6,7 @@
 #include "ops/comm/Collective.h"
 
 #include "ops/OpDef.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -46,6 +47,7 @@ OpDef defineSend() {
   };
   // Reads its operand once; the transfer itself is the communicator's.
   d.cost = dataMovementCost();
+  d.sharding = replicatedSharding();
   return d;
 }
 
@@ -77,6 +79,7 @@ OpDef defineRecv() {
     return Status::ok();
   };
   d.cost = dataMovementCost();
+  d.sharding = replicatedSharding();
   return d;
 }
 

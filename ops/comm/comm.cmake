@@ -2,4 +2,5 @@
 target_sources(dtc_ops_defs PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/AllReduce.cpp
   ${CMAKE_CURRENT_LIST_DIR}/PointToPoint.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/TensorParallel.cpp
 )

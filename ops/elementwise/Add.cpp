@@ -1,6 +1,7 @@
 // Add: elementwise addition with ONNX multidirectional broadcasting (opset 7 on; later versions
 // only widen the type set). Folds on int64 and float constants.
 #include "ops/elementwise/Elementwise.h"
+#include "ops/Sharding.h"
 
 #include <cmath>
 
@@ -33,6 +34,7 @@ OpDef defineAdd() {
     return Status::ok();
   };
   d.cost = elementwiseCost();
+  d.sharding = elementwiseSharding();
   return d;
 }
 

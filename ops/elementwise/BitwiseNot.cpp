@@ -3,6 +3,7 @@
 // the complement within the type's width). No gradient (integers).
 #include "ops/activation/Activation.h"
 #include "ops/elementwise/Elementwise.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -20,6 +21,7 @@ OpDef defineBitwiseNot() {
     return std::vector<ir::TensorDataPtr>{t};
   };
   d.cost = elementwiseCost();
+  d.sharding = elementwiseSharding();
   return d;
 }
 

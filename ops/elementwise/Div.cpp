@@ -2,6 +2,7 @@
 // multidirectional broadcasting (opset 7 on; later versions only widen the type set). Folds on
 // int64 and float constants.
 #include "ops/elementwise/Elementwise.h"
+#include "ops/Sharding.h"
 
 #include <climits>
 #include <cmath>
@@ -44,6 +45,7 @@ OpDef defineDiv() {
     return Status::ok();
   };
   d.cost = elementwiseCost();
+  d.sharding = elementwiseSharding();
   return d;
 }
 

@@ -3,6 +3,7 @@
 
 #include "ops/ShapeHelpers.h"
 #include "ops/activation/Activation.h"
+#include "ops/Sharding.h"
 
 #include <cmath>
 #include <cstring>
@@ -140,6 +141,7 @@ OpDef logicalDef(const std::string &name, const std::function<bool(bool, bool)> 
         [fn](double a, double b) { return fn(a != 0, b != 0) ? 1.0 : 0.0; }, ir::DType::kBool);
   };
   d.cost = elementwiseCost();
+  d.sharding = elementwiseSharding();
   return d;
 }
 
@@ -154,6 +156,7 @@ OpDef bitwiseDef(const std::string &name, const std::function<int64_t(int64_t, i
         [](double, double) { return 0.0; });
   };
   d.cost = elementwiseCost();
+  d.sharding = elementwiseSharding();
   return d;
 }
 
@@ -175,6 +178,7 @@ OpDef comparisonDef(const std::string &name, int since, TypeMask types,
         [fn](double a, double b) { return fn(a, b) ? 1.0 : 0.0; }, ir::DType::kBool);
   };
   d.cost = elementwiseCost();
+  d.sharding = elementwiseSharding();
   return d;
 }
 
@@ -209,6 +213,7 @@ OpDef variadicDef(const std::string &name, const std::string &output, bool integ
   d.version(13).type("T", integerTypes ? kNumericTypes : kFloatTypes);
   d.infer = inferBroadcast;
   d.cost = elementwiseCost(); // n - 1 operations per element are counted as one, as Add does
+  d.sharding = elementwiseSharding();
   return d;
 }
 
@@ -285,6 +290,7 @@ OpDef unaryDef(const std::string &name, int since, TypeMask types) {
   d.name = name;
   d.version(since).in("X", "T").out("Y", "T").type("T", types);
   d.infer = inferSameShape;
+  d.sharding = elementwiseSharding();
   return d;
 }
 

@@ -1,5 +1,6 @@
 // Equal: elementwise comparison A == B with broadcasting; bool output.
 #include "ops/elementwise/Elementwise.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -15,6 +16,7 @@ OpDef defineEqual() {
         [](double a, double b) { return a == b ? 1.0 : 0.0; }, ir::DType::kBool);
   };
   d.cost = elementwiseCost();
+  d.sharding = elementwiseSharding();
   return d;
 }
 

@@ -3,6 +3,7 @@
 // Bool output of the input's shape; folds. No gradient (bool).
 #include "ops/activation/Activation.h"
 #include "ops/elementwise/Elementwise.h"
+#include "ops/Sharding.h"
 
 #include <cmath>
 
@@ -30,6 +31,7 @@ OpDef defineIsInf() {
         makeTensor(ctx.node().output(0)->name(), ir::DType::kBool, ctx.input(0)->dims(), v)};
   };
   d.cost = elementwiseCost();
+  d.sharding = elementwiseSharding();
   return d;
 }
 

@@ -2,6 +2,7 @@
 // float8 types dtc does not have). Bool output of the input's shape; folds. No gradient (bool).
 #include "ops/activation/Activation.h"
 #include "ops/elementwise/Elementwise.h"
+#include "ops/Sharding.h"
 
 #include <cmath>
 
@@ -22,6 +23,7 @@ OpDef defineIsNaN() {
         makeTensor(ctx.node().output(0)->name(), ir::DType::kBool, ctx.input(0)->dims(), v)};
   };
   d.cost = elementwiseCost();
+  d.sharding = elementwiseSharding();
   return d;
 }
 

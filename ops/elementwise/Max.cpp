@@ -2,6 +2,7 @@
 // same-shape, Max-8 broadcasting, Max-12 integer types, Max-13 bfloat16; one canonical form).
 // A NaN in any input gives NaN (numpy's np.maximum, ONNX's reference, torch.maximum). Folds.
 #include "ops/elementwise/Elementwise.h"
+#include "ops/Sharding.h"
 
 #include <cmath>
 #include <limits>
@@ -21,6 +22,7 @@ OpDef defineMax() {
   };
   // The gradient goes to the selected input, split evenly among ties (selectedInputGradient).
   d.gradient = selectedInputGradient;
+  d.sharding = elementwiseSharding();
   return d;
 }
 

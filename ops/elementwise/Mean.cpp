@@ -3,6 +3,7 @@
 // right sum divided by the number of inputs, as the ONNX reference. Folds.
 #include "ops/activation/Activation.h"
 #include "ops/elementwise/Elementwise.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -39,6 +40,7 @@ OpDef defineMean() {
     }
     return Status::ok();
   };
+  d.sharding = elementwiseSharding();
   return d;
 }
 

@@ -2,6 +2,7 @@
 // same-shape, Min-8 broadcasting, Min-12 integer types, Min-13 bfloat16; one canonical form).
 // A NaN in any input gives NaN (numpy's np.minimum, ONNX's reference, torch.minimum). Folds.
 #include "ops/elementwise/Elementwise.h"
+#include "ops/Sharding.h"
 
 #include <cmath>
 #include <limits>
@@ -21,6 +22,7 @@ OpDef defineMin() {
   };
   // The gradient goes to the selected input, split evenly among ties (selectedInputGradient).
   d.gradient = selectedInputGradient;
+  d.sharding = elementwiseSharding();
   return d;
 }
 

@@ -3,6 +3,7 @@
 // fmod = 1: the dividend's sign, as C's fmod (required for float types; an error naming the
 // node otherwise). Folds (an integer division by zero is not folded).
 #include "ops/elementwise/Elementwise.h"
+#include "ops/Sharding.h"
 
 #include <cmath>
 
@@ -68,6 +69,7 @@ OpDef defineMod() {
     return Status::ok();
   };
   d.cost = elementwiseCost();
+  d.sharding = elementwiseSharding();
   return d;
 }
 

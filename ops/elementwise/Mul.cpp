@@ -1,6 +1,7 @@
 // Mul: elementwise multiplication with ONNX multidirectional broadcasting (opset 7 on; later versions
 // only widen the type set). Folds on int64 and float constants.
 #include "ops/elementwise/Elementwise.h"
+#include "ops/Sharding.h"
 
 #include <cmath>
 
@@ -29,6 +30,7 @@ OpDef defineMul() {
     return Status::ok();
   };
   d.cost = elementwiseCost();
+  d.sharding = elementwiseSharding();
   return d;
 }
 

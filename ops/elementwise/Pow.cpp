@@ -2,6 +2,7 @@
 // (T1 for the base, T2 for the exponent); the output has the base's type. The gradient rule
 // follows PyTorch's conventions at X == 0 and Y == 0 (see below).
 #include "ops/elementwise/Elementwise.h"
+#include "ops/Sharding.h"
 
 #include <cmath>
 #include <optional>
@@ -88,6 +89,7 @@ OpDef definePow() {
     return Status::ok();
   };
   d.cost = elementwiseCost();
+  d.sharding = elementwiseSharding();
   return d;
 }
 

@@ -1,6 +1,7 @@
 // Sub: elementwise subtraction with ONNX multidirectional broadcasting (opset 7 on; later versions
 // only widen the type set). Folds on int64 and float constants.
 #include "ops/elementwise/Elementwise.h"
+#include "ops/Sharding.h"
 
 #include <cmath>
 
@@ -37,6 +38,7 @@ OpDef defineSub() {
     return Status::ok();
   };
   d.cost = elementwiseCost();
+  d.sharding = elementwiseSharding();
   return d;
 }
 

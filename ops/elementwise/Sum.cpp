@@ -2,6 +2,7 @@
 // Sum-6 same-shape, Sum-8 broadcasting, Sum-13 bfloat16; one canonical form). Added left to
 // right, as onnxruntime and the ONNX reference. Folds.
 #include "ops/elementwise/Elementwise.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -22,6 +23,7 @@ OpDef defineSum() {
     }
     return Status::ok();
   };
+  d.sharding = elementwiseSharding();
   return d;
 }
 

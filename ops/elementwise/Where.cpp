@@ -5,6 +5,7 @@
 
 #include "ops/ShapeHelpers.h"
 #include "ops/tensor/TensorCommon.h"
+#include "ops/Sharding.h"
 
 #include <cstring>
 
@@ -88,6 +89,7 @@ OpDef defineWhere() {
     return Status::ok();
   };
   d.cost = elementwiseCost();
+  d.sharding = elementwiseSharding();
   return d;
 }
 

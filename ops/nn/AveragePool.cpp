@@ -4,6 +4,7 @@
 #include "ops/OpDef.h"
 #include "ops/nn/NNCommon.h"
 #include "ops/training/ConvGradRules.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -54,6 +55,7 @@ OpDef defineAveragePool() {
   d.gradient = averagePoolGradient;
   // prod(kernel_shape) - 1 adds and one divide per output element (nn::poolCost).
   d.cost = nn::poolCost(/*windowsFromInput=*/false, 0);
+  d.sharding = poolingSharding();
   return d;
 }
 

@@ -10,6 +10,7 @@
 // training_mode=1 nodes into ai.dtc.BatchNormTraining, which has its own rule.
 #include "ops/OpDef.h"
 #include "ops/nn/NNCommon.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -189,6 +190,7 @@ OpDef defineBatchNormalization() {
     int running = int(ctx.hasOutput(1)) + int(ctx.hasOutput(2));
     return ctx.withFlops(nn::batchNormTrainingFlops(n, c, running));
   };
+  d.sharding = batchNormSharding();
   return d;
 }
 

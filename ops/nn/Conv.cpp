@@ -2,6 +2,7 @@
 // and optional bias B [M] (onnx/docs/Operators.md#Conv). Forms 1 and 11 are the same (11 only
 // rewords auto_pad); output sizes follow ONNX convPoolShapeInference.
 #include "ops/OpDef.h"
+#include "ops/Sharding.h"
 #include "ops/nn/NNCommon.h"
 #include "ops/training/ConvGradRules.h"
 
@@ -127,6 +128,42 @@ Status convGradient(GradientContext &ctx) {
 
 } // namespace
 
+namespace {
+
+/// Conv split by output channels (W rows, bias, output channel axis) then a Conv split by input
+/// channels (W axis 1; output partial, bias added after the all-reduce): the convolutional form
+/// of Megatron's column/row pair. Grouped convolutions stay replicated.
+Status convSharding(ShardingContext &ctx) {
+  if (ctx.node().attrInt("group", 1) != 1 || ctx.inputDims(0).size() < 3)
+    return Status::ok();
+  const ir::Sharding &sx = ctx.input(0), &sw = ctx.input(1);
+  const int64_t T = ctx.parts();
+  if (sx.isSplit() && sx.axis == 1 && sx.blocks == 1 &&
+      (ctx.isFreeWeight(1) || (sw.isSplit() && sw.axis == 1 && sw.blocks == 1))) {
+    ctx.require(0, sx);
+    ctx.require(1, ir::Sharding::split(1, T));
+    ctx.setOutput(0, ir::Sharding::partial(T));
+    if (ctx.hasInput(2))
+      ctx.addAfterReduce(2);
+    return Status::ok();
+  }
+  if (!sx.isReplicated())
+    return Status::ok();
+  const int64_t cout = ctx.inputDims(1)[0];
+  const bool given = sw.isSplit() && sw.axis == 0 && sw.blocks == 1;
+  if (!given &&
+      !(ctx.isFreeWeight(1) && cout % T == 0 && ctx.keepsSplit(0, ir::Sharding::split(1, T))))
+    return Status::ok();
+  ctx.requireReplicatedCopy(0);
+  ctx.require(1, ir::Sharding::split(0, T));
+  if (ctx.hasInput(2))
+    ctx.require(2, ir::Sharding::split(0, T));
+  ctx.setOutput(0, ir::Sharding::split(1, T));
+  return Status::ok();
+}
+
+} // namespace
+
 OpDef defineConv() {
   OpDef d;
   d.name = "Conv";
@@ -151,6 +188,7 @@ OpDef defineConv() {
     double y = ctx.outputElements(0);
     return ctx.withFlops(convFlops(y, ctx.inputDims(1)) + (ctx.hasInput(2) ? y : 0));
   };
+  d.sharding = convSharding;
   return d;
 }
 

@@ -7,6 +7,7 @@
 #include "ops/OpDef.h"
 #include "ops/nn/NNCommon.h"
 #include "ops/training/ConvGradRules.h"
+#include "ops/Sharding.h"
 
 #include <limits>
 
@@ -220,6 +221,7 @@ OpDef defineConvTranspose() {
     double flops = convFlops(ctx.inputElements(0), ctx.inputDims(1));
     return ctx.withFlops(flops + (ctx.hasInput(2) ? ctx.outputElements(0) : 0));
   };
+  d.sharding = replicatedSharding();
   return d;
 }
 

@@ -3,6 +3,7 @@
 // 13 (bfloat16). C broadcasts unidirectionally to (M, N). Gradient: two Gemm nodes for dA and
 // dB (the transposes become Gemm's trans attributes), beta * ReduceSum(dY) for C.
 #include "ops/OpDef.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -87,6 +88,50 @@ Status gemmGrad(GradientContext &ctx) {
 
 } // namespace
 
+namespace {
+
+/// Gemm's Megatron splits (see MatMul): row-parallel when A is split on its contraction axis
+/// (the bias is added once, after the all-reduce), column-parallel when B is split, or free and
+/// kept split by the consumers, along N (the bias is split with it).
+Status gemmSharding(ShardingContext &ctx) {
+  const int64_t kA = ctx.node().attrInt("transA", 0) ? 0 : 1;
+  const int64_t kB = ctx.node().attrInt("transB", 0) ? 1 : 0;
+  const int64_t nB = 1 - kB;
+  const ir::Sharding &sa = ctx.input(0), &sb = ctx.input(1);
+  const int64_t T = ctx.parts();
+  if (ctx.inputDims(0).size() != 2 || ctx.inputDims(1).size() != 2)
+    return Status::ok();
+  if (sa.isSplit() && sa.axis == kA && sa.blocks == 1 &&
+      (ctx.isFreeWeight(1) || (sb.isSplit() && sb.axis == kB && sb.blocks == 1))) {
+    ctx.require(0, sa);
+    ctx.require(1, ir::Sharding::split(kB, T));
+    ctx.setOutput(0, ir::Sharding::partial(T));
+    if (ctx.hasInput(2))
+      ctx.addAfterReduce(2);
+    return Status::ok();
+  }
+  if (!sa.isReplicated())
+    return Status::ok();
+  std::optional<ir::Sharding> col;
+  if (sb.isSplit() && sb.axis == nB)
+    col = ir::Sharding::split(1, T, sb.blocks);
+  else if (ctx.isFreeWeight(1))
+    col = columnSplit(ctx, 0, 1, ctx.inputDims(1)[static_cast<size_t>(nB)]);
+  if (!col)
+    return Status::ok();
+  ctx.requireReplicatedCopy(0);
+  ctx.require(1, ir::Sharding::split(nB, T, col->blocks));
+  if (ctx.hasInput(2)) {
+    const std::vector<int64_t> &c = ctx.inputDims(2);
+    if (!c.empty() && c.back() > 1)
+      ctx.require(2, ir::Sharding::split(static_cast<int64_t>(c.size()) - 1, T, col->blocks));
+  }
+  ctx.setOutput(0, *col);
+  return Status::ok();
+}
+
+} // namespace
+
 OpDef defineGemm() {
   OpDef d;
   d.name = "Gemm";
@@ -121,6 +166,7 @@ OpDef defineGemm() {
       flops += mn * (ctx.node().attrFloat("beta", 1.f) != 1.f ? 2 : 1);
     return ctx.withFlops(flops);
   };
+  d.sharding = gemmSharding;
   return d;
 }
 

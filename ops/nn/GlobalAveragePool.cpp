@@ -1,6 +1,7 @@
 // GlobalAveragePool: mean over all spatial axes, X [N, C, D1..Dn] -> [N, C, 1..1]
 // (onnx/docs/Operators.md#GlobalAveragePool). One form since opset 1.
 #include "ops/OpDef.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -51,6 +52,7 @@ OpDef defineGlobalAveragePool() {
   d.gradient = globalAveragePoolGradient;
   // One add per input element (the last one of each window is the divide).
   d.cost = reductionCost();
+  d.sharding = poolingSharding();
   return d;
 }
 

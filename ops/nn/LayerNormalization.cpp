@@ -5,6 +5,7 @@
 #include "ops/OpDef.h"
 #include "ops/ShapeHelpers.h"
 #include "ops/nn/NNCommon.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -108,6 +109,7 @@ OpDef defineLayerNormalization() {
     double n = ctx.inputElements(0);
     return ctx.withFlops((7 + (ctx.hasInput(2) ? 1 : 0)) * n + 5 * rows);
   };
+  d.sharding = layerNormSharding();
   return d;
 }
 

@@ -4,6 +4,7 @@
 // Gradient: dA = dY @ B^T, dB = A^T @ dY on ai.dtc.MatMulT (transposes read through strides).
 #include "ops/OpDef.h"
 #include "ops/ShapeHelpers.h"
+#include "ops/Sharding.h"
 
 #include <functional>
 #include <numeric>
@@ -130,6 +131,74 @@ Status matmulGrad(GradientContext &ctx) {
 
 } // namespace
 
+namespace {
+
+/// Megatron-LM's linear layers (Shoeybi et al. 2019): A split on the contraction axis with B
+/// split on its rows is row-parallel (output partial); a replicated A against B split on its
+/// columns is column-parallel (output split on the last axis; A's gradient is partial, so A
+/// goes through TensorParallelCopy). A free 2-D B is split by columns only when the look-ahead
+/// shows the split reaches a consumer that ends it. Batched products (attention heads) pass a
+/// split batch axis through when both operands are split alike (or B broadcasts along it).
+Status matmulSharding(ShardingContext &ctx) {
+  const std::vector<int64_t> &a = ctx.inputDims(0), &b = ctx.inputDims(1);
+  const int64_t ra = static_cast<int64_t>(a.size()), rb = static_cast<int64_t>(b.size());
+  const int64_t r = static_cast<int64_t>(ctx.outputDims(0).size());
+  if (ra < 2 || rb < 2)
+    return Status::ok();
+  const ir::Sharding &sa = ctx.input(0), &sb = ctx.input(1);
+  const int64_t T = ctx.parts();
+  if (sa.isSplit() && sa.axis == ra - 1 && sa.blocks == 1 &&
+      (ctx.isFreeWeight(1) || (sb.isSplit() && sb.axis == rb - 2 && sb.blocks == 1))) {
+    ctx.require(0, sa);
+    ctx.require(1, ir::Sharding::split(rb - 2, T));
+    ctx.setOutput(0, ir::Sharding::partial(T));
+    return Status::ok();
+  }
+  if (sa.isSplit() && sa.axis < ra - 2) { // a batch axis
+    const int64_t outAxis = sa.axis + (r - ra);
+    const int64_t bAxis = outAxis - (r - rb);
+    ctx.require(0, sa);
+    ctx.require(1, bAxis >= 0 && b[static_cast<size_t>(bAxis)] > 1
+                       ? ir::Sharding::split(bAxis, T, sa.blocks)
+                       : ir::Sharding::replicated());
+    ctx.setOutput(0, ir::Sharding::split(outAxis, T, sa.blocks));
+    return Status::ok();
+  }
+  if (sa.isSplit() && sa.axis == ra - 2 && !sb.isSplit()) { // rows of A (sequence)
+    ctx.require(0, sa);
+    ctx.setOutput(0, ir::Sharding::split(r - 2, T, sa.blocks));
+    return Status::ok();
+  }
+  if (sa.isSplit() || sa.isPartial())
+    return Status::ok();                   // gather A first
+  if (sb.isSplit() && sb.axis == rb - 1) { // B already split by columns (a tied weight)
+    ctx.requireReplicatedCopy(0);
+    ctx.require(1, sb);
+    ctx.setOutput(0, ir::Sharding::split(r - 1, T, sb.blocks));
+    return Status::ok();
+  }
+  if (sb.isSplit() && sb.axis < rb - 2 && !ctx.isFreeWeight(1)) {
+    const int64_t outAxis = sb.axis + (r - rb);
+    const int64_t aAxis = outAxis - (r - ra);
+    // A (attention's other operand, split alike by its own path) takes the same split.
+    if (aAxis >= 0 && a[static_cast<size_t>(aAxis)] > 1)
+      ctx.require(0, ir::Sharding::split(aAxis, T, sb.blocks));
+    ctx.require(1, sb);
+    ctx.setOutput(0, ir::Sharding::split(outAxis, T, sb.blocks));
+    return Status::ok();
+  }
+  if (ctx.isFreeWeight(1) && rb == 2) {
+    if (auto s = columnSplit(ctx, 0, r - 1, b[1])) {
+      ctx.requireReplicatedCopy(0);
+      ctx.require(1, ir::Sharding::split(1, T, s->blocks));
+      ctx.setOutput(0, *s);
+    }
+  }
+  return Status::ok();
+}
+
+} // namespace
+
 OpDef defineMatMul() {
   OpDef d;
   d.name = "MatMul";
@@ -147,6 +216,7 @@ OpDef defineMatMul() {
       return ctx.error("A must have rank >= 1");
     return ctx.withFlops(2 * ctx.outputElements(0) * static_cast<double>(a.back()));
   };
+  d.sharding = matmulSharding;
   return d;
 }
 

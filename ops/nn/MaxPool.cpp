@@ -4,6 +4,7 @@
 #include "ops/OpDef.h"
 #include "ops/nn/NNCommon.h"
 #include "ops/training/ConvGradRules.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -67,6 +68,7 @@ OpDef defineMaxPool() {
   d.gradient = maxPoolGradient;
   // prod(kernel_shape) comparisons per output element (nn::poolCost).
   d.cost = nn::poolCost(/*windowsFromInput=*/false, 0);
+  d.sharding = poolingSharding();
   return d;
 }
 

@@ -15,6 +15,7 @@
 #include "ops/OpDef.h"
 #include "ops/ShapeHelpers.h"
 #include "ops/nn/NNCommon.h"
+#include "ops/Sharding.h"
 
 #include <algorithm>
 #include <cmath>
@@ -290,6 +291,7 @@ OpDef defineResize() {
     return ctx.withFlops(nn::resizeFlops(ctx.node().attrString("mode", "nearest"), ctx.inputDims(0),
                                          ctx.outputDims(0), false));
   };
+  d.sharding = replicatedSharding();
   return d;
 }
 

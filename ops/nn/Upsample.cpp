@@ -9,6 +9,7 @@
 // sets asymmetric for the same reason.
 #include "ops/OpDef.h"
 #include "ops/nn/NNCommon.h"
+#include "ops/Sharding.h"
 
 #include <cmath>
 
@@ -93,6 +94,7 @@ OpDef defineUpsample() {
     return ctx.withFlops(nn::resizeFlops(ctx.node().attrString("mode", "nearest"), ctx.inputDims(0),
                                          ctx.outputDims(0), false));
   };
+  d.sharding = replicatedSharding();
   return d;
 }
 

@@ -2,6 +2,7 @@
 #include "ops/ShapeHelpers.h"
 #include "ops/activation/Activation.h"
 #include "ops/reduction/Reduce.h"
+#include "ops/Sharding.h"
 
 #include <cmath>
 
@@ -102,6 +103,7 @@ OpDef argReduceDef(const std::string &name) {
   };
   // One comparison per input element.
   d.cost = reductionCost();
+  d.sharding = argReduceSharding();
   return d;
 }
 

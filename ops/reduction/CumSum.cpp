@@ -7,6 +7,7 @@
 #include "ops/activation/Activation.h"
 #include "ops/elementwise/Elementwise.h"
 #include "ops/tensor/TensorCommon.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -124,6 +125,7 @@ OpDef defineCumSum() {
   };
   // One add per element of x.
   d.cost = reductionCost();
+  d.sharding = cumSumSharding();
   return d;
 }
 

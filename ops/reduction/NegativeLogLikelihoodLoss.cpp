@@ -3,6 +3,7 @@
 // targets equal to `ignore_index` contribute nothing. ONNX NegativeLogLikelihoodLoss-12 is the
 // first version (absent before opset 12); -13 adds bfloat16. Shapes: see inferLoss (Reduce.h).
 #include "ops/reduction/Reduce.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -52,6 +53,7 @@ OpDef defineNegativeLogLikelihoodLoss() {
         samples * (weighted ? 2 : 1) +
         lossReductionFlops(samples, ctx.node().attrString("reduction", "mean"), weighted));
   };
+  d.sharding = replicatedSharding();
   return d;
 }
 

@@ -2,6 +2,7 @@
 // negative axes), -12 (int8, uint8), -13 (bfloat16), -18 (axes become an optional int64 input,
 // plus noop_with_empty_axes), -20 (bool). Canonical: the opset-20 input form.
 #include "ops/reduction/Reduce.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -48,6 +49,7 @@ OpDef defineReduceMax() {
   };
   // One comparison per input element.
   d.cost = reductionCost();
+  d.sharding = reduceSharding();
   return d;
 }
 

@@ -2,6 +2,7 @@
 // negative axes), -13 (bfloat16), -18 (axes become an optional int64 input, plus
 // noop_with_empty_axes). Canonical: the opset-18 input form.
 #include "ops/reduction/Reduce.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -32,6 +33,7 @@ OpDef defineReduceMean() {
   };
   // One add per input element and one divide per output element.
   d.cost = reductionCost(1, 1);
+  d.sharding = reduceSharding();
   return d;
 }
 

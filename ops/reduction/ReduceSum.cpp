@@ -2,6 +2,7 @@
 // axes), -13 (axes become an optional int64 input, plus noop_with_empty_axes; bfloat16).
 // Canonical: the opset-13 input form.
 #include "ops/reduction/Reduce.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -21,6 +22,7 @@ OpDef defineReduceSum() {
   };
   // One add per input element.
   d.cost = reductionCost();
+  d.sharding = reduceSharding();
   return d;
 }
 

@@ -3,6 +3,7 @@
 // `ignore_index` contribute nothing. ONNX SoftmaxCrossEntropyLoss-12 is the first version (the
 // op does not exist before opset 12); -13 adds bfloat16. Shapes: see inferLoss (Reduce.h).
 #include "ops/reduction/Reduce.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -59,6 +60,7 @@ OpDef defineSoftmaxCrossEntropyLoss() {
         5 * ctx.inputElements(0) + samples * (weighted ? 3 : 2) +
         lossReductionFlops(samples, ctx.node().attrString("reduction", "mean"), weighted));
   };
+  d.sharding = replicatedSharding();
   return d;
 }
 

@@ -3,9 +3,35 @@
 // (the Shape -> ... -> Concat -> Reshape chains of PyTorch exports) and folds constants.
 #include "ops/tensor/TensorCommon.h"
 
+#include "ops/Sharding.h"
+
 #include "ops/ShapeHelpers.h"
 
 namespace dtc::ops {
+
+namespace {
+
+/// Inputs split alike on an axis other than the concatenation axis give an output split on it.
+Status concatSharding(ShardingContext &ctx) {
+  const int64_t rank = static_cast<int64_t>(ctx.outputDims(0).size());
+  int64_t axis = ctx.node().attrInt("axis", 0);
+  if (axis < 0)
+    axis += rank;
+  for (size_t i = 0; i < ctx.numInputs(); ++i) {
+    const ir::Sharding &s = ctx.input(i);
+    if (!s.isSplit())
+      continue;
+    if (s.axis == axis)
+      return Status::ok();
+    for (size_t k = 0; k < ctx.numInputs(); ++k)
+      ctx.require(k, s);
+    ctx.setOutput(0, s);
+    return Status::ok();
+  }
+  return Status::ok();
+}
+
+} // namespace
 
 OpDef defineConcat() {
   OpDef d;
@@ -144,6 +170,7 @@ OpDef defineConcat() {
     return Status::ok();
   };
   d.cost = dataMovementCost();
+  d.sharding = concatSharding;
   return d;
 }
 

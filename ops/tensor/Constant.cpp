@@ -2,6 +2,7 @@
 // sparse_value (11), value_float(s)/value_int(s)/value_string(s) (12), more types (13). The
 // importer turns Constant nodes into initializers; this definition checks and infers them.
 #include "ops/OpDef.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 namespace {
@@ -107,6 +108,7 @@ OpDef defineConstant() {
   };
   // Writes its value (import turns Constant nodes into initializers).
   d.cost = dataMovementCost();
+  d.sharding = replicatedSharding();
   return d;
 }
 

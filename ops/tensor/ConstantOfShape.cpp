@@ -1,6 +1,7 @@
 // ConstantOfShape (opset 9): a tensor of the shape given by a 1-D int64 input, filled with the
 // one-element `value` attribute (default float32 0). Later versions only widen the value types.
 #include "ops/tensor/TensorCommon.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 namespace {
@@ -61,6 +62,7 @@ OpDef defineConstantOfShape() {
     return std::vector<ir::TensorDataPtr>{out};
   };
   d.cost = dataMovementCost();
+  d.sharding = replicatedSharding();
   return d;
 }
 

@@ -4,6 +4,7 @@
 #include "ops/tensor/TensorCommon.h"
 
 #include "ops/ShapeHelpers.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -70,6 +71,7 @@ OpDef defineExpand() {
     return Status::ok();
   };
   d.cost = dataMovementCost();
+  d.sharding = replicatedSharding();
   return d;
 }
 

@@ -2,6 +2,8 @@
 // 9 all types; 11 negative axis; 13 more types). Symbolic dims multiply as monomials.
 #include "ops/tensor/TensorCommon.h"
 
+#include "ops/Sharding.h"
+
 #include "ops/ShapeHelpers.h"
 
 namespace dtc::ops {
@@ -60,6 +62,7 @@ OpDef defineFlatten() {
   // dX = dY reshaped back to the input's shape.
   d.gradient = reshapeGradient;
   d.cost = viewCost();
+  d.sharding = reshapeSharding(false);
   return d;
 }
 

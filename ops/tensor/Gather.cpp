@@ -3,9 +3,58 @@
 // values (Shape(x) -> Gather(0)) and folds constants; out-of-range constant indices are errors.
 #include "ops/tensor/TensorCommon.h"
 
+#include "ops/Sharding.h"
+
 #include "ops/ShapeHelpers.h"
 
 namespace dtc::ops {
+
+namespace {
+
+/// Embedding rows (vocabulary) split: a 2-D weight gathered along axis 0 is split by rows when it
+/// is large (>= 8192 rows, as Megatron's VocabParallelEmbedding targets) or tied to another use
+/// (an output projection that then runs column-parallel); each rank looks up its rows and the
+/// output is a partial sum. Otherwise a split of data along another axis, or of the indices,
+/// passes through.
+Status gatherSharding(ShardingContext &ctx) {
+  const std::vector<int64_t> &data = ctx.inputDims(0);
+  const int64_t rank = static_cast<int64_t>(data.size());
+  int64_t axis = ctx.node().attrInt("axis", 0);
+  if (axis < 0)
+    axis += rank;
+  const int64_t ri = static_cast<int64_t>(ctx.inputDims(1).size());
+  const ir::Sharding &sd = ctx.input(0), &si = ctx.input(1);
+  const int64_t T = ctx.parts();
+  const bool embedding = axis == 0 && rank == 2 && data[0] % T == 0 && si.isReplicated();
+  if (embedding && ctx.isFreeWeight(0)) {
+    const ir::Value *w = ctx.node().input(0);
+    if (data[0] >= 8192 || w->uses().size() > 1) {
+      ctx.require(0, ir::Sharding::split(0, T));
+      ctx.setMaskedGather();
+      ctx.setOutput(0, ir::Sharding::partial(T));
+    }
+    return Status::ok();
+  }
+  if (embedding && sd.isSplit() && sd.axis == 0 && sd.blocks == 1) {
+    ctx.require(0, sd);
+    ctx.setMaskedGather();
+    ctx.setOutput(0, ir::Sharding::partial(T));
+    return Status::ok();
+  }
+  if (sd.isSplit() && sd.axis != axis && si.isReplicated()) {
+    ctx.require(0, sd);
+    ctx.setOutput(0,
+                  ir::Sharding::split(sd.axis < axis ? sd.axis : sd.axis + ri - 1, T, sd.blocks));
+    return Status::ok();
+  }
+  if (si.isSplit() && sd.isReplicated() && !ctx.isFreeWeight(0)) {
+    ctx.require(1, si);
+    ctx.setOutput(0, ir::Sharding::split(axis + si.axis, T, si.blocks));
+  }
+  return Status::ok();
+}
+
+} // namespace
 
 OpDef defineGather() {
   OpDef d;
@@ -131,6 +180,7 @@ OpDef defineGather() {
     return Status::ok();
   };
   d.cost = dataMovementCost();
+  d.sharding = gatherSharding;
   return d;
 }
 

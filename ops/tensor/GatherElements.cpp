@@ -6,6 +6,7 @@
 // errors naming the node.
 #include "ops/ShapeHelpers.h"
 #include "ops/tensor/TensorCommon.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -101,6 +102,7 @@ OpDef defineGatherElements() {
     return Status::ok();
   };
   d.cost = dataMovementCost();
+  d.sharding = replicatedSharding();
   return d;
 }
 

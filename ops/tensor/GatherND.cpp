@@ -6,6 +6,7 @@
 // constant indices are errors naming the node.
 #include "ops/ShapeHelpers.h"
 #include "ops/tensor/TensorCommon.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -117,6 +118,7 @@ OpDef defineGatherND() {
     return Status::ok();
   };
   d.cost = dataMovementCost();
+  d.sharding = replicatedSharding();
   return d;
 }
 

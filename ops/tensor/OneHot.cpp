@@ -6,6 +6,7 @@
 #include "ops/ShapeHelpers.h"
 #include "ops/activation/Activation.h"
 #include "ops/tensor/TensorCommon.h"
+#include "ops/Sharding.h"
 
 #include <cmath>
 #include <cstring>
@@ -80,6 +81,7 @@ OpDef defineOneHot() {
     return std::vector<ir::TensorDataPtr>{t};
   };
   d.cost = dataMovementCost();
+  d.sharding = replicatedSharding();
   return d;
 }
 

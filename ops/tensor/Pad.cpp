@@ -2,6 +2,7 @@
 // (2), inputs data, int64 pads and optional constant_value (11, 13), optional axes input (18),
 // mode "wrap" (19, canonical). Modes: constant, reflect, edge, wrap. Folds constants.
 #include "ops/tensor/TensorCommon.h"
+#include "ops/Sharding.h"
 
 #include <cmath>
 #include <cstring>
@@ -248,6 +249,7 @@ OpDef definePad() {
     return Status::ok();
   };
   d.cost = dataMovementCost();
+  d.sharding = replicatedSharding();
   return d;
 }
 

@@ -4,6 +4,7 @@
 #include "ops/tensor/TensorCommon.h"
 
 #include "ops/elementwise/Elementwise.h"
+#include "ops/Sharding.h"
 
 #include <cmath>
 
@@ -127,6 +128,7 @@ OpDef defineRange() {
   };
   // output[i] = start + i * delta: one multiply-add (2 FLOPs) per element.
   d.cost = elementwiseCost(2);
+  d.sharding = replicatedSharding();
   return d;
 }
 

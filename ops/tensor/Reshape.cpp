@@ -4,6 +4,8 @@
 // or from data propagation (Shape -> Gather -> Unsqueeze -> Concat chains).
 #include "ops/tensor/TensorCommon.h"
 
+#include "ops/Sharding.h"
+
 namespace dtc::ops {
 
 OpDef defineReshape() {
@@ -61,6 +63,7 @@ OpDef defineReshape() {
   // dX = dY reshaped back to the input's shape.
   d.gradient = reshapeGradient;
   d.cost = viewCost();
+  d.sharding = reshapeSharding(true);
   return d;
 }
 

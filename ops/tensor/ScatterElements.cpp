@@ -8,6 +8,7 @@
 #include "ops/ShapeHelpers.h"
 #include "ops/activation/Activation.h"
 #include "ops/tensor/TensorCommon.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -169,6 +170,7 @@ OpDef defineScatterElements() {
   };
   d.gradient = [](GradientContext &ctx) { return scatterGradient(ctx, "GatherElements"); };
   d.cost = dataMovementCost();
+  d.sharding = replicatedSharding();
   return d;
 }
 

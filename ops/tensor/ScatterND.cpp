@@ -7,6 +7,7 @@
 // slices zeroed (none) or dY (add).
 #include "ops/ShapeHelpers.h"
 #include "ops/tensor/TensorCommon.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -70,6 +71,7 @@ OpDef defineScatterND() {
   };
   d.gradient = [](GradientContext &ctx) { return scatterGradient(ctx, "GatherND"); };
   d.cost = dataMovementCost();
+  d.sharding = replicatedSharding();
   return d;
 }
 

@@ -2,6 +2,7 @@
 // attributes selecting a range of axes (negative = from the end, clamped). Data propagation
 // records the (possibly symbolic) dims; folds when the selected dims are static.
 #include "ops/tensor/TensorCommon.h"
+#include "ops/Sharding.h"
 
 #include <algorithm>
 
@@ -58,6 +59,7 @@ OpDef defineShape() {
   };
   // Reads only X's metadata: writes the int64 shape.
   d.cost = writeOnlyCost();
+  d.sharding = replicatedSharding();
   return d;
 }
 

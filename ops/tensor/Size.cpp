@@ -2,6 +2,7 @@
 // widen the input types). Data propagation records the (possibly symbolic) product, so that
 // canonicalization folds it when the input's shape is static; its contents are never read.
 #include "ops/tensor/TensorCommon.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -37,6 +38,7 @@ OpDef defineSize() {
   };
   // Reads only the input's metadata: writes one int64.
   d.cost = writeOnlyCost();
+  d.sharding = replicatedSharding();
   return d;
 }
 

@@ -4,6 +4,8 @@
 // stays exact only when the slice takes all of it. Propagates slices of 1-D shape values.
 #include "ops/tensor/TensorCommon.h"
 
+#include "ops/Sharding.h"
+
 #include <climits>
 
 namespace dtc::ops {
@@ -53,6 +55,55 @@ bool takesWholeAxis(int64_t start, int64_t end, int64_t step) {
   if (step == -1)
     return (start == -1 || start == INT64_MAX) && end <= -INT64_MAX;
   return false;
+}
+
+} // namespace
+
+namespace {
+
+/// A split passes through when the slice leaves the split axis whole.
+Status sliceSharding(ShardingContext &ctx) {
+  const ir::Sharding &s = ctx.input(0);
+  if (!s.isSplit())
+    return Status::ok();
+  const int64_t rank = static_cast<int64_t>(ctx.inputDims(0).size());
+  std::optional<std::vector<int64_t>> starts = ctx.constantInts(1);
+  if (!starts)
+    return Status::ok();
+  std::vector<int64_t> axes;
+  if (ctx.numInputs() > 3 && ctx.hasInput(3)) {
+    std::optional<std::vector<int64_t>> a = ctx.constantInts(3);
+    if (!a)
+      return Status::ok();
+    axes = *a;
+  } else {
+    for (size_t i = 0; i < starts->size(); ++i)
+      axes.push_back(static_cast<int64_t>(i));
+  }
+  for (int64_t a : axes)
+    if ((a < 0 ? a + rank : a) == s.axis && ctx.inputDims(0)[static_cast<size_t>(s.axis)] !=
+                                                ctx.outputDims(0)[static_cast<size_t>(s.axis)])
+      return Status::ok();
+  // Sliced only along other axes (or not at all along the split one): a whole-axis slice with
+  // step 1 is the identity there, which holds for the local shard too only with step 1.
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const int64_t a = axes[k] < 0 ? axes[k] + rank : axes[k];
+    if (a != s.axis)
+      continue;
+    std::optional<std::vector<int64_t>> steps;
+    if (ctx.numInputs() > 4 && ctx.hasInput(4))
+      steps = ctx.constantInts(4);
+    if (steps && k < steps->size() && (*steps)[k] != 1)
+      return Status::ok();
+    // The ends may name the global size; the local slice must then be whole too: replace
+    // them by INT64_MAX-like bounds only if they are not already.
+    std::optional<std::vector<int64_t>> ends = ctx.constantInts(2);
+    if (!ends || (*starts)[k] != 0 || (*ends)[k] < ctx.inputDims(0)[static_cast<size_t>(s.axis)])
+      return Status::ok();
+  }
+  ctx.require(0, s);
+  ctx.setOutput(0, s);
+  return Status::ok();
 }
 
 } // namespace
@@ -260,6 +311,7 @@ OpDef defineSlice() {
     return Status::ok();
   };
   d.cost = dataMovementCost();
+  d.sharding = sliceSharding;
   return d;
 }
 

@@ -4,6 +4,8 @@
 // last chunk smaller). Older forms without sizes get num_outputs = number of outputs.
 #include "ops/tensor/TensorCommon.h"
 
+#include "ops/Sharding.h"
+
 #include "ops/ShapeHelpers.h"
 
 #include <algorithm>
@@ -24,6 +26,48 @@ Status checkSizesSpec(const ir::Node &node, bool hasSplitInput) {
     return Status::error(node.where(),
                          "num_outputs is " + std::to_string(node.attrInt("num_outputs", 0)) +
                              " but the node has " + std::to_string(node.numOutputs()) + " outputs");
+  return Status::ok();
+}
+
+} // namespace
+
+namespace {
+
+/// A split on another axis passes to every output. A split on the split axis works when the
+/// axis holds one block per output (a fused Q/K/V projection split with blocks = 3): each
+/// output is then split in T, and the sizes input carries the local sizes.
+Status splitSharding(ShardingContext &ctx) {
+  const ir::Sharding &s = ctx.input(0);
+  if (!s.isSplit())
+    return Status::ok();
+  const int64_t rank = static_cast<int64_t>(ctx.inputDims(0).size());
+  int64_t axis = ctx.node().attrInt("axis", 0);
+  if (axis < 0)
+    axis += rank;
+  if (s.axis != axis) {
+    ctx.require(0, s);
+    for (size_t j = 0; j < ctx.numOutputs(); ++j)
+      ctx.setOutput(j, s);
+    return Status::ok();
+  }
+  const size_t n = ctx.numOutputs();
+  if (s.blocks != static_cast<int64_t>(n))
+    return Status::ok();
+  for (size_t j = 0; j < n; ++j)
+    if (ctx.outputDims(j)[static_cast<size_t>(axis)] * static_cast<int64_t>(n) !=
+        ctx.inputDims(0)[static_cast<size_t>(axis)])
+      return Status::ok(); // unequal parts
+  if (ctx.numInputs() > 1 && ctx.hasInput(1)) {
+    std::optional<std::vector<int64_t>> sizes = ctx.constantInts(1);
+    if (!sizes)
+      return Status::ok();
+    for (int64_t &x : *sizes)
+      x /= s.parts;
+    ctx.replaceConstant(1, *sizes);
+  }
+  ctx.require(0, s);
+  for (size_t j = 0; j < n; ++j)
+    ctx.setOutput(j, ir::Sharding::split(axis, s.parts));
   return Status::ok();
 }
 
@@ -154,6 +198,7 @@ OpDef defineSplit() {
     return Status::ok();
   };
   d.cost = dataMovementCost();
+  d.sharding = splitSharding;
   return d;
 }
 

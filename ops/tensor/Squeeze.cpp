@@ -3,6 +3,8 @@
 // axis whose size is not 1 is an error naming the node.
 #include "ops/tensor/TensorCommon.h"
 
+#include "ops/Sharding.h"
+
 namespace dtc::ops {
 namespace {
 
@@ -96,6 +98,7 @@ OpDef defineSqueeze() {
   // dX = dY reshaped back to the input's shape.
   d.gradient = reshapeGradient;
   d.cost = viewCost();
+  d.sharding = reshapeSharding(false);
   return d;
 }
 

@@ -1,6 +1,7 @@
 // Tile (opset 6; 13 widens the types): repeats the input `repeats[i]` times along axis i;
 // `repeats` is a 1-D int64 input with one entry per axis. Folds constants.
 #include "ops/tensor/TensorCommon.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -97,6 +98,7 @@ OpDef defineTile() {
     return Status::ok();
   };
   d.cost = dataMovementCost();
+  d.sharding = replicatedSharding();
   return d;
 }
 

@@ -2,6 +2,8 @@
 // types. A perm that is not a permutation of [0, rank) is an error naming the node.
 #include "ops/tensor/TensorCommon.h"
 
+#include "ops/Sharding.h"
+
 #include <numeric>
 
 namespace dtc::ops {
@@ -27,6 +29,28 @@ Expected<std::vector<int64_t>> permutation(const ir::Node &node, size_t rank) {
                                            " is not a permutation of the axes of a rank-" +
                                            std::to_string(rank) + " input");
   return perm;
+}
+
+} // namespace
+
+namespace {
+
+/// A split axis moves with the permutation.
+Status transposeSharding(ShardingContext &ctx) {
+  const ir::Sharding &s = ctx.input(0);
+  if (!s.isSplit())
+    return Status::ok();
+  std::vector<int64_t> perm = ctx.node().attrInts("perm");
+  const int64_t rank = static_cast<int64_t>(ctx.inputDims(0).size());
+  if (perm.empty())
+    for (int64_t i = rank - 1; i >= 0; --i)
+      perm.push_back(i);
+  for (size_t k = 0; k < perm.size(); ++k)
+    if (perm[k] == s.axis) {
+      ctx.require(0, s);
+      ctx.setOutput(0, ir::Sharding::split(static_cast<int64_t>(k), s.parts, s.blocks));
+    }
+  return Status::ok();
 }
 
 } // namespace
@@ -94,6 +118,7 @@ OpDef defineTranspose() {
     return Status::ok();
   };
   d.cost = dataMovementCost();
+  d.sharding = transposeSharding;
   return d;
 }
 

@@ -5,6 +5,7 @@
 #include "ops/ShapeHelpers.h"
 #include "ops/activation/Activation.h"
 #include "ops/tensor/TensorCommon.h"
+#include "ops/Sharding.h"
 
 #include <cstring>
 
@@ -65,6 +66,7 @@ OpDef defineTrilu() {
     return Status::ok();
   };
   d.cost = dataMovementCost();
+  d.sharding = replicatedSharding();
   return d;
 }
 

@@ -3,6 +3,8 @@
 // input (13, canonical).
 #include "ops/tensor/TensorCommon.h"
 
+#include "ops/Sharding.h"
+
 namespace dtc::ops {
 namespace {
 
@@ -73,6 +75,7 @@ OpDef defineUnsqueeze() {
   // dX = dY reshaped back to the input's shape.
   d.gradient = reshapeGradient;
   d.cost = viewCost();
+  d.sharding = reshapeSharding(false);
   return d;
 }
 

@@ -4,6 +4,7 @@
 // CPU kernels: ops/cpu/ActivationGrad*.cpp.
 #include "ops/OpDef.h"
 #include "ops/activation/Activation.h"
+#include "ops/Sharding.h"
 
 #include <algorithm>
 #include <array>
@@ -207,6 +208,7 @@ OpDef defineDropoutTraining() {
   // Per element: the mask test on the random draw and the scaled multiply (the generator's own
   // arithmetic is not counted).
   d.cost = elementwiseCost(2);
+  d.sharding = replicatedSharding();
   return d;
 }
 

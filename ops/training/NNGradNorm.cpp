@@ -6,6 +6,7 @@
 #include "ops/OpDef.h"
 #include "ops/ShapeHelpers.h"
 #include "ops/nn/NNCommon.h"
+#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
@@ -190,6 +191,7 @@ OpDef defineBatchNormTraining() {
     return ctx.withFlops(
         nn::batchNormTrainingFlops(ctx.inputElements(0), ctx.inputElements(1), running));
   };
+  d.sharding = batchNormSharding();
   return d;
 }
 

@@ -27,3 +27,11 @@ add_test(NAME e2e_pp_checkpoints
   COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/pp_train.py
           --build ${CMAKE_BINARY_DIR} --only checkpoints)
 set_tests_properties(e2e_pp_checkpoints PROPERTIES LABELS "e2e" TIMEOUT 300 RUN_SERIAL TRUE)
+# End-to-end tensor parallelism (--strategy tp=T, with dp and pp meshes): the equivalence law
+# against single-device training on the seed MLP, the digits MLP (tp=2, 4), the CNN, the GPT
+# (heads split) and the tied GPT (vocabulary split); the collectives of the column/row pair;
+# errors. See e2e/tp_train.py.
+add_test(NAME e2e_tp
+  COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/tp_train.py
+          --build ${CMAKE_BINARY_DIR})
+set_tests_properties(e2e_tp PROPERTIES LABELS "e2e" TIMEOUT 600 RUN_SERIAL TRUE)

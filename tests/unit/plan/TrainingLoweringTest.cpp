@@ -405,7 +405,7 @@ TEST(DataParallelConfig, StrategyAndBatchErrors) {
   EXPECT_TRUE(driver::parseStrategy("single", cfg).isOk());
   EXPECT_EQ(cfg.dataParallel(), 0);
   for (const char *bad :
-       {"dp=0", "dp=", "dp=2x", "dp=-1", "pp=0", "dp=100000", "tp=2", "dp=2,dp=2", "xx=1"}) {
+       {"dp=0", "dp=", "dp=2x", "dp=-1", "pp=0", "dp=100000", "tp=0", "dp=2,dp=2", "xx=1"}) {
     Status s = driver::parseStrategy(bad, cfg);
     EXPECT_FALSE(s.isOk()) << bad;
     EXPECT_NE(s.message().find("--strategy"), std::string::npos) << s.message();

@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""End-to-end checks of tensor parallelism (dtc-compile --strategy tp=T, alone and in meshes
+with dp and pp; dtc-run --nproc).
+
+Groups (--only takes a comma-separated subset; all by default):
+  equivalence  The law of e2e/dp_train.py: parameters after 5 steps (--no-shuffle
+               --save-params, whole tensors gathered from the shards) equal --strategy single on
+               the same global batch, per tensor max|tp - single| / max(max|single|, 1e-2) <=
+               1e-5 (Adam noise left out), and every logged loss matches (rel 1e-4). Cases: the
+               seed's 10-node hidden layer split 5/5 (models/mlp_seed.onnx) at tp=2; the digits
+               MLP at tp=2 and tp=4 (its 10 outputs do not divide by 4: the row-parallel layer
+               splits only its 32 inputs); the CNN (Conv split by output channels, BatchNorm
+               split with them, Conv split by input channels); the GPT (heads split, fused Q/K/V
+               weight in 3 blocks); the tied-embedding GPT (vocabulary-split embedding with a
+               masked lookup, its tied output projection column-parallel); dp=2,tp=2 (MLP, GPT)
+               and pp=2,tp=2 on 4 ranks. The GPTs use SGD with momentum (see cases()).
+  plans        The collectives the pass inserts, from --emit plan-text: the MLP's column/row
+               pair costs one tp all-reduce (forward; its input is data, so no backward one),
+               the GPT two forward and two backward per block (Megatron's count); the split
+               weights are listed with their shards.
+  errors       --tp-shard naming no weight, or a dimension that does not divide; checkpoints
+               of tp plans are refused with a clear error.
+
+Usage: tp_train.py --build BUILD_DIR [--only equivalence,plans,errors] [--keep]
+"""
+import argparse
+import math
+import os
+import re
+import shutil
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dp_train import (GOLDEN, MODELS, STEPS, CheckFailed, Runner, assert_law)  # noqa: E402
+
+GROUPS = ["equivalence", "plans", "errors"]
+LOSS_RTOL = 1e-4
+
+
+def losses(rows):
+    return [x["loss"] for x in rows if x.get("event") == "step"]
+
+
+def same_losses(single_rows, rows):
+    a, b = losses(single_rows), losses(rows)
+    if len(a) != len(b) or len(b) != STEPS:
+        raise CheckFailed(f"{len(b)} logged steps, single device {len(a)} (expected {STEPS})")
+    for i, (x, y) in enumerate(zip(a, b)):
+        if not math.isfinite(y) or abs(x - y) > LOSS_RTOL * max(abs(x), 1e-3):
+            raise CheckFailed(f"step {i}: loss {y}, single device {x}")
+
+
+def cases():
+    digits = os.path.join(MODELS, "data", "digits_train.npz")
+    gpt_data = os.path.join(GOLDEN, "gpt_data.npz")
+    cnn_data = os.path.join(GOLDEN, "cnn_data.npz")
+    sgd = ["--batch-size", "16", "--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9"]
+    # The GPTs train with SGD: Adam divides by sqrt(v), which turns float rounding in the split
+    # contractions into differences above the law's bound on small gradients (measured 3e-5
+    # after 5 steps, against 1.7e-7 with SGD).
+    gpt_sgd = ["--batch-size", "8", "--optimizer", "sgd", "--lr", "0.1", "--momentum", "0.9",
+               "--class-axis", "-1"]
+    seed = os.path.join(MODELS, "mlp_seed.onnx")
+    mlp = os.path.join(MODELS, "mlp_digits.onnx")
+    cnn = os.path.join(MODELS, "cnn_train.onnx")
+    gpt = os.path.join(MODELS, "gpt_train.onnx")
+    tied = os.path.join(MODELS, "gpt_tied_train.onnx")
+    # name, model, data, flags, strategy, nproc, adam
+    return [
+        ("mlp_seed/tp=2", seed, digits, sgd, "tp=2", 2, False),
+        ("mlp_digits/tp=2", mlp, digits, sgd, "tp=2", 2, False),
+        ("mlp_digits/tp=4", mlp, digits, sgd, "tp=4", 4, False),
+        ("mlp_digits/dp=2,tp=2", mlp, digits, sgd, "dp=2,tp=2", 4, False),
+        ("mlp_digits/pp=2,tp=2", mlp, digits, sgd, "pp=2,tp=2,microbatches=2", 4, False),
+        ("cnn/tp=2", cnn, cnn_data, sgd, "tp=2", 2, False),
+        ("gpt/tp=2", gpt, gpt_data, gpt_sgd, "tp=2", 2, False),
+        ("gpt_tied/tp=2", tied, gpt_data, gpt_sgd, "tp=2", 2, False),
+        ("gpt/dp=2,tp=2", gpt, gpt_data, gpt_sgd, "dp=2,tp=2", 4, False),
+    ]
+
+
+def run_equivalence(r):
+    run_args = ["--steps", str(STEPS), "--no-shuffle"]
+    baselines = {}
+    for name, model, data, flags, strategy, nproc, adam in cases():
+        def check(model=model, data=data, flags=flags, strategy=strategy, nproc=nproc,
+                  adam=adam):
+            key = (model, tuple(flags))
+            if key not in baselines:
+                plan = r.compile(model, ["--strategy", "single"] + flags)
+                params, rows = r.train(plan, data, 0, run_args)
+                grad1 = r.gradients(plan, data) if adam else None
+                baselines[key] = (params, rows, grad1)
+            single, single_rows, grad1 = baselines[key]
+            plan = r.compile(model, ["--strategy", strategy] + flags)
+            params, rows = r.train(plan, data, nproc, run_args)
+            same_losses(single_rows, rows)
+            return assert_law(single, params, grad1)
+
+        r.check(f"equivalence/{name}", check)
+
+
+def run_plans(r):
+    def tp_all_reduces(model, flags):
+        text = r.plan_text(os.path.join(MODELS, model), ["--strategy", "tp=2"] + flags)
+        return [ln for ln in text.splitlines() if "all-reduce" in ln and 'group="tp"' in ln], text
+
+    def mlp_pair():
+        # Column-parallel then row-parallel: one all-reduce forward; the backward one (of the
+        # input's gradient) is not needed, since the input is data.
+        tp, text = tp_all_reduces("mlp_digits.onnx",
+                                  ["--batch-size", "16", "--optimizer", "sgd", "--lr", "0.05"])
+        if len(tp) != 1:
+            raise CheckFailed(f"{len(tp)} tp all-reduces, expected 1:\n" + "\n".join(tp))
+        shards = re.findall(r"shard=\S+", text)
+        if len(shards) < 3:
+            raise CheckFailed(f"sharded buffers: {shards}")
+        return f"1 tp all-reduce; sharded: {' '.join(sorted(set(shards)))}"
+
+    def gpt_blocks():
+        # Megatron's count: per transformer block two all-reduces forward (after attention and
+        # after the MLP) and two backward (the gradients of the two LayerNorm outputs).
+        tp, _ = tp_all_reduces("gpt_train.onnx", ["--batch-size", "8", "--optimizer", "sgd",
+                                                  "--lr", "0.1", "--class-axis", "-1"])
+        if len(tp) != 8:
+            raise CheckFailed(f"{len(tp)} tp all-reduces for 2 blocks, expected 8:\n" +
+                              "\n".join(tp))
+        return "8 tp all-reduces for 2 blocks (2 forward + 2 backward each)"
+
+    r.check("plans/mlp-column-row-pair", mlp_pair)
+    r.check("plans/gpt-blocks", gpt_blocks)
+
+
+def run_errors(r):
+    model = os.path.join(MODELS, "mlp_digits.onnx")
+    flags = ["--batch-size", "16", "--optimizer", "sgd", "--lr", "0.05"]
+
+    def expect_compile_error(extra, pattern):
+        out = r.unique("bad", ".dtc")
+        res = r.exec([r.compile_tool, model, "-o", out] + flags + extra)
+        if res.returncode == 0 or not re.search(pattern, res.stderr):
+            raise CheckFailed(f"exit {res.returncode}, stderr: {res.stderr.strip()}")
+        if os.path.exists(out):
+            raise CheckFailed("a plan was written")
+        return res.stderr.strip().splitlines()[0]
+
+    r.check("errors/tp-shard-unknown", lambda: expect_compile_error(
+        ["--strategy", "tp=2", "--tp-shard", "nope=0"], r"error: --tp-shard nope=0"))
+    r.check("errors/tp-shard-indivisible", lambda: expect_compile_error(
+        ["--strategy", "tp=4", "--tp-shard", "net.2.bias=0"], r"does not divide"))
+
+    def checkpoints():
+        plan = r.compile(model, ["--strategy", "tp=2"] + flags)
+        ckpt = r.unique("ckpt", "")
+        res = r.exec([r.run_tool, plan, "--data",
+                      os.path.join(MODELS, "data", "digits_train.npz"), "--steps", "1",
+                      "--checkpoint-dir", ckpt, "--nproc", "2", "--timeout", "60"])
+        if res.returncode == 0 or "tensor-parallel" not in res.stderr + res.stdout:
+            raise CheckFailed(f"exit {res.returncode}: {(res.stderr + res.stdout).strip()[-500:]}")
+        return "refused"
+
+    r.check("errors/checkpoints-refused", checkpoints)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--only", default=",".join(GROUPS))
+    ap.add_argument("--keep", action="store_true")
+    args = ap.parse_args()
+    groups = [g for g in args.only.split(",") if g]
+    for g in groups:
+        if g not in GROUPS:
+            sys.exit(f"unknown group '{g}' (known: {', '.join(GROUPS)})")
+    tmp = tempfile.mkdtemp(prefix="dtc-tp-")
+    r = Runner(os.path.abspath(args.build), tmp)
+    try:
+        for g in groups:
+            {"equivalence": run_equivalence, "plans": run_plans, "errors": run_errors}[g](r)
+    finally:
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+    failed = [n for n, ok in r.results if not ok]
+    print(f"{len(r.results) - len(failed)}/{len(r.results)} checks passed")
+    if failed:
+        print("failed: " + ", ".join(failed))
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
