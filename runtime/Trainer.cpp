@@ -367,13 +367,16 @@ Status Trainer::run() {
           dst[i] = accum[g][i] / k;
         DTC_RETURN_IF_ERROR(ex_.writeBuffer(l_.gradients[g].first, a));
       }
-    if (!opts_.dumpGradientsPath.empty() && step + 1 == totalSteps_ && pipeline_) {
+    const bool tensorParallel = plan_.mesh().tp() > 1;
+    if (!opts_.dumpGradientsPath.empty() && step + 1 == totalSteps_ &&
+        (pipeline_ || tensorParallel)) {
       // Each stage's gradients are the step's (the pipeline sums its micro-batches, and the
-      // data-parallel groups all-reduce them): rank 0 collects them.
-      if (l_.microBatches > 1 && dpSize_ > 1)
+      // data-parallel groups all-reduce them); tensor-parallel ranks hold shards: rank 0
+      // collects them into whole tensors.
+      if (l_.microBatches > 1 && (dpSize_ > 1 || (tensorParallel && !pipeline_)))
         return Status::error("--dump-gradients",
-                             "is not supported for pipelines with data parallelism and "
-                             "--grad-accum-steps > 1");
+                             "is not supported for pipelines with data parallelism, or tensor "
+                             "parallelism, with --grad-accum-steps > 1");
       DTC_RETURN_IF_ERROR(gather(Part::kGradients, lastGradients_));
     } else if (!opts_.dumpGradientsPath.empty() && step + 1 == totalSteps_) {
       for (auto &[b, name] : l_.gradients) {

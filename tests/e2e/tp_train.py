@@ -128,7 +128,33 @@ def run_plans(r):
                               "\n".join(tp))
         return "8 tp all-reduces for 2 blocks (2 forward + 2 backward each)"
 
+    def state():
+        # --dump-gradients and --export write whole tensors assembled from the shards.
+        import numpy as np
+        import onnx
+        from onnx import numpy_helper
+        model = os.path.join(MODELS, "gpt_tied_train.onnx")
+        data = os.path.join(GOLDEN, "gpt_data.npz")
+        flags = ["--batch-size", "8", "--optimizer", "sgd", "--lr", "0.1", "--class-axis", "-1"]
+        single = r.gradients(r.compile(model, ["--strategy", "single"] + flags), data)
+        plan = r.compile(model, ["--strategy", "tp=2"] + flags)
+        g, e = r.unique("grads", ".npz"), r.unique("export", ".onnx")
+        res = r.exec([r.run_tool, plan, "--data", data, "--steps", "1", "--no-shuffle",
+                      "--dump-gradients", g, "--export", e, "--nproc", "2", "--timeout", "60"])
+        if res.returncode != 0:
+            raise CheckFailed(f"dtc-run failed: {(res.stderr + res.stdout).strip()[-2000:]}")
+        with np.load(g) as z:
+            grads = {k: z[k] for k in z.files}
+        msg = assert_law(single, grads)
+        m = onnx.load(e)
+        onnx.checker.check_model(m)
+        w = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+        if w["tok.weight"].shape != (64, 32):
+            raise CheckFailed(f"exported tok.weight has shape {w['tok.weight'].shape}")
+        return "gradients " + msg + "; export whole (tok.weight 64x32), checker ok"
+
     r.check("plans/mlp-column-row-pair", mlp_pair)
+    r.check("state/dump-gradients-and-export", state)
     r.check("plans/gpt-blocks", gpt_blocks)
 
 
