@@ -25,7 +25,6 @@ Groups (--only takes a comma-separated subset; all by default):
 Usage: tp_train.py --build BUILD_DIR [--only equivalence,plans,errors] [--keep]
 """
 import argparse
-import math
 import os
 import re
 import shutil
@@ -33,25 +32,10 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dp_train import (GOLDEN, MODELS, STEPS, CheckFailed, Runner, assert_law)  # noqa: E402
+from dp_train import GOLDEN, MODELS, STEPS, CheckFailed, Runner, assert_law  # noqa: E402
+from pp_train import same_losses  # noqa: E402
 
 GROUPS = ["equivalence", "plans", "errors"]
-LOSS_RTOL = 1e-4
-
-
-def losses(rows):
-    return [x["loss"] for x in rows if x.get("event") == "step"]
-
-
-def same_losses(single_rows, rows):
-    a, b = losses(single_rows), losses(rows)
-    if len(a) != len(b) or len(b) != STEPS:
-        raise CheckFailed(f"{len(b)} logged steps, single device {len(a)} (expected {STEPS})")
-    for i, (x, y) in enumerate(zip(a, b)):
-        if not math.isfinite(y) or abs(x - y) > LOSS_RTOL * max(abs(x), 1e-3):
-            raise CheckFailed(f"step {i}: loss {y}, single device {x}")
-
-
 def cases():
     digits = os.path.join(MODELS, "data", "digits_train.npz")
     gpt_data = os.path.join(GOLDEN, "gpt_data.npz")
