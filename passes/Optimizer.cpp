@@ -147,13 +147,36 @@ public:
     const float invK = 1.f / static_cast<float>(k);
     ir::Value *scale = nullptr;
     if (cfg.clipGradNorm > 0.f && !trained.empty()) {
-      std::vector<ir::Value *> all;
+      // Tensor parallelism: a split gradient's squares are summed over the tp group (each
+      // rank holds one shard); a replicated one's are the same on every rank, counted once.
+      std::vector<ir::Value *> all, split;
       for (size_t i : trained)
-        all.push_back(grads[i]);
-      DTC_ASSIGN_OR_RETURN(ir::Node * sum, emit("SumSquares", "optimizer/grad_sum_squares", all,
-                                                {"optimizer/grad_sum_squares"}));
+        (st.parameters[i]->shard().isSplit() ? split : all).push_back(grads[i]);
+      ir::Value *sumSq = nullptr;
+      if (!all.empty()) {
+        DTC_ASSIGN_OR_RETURN(ir::Node * sum, emit("SumSquares", "optimizer/grad_sum_squares", all,
+                                                  {"optimizer/grad_sum_squares"}));
+        sumSq = sum->output(0);
+      }
+      ir::Value *const replicatedSum = sumSq;
+      if (!split.empty()) {
+        DTC_ASSIGN_OR_RETURN(ir::Node * part, emit("SumSquares", "optimizer/grad_sum_squares_tp",
+                                                   split, {"optimizer/grad_sum_squares_tp"}));
+        DTC_ASSIGN_OR_RETURN(ir::Node * reduced,
+                             emit("AllReduce", "optimizer/grad_sum_squares_tp/AllReduce",
+                                  {part->output(0)}, {"optimizer/grad_sum_squares_tp/reduced"},
+                                  ir::kDtcDomain,
+                                  {{"op", ir::Attribute("sum")}, {"group", ir::Attribute("tp")}}));
+        sumSq = reduced->output(0);
+        if (!all.empty()) {
+          DTC_ASSIGN_OR_RETURN(ir::Node * total, emit("Add", "optimizer/grad_sum_squares_total",
+                                                      {replicatedSum, reduced->output(0)},
+                                                      {"optimizer/grad_sum_squares_total"}, ""));
+          sumSq = total->output(0);
+        }
+      }
       DTC_ASSIGN_OR_RETURN(ir::Node * clip,
-                           emit("ClipGradNormScale", "optimizer/grad_clip_scale", {sum->output(0)},
+                           emit("ClipGradNormScale", "optimizer/grad_clip_scale", {sumSq},
                                 {"optimizer/grad_clip_scale"}, ir::kDtcDomain,
                                 {{"max_norm", ir::Attribute(cfg.clipGradNorm)},
                                  {"input_scale", ir::Attribute(invK)}}));

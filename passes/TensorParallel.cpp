@@ -65,10 +65,6 @@ public:
       return Status::ok();
     if (parts_ <= 1)
       return Status::error("--tp-shard", "needs --strategy with tp > 1");
-    if (cfg_->clipGradNorm > 0)
-      return Status::error("--clip-grad-norm", "is not supported with tensor parallelism yet "
-                                               "(the norm of split gradients needs a sum over the "
-                                               "tp group)");
     if (graph.training().optimizerBegin || !graph.training().gradients.empty())
       return Status::error("tensor-parallel", "must run before autodiff");
     for (const ir::Value *v : graph.values())

@@ -14,11 +14,13 @@ Groups (--only takes a comma-separated subset; all by default):
                weight in 3 blocks); the tied-embedding GPT (vocabulary-split embedding with a
                masked lookup, its tied output projection column-parallel); dp=2,tp=2 (MLP, GPT)
                and pp=2,tp=2 on 4 ranks; the tied GPT on the full mesh dp=2,pp=2,tp=2 (8
-               oversubscribed ranks). The GPTs use SGD with momentum (see cases()).
+               oversubscribed ranks); --clip-grad-norm (split gradients' squares summed over
+               tp). The GPTs use SGD with momentum (see cases()).
   plans        The collectives the pass inserts, from --emit plan-text: the MLP's column/row
                pair costs one tp all-reduce (forward; its input is data, so no backward one),
                the GPT two forward and two backward per block (Megatron's count); the split
                weights are listed with their shards.
+  state        --dump-gradients and --export of a tp=2 plan write whole tensors (law, checker).
   errors       --tp-shard naming no weight, or a dimension that does not divide; checkpoints
                of tp plans are refused with a clear error.
 
@@ -62,6 +64,8 @@ def cases():
         ("gpt/tp=2", gpt, gpt_data, gpt_sgd, "tp=2", 2, False),
         ("gpt_tied/tp=2", tied, gpt_data, gpt_sgd, "tp=2", 2, False),
         ("gpt/dp=2,tp=2", gpt, gpt_data, gpt_sgd, "dp=2,tp=2", 4, False),
+        ("gpt_tied/tp=2,clip-grad-norm", tied, gpt_data, gpt_sgd + ["--clip-grad-norm", "0.1"],
+         "tp=2", 2, False),
         ("gpt_tied/dp=2,pp=2,tp=2", tied, gpt_data, gpt_sgd, "dp=2,pp=2,tp=2,microbatches=2", 8,
          False),
     ]
