@@ -338,7 +338,8 @@ private:
       DTC_ASSIGN_OR_RETURN(x, copyOf(x, before));
       DTC_ASSIGN_OR_RETURN(x, slice(x, want, before));
     } else if (want.isPartial()) {
-      return Status::error(before->where(), "internal: no conversion to a partial layout");
+      return Status::error("value '" + v->name() + "'",
+                           "internal: no conversion to a partial layout");
     }
     converted_[key] = x;
     return x;
@@ -495,18 +496,17 @@ private:
   // ---- the end -------------------------------------------------------------------------------
 
   Status finishOutputs() {
-    // Conversions of graph outputs go at the end, before a placeholder node removed after.
+    // Conversions of graph outputs and state updates go at the end (insert() appends when
+    // there is no node to insert before).
     std::vector<ir::Value *> outs = graph_->outputs();
     for (size_t k = 0; k < outs.size(); ++k) {
       if (layoutOf(outs[k]).isReplicated())
         continue;
-      ir::Node *end = graph_->addNode("Identity", {outs[k]}, {graph_->uniqueName("tp_end")});
-      DTC_ASSIGN_OR_RETURN(ir::Value * r, convert(outs[k], Sharding::replicated(), end));
+      DTC_ASSIGN_OR_RETURN(ir::Value * r, convert(outs[k], Sharding::replicated(), nullptr));
       graph_->setOutput(k, r);
       ir::TrainingRoles &st = graph_->training();
       if (st.prediction == outs[k])
         st.prediction = r;
-      graph_->eraseNode(end);
     }
     // A state (running statistic) takes its update's value: both in the state's layout.
     ir::TrainingRoles &st = graph_->training();
@@ -515,9 +515,7 @@ private:
         decide(u.state, Sharding::replicated());
       if (layoutOf(u.next) == layoutOf(u.state))
         continue;
-      ir::Node *end = graph_->addNode("Identity", {u.next}, {graph_->uniqueName("tp_end")});
-      DTC_ASSIGN_OR_RETURN(u.next, convert(u.next, layoutOf(u.state), end));
-      graph_->eraseNode(end);
+      DTC_ASSIGN_OR_RETURN(u.next, convert(u.next, layoutOf(u.state), nullptr));
     }
     return Status::ok();
   }
