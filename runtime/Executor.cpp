@@ -281,7 +281,14 @@ Status Executor::load() {
                                      ", the plan expects " +
                                      typeStr(static_cast<ir::DType>(buf.dtype()), whole));
       DTC_ASSIGN_OR_RETURN(const std::string *bytes, t.bytes());
-      if (buf.has_shard()) {
+      if (buf.has_shard() && buf.shard().group() == "ps") {
+        // A parameter server's rows [begin, begin + rows) along axis 0 (validated in range).
+        const uint64_t rowBytes = whole.empty() || whole[0] == 0
+                                      ? 0
+                                      : bytes->size() / static_cast<uint64_t>(whole[0]);
+        const uint64_t at = rowBytes * static_cast<uint64_t>(buf.shard().begin());
+        DTC_RETURN_IF_ERROR(device_->upload(buf.offset(), bytes->data() + at, buf.size_bytes()));
+      } else if (buf.has_shard()) {
         const plan::ShardSpec &sp = buf.shard();
         const std::string part = ir::sliceShard(
             *bytes, whole, ir::dtypeSize(t.dtype()),

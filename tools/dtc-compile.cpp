@@ -2,6 +2,7 @@
 // emits the result as textual IR, ONNX or Graphviz dot (DESIGN.md section 9).
 // Exit codes: 0 ok, 1 error (printed as "error: <where>: <what>"), 2 usage.
 #include "compiler/driver/Driver.h"
+#include "compiler/driver/ParameterHost.h"
 #include "compiler/driver/TrainConfig.h"
 #include "compiler/ir/Printer.h"
 #include "compiler/onnx/Exporter.h"
@@ -20,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 namespace {
@@ -83,12 +85,21 @@ int main(int argc, char **argv) {
                     "per step, default M=S and 1f1b; interleaved: V model chunks per stage, "
                     "default 2, M a multiple of S), tp=T (tensor parallelism: weights split "
                     "Megatron-style over T ranks), or a mesh of them: dp=D,pp=S,tp=T on D*S*T "
-                    "ranks");
+                    "ranks; ps=S:W (S parameter servers, W workers, over gRPC; see "
+                    "--staleness) or cs=N (central storage: one process, N devices)");
   std::string ppCuts, deviceMemory;
   std::vector<std::string> tpShards;
   train->add_option("--tp-shard", tpShards,
                     "tp: split weight NAME along AXIS (NAME=AXIS, repeatable) instead of "
                     "letting the sharding rules choose");
+  train->add_option("--staleness", flags.staleness,
+                    "ps=S:W: steps a worker may run ahead of the slowest live worker; 0 is "
+                    "synchronous (each update the mean of the W gradients, as dp=W); -1 "
+                    "(default) is fully asynchronous (each gradient applied as it arrives, "
+                    "scaled by 1/W)");
+  train->add_option("--ps-min-shard-bytes", flags.psMinShardBytes,
+                    "ps=S:W: split a parameter larger than this along axis 0 into up to S "
+                    "shards of at least this size (default 262144)");
   train->add_option("--device-memory", deviceMemory,
                     "memory of one device, e.g. 16G or 512MiB: every rank's arena must fit "
                     "(an error names the rank otherwise); pp=S balances its stages under it");
@@ -237,7 +248,9 @@ int main(int argc, char **argv) {
                                                    "--sync-batchnorm",
                                                    "--pp-cuts",
                                                    "--device-memory",
-                                                   "--tp-shard"};
+                                                   "--tp-shard",
+                                                   "--staleness",
+                                                   "--ps-min-shard-bytes"};
   bool anyTrainingFlag = false;
   for (const char *f : trainingFlags) {
     anyTrainingFlag = anyTrainingFlag || app.count(f);
@@ -302,6 +315,8 @@ int main(int argc, char **argv) {
     }
     if (app.count("--bucket-mb")) cfg.bucketMb = flags.bucketMb;
     if (app.count("--sync-batchnorm")) cfg.syncBatchNorm = flags.syncBatchNorm;
+    if (app.count("--staleness")) cfg.staleness = flags.staleness;
+    if (app.count("--ps-min-shard-bytes")) cfg.psMinShardBytes = flags.psMinShardBytes;
     if (app.count("--pp-cuts")) {
       cfg.ppCuts = splitComma(ppCuts);
       const size_t commas = static_cast<size_t>(std::count(ppCuts.begin(), ppCuts.end(), ','));
@@ -420,7 +435,19 @@ int main(int argc, char **argv) {
     lowerOpts.modelPath = rel.empty() ? fs::absolute(model, ec).string() : rel.string();
     lowerOpts.modelFile = model;
     auto t0 = std::chrono::steady_clock::now();
-    auto plan = training ? dtc::plan::lowerTraining(g, cfg, lowerOpts)
+    // ps=S:W and cs=N: the servers' graphs (their optimizer updates) beside the workers'.
+    std::optional<dtc::ir::ParameterHost> host;
+    if (training && cfg.mesh.hasParameterHost()) {
+      dtc::passes::PassManagerOptions report;
+      report.printAfter = opts.printAfter;
+      report.printStream = &std::cout;
+      report.verifyEach = verifyEach;
+      auto built = dtc::driver::buildParameterHost(g, cfg, report);
+      if (!built)
+        return fail(built.status().message());
+      host = std::move(*built);
+    }
+    auto plan = training ? dtc::plan::lowerTraining(g, cfg, lowerOpts, host ? &*host : nullptr)
                          : dtc::plan::lowerInference(g, lowerOpts);
     if (!plan)
       return fail(plan.status().message());
@@ -449,6 +476,16 @@ int main(int argc, char **argv) {
                                                       " ranks";
         if (plan->mesh().pp() > 1)
           ranks = "stage " + std::to_string(p) + ", " + ranks;
+        if (plan->has_parameter_host()) {
+          const bool central = plan->parameter_host().kind() ==
+                               dtc::plan::ParameterHostInfo::CENTRAL_STORAGE;
+          ranks = p == 0 ? (central ? "each of " + std::to_string(r.ranks_size()) + " devices"
+                                    : "each of " + std::to_string(r.ranks_size()) + " workers")
+                         : (central ? std::string("the host's update")
+                                    : "server " + std::to_string(p - 1) + ", " +
+                                          std::to_string(r.training().parameters_size()) +
+                                          " parameter shard(s)");
+        }
         int allReduces = 0, transfers = 0;
         for (const auto &ins : r.instructions())
           if (ins.has_collective()) {

@@ -188,7 +188,10 @@ Status readTrainConfigFile(const std::string &path, TrainingConfig &cfg,
       if (!bytes)
         return keyError(path, key, bytes.status().message());
       cfg.deviceMemory = *bytes;
-    }
+    } else if (key == "staleness")
+      s = integer(cfg.staleness);
+    else if (key == "ps-min-shard-bytes")
+      s = integer(cfg.psMinShardBytes);
     else
       return keyError(path, key,
                       "unknown option (keys are dtc-compile's training flags without the "
@@ -196,7 +199,7 @@ Status readTrainConfigFile(const std::string &path, TrainingConfig &cfg,
                       "lr, momentum, nesterov, weight-decay, betas, eps, lr-schedule, "
                       "warmup-steps, step-size, gamma, total-steps, min-lr, clip-grad-norm, "
                       "grad-accum-steps, freeze, batch-size, bucket-mb, sync-batchnorm, pp-cuts, "
-                      "device-memory)");
+                      "device-memory, staleness, ps-min-shard-bytes)");
     DTC_RETURN_IF_ERROR(s);
   }
   return Status::ok();
@@ -309,6 +312,27 @@ Status validateTrainConfig(const TrainingConfig &c) {
                                            std::to_string(c.mesh.virtualStages)
                                      : std::string()) +
                                 " needs " + std::to_string(c.mesh.stages() - 1));
+  if (c.staleness < -1 || c.staleness > 1000000)
+    return bad("--staleness", "must be -1 (unbounded, asynchronous) or a step count in [0, "
+                              "1000000], got " + std::to_string(c.staleness));
+  if (c.staleness != -1 && c.mesh.psServers == 0)
+    return bad("--staleness", "applies to --strategy ps=S:W");
+  if (c.psMinShardBytes < 1024 || c.psMinShardBytes > (int64_t{1} << 40))
+    return bad("--ps-min-shard-bytes", "must be in [1024, 2^40], got " +
+                                           std::to_string(c.psMinShardBytes));
+  if (c.mesh.hasParameterHost()) {
+    const std::string strategy = "--strategy " + c.mesh.text();
+    // The host applies each parameter's update on its own: a global gradient norm would need
+    // every server's gradients first.
+    if (c.clipGradNorm > 0)
+      return bad("--clip-grad-norm", "is not supported with " + strategy +
+                                         " (the servers update their shards independently)");
+    if (c.gradAccumSteps > 1)
+      return bad("--grad-accum-steps", "is not supported with " + strategy +
+                                           " (a worker pushes one gradient per step)");
+    if (c.syncBatchNorm)
+      return bad("--sync-batchnorm", "applies to --strategy dp=N, not " + strategy);
+  }
   if (c.syncBatchNorm && c.dataParallel() == 0)
     return bad("--sync-batchnorm", "applies to --strategy dp=N");
   if (c.bucketMb != kDefaultBucketMb && c.dataParallel() == 0)
@@ -381,18 +405,24 @@ Status runPipeline(ir::Graph &graph, TrainingConfig &cfg, Diagnostics &diags,
   passes::PassContext ctx;
   ctx.training = &cfg;
   std::vector<const char *> pipeline = {"training-mode", "attach-loss"};
-  if (cfg.mesh.tp > 1 || !cfg.tpShard.empty())
-    pipeline.push_back("tensor-parallel");
-  if (cfg.mesh.pp > 1)
-    pipeline.push_back("pipeline");
-  pipeline.push_back("autodiff");
-  // A pipeline or tensor-parallel mesh without data parallelism (dp=1) needs no gradient
-  // all-reduce.
-  if (cfg.dataParallel() > 0 && ((cfg.mesh.pp == 1 && cfg.mesh.tp == 1) || cfg.mesh.dp > 1))
-    pipeline.push_back("data-parallel");
-  pipeline.push_back("optimizer");
-  if (cfg.mesh.pp > 1)
-    pipeline.push_back("pipeline-comm");
+  // Parameter servers and central storage: the workers' graph ends with the gradients; the
+  // optimizer runs on the parameter host (lowering builds its programs).
+  if (cfg.mesh.hasParameterHost())
+    pipeline = {"training-mode", "attach-loss", "autodiff"};
+  if (!cfg.mesh.hasParameterHost()) {
+    if (cfg.mesh.tp > 1 || !cfg.tpShard.empty())
+      pipeline.push_back("tensor-parallel");
+    if (cfg.mesh.pp > 1)
+      pipeline.push_back("pipeline");
+    pipeline.push_back("autodiff");
+    // A pipeline or tensor-parallel mesh without data parallelism (dp=1) needs no gradient
+    // all-reduce.
+    if (cfg.dataParallel() > 0 && ((cfg.mesh.pp == 1 && cfg.mesh.tp == 1) || cfg.mesh.dp > 1))
+      pipeline.push_back("data-parallel");
+    pipeline.push_back("optimizer");
+    if (cfg.mesh.pp > 1)
+      pipeline.push_back("pipeline-comm");
+  }
   passes::PassManager manager(pm);
   Status result = Status::ok();
   for (const char *name : pipeline) {

@@ -922,12 +922,17 @@ Expected<Plan> lowerInference(const ir::Graph &graph, const LowerOptions &opts) 
 }
 
 Expected<Plan> lowerTraining(const ir::Graph &graph, const TrainingConfig &cfg,
-                             const LowerOptions &opts) {
+                             const LowerOptions &opts, const ir::ParameterHost *host) {
   if (!graph.training().loss)
     return Status::error("lowering", "the training graph has no loss");
-  DTC_ASSIGN_OR_RETURN(Plan plan, cfg.mesh.pp > 1
-                                      ? detail::lowerPipeline(graph, cfg, opts)
-                                      : detail::lowerProgram(graph, opts, &cfg, /*finish=*/true));
+  if (cfg.mesh.hasParameterHost() != (host != nullptr))
+    return Status::error("lowering", "--strategy " + cfg.mesh.text() +
+                                         (host ? " has no parameter host"
+                                               : " needs the parameter host's graphs"));
+  DTC_ASSIGN_OR_RETURN(Plan plan,
+                       host              ? detail::lowerParameterHost(graph, *host, cfg, opts)
+                       : cfg.mesh.pp > 1 ? detail::lowerPipeline(graph, cfg, opts)
+                                         : detail::lowerProgram(graph, opts, &cfg, /*finish=*/true));
   // --device-memory: every rank's arena (parameters, gradients, optimizer state, activations
   // and scratch, all of what the rank allocates for the step) must fit one device.
   if (cfg.deviceMemory > 0)

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "compiler/ir/Graph.h"
+#include "compiler/ir/ParameterHost.h"
 #include "compiler/plan/Plan.h"
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Mesh.h"
@@ -53,8 +54,12 @@ Expected<Plan> lowerInference(const ir::Graph &graph, const LowerOptions &opts);
 /// optimizer updates, else a Copy). Fusion and channels-last layouts are off (backward kernels are
 /// row-major). Errors as lowerInference, plus a state read after its update or without a computed
 /// update.
+///
+/// ps=S:W and cs=N need `host` (driver::buildParameterHost): programs[0] is the workers'
+/// (no optimizer part), the servers' follow, and Plan.parameter_host describes them.
 Expected<Plan> lowerTraining(const ir::Graph &graph, const TrainingConfig &cfg,
-                             const LowerOptions &opts);
+                             const LowerOptions &opts,
+                             const ir::ParameterHost *host = nullptr);
 
 /// Fills `plan`'s hyperparameters (from `cfg`) and `program`'s Training message (from
 /// graph.training(): loss, prediction and label bindings, trained parameters with their

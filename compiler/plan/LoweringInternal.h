@@ -2,6 +2,7 @@
 // of the lowering's interface (Lowering.h).
 #pragma once
 
+#include "compiler/ir/ParameterHost.h"
 #include "compiler/plan/Lowering.h"
 
 #include <functional>
@@ -28,5 +29,12 @@ Status finishPlan(Plan &plan, const ir::Graph &graph, const LowerOptions &opts,
 /// read across stages without a transfer, a send without its receive.
 Expected<Plan> lowerPipeline(const ir::Graph &graph, const TrainingConfig &cfg,
                              const LowerOptions &opts);
+
+/// ps=S:W and cs=N (cfg.mesh.hasParameterHost()): the workers' program (every rank runs
+/// programs[0]: forward and backward, no optimizer part) and one program per server (its
+/// shards' updates, gradients bound as inputs), with the plan's parameter_host table. Errors
+/// name the server.
+Expected<Plan> lowerParameterHost(const ir::Graph &graph, const ir::ParameterHost &host,
+                                  const TrainingConfig &cfg, const LowerOptions &opts);
 
 } // namespace dtc::plan::detail

@@ -353,7 +353,10 @@ void appendProgram(std::string &out, const Plan &plan, int index, const RankProg
       out += " layout(" + std::to_string(b.layout()) + ")";
     if (!b.source().empty())
       out += " source=" + quote(b.source());
-    if (b.has_shard())
+    if (b.has_shard() && b.shard().group() == "ps")
+      out += " shard=rows[" + std::to_string(b.shard().begin()) + ",+" +
+             std::to_string(b.shape_size() ? b.shape(0) : 1) + ")(ps)";
+    else if (b.has_shard())
       out += " shard=" +
              ir::Sharding::split(b.shard().axis(), b.shard().parts(), b.shard().blocks()).text() +
              "(" + b.shard().group() + ")";
@@ -527,6 +530,33 @@ std::string planText(const Plan &plan, std::optional<int> rank) {
     out += "]\n";
     if (ri.program() >= 0 && ri.program() < plan.programs_size())
       shown[static_cast<size_t>(ri.program())] = true;
+  }
+  // Parameter servers / central storage: the servers' programs and where each shard lives.
+  if (plan.has_parameter_host()) {
+    const ParameterHostInfo &h = plan.parameter_host();
+    out += std::string("parameter_host ") +
+           (h.kind() == ParameterHostInfo::PARAMETER_SERVERS  ? "ps"
+            : h.kind() == ParameterHostInfo::CENTRAL_STORAGE ? "cs"
+                                                              : "kind=" + std::to_string(h.kind())) +
+           " workers=" + std::to_string(h.workers()) +
+           " staleness=" + std::to_string(h.staleness()) + "\n";
+    for (int s = 0; s < h.servers_size(); ++s) {
+      out += "  server " + std::to_string(s) + " program=" + std::to_string(h.servers(s).program()) +
+             " shards=[";
+      for (int k = 0; k < h.servers(s).shards_size(); ++k)
+        out += (k ? "," : "") + std::to_string(h.servers(s).shards(k));
+      out += "]\n";
+      const int32_t program = h.servers(s).program();
+      if (!rank && program >= 0 && program < plan.programs_size())
+        shown[static_cast<size_t>(program)] = true;
+    }
+    for (int k = 0; k < h.shards_size(); ++k) {
+      const ParameterShard &sh = h.shards(k);
+      out += "  shard " + std::to_string(k) + " " + quote(sh.parameter()) +
+             " rows=[" + std::to_string(sh.begin()) + ",+" + std::to_string(sh.rows()) +
+             ") server=" + std::to_string(sh.server()) +
+             " parameter=" + std::to_string(sh.server_parameter()) + "\n";
+    }
   }
   // Pipelines: each stage's schedule as one row of slots (Fk / Bk: micro-batch k's forward or
   // backward pass, Fk.c that of chunk c, @ the instruction where it starts).

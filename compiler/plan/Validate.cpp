@@ -17,6 +17,7 @@ namespace {
 
 /// Largest world size a plan may declare.
 constexpr int32_t kMaxWorldSize = 65536;
+constexpr int32_t kMaxParameterServers = 256;
 /// The least MPI_TAG_UB the MPI standard guarantees (Open MPI allows 2^31 - 1).
 constexpr int64_t kMaxTag = 32767;
 /// Sanity cap on one rank's arena: 1 TiB.
@@ -140,6 +141,18 @@ Status checkBuffer(const Plan &plan, const RankProgram &r, int index) {
     if (b.kind() != BUFFER_PARAMETER && b.kind() != BUFFER_GRADIENT &&
         b.kind() != BUFFER_OPTIMIZER_STATE)
       return fail("only parameters, gradients and optimizer state may be shards");
+    if (sp.group() == "ps") {
+      // A parameter server's rows [begin, begin + shape[axis]) of the whole tensor.
+      bool ok = b.kind() == BUFFER_PARAMETER && sp.axis() == 0 && b.shape_size() >= 1 &&
+                sp.whole_shape_size() == b.shape_size() && sp.begin() >= 0 &&
+                sp.begin() <= sp.whole_shape(0) && b.shape(0) <= sp.whole_shape(0) - sp.begin();
+      for (int d = 1; ok && d < b.shape_size(); ++d)
+        ok = sp.whole_shape(d) == b.shape(d);
+      if (!ok)
+        return fail("malformed parameter-server shard (axis " + std::to_string(sp.axis()) +
+                    ", begin " + std::to_string(sp.begin()) + ")");
+      return Status::ok();
+    }
     if (sp.group() != "tp" || sp.parts() < 1 || sp.parts() > 65536 || sp.blocks() < 1 ||
         sp.blocks() > 65536 || sp.whole_shape_size() != b.shape_size() || sp.axis() < 0 ||
         sp.axis() >= b.shape_size())
@@ -387,7 +400,7 @@ Status checkProgram(const Plan &plan, const RankProgram &r, const KernelCheck &k
 }
 
 /// A program's Training message against its buffers and bindings.
-Status checkTraining(const Plan &plan, const RankProgram &r) {
+Status checkTraining(const Plan &plan, const RankProgram &r, bool server) {
   if (plan.mode() != MODE_TRAINING)
     return Status::error("only training plans carry a training section");
   if (!r.has_training())
@@ -406,7 +419,7 @@ Status checkTraining(const Plan &plan, const RankProgram &r) {
     hasLoss = hasLoss || (b.name() == t.loss_output() && bufferOk(b.buffer()) &&
                           r.buffers(b.buffer()).dtype() == static_cast<int32_t>(ir::DType::kFloat32));
   // A pipeline's loss is computed by its last stage only (checked per rank in checkPlan).
-  if (!hasLoss && !(t.loss_output().empty() && plan.mesh().pp() > 1))
+  if (!hasLoss && !(t.loss_output().empty() && (plan.mesh().pp() > 1 || server)))
     return Status::error("loss output " + q(t.loss_output()) + " is not a f32 output binding");
   if (!t.prediction_output().empty()) {
     bool found = false;
@@ -479,6 +492,102 @@ Status checkHyperparameters(const Hyperparameters &h) {
   return Status::ok();
 }
 
+/// ps=S:W and cs=N: the workers run program 0, server s runs servers[s].program (each server
+/// its own, none of them 0); the shards tile each trained parameter's axis 0 exactly once, on
+/// distinct servers, and each names a server-program parameter of its shape and dtype.
+Status checkParameterHost(const Plan &plan) {
+  const ParameterHostInfo &host = plan.parameter_host();
+  if (plan.mode() != MODE_TRAINING)
+    return Status::error("only training plans have one");
+  if (host.kind() != ParameterHostInfo::PARAMETER_SERVERS &&
+      host.kind() != ParameterHostInfo::CENTRAL_STORAGE)
+    return Status::error("unknown kind " + std::to_string(host.kind()));
+  if (host.workers() != plan.world_size())
+    return Status::error(str(host.workers()) + " workers in a plan of " + str(plan.world_size()) +
+                         " ranks");
+  if (host.staleness() < -1)
+    return Status::error("staleness " + str(host.staleness()) + " is below -1");
+  if (host.kind() == ParameterHostInfo::CENTRAL_STORAGE && host.servers_size() != 1)
+    return Status::error("central storage has one host program, not " +
+                         std::to_string(host.servers_size()));
+  const RankProgram &worker = plan.programs(0);
+  std::map<std::string, const Buffer *> trained; // the workers' trained parameters
+  for (const TrainedParameter &p : worker.training().parameters())
+    trained[p.name()] = &worker.buffers(p.buffer()); // indices checked by checkTraining
+  std::set<int32_t> programs;
+  for (int s = 0; s < host.servers_size(); ++s) {
+    const ServerInfo &si = host.servers(s);
+    const std::string where = "server " + std::to_string(s);
+    if (si.program() < 1 || si.program() >= plan.programs_size() ||
+        !programs.insert(si.program()).second)
+      return Status::error(where, "program " + str(si.program()) +
+                                      " is not a program of its own (1 to " +
+                                      std::to_string(plan.programs_size() - 1) + ")");
+    if (plan.programs(si.program()).ranks_size() != 0)
+      return Status::error(where, "its program is also run by a rank");
+    const int32_t count = plan.programs(si.program()).training().parameters_size();
+    if (si.shards_size() != count)
+      return Status::error(where, "lists " + std::to_string(si.shards_size()) +
+                                      " shards for the " + std::to_string(count) +
+                                      " parameters of its program");
+    for (int k = 0; k < si.shards_size(); ++k) {
+      const int32_t id = si.shards(k);
+      if (id < 0 || id >= host.shards_size() || host.shards(id).server() != s ||
+          host.shards(id).server_parameter() != k)
+        return Status::error(where, "shard " + str(id) + " at " + std::to_string(k) +
+                                        " is not its parameter " + std::to_string(k));
+    }
+  }
+  std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> rows; // parameter -> ranges
+  std::map<std::string, std::set<int32_t>> serversOf;
+  for (int i = 0; i < host.shards_size(); ++i) {
+    const ParameterShard &sh = host.shards(i);
+    const std::string where = "shard " + std::to_string(i) + " of " + q(sh.parameter());
+    auto it = trained.find(sh.parameter());
+    if (it == trained.end())
+      return Status::error(where, "is not a trained parameter of the workers' program");
+    const Buffer &whole = *it->second;
+    if (sh.server() < 0 || sh.server() >= host.servers_size())
+      return Status::error(where, "server " + str(sh.server()) + " is not in [0, " +
+                                      std::to_string(host.servers_size()) + ")");
+    if (!serversOf[sh.parameter()].insert(sh.server()).second)
+      return Status::error(where, "its server " + str(sh.server()) + " holds another shard of it");
+    const RankProgram &sp = plan.programs(host.servers(sh.server()).program());
+    if (sh.server_parameter() < 0 || sh.server_parameter() >= sp.training().parameters_size())
+      return Status::error(where, "server parameter " + str(sh.server_parameter()) +
+                                      " is out of range");
+    const Buffer &local = sp.buffers(sp.training().parameters(sh.server_parameter()).buffer());
+    const int64_t dim0 = whole.shape_size() ? whole.shape(0) : 1;
+    if (sh.begin() < 0 || sh.rows() < 1 || sh.begin() > dim0 || sh.rows() > dim0 - sh.begin())
+      return Status::error(where, "rows [" + str(sh.begin()) + ", +" + str(sh.rows()) +
+                                      ") are not inside axis 0 of " + str(dim0));
+    bool same = local.dtype() == whole.dtype() && local.shape_size() == whole.shape_size() &&
+                (whole.shape_size() == 0 ? sh.rows() == 1 : local.shape(0) == sh.rows());
+    for (int d = 1; same && d < whole.shape_size(); ++d)
+      same = local.shape(d) == whole.shape(d);
+    if (!same)
+      return Status::error(where, "the server's buffer " + q(local.name()) +
+                                      " does not have the shard's dtype and shape");
+    rows[sh.parameter()].push_back({sh.begin(), sh.rows()});
+  }
+  for (const auto &[name, buffer] : trained) {
+    auto &ranges = rows[name];
+    std::sort(ranges.begin(), ranges.end());
+    int64_t next = 0;
+    for (const auto &[begin, count] : ranges) {
+      if (begin != next)
+        return Status::error("parameter " + q(name), "its shards do not tile axis 0 (row " +
+                                                         str(next) + ")");
+      next = begin + count;
+    }
+    const int64_t dim0 = buffer->shape_size() ? buffer->shape(0) : 1;
+    if (next != dim0)
+      return Status::error("parameter " + q(name),
+                           "its shards cover " + str(next) + " of " + str(dim0) + " rows");
+  }
+  return Status::ok();
+}
+
 Status checkPlan(const Plan &plan, const KernelCheck &kernelCheck) {
   if (plan.format_version() != kPlanFormatVersion)
     return Status::error("plan format version " + std::to_string(plan.format_version()) +
@@ -489,9 +598,16 @@ Status checkPlan(const Plan &plan, const KernelCheck &kernelCheck) {
   if (plan.ranks_size() != world)
     return Status::error("world size is " + str(world) + ", but the plan has " +
                          std::to_string(plan.ranks_size()) + " ranks");
-  if (plan.programs_size() < 1 || plan.programs_size() > world)
+  const ParameterHostInfo &host = plan.parameter_host();
+  const bool hasHost = plan.has_parameter_host();
+  if (hasHost && (host.servers_size() < 1 || host.servers_size() > kMaxParameterServers))
+    return Status::error("parameter host: " + std::to_string(host.servers_size()) +
+                         " servers, expected 1 to " + std::to_string(kMaxParameterServers));
+  const int32_t servers = hasHost ? host.servers_size() : 0;
+  if (plan.programs_size() < 1 || plan.programs_size() > world + servers)
     return Status::error("the plan has " + std::to_string(plan.programs_size()) + " programs for " +
-                         str(world) + " ranks");
+                         str(world) + " ranks" +
+                         (servers ? " and " + std::to_string(servers) + " servers" : ""));
   // Sorted: protobuf map order is unspecified, and the first error must not depend on it.
   std::map<std::string, int64_t> bound(plan.bound_dims().begin(), plan.bound_dims().end());
   for (const auto &[name, value] : bound) {
@@ -540,8 +656,11 @@ Status checkPlan(const Plan &plan, const KernelCheck &kernelCheck) {
         return Status::error(at, "shard axis " + str(d.shard_axis()) + " is below -1");
     }
     if (r.has_training() || plan.mode() == MODE_TRAINING)
-      DTC_RETURN_IF_ERROR(checkTraining(plan, r).withContext(where + ": training"));
+      DTC_RETURN_IF_ERROR(
+          checkTraining(plan, r, /*server=*/hasHost && p > 0).withContext(where + ": training"));
   }
+  if (hasHost)
+    DTC_RETURN_IF_ERROR(checkParameterHost(plan).withContext("parameter host"));
   const MeshInfo &mesh = plan.mesh();
   const bool meshSet = mesh.dp() > 0 || mesh.pp() > 0 || mesh.tp() > 0;
   if (meshSet && (mesh.dp() < 1 || mesh.pp() < 1 || mesh.tp() < 1 ||
@@ -585,6 +704,9 @@ Status checkPlan(const Plan &plan, const KernelCheck &kernelCheck) {
       if (!groupOf.emplace(group.axis(), std::make_pair(group.ranks_size(), index)).second)
         return Status::error(where, "has two " + group.axis() + " groups");
     }
+    if (hasHost && ri.program() != 0)
+      return Status::error(where, "runs program " + str(ri.program()) +
+                                      "; the workers of a parameter host run program 0");
     const RankProgram &r = plan.programs(ri.program());
     if (plan.mode() == MODE_TRAINING && meshSet &&
         r.training().loss_output().empty() != (ri.pp() + 1 < mesh.pp()))

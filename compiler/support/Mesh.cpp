@@ -71,6 +71,10 @@ std::vector<std::vector<int64_t>> Mesh::groups(MeshAxis axis) const {
 std::string Mesh::text() const {
   if (single)
     return "single";
+  if (psServers > 0)
+    return "ps=" + std::to_string(psServers) + ":" + std::to_string(dp);
+  if (csDevices > 0)
+    return "cs=" + std::to_string(csDevices);
   std::string s;
   auto add = [&](const std::string &item) { s += (s.empty() ? "" : ",") + item; };
   if (dp > 1 || (pp == 1 && tp == 1))
@@ -95,10 +99,40 @@ Expected<Mesh> parseMesh(const std::string &strategy) {
     return m;
   const char *kHelp = " (available: single, or dp=N, pp=S, tp=T combined with commas, with "
                       "microbatches=M, schedule=gpipe|1f1b|zb-h1|interleaved and virtual-stages=V "
-                      "for pipelines; e.g. dp=2,pp=2)";
+                      "for pipelines; e.g. dp=2,pp=2; or ps=S:W parameter servers, or cs=N "
+                      "central storage)";
   if (strategy.empty())
     return Status::error("--strategy", std::string("is empty") + kHelp);
   m.single = false;
+  // Role layouts: ps=S:W and cs=N stand alone.
+  auto count = [&](const std::string &text, const char *what, long long hi,
+                   int64_t &out) -> Status {
+    char *end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(text.c_str(), &end, 10);
+    if (text.empty() || !end || *end || errno || v < 1 || v > hi)
+      return Status::error(where, std::string(what) + " needs an integer in [1, " +
+                                      std::to_string(hi) + "], got '" + text + "'");
+    out = v;
+    return Status::ok();
+  };
+  if (strategy.rfind("ps=", 0) == 0 || strategy.rfind("cs=", 0) == 0) {
+    const std::string value = strategy.substr(3);
+    if (value.find(',') != std::string::npos)
+      return Status::error(where, strategy.substr(0, 2) +
+                                      " stands alone: it does not combine with other keys");
+    if (strategy[0] == 'c') {
+      DTC_RETURN_IF_ERROR(count(value, "cs=N (devices)", 256, m.csDevices));
+      m.dp = m.csDevices;
+      return m;
+    }
+    const size_t colon = value.find(':');
+    if (colon == std::string::npos)
+      return Status::error(where, "ps needs S:W (servers:workers), e.g. ps=2:3");
+    DTC_RETURN_IF_ERROR(count(value.substr(0, colon), "ps=S:W servers", 256, m.psServers));
+    DTC_RETURN_IF_ERROR(count(value.substr(colon + 1), "ps=S:W workers", 4096, m.dp));
+    return m;
+  }
   std::set<std::string> seen;
   bool microbatchesGiven = false, scheduleGiven = false, virtualGiven = false;
   size_t pos = 0;

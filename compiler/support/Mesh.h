@@ -46,6 +46,15 @@ struct Mesh {
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
   /// Model chunks per pipeline rank: V >= 2 for the interleaved schedule, else 1.
   int64_t virtualStages = 1;
+  /// Parameter servers (`ps=S:W`, DESIGN.md section 6): S server tasks own the parameters'
+  /// shards, W worker tasks compute gradients on B/W samples each (dp holds W). 0: none.
+  int64_t psServers = 0;
+  /// Central storage (`cs=N`): one process, N devices compute B/N samples each; parameters,
+  /// optimizer state and the update stay on the host (dp holds N). 0: none.
+  int64_t csDevices = 0;
+
+  /// True for ps=S:W and cs=N: a role layout (workers and an optimizer host), not a mesh.
+  bool hasParameterHost() const { return psServers > 0 || csDevices > 0; }
 
   /// Pipeline stages of the model: pp * virtualStages; virtual stage v runs on the pipeline rank
   /// v % pp as its chunk v / pp.
@@ -70,7 +79,8 @@ struct Mesh {
 /// (degrees, each in [1, 65536]; the world size at most 65536), microbatches (pp only, >= 1,
 /// default: pp), schedule (gpipe | 1f1b | zb-h1 | interleaved, pp only, default 1f1b) and
 /// virtual-stages (interleaved only, V in [2, 64], default 2; the micro-batches must be a
-/// multiple of pp, as Megatron-LM requires). "dp=N" alone is today's
+/// multiple of pp, as Megatron-LM requires). "ps=S:W" (S servers in [1, 256], W workers in
+/// [1, 4096]) and "cs=N" (N devices in [1, 256]) stand alone. "dp=N" alone is today's
 /// data parallelism. Errors name the flag and the item: an unknown key, a repeated key, a value
 /// out of range, a pipeline option without pp > 1. tp > 1 is parsed but refused by the caller
 /// until tensor parallelism lands.

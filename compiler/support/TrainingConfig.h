@@ -69,6 +69,13 @@ struct TrainingConfig {
   /// Bytes of memory one device offers (--device-memory; 0 = no limit). Every rank's arena must
   /// fit (checked after lowering); pipelines balance their stages under an estimate of it.
   uint64_t deviceMemory = 0;
+  /// ps=S:W: how many steps a worker may run ahead of the slowest live worker (--staleness;
+  /// 0: synchronous, each update the mean of the W workers' gradients; -1: unbounded, fully
+  /// asynchronous, each gradient applied scaled by 1/W as it arrives, TensorFlow's default).
+  int64_t staleness = -1;
+  /// ps=S:W: a parameter of more bytes than this is split along axis 0 into up to S shards of
+  /// at least this many bytes (TensorFlow's MinSizePartitioner, min_shard_bytes 256 KiB).
+  int64_t psMinShardBytes = 256 << 10;
   /// Samples one rank computes per micro-batch: batchSize / max(1, dataParallel()), and with a
   /// pipeline divided by its micro-batches (the graph is bound to one micro-batch; the pipeline
   /// pass feeds it slices of the rank's batch).
