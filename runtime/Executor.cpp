@@ -159,9 +159,15 @@ Status Executor::load() {
     return Status::error(where, "rank " + std::to_string(opts_.rank) +
                                     " is outside the plan's world (size " +
                                     std::to_string(plan_.world_size()) + ")");
+  if (opts_.program >= plan_.programs_size())
+    return Status::error(where, "program " + std::to_string(opts_.program) +
+                                    " is not one of the plan's " +
+                                    std::to_string(plan_.programs_size()));
   const plan::RankProgram &rp = program();
   const std::string rankWhere =
-      (where.empty() ? "" : where + ": ") + "rank " + std::to_string(opts_.rank);
+      (where.empty() ? "" : where + ": ") +
+      (opts_.program >= 0 ? "program " + std::to_string(opts_.program)
+                          : "rank " + std::to_string(opts_.rank));
   if (plan_.ranks(opts_.rank).device().type() != plan::DEVICE_CPU)
     return Status::error(rankWhere, "the plan targets a CUDA device; this dtc-run runs CPU plans");
 

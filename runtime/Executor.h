@@ -26,6 +26,9 @@ struct ExecutorOptions {
   /// must still match the plan's).
   std::string modelPath;
   int rank = 0;
+  /// The program to run instead of the rank's (-1): a parameter server's, which no rank runs
+  /// (Plan.parameter_host). Must be in range of the validated plan's programs.
+  int program = -1;
   /// OpenMP threads for the CPU kernels (0: the OpenMP default).
   int threads = 0;
   /// Time every instruction (see Profiler).
@@ -46,7 +49,9 @@ public:
   ~Executor();
 
   const plan::Plan &plan() const { return plan_; }
-  const plan::RankProgram &program() const { return plan::programOf(plan_, opts_.rank); }
+  const plan::RankProgram &program() const {
+    return opts_.program >= 0 ? plan_.programs(opts_.program) : plan::programOf(plan_, opts_.rank);
+  }
 
   /// Copies `array` into the input named `array.name`. Errors: "input 'x': ..." for an unknown
   /// name (listing the expected inputs), a different dtype or shape (showing what is expected).

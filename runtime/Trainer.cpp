@@ -210,20 +210,24 @@ Status Trainer::validate(int64_t step, Totals &val) {
   // Every rank evaluates its slice of each global batch; the sums are combined below.
   const int64_t batches = val_->samples() / globalBatch_;
   auto t0 = Clock::now();
+  // Parameter-server workers have no communicator: the worker evaluates every slice itself.
+  const bool alone = opts_.parameters && !comm_;
   for (int64_t i = 0; i < batches; ++i) {
-    DTC_RETURN_IF_ERROR(setScalars(step, step * l_.microBatches, 0.0));
-    double loss = 0;
-    DTC_RETURN_IF_ERROR(microBatch(*val_, order, i * globalBatch_ + dpIndex_ * l_.batch, loss,
-                                   val, l_.forwardEnd));
-    val.lossSum += loss;
+    for (int slice = alone ? 0 : dpIndex_; slice < (alone ? dpSize_ : dpIndex_ + 1); ++slice) {
+      DTC_RETURN_IF_ERROR(setScalars(step, step * l_.microBatches, 0.0));
+      double loss = 0;
+      DTC_RETURN_IF_ERROR(
+          microBatch(*val_, order, i * globalBatch_ + slice * l_.batch, loss, val, l_.forwardEnd));
+      val.lossSum += loss;
+      val.samples += l_.batch;
+    }
     val.steps += 1;
-    val.samples += l_.batch;
   }
   val.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   std::vector<double> sums = {val.lossSum, static_cast<double>(val.correct),
                               static_cast<double>(val.counted), static_cast<double>(val.samples)};
   DTC_RETURN_IF_ERROR(sumOverRanks(sums, "validation metrics"));
-  val.lossSum = sums[0] / lossRanks_;
+  val.lossSum = sums[0] / (alone ? dpSize_ : lossRanks_);
   val.correct = static_cast<int64_t>(sums[1]);
   val.counted = static_cast<int64_t>(sums[2]);
   val.samples = static_cast<int64_t>(sums[3]);
@@ -276,7 +280,7 @@ Status Trainer::run() {
   seed_ = opts_.seed.value_or(0);
   shuffle_ = opts_.shuffle.value_or(true);
   comm_ = opts_.comm;
-  rank_ = comm_ ? comm_->rank() : 0;
+  rank_ = comm_ ? comm_->rank() : opts_.parameters ? opts_.workerRank : 0;
   world_ = plan_.world_size();
   pipeline_ = plan_.mesh().pp() > 1;
   dpIndex_ = static_cast<int>(plan_.ranks(rank_).dp());
@@ -314,6 +318,11 @@ Status Trainer::run() {
   int64_t step = 0;
   Totals epochTotals;
   DTC_RETURN_IF_ERROR(start(step, epochTotals));
+  // Parameter servers: a (re)joining worker continues where the servers say.
+  if (opts_.parameters) {
+    DTC_ASSIGN_OR_RETURN(step, opts_.parameters->join());
+    step = std::min(step, totalSteps_);
+  }
   const plan::RankProgram &rp = program_;
   std::vector<std::vector<float>> accum;
   if (l_.microBatches > 1)
@@ -341,6 +350,8 @@ Status Trainer::run() {
     const double lr = schedule.lr(step);
     double stepLoss = 0;
     const int64_t correct0 = epochTotals.correct, counted0 = epochTotals.counted;
+    if (opts_.parameters)
+      DTC_RETURN_IF_ERROR(opts_.parameters->pull(step, ex_));
     for (int64_t m = 0; m < l_.microBatches; ++m) {
       DTC_RETURN_IF_ERROR(setScalars(step, step * l_.microBatches + m, lr));
       double loss = 0;
@@ -409,7 +420,18 @@ Status Trainer::run() {
       r.bytes = {sums.size() * sizeof(double)};
       sumsHandle = comm_->allReduceAsync(std::move(r));
     }
-    Status optimized = ex_.run(l_.optimizerBegin, ex_.numInstructions());
+    // Parameter servers: the servers apply the update (the workers' program has no optimizer
+    // part).
+    int64_t nextStep = step + 1;
+    Status optimized = Status::ok();
+    if (opts_.parameters) {
+      Expected<int64_t> next = opts_.parameters->push(step, lr, ex_);
+      optimized = next.status();
+      if (next)
+        nextStep = std::min(*next, totalSteps_);
+    } else {
+      optimized = ex_.run(l_.optimizerBegin, ex_.numInstructions());
+    }
     // The metrics' all-reduce writes into `sums`: wait for it before anything returns.
     Status summed = sumsHandle ? comm_->wait(sumsHandle) : Status::ok();
     DTC_RETURN_IF_ERROR(optimized);
@@ -451,7 +473,7 @@ Status Trainer::run() {
                                  {"loss", stepLoss},
                                  {"lr", lr},
                                  {"samples_per_s", rate}}));
-    ++step;
+    step = std::max(step + 1, nextStep);
     ++stepsRun;
     if (opts_.progress) {
       char line[256];
@@ -486,6 +508,12 @@ Status Trainer::run() {
   if (progressLineOpen_ && opts_.progress)
     std::fputc('\n', opts_.progress);
 
+  // Parameter servers: the outputs hold the servers' parameters after this worker's last step.
+  if (opts_.parameters) {
+    if (!opts_.saveParamsPath.empty() || !opts_.exportPath.empty())
+      DTC_RETURN_IF_ERROR(opts_.parameters->pull(step, ex_));
+    DTC_RETURN_IF_ERROR(opts_.parameters->finish());
+  }
   // Pipelines: rank 0 collects every stage's parameters for --save-params and --export.
   std::vector<HostArray> params;
   if (!opts_.saveParamsPath.empty() || !opts_.exportPath.empty())
@@ -541,7 +569,8 @@ Status train(plan::Plan plan, const TrainOptions &opts) {
                                                  std::to_string(plan.mesh().tp()) +
                                                  ") are not supported yet");
   // Rank 0 alone writes the outputs (on another host, their folders need not exist).
-  if (!opts.comm || opts.comm->rank() == 0) {
+  if ((!opts.comm && (!opts.parameters || opts.workerRank == 0)) ||
+      (opts.comm && opts.comm->rank() == 0)) {
     DTC_RETURN_IF_ERROR(checkOutputPath("--export", opts.exportPath));
     DTC_RETURN_IF_ERROR(checkOutputPath("--save-params", opts.saveParamsPath));
     DTC_RETURN_IF_ERROR(checkOutputPath("--dump-gradients", opts.dumpGradientsPath));
@@ -576,7 +605,20 @@ Status train(plan::Plan plan, const TrainOptions &opts) {
     DTC_ASSIGN_OR_RETURN(Dataset v, Dataset::load(opts.valDataPath, inputs));
     val = std::move(v);
   }
-  detail::TrainingLayout layout = detail::layoutOf(plan, opts.comm ? opts.comm->rank() : 0);
+  const int rank = opts.comm ? opts.comm->rank() : opts.parameters ? opts.workerRank : 0;
+  if (plan.has_parameter_host() != (opts.parameters != nullptr))
+    return Status::error(opts.planPath.empty() ? "plan" : opts.planPath,
+                         plan.has_parameter_host()
+                             ? "a parameter-server plan: start it with dtc-run --local-cluster, "
+                               "or each task with --cluster FILE --task TYPE:INDEX (or TF_CONFIG)"
+                             : "is not a parameter-server plan");
+  if (opts.parameters && (rank < 0 || rank >= plan.world_size()))
+    return Status::error("worker " + std::to_string(rank),
+                         "the plan has " + std::to_string(plan.world_size()) + " workers");
+  if (opts.parameters && (!opts.checkpointDir.empty() || !opts.dumpGradientsPath.empty()))
+    return Status::error(!opts.checkpointDir.empty() ? "--checkpoint-dir" : "--dump-gradients",
+                         "is not supported for parameter-server plans yet");
+  detail::TrainingLayout layout = detail::layoutOf(plan, rank);
   layout.batch = inputs[0].shape[0];
   for (const DataInput &in : inputs)
     if (in.shape[0] != layout.batch)
@@ -585,7 +627,7 @@ Status train(plan::Plan plan, const TrainOptions &opts) {
                                inputs[0].input + "'s " + std::to_string(layout.batch));
 
   // Validated: a collective runs on one of the plan's groups.
-  if ((plan.world_size() > 1 || plan.groups_size() > 0) && !opts.comm)
+  if ((plan.world_size() > 1 || plan.groups_size() > 0) && !opts.comm && !opts.parameters)
     return Status::error(opts.planPath.empty() ? "plan" : opts.planPath,
                          "a plan for " + std::to_string(plan.world_size()) +
                              " rank(s): start it with dtc-run --nproc " +
@@ -596,7 +638,7 @@ Status train(plan::Plan plan, const TrainOptions &opts) {
   eo.modelPath = opts.modelPath;
   eo.threads = opts.threads;
   eo.profile = opts.profile != nullptr;
-  eo.rank = opts.comm ? opts.comm->rank() : 0;
+  eo.rank = rank;
   eo.comm = opts.comm;
   eo.tracer = opts.tracer;
   DTC_ASSIGN_OR_RETURN(std::unique_ptr<Executor> ex, Executor::create(plan, eo));

@@ -18,7 +18,26 @@
 namespace dtc::rt {
 
 class Communicator;
+class Executor;
 class Tracer;
+
+/// Where a worker of a parameter-host plan (ps=S:W over gRPC, runtime/ps/Service.h; cs=N in
+/// one process) gets its parameters and sends its gradients. Errors name the server.
+class ParameterClient {
+public:
+  virtual ~ParameterClient() = default;
+  /// Joins the job (every server); returns the step this worker continues at.
+  virtual Expected<int64_t> join() = 0;
+  /// Writes the parameters to use for `step` into the executor's parameter buffers, waiting
+  /// while the staleness bound holds this worker back.
+  virtual Status pull(int64_t step, Executor &ex) = 0;
+  /// Sends the gradients the executor computed for `step`, at learning rate `lr`. Returns the
+  /// step to compute next: step + 1, or later when a synchronous job went on without this
+  /// worker (lost, then back).
+  virtual Expected<int64_t> push(int64_t step, double lr, Executor &ex) = 0;
+  /// Tells the servers this worker has finished its steps.
+  virtual Status finish() = 0;
+};
 
 struct TrainOptions {
   /// Where to print the kernel profile of every instruction over the whole run (--profile), or
@@ -64,6 +83,11 @@ struct TrainOptions {
   /// writes checkpoint manifests and outputs; the first rank of each program writes that
   /// program's checkpoint shard. Not owned; null on one rank.
   Communicator *comm = nullptr;
+  /// Parameter servers and central storage: this process is worker `workerRank` of the plan
+  /// (its rank: data shard, and worker 0 alone prints and writes outputs); parameters come
+  /// from and gradients go to `parameters` every step. Not owned; null otherwise.
+  ParameterClient *parameters = nullptr;
+  int workerRank = 0;
   /// --trace: every instruction and collective as a timeline event. Not owned; may be null.
   Tracer *tracer = nullptr;
   /// Where the caller writes the trace at the end: checked before training like the other

@@ -20,6 +20,9 @@ Status checkTrainingPlan(const plan::Plan &plan, const std::string &where) {
   if (plan.programs_size() < 1)
     return Status::error(w, "the plan has no rank programs");
   for (int pi = 0; pi < plan.programs_size(); ++pi) {
+    // Parameter servers' programs (no loss, only the update) are checked by validatePlan.
+    if (plan.has_parameter_host() && pi > 0)
+      continue;
     const plan::RankProgram &rp = plan.programs(pi);
     const plan::Training &tr = rp.training();
     const int nb = rp.buffers_size();

@@ -11,6 +11,9 @@
 #include "runtime/comm/Communicator.h"
 #include "runtime/comm/Launcher.h"
 #include "runtime/io/Npy.h"
+#include "runtime/ps/Cluster.h"
+#include "runtime/ps/LocalCluster.h"
+#include "runtime/ps/Service.h"
 
 #include <CLI/CLI.hpp>
 
@@ -227,6 +230,29 @@ int main(int argc, char **argv) {
   app.add_option("--trace", tracePath,
                  "write a Chrome/Perfetto trace (chrome://tracing, ui.perfetto.dev) of every "
                  "rank's kernels and communication to this .json file");
+  // Parameter-server plans (dtc-compile --strategy ps=S:W).
+  std::string clusterPath, task, tokenPath;
+  bool localCluster = false, quiet = false;
+  dtc::rt::ps::ServiceOptions service;
+  app.add_flag("--local-cluster", localCluster,
+               "ps=S:W plans: start the S servers and W workers on this machine (free loopback "
+               "ports, a fresh job token)");
+  app.add_option("--cluster", clusterPath,
+                 "ps=S:W plans: the cluster as TF_CONFIG JSON ({\"cluster\": {\"worker\": [...], "
+                 "\"ps\": [...]}}); default: the TF_CONFIG environment variable");
+  app.add_option("--task", task, "ps=S:W plans: this process's task, worker:I or ps:I (default: "
+                                 "the cluster JSON's \"task\")");
+  app.add_option("--job-token-file", tokenPath,
+                 "ps=S:W plans: the job's secret (at least 16 bytes); every call must carry it");
+  app.add_option("--heartbeat-timeout", service.heartbeatTimeoutSeconds,
+                 "ps=S:W servers: a worker silent for this many seconds is lost and training goes "
+                 "on without it (default 10)")
+      ->check(CLI::Range(0.1, 1e6));
+  app.add_option("--tls-cert", service.tlsCert, "ps=S:W: this task's PEM certificate (TLS)");
+  app.add_option("--tls-key", service.tlsKey, "ps=S:W: this task's PEM private key (TLS)");
+  app.add_option("--tls-ca", service.tlsCa,
+                 "ps=S:W: the PEM CA certificate that signed every task's (TLS on all calls)");
+  app.add_flag("--quiet", quiet, "print no progress (errors and warnings only)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &e) {
@@ -245,6 +271,98 @@ int main(int argc, char **argv) {
       return usage(std::string(flag) + ": empty file name");
   if (planPath.empty())
     return usage("plan: empty file name");
+  std::unique_ptr<dtc::rt::ParameterClient> psClient; // a parameter-server worker's
+  if (localCluster || !clusterPath.empty() || !task.empty() || std::getenv("TF_CONFIG")) {
+    auto plan = readPlan(planPath);
+    if (!plan)
+      return fail(plan.status().message());
+    const bool ps = plan->has_parameter_host() && plan->parameter_host().kind() ==
+                                                      dtc::plan::ParameterHostInfo::PARAMETER_SERVERS;
+    if (!ps && (localCluster || !clusterPath.empty() || !task.empty()))
+      return usage(planPath + ": --local-cluster, --cluster and --task run parameter-server "
+                              "plans (dtc-compile --strategy ps=S:W); this plan is --strategy " +
+                   plan->mesh().strategy());
+    if (ps) {
+      if (nproc > 0)
+        return usage("--nproc starts MPI ranks; a parameter-server plan runs with "
+                     "--local-cluster, or each task with --cluster and --task");
+      const auto &host = plan->parameter_host();
+      if (localCluster) {
+        if (!clusterPath.empty() || !task.empty() || !tokenPath.empty())
+          return usage("--local-cluster makes its own cluster, tasks and job token: drop "
+                       "--cluster, --task and --job-token-file");
+        if (dataOpt->empty())
+          return usage("--local-cluster trains: give --data TRAIN.npz");
+        std::vector<std::string> args;
+        for (int i = 1; i < argc; ++i)
+          if (std::string(argv[i]) != "--local-cluster")
+            args.push_back(argv[i]);
+        std::error_code ec;
+        const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+        auto code = dtc::rt::ps::runLocalCluster(ec ? std::string(argv[0]) : self, args,
+                                                 host.servers_size(), host.workers());
+        if (!code)
+          return fail(code.status().message());
+        return *code;
+      }
+      std::string text;
+      std::string where = "TF_CONFIG";
+      if (!clusterPath.empty()) {
+        auto read = dtc::readInputFile(clusterPath, "--cluster", 1 << 20);
+        if (!read)
+          return fail(read.status().message());
+        text = *read;
+        where = clusterPath;
+      } else if (const char *env = std::getenv("TF_CONFIG")) {
+        text = env;
+      } else {
+        return usage("a parameter-server task needs its cluster: --cluster FILE or TF_CONFIG");
+      }
+      auto cluster = dtc::rt::ps::parseClusterJson(text, where);
+      if (!cluster)
+        return fail(cluster.status().message());
+      if (!task.empty())
+        if (dtc::Status t = dtc::rt::ps::parseTask(task, *cluster); !t.isOk())
+          return usage(t.message());
+      if (cluster->taskType.empty())
+        return usage("which task is this process? --task worker:I or ps:I (or \"task\" in " +
+                     where + ")");
+      if (tokenPath.empty())
+        return usage("a parameter-server task needs --job-token-file (the job's secret)");
+      auto token = dtc::readInputFile(tokenPath, "--job-token-file", 4096);
+      if (!token)
+        return fail(token.status().message());
+      service.token = *token;
+      while (!service.token.empty() &&
+             (service.token.back() == '\n' || service.token.back() == '\r'))
+        service.token.pop_back();
+      if (service.token.size() < 16)
+        return fail(tokenPath + ": --job-token-file: the token has " +
+                    std::to_string(service.token.size()) + " bytes; at least 16 are needed");
+      if (service.tlsCa.empty() != service.tlsCert.empty() ||
+          service.tlsCa.empty() != service.tlsKey.empty())
+        return usage("TLS needs all of --tls-cert, --tls-key and --tls-ca");
+      service.timeoutSeconds = timeout;
+      service.executor.planPath = planPath;
+      service.executor.modelPath = modelPath;
+      service.executor.threads = threads;
+      const std::string who = cluster->taskType + ":" + std::to_string(cluster->taskIndex);
+      if (cluster->taskType == "ps") {
+        // The training options of the command line are the workers' (--local-cluster passes
+        // one command line to every task): a server ignores them.
+        dtc::Status s = dtc::rt::ps::runServer(*plan, *cluster, service);
+        return s.isOk() ? 0 : fail(who + ": " + s.message());
+      }
+      if (dataOpt->empty())
+        return usage(who + " is a worker: give --data TRAIN.npz");
+      auto client = dtc::rt::ps::createClient(*plan, *cluster, service);
+      if (!client)
+        return fail(who + ": " + client.status().message());
+      psClient = std::move(*client);
+      train.parameters = psClient.get();
+      train.workerRank = cluster->taskIndex;
+    }
+  }
   if (nproc > 0) {
     // Re-run this command line under mpirun, without --nproc.
     if (dtc::rt::launcherWorldSize() > 1)
@@ -329,11 +447,18 @@ int main(int argc, char **argv) {
       train.shuffle = true;
     if (noShuffle)
       train.shuffle = false;
-    train.progress = stderr;
+    train.progress = quiet || (train.parameters && train.workerRank != 0) ? nullptr : stderr;
     train.progressIsTerminal = isatty(fileno(stderr));
     if (!std::isfinite(timeout))
       return usage("--timeout: must be a number of seconds, got " + std::to_string(timeout));
     train.tracePath = tracePath;
+    if (train.parameters) {
+      if (!tracePath.empty())
+        return usage("--trace is not supported for parameter-server workers yet");
+      dtc::Status s = dtc::rt::train(plan.takeValue(), train);
+      return s.isOk() ? 0
+                      : fail("worker:" + std::to_string(train.workerRank) + ": " + s.message());
+    }
     return runTraining(plan.takeValue(), train, timeout, tracePath);
   }
   for (const char *flag :

@@ -1,0 +1,370 @@
+// A parameter server's state machine (see ServerCore.h).
+#include "runtime/ps/ServerCore.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace dtc::rt::ps {
+
+Expected<std::vector<WorkerShard>> workerShards(const plan::Plan &plan) {
+  const plan::RankProgram &worker = plan.programs(0);
+  std::vector<WorkerShard> out;
+  for (int i = 0; i < plan.parameter_host().shards_size(); ++i) {
+    const plan::ParameterShard &sh = plan.parameter_host().shards(i);
+    const plan::TrainedParameter *tp = nullptr;
+    for (const plan::TrainedParameter &p : worker.training().parameters())
+      if (p.name() == sh.parameter())
+        tp = &p;
+    if (!tp) // validated
+      return Status::error("shard " + std::to_string(i), "has no trained parameter");
+    const plan::Buffer &b = worker.buffers(tp->buffer());
+    const uint64_t rows = b.shape_size() ? static_cast<uint64_t>(b.shape(0)) : 1;
+    const uint64_t rowBytes = rows ? b.size_bytes() / rows : 0;
+    WorkerShard w;
+    w.shard = i;
+    w.server = sh.server();
+    w.param = tp->buffer();
+    w.gradient = tp->gradient();
+    w.offset = rowBytes * static_cast<uint64_t>(sh.begin());
+    w.bytes = rowBytes * static_cast<uint64_t>(sh.rows());
+    out.push_back(w);
+  }
+  return out;
+}
+
+Status writePulled(Executor &ex, const std::vector<WorkerShard> &shards,
+                   const std::vector<ShardBytes> &values, const std::string &from) {
+  std::map<int, HostArray> params; // buffer -> its new bytes
+  for (const ShardBytes &v : values) {
+    if (v.shard < 0 || static_cast<size_t>(v.shard) >= shards.size())
+      return Status::error(from, "sent shard " + std::to_string(v.shard) + ", not in the plan");
+    const WorkerShard &w = shards[static_cast<size_t>(v.shard)];
+    if (v.bytes.size() != w.bytes)
+      return Status::error(from, "sent " + std::to_string(v.bytes.size()) + " bytes for shard " +
+                                     std::to_string(v.shard) + ", expected " +
+                                     std::to_string(w.bytes));
+    auto it = params.find(w.param);
+    if (it == params.end()) {
+      DTC_ASSIGN_OR_RETURN(HostArray a, ex.readBuffer(w.param));
+      it = params.emplace(w.param, std::move(a)).first;
+    }
+    std::memcpy(it->second.bytes.data() + w.offset, v.bytes.data(), w.bytes);
+  }
+  for (const auto &[b, a] : params)
+    DTC_RETURN_IF_ERROR(ex.writeBuffer(b, a));
+  return Status::ok();
+}
+
+Expected<std::vector<ShardBytes>> gradientsFor(Executor &ex, const std::vector<WorkerShard> &shards,
+                                               int server) {
+  std::map<int, HostArray> grads;
+  std::vector<ShardBytes> out;
+  for (const WorkerShard &w : shards) {
+    if (w.server != server)
+      continue;
+    auto it = grads.find(w.gradient);
+    if (it == grads.end()) {
+      DTC_ASSIGN_OR_RETURN(HostArray a, ex.readBuffer(w.gradient));
+      it = grads.emplace(w.gradient, std::move(a)).first;
+    }
+    out.push_back({w.shard, it->second.bytes.substr(w.offset, w.bytes)});
+  }
+  return out;
+}
+
+Expected<std::unique_ptr<ServerCore>> ServerCore::create(const plan::Plan &plan, int server,
+                                                        ExecutorOptions eo,
+                                                        double heartbeatTimeoutSeconds) {
+  const plan::ParameterHostInfo &host = plan.parameter_host();
+  if (!plan.has_parameter_host() || server < 0 || server >= host.servers_size())
+    return Status::error("server " + std::to_string(server),
+                         "the plan has " + std::to_string(host.servers_size()) + " server(s)");
+  eo.program = host.servers(server).program();
+  eo.comm = nullptr;
+  DTC_ASSIGN_OR_RETURN(std::unique_ptr<Executor> ex, Executor::create(plan, eo));
+  std::unique_ptr<ServerCore> core(
+      new ServerCore(server, std::move(ex), heartbeatTimeoutSeconds, host.workers()));
+  core->staleness_ = host.staleness();
+  const plan::RankProgram &rp = core->ex_->program();
+  core->lrInput_ = rp.training().lr_input();
+  core->stepInput_ = rp.training().step_input();
+  for (int32_t id : host.servers(server).shards()) {
+    const plan::ParameterShard &sh = host.shards(id);
+    const plan::TrainedParameter &tp = rp.training().parameters(sh.server_parameter());
+    const plan::Buffer &pb = rp.buffers(tp.buffer());
+    if (pb.dtype() != static_cast<int32_t>(ir::DType::kFloat32))
+      return Status::error("server " + std::to_string(server) + ": parameter '" + sh.parameter() +
+                               "'",
+                           "parameter servers hold f32 parameters only");
+    Local l;
+    l.shard = id;
+    l.paramBuffer = tp.buffer();
+    for (const plan::Binding &b : rp.inputs())
+      if (b.buffer() == tp.gradient())
+        l.gradInput = b.name();
+    l.shape.assign(pb.shape().begin(), pb.shape().end());
+    l.bytes = pb.size_bytes();
+    core->shardIds_.push_back(id);
+    core->local_.push_back(std::move(l));
+  }
+  return core;
+}
+
+ServerCore::ServerCore(int server, std::unique_ptr<Executor> ex, double timeout, int workers)
+    : server_(server), ex_(std::move(ex)), timeout_(timeout), started_(Clock::now()),
+      workers_(static_cast<size_t>(workers)) {
+  for (Worker &w : workers_)
+    w.lastSeen = started_;
+}
+
+uint64_t ServerCore::shardBytes(int32_t shard) const {
+  for (const Local &l : local_)
+    if (l.shard == shard)
+      return l.bytes;
+  return 0;
+}
+
+Status ServerCore::checkWorker(int worker) const {
+  if (worker < 0 || worker >= static_cast<int>(workers_.size()))
+    return Status::error("worker " + std::to_string(worker),
+                         "is not one of the plan's " + std::to_string(workers_.size()) +
+                             " workers");
+  return Status::ok();
+}
+
+bool ServerCore::liveLocked(const Worker &w, Clock::time_point now) const {
+  return !w.done && !w.lost && now - w.lastSeen < timeout_;
+}
+
+int64_t ServerCore::version() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return version_;
+}
+
+std::string ServerCore::workerState(int w) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (checkWorker(w).isOk() == false)
+    return "unknown";
+  const Worker &x = workers_[static_cast<size_t>(w)];
+  return x.done ? "done" : liveLocked(x, Clock::now()) ? "live" : "lost";
+}
+
+Expected<int64_t> ServerCore::join(int worker) {
+  DTC_RETURN_IF_ERROR(checkWorker(worker));
+  std::lock_guard<std::mutex> lock(mu_);
+  DTC_RETURN_IF_ERROR(failed_);
+  Worker &w = workers_[static_cast<size_t>(worker)];
+  w.lastSeen = Clock::now();
+  w.lost = false;
+  w.done = false;
+  if (staleness_ == 0) {
+    // A rejoining worker continues at the next update; what it pushed before it was lost for
+    // that step is replaced by its new push.
+    w.pushed = version_;
+    return version_;
+  }
+  return w.pushed;
+}
+
+bool ServerCore::pullAllowedLocked(int64_t step, Clock::time_point now) const {
+  if (staleness_ == 0)
+    return version_ >= step;
+  if (staleness_ < 0)
+    return true;
+  int64_t slowest = -1;
+  for (const Worker &w : workers_)
+    if (liveLocked(w, now))
+      slowest = slowest < 0 ? w.pushed : std::min(slowest, w.pushed);
+  return slowest < 0 || step - slowest <= staleness_;
+}
+
+Status ServerCore::pull(int worker, int64_t step, std::chrono::milliseconds wait, bool &ready,
+                        std::vector<ShardBytes> &values, int64_t &version) {
+  DTC_RETURN_IF_ERROR(checkWorker(worker));
+  std::unique_lock<std::mutex> lock(mu_);
+  DTC_RETURN_IF_ERROR(failed_);
+  const auto deadline = Clock::now() + wait;
+  workers_[static_cast<size_t>(worker)].lastSeen = Clock::now();
+  ready = pullAllowedLocked(step, Clock::now());
+  while (!ready && Clock::now() < deadline) {
+    changed_.wait_until(lock, deadline);
+    DTC_RETURN_IF_ERROR(failed_);
+    ready = pullAllowedLocked(step, Clock::now());
+  }
+  version = version_;
+  values.clear();
+  if (!ready)
+    return Status::ok();
+  for (const Local &l : local_) {
+    DTC_ASSIGN_OR_RETURN(HostArray a, ex_->readBuffer(l.paramBuffer));
+    values.push_back({l.shard, std::move(a.bytes)});
+  }
+  return Status::ok();
+}
+
+Status ServerCore::applyLocked(const std::vector<std::vector<float>> &grads, float lr,
+                               int64_t step) {
+  for (size_t k = 0; k < local_.size(); ++k) {
+    HostArray g;
+    g.name = local_[k].gradInput;
+    g.dtype = ir::DType::kFloat32;
+    g.shape = local_[k].shape;
+    g.bytes.assign(reinterpret_cast<const char *>(grads[k].data()), grads[k].size() * 4);
+    DTC_RETURN_IF_ERROR(ex_->setInput(g));
+  }
+  if (!lrInput_.empty()) {
+    HostArray a{lrInput_, ir::DType::kFloat32, {}, std::string(4, '\0')};
+    std::memcpy(a.bytes.data(), &lr, 4);
+    DTC_RETURN_IF_ERROR(ex_->setInput(a));
+  }
+  if (!stepInput_.empty()) {
+    HostArray a{stepInput_, ir::DType::kInt64, {}, std::string(8, '\0')};
+    std::memcpy(a.bytes.data(), &step, 8);
+    DTC_RETURN_IF_ERROR(ex_->setInput(a));
+  }
+  Status ran = ex_->run();
+  if (!ran.isOk())
+    failed_ = Status::error("server " + std::to_string(server_), ran.message());
+  ++version_;
+  changed_.notify_all();
+  return failed_;
+}
+
+Status ServerCore::maybeApplySyncLocked(Clock::time_point now) {
+  if (staleness_ != 0 || pending_.empty())
+    return Status::ok();
+  for (size_t w = 0; w < workers_.size(); ++w)
+    if (liveLocked(workers_[w], now) && !pending_.count(static_cast<int>(w)))
+      return Status::ok(); // a live worker has not pushed yet
+  // The mean over the workers that pushed, summed in worker order (as dp's all-reduce mean).
+  std::vector<std::vector<float>> mean(local_.size());
+  const float n = static_cast<float>(pending_.size());
+  for (size_t k = 0; k < local_.size(); ++k) {
+    mean[k].assign(local_[k].bytes / 4, 0.f);
+    for (const auto &[w, grads] : pending_)
+      for (size_t i = 0; i < mean[k].size(); ++i)
+        mean[k][i] += grads[k][i];
+    for (float &v : mean[k])
+      v /= n;
+  }
+  pending_.clear();
+  return applyLocked(mean, pendingLr_, version_);
+}
+
+Status ServerCore::push(int worker, int64_t step, float lr,
+                        const std::vector<ShardBytes> &gradients, int64_t &version,
+                        int64_t &next) {
+  DTC_RETURN_IF_ERROR(checkWorker(worker));
+  const std::string who = "worker " + std::to_string(worker);
+  if (gradients.size() != local_.size())
+    return Status::error(who, "pushed " + std::to_string(gradients.size()) +
+                                  " gradients; server " + std::to_string(server_) + " holds " +
+                                  std::to_string(local_.size()) + " shards");
+  std::vector<std::vector<float>> grads(local_.size());
+  for (const ShardBytes &g : gradients) {
+    auto it = std::find(shardIds_.begin(), shardIds_.end(), g.shard);
+    if (it == shardIds_.end())
+      return Status::error(who, "pushed shard " + std::to_string(g.shard) +
+                                    ", which server " + std::to_string(server_) +
+                                    " does not hold");
+    const size_t k = static_cast<size_t>(it - shardIds_.begin());
+    if (!grads[k].empty() || local_[k].bytes == 0)
+      return Status::error(who, "pushed shard " + std::to_string(g.shard) + " twice");
+    if (g.bytes.size() != local_[k].bytes)
+      return Status::error(who, "pushed " + std::to_string(g.bytes.size()) +
+                                    " bytes for shard " + std::to_string(g.shard) + ", expected " +
+                                    std::to_string(local_[k].bytes));
+    grads[k].resize(local_[k].bytes / 4);
+    std::memcpy(grads[k].data(), g.bytes.data(), local_[k].bytes);
+  }
+  if (!(lr >= 0) || lr > 1e30f)
+    return Status::error(who, "pushed a learning rate of " + std::to_string(lr));
+  std::lock_guard<std::mutex> lock(mu_);
+  DTC_RETURN_IF_ERROR(failed_);
+  Worker &w = workers_[static_cast<size_t>(worker)];
+  const auto now = Clock::now();
+  w.lastSeen = now;
+  w.lost = false;
+  next = step + 1;
+  if (staleness_ == 0) {
+    if (step > version_)
+      return Status::error(who, "pushed its gradient of step " + std::to_string(step) +
+                                    ", but server " + std::to_string(server_) +
+                                    " collects step " + std::to_string(version_));
+    if (step < version_) {
+      // Lost and back: the others went on without it. Its gradient is dropped and it continues
+      // at the current step.
+      next = version_;
+      w.pushed = version_;
+      version = version_;
+      return Status::ok();
+    }
+    pending_[worker] = std::move(grads);
+    pendingLr_ = lr;
+    w.pushed = step + 1;
+    DTC_RETURN_IF_ERROR(maybeApplySyncLocked(now));
+  } else {
+    // Asynchronous: applied on arrival, scaled by 1/W (TensorFlow's ParameterServerStrategy
+    // sums the workers' updates; dtc scales so that W workers together take one dp step).
+    const float scale = 1.0f / static_cast<float>(workers_.size());
+    for (auto &g : grads)
+      for (float &v : g)
+        v *= scale;
+    DTC_RETURN_IF_ERROR(applyLocked(grads, lr, version_));
+    w.pushed = std::max(w.pushed, step + 1);
+  }
+  version = version_;
+  changed_.notify_all();
+  return Status::ok();
+}
+
+Status ServerCore::heartbeat(int worker, bool done) {
+  DTC_RETURN_IF_ERROR(checkWorker(worker));
+  std::lock_guard<std::mutex> lock(mu_);
+  Worker &w = workers_[static_cast<size_t>(worker)];
+  w.lastSeen = Clock::now();
+  w.lost = false;
+  if (done)
+    w.done = true;
+  Status s = maybeApplySyncLocked(Clock::now());
+  changed_.notify_all();
+  return s;
+}
+
+void ServerCore::checkLiveness() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto now = Clock::now();
+  bool changed = false;
+  for (Worker &w : workers_)
+    if (!w.done && !w.lost && now - w.lastSeen >= timeout_) {
+      w.lost = true;
+      changed = true;
+    }
+  if (changed) {
+    (void)maybeApplySyncLocked(now); // a failure is kept in failed_
+    changed_.notify_all();
+  }
+}
+
+bool ServerCore::finished() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!workers_[0].done)
+    return false;
+  const auto now = Clock::now();
+  for (const Worker &w : workers_)
+    if (!w.done && liveLocked(w, now))
+      return false;
+  return true;
+}
+
+bool ServerCore::waitFinished(Clock::time_point deadline) {
+  while (Clock::now() < deadline) {
+    if (finished())
+      return true;
+    std::unique_lock<std::mutex> lock(mu_);
+    changed_.wait_for(lock, std::chrono::milliseconds(100));
+  }
+  return finished();
+}
+
+} // namespace dtc::rt::ps
