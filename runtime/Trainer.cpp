@@ -23,6 +23,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <thread>
 
 namespace dtc::rt {
 
@@ -475,6 +476,8 @@ Status Trainer::run() {
                                  {"samples_per_s", rate}}));
     step = std::max(step + 1, nextStep);
     ++stepsRun;
+    if (opts_.stepDelaySeconds > 0)
+      std::this_thread::sleep_for(std::chrono::duration<double>(opts_.stepDelaySeconds));
     if (opts_.progress) {
       char line[256];
       std::snprintf(line, sizeof line,

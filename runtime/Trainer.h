@@ -88,6 +88,9 @@ struct TrainOptions {
   /// from and gradients go to `parameters` every step. Not owned; null otherwise.
   ParameterClient *parameters = nullptr;
   int workerRank = 0;
+  /// Seconds to sleep after every step (--step-delay): a slow worker, for fault-injection tests
+  /// and the asynchronous-training benchmark. 0: none.
+  double stepDelaySeconds = 0;
   /// --trace: every instruction and collective as a timeline event. Not owned; may be null.
   Tracer *tracer = nullptr;
   /// Where the caller writes the trace at the end: checked before training like the other

@@ -253,6 +253,10 @@ int main(int argc, char **argv) {
   app.add_option("--tls-ca", service.tlsCa,
                  "ps=S:W: the PEM CA certificate that signed every task's (TLS on all calls)");
   app.add_flag("--quiet", quiet, "print no progress (errors and warnings only)");
+  app.add_option("--step-delay", train.stepDelaySeconds,
+                 "sleep this many seconds after every step: a slow worker, for fault-injection "
+                 "tests and benchmarks (default 0)")
+      ->check(CLI::Range(0.0, 3600.0));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &e) {
