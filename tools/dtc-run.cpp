@@ -456,6 +456,10 @@ int main(int argc, char **argv) {
     if (!std::isfinite(timeout))
       return usage("--timeout: must be a number of seconds, got " + std::to_string(timeout));
     train.tracePath = tracePath;
+    if (plan->has_parameter_host() && !train.parameters)
+      return usage(planPath + ": a parameter-server plan (--strategy " + plan->mesh().strategy() +
+                   "): run it with --local-cluster, or each task with --cluster FILE (or "
+                   "TF_CONFIG) and --task worker:I|ps:I");
     if (train.parameters) {
       if (!tracePath.empty())
         return usage("--trace is not supported for parameter-server workers yet");

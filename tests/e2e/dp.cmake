@@ -35,3 +35,11 @@ add_test(NAME e2e_tp
   COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/tp_train.py
           --build ${CMAKE_BINARY_DIR})
 set_tests_properties(e2e_tp PROPERTIES LABELS "e2e" TIMEOUT 600 RUN_SERIAL TRUE)
+# End-to-end parameter servers (--strategy ps=S:W over gRPC, dtc-run --local-cluster or one
+# process per task): --staleness 0 against single device and dp (the law), asynchronous
+# accuracy, killed/restarted workers, a killed server, slow workers under the staleness bound,
+# the job token and the plan fingerprint. See e2e/ps_train.py.
+add_test(NAME e2e_ps
+  COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/ps_train.py
+          --build ${CMAKE_BINARY_DIR})
+set_tests_properties(e2e_ps PROPERTIES LABELS "e2e" TIMEOUT 600 RUN_SERIAL TRUE)

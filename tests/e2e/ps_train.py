@@ -1,0 +1,341 @@
+#!/usr/bin/env python3
+"""End-to-end checks of parameter servers (dtc-compile --strategy ps=S:W; dtc-run
+--local-cluster, or one process per task with --cluster/--task/--job-token-file).
+
+Groups (--only takes a comma-separated subset; all by default):
+  equivalence  --staleness 0 is synchronous: parameters after 5 steps (--no-shuffle
+               --save-params) equal --strategy single on the same global batch (the law of
+               e2e/dp_train.py, bound 1e-5): the digits MLP with SGD+momentum on ps=2:3, with
+               Adam and its weight split in shards over both servers (--ps-min-shard-bytes),
+               and the CNN (BatchNorm: per-worker batch statistics, as dp) against dp=2 on
+               ps=2:2.
+  async        The default (asynchronous, each gradient applied scaled by 1/W) trains: ps=2:3 on
+               the digits MLP for 3 epochs reaches the validation accuracy of single-device
+               training within 0.05.
+  faults       Tasks started one by one from a cluster file: a worker killed with SIGKILL does
+               not stop synchronous training (the others finish after the heartbeat timeout);
+               restarted, it rejoins and finishes; a killed server ends the workers within
+               --timeout with an error naming it; a slow worker (--step-delay) holds the others
+               back by at most --staleness steps, and not at all when unbounded.
+  security     A worker without the job's token, or running another plan, is refused with an
+               error saying so; cluster and task errors.
+
+Usage: ps_train.py --build BUILD_DIR [--only equivalence,async,faults,security] [--keep]
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dp_train import GOLDEN, MODELS, STEPS, CheckFailed, Runner, assert_law, env  # noqa: E402
+
+GROUPS = ["equivalence", "async", "faults", "security"]
+DIGITS = os.path.join(MODELS, "data", "digits_train.npz")
+DIGITS_VAL = os.path.join(MODELS, "data", "digits_val.npz")
+MLP = os.path.join(MODELS, "mlp_digits.onnx")
+SGD = ["--batch-size", "24", "--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9"]
+
+
+def free_ports(n):
+    socks = []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+class Cluster:
+    """A parameter-server job whose tasks this script starts, kills and restarts itself."""
+
+    def __init__(self, r, plan, servers, workers, token="0123456789abcdef0123456789abcdef"):
+        self.r, self.plan = r, plan
+        ports = free_ports(servers + workers)
+        self.addresses = {"worker": [f"127.0.0.1:{p}" for p in ports[:workers]],
+                          "ps": [f"127.0.0.1:{p}" for p in ports[workers:]]}
+        self.cluster = r.unique("cluster", ".json")
+        with open(self.cluster, "w") as f:
+            json.dump({"cluster": self.addresses}, f)
+        self.token = r.unique("token", "")
+        with open(self.token, "w") as f:
+            f.write(token + "\n")
+        os.chmod(self.token, 0o600)
+        self.procs = {}
+
+    def start(self, task, extra=(), plan=None, token=None):
+        cmd = [self.r.run_tool, plan or self.plan, "--cluster", self.cluster, "--task", task,
+               "--job-token-file", token or self.token, "--quiet"] + list(extra)
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=env())
+        self.procs[task] = p
+        return p
+
+    def servers(self, extra=()):
+        for s in range(len(self.addresses["ps"])):
+            self.start(f"ps:{s}", extra)
+
+    def wait(self, task, limit):
+        p = self.procs[task]
+        try:
+            out, err = p.communicate(timeout=limit)
+        except subprocess.TimeoutExpired as e:
+            raise CheckFailed(f"{task} did not end within {limit} s") from e
+        return p.returncode, out + err
+
+    def stop(self):
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def load(path):
+    import numpy as np
+    with np.load(path) as z:
+        return {k: z[k] for k in z.files}
+
+
+def run_equivalence(r):
+    run_args = ["--steps", str(STEPS), "--no-shuffle"]
+    cnn = os.path.join(MODELS, "cnn_train.onnx")
+    cnn_data = os.path.join(GOLDEN, "cnn_data.npz")
+    adam = ["--batch-size", "24", "--optimizer", "adam", "--lr", "0.01"]
+    cnn_sgd = ["--batch-size", "16", "--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9"]
+    cases = [
+        # name, model, data, flags, ps strategy and flags, reference strategy, its nproc
+        ("mlp/sgd ps=2:3", MLP, DIGITS, SGD, ["ps=2:3"], "single", 0),
+        ("mlp/adam ps=2:3 sharded", MLP, DIGITS, adam,
+         ["ps=2:3", "--ps-min-shard-bytes", "4096"], "single", 0),
+        ("cnn/sgd ps=2:2 against dp=2", cnn, cnn_data, cnn_sgd, ["ps=2:2"], "dp=2", 2),
+    ]
+    for name, model, data, flags, ps, ref, nproc in cases:
+        def check(model=model, data=data, flags=flags, ps=ps, ref=ref, nproc=nproc):
+            base = r.compile(model, ["--strategy", ref] + flags)
+            single, _ = r.train(base, data, nproc, run_args)
+            plan = r.compile(model, ["--strategy", ps[0], "--staleness", "0"] + ps[1:] + flags)
+            if "ps_shard" not in r.exec([r.compile_tool, model, "--emit", "plan-text",
+                                         "--strategy", ps[0]] + ps[1:] + flags).stdout and \
+                    "--ps-min-shard-bytes" in ps:
+                raise CheckFailed("no parameter was split into shards")
+            params, _ = r.train(plan, data, 0, run_args + ["--local-cluster"])
+            return assert_law(single, params)
+
+        r.check(f"equivalence/{name}", check)
+
+
+def val_accuracy(rows):
+    acc = [row["val_accuracy"] for row in rows if row.get("event") == "epoch"]
+    if not acc:
+        raise CheckFailed("no validation accuracy logged")
+    return acc[-1]
+
+
+def run_async(r):
+    def accuracy():
+        args = ["--epochs", "3", "--val-data", DIGITS_VAL]
+        _, single_rows = r.train(r.compile(MLP, ["--strategy", "single"] + SGD), DIGITS, 0, args)
+        plan = r.compile(MLP, ["--strategy", "ps=2:3"] + SGD)
+        _, rows = r.train(plan, DIGITS, 0, args + ["--local-cluster"])
+        a, s = val_accuracy(rows), val_accuracy(single_rows)
+        if not a >= s - 0.05:
+            raise CheckFailed(f"asynchronous ps=2:3 val accuracy {a:.3f}, single {s:.3f}")
+        return f"val accuracy {a:.3f} (single {s:.3f}, margin 0.05)"
+
+    r.check("async/mlp ps=2:3 accuracy", accuracy)
+
+
+def run_faults(r):
+    sync = r.compile(MLP, ["--strategy", "ps=2:3", "--staleness", "0"] + SGD)
+
+    def killed_worker():
+        c = Cluster(r, sync, 2, 3)
+        try:
+            c.servers(["--heartbeat-timeout", "2"])
+            save = r.unique("params", ".npz")
+            steps = ["--data", DIGITS, "--steps", "40", "--step-delay", "0.05"]
+            c.start("worker:0", steps + ["--save-params", save])
+            c.start("worker:1", steps)
+            victim = c.start("worker:2", steps)
+            time.sleep(1.0)
+            victim.kill()
+            code, out = c.wait("worker:0", 90)
+            if code != 0:
+                raise CheckFailed(f"the chief failed after worker 2 was killed:\n{out[-2000:]}")
+            code1, _ = c.wait("worker:1", 30)
+            for s in ("ps:0", "ps:1"):
+                if c.wait(s, 30)[0] != 0:
+                    raise CheckFailed(f"{s} did not end cleanly")
+            return f"chief and worker 1 finished 40 steps (exit {code}, {code1}) without worker 2"
+        finally:
+            c.stop()
+
+    def restarted_worker():
+        c = Cluster(r, sync, 2, 3)
+        try:
+            c.servers(["--heartbeat-timeout", "2"])
+            steps = ["--data", DIGITS, "--steps", "60", "--step-delay", "0.05"]
+            for w in range(3):
+                c.start(f"worker:{w}", steps)
+            time.sleep(1.0)
+            c.procs["worker:2"].kill()
+            c.procs["worker:2"].wait()
+            time.sleep(2.5)  # lost (heartbeat timeout 2 s): the others go on
+            c.start("worker:2", steps)
+            code, out = c.wait("worker:2", 90)
+            if code != 0:
+                raise CheckFailed(f"the restarted worker failed:\n{out[-2000:]}")
+            for w in ("worker:0", "worker:1"):
+                if c.wait(w, 60)[0] != 0:
+                    raise CheckFailed(f"{w} failed")
+            return "the restarted worker rejoined and finished"
+        finally:
+            c.stop()
+
+    def killed_server():
+        c = Cluster(r, sync, 2, 3)
+        try:
+            c.servers()
+            steps = ["--data", DIGITS, "--steps", "1000", "--step-delay", "0.02", "--timeout", "3"]
+            for w in range(3):
+                c.start(f"worker:{w}", steps)
+            time.sleep(1.5)
+            c.procs["ps:1"].kill()
+            t0 = time.monotonic()
+            code, out = c.wait("worker:0", 60)
+            dt = time.monotonic() - t0
+            port = c.addresses["ps"][1]
+            if code == 0 or f"ps:1 ({port})" not in out:
+                raise CheckFailed(f"exit {code}, expected an error naming ps:1 ({port}):\n"
+                                  f"{out[-2000:]}")
+            first = next(ln for ln in out.splitlines() if "error:" in ln)
+            return f"after {dt:.1f} s: {first.strip()[:160]}"
+        finally:
+            c.stop()
+
+    def staleness(bound):
+        def check():
+            flags = ["--strategy", "ps=2:3"] + (["--staleness", str(bound)] if bound >= 0 else [])
+            plan = r.compile(MLP, flags + SGD)
+            c = Cluster(r, plan, 2, 3)
+            try:
+                c.servers()
+                log = r.unique("log", ".jsonl")
+                steps = 30
+                c.start("worker:0", ["--data", DIGITS, "--steps", str(steps), "--log", log])
+                c.start("worker:1", ["--data", DIGITS, "--steps", str(steps)])
+                c.start("worker:2", ["--data", DIGITS, "--steps", str(steps),
+                                     "--step-delay", "0.1"])
+                t0 = time.monotonic()
+                code, out = c.wait("worker:0", 120)
+                chief = time.monotonic() - t0
+                if code != 0:
+                    raise CheckFailed(f"chief failed:\n{out[-2000:]}")
+                c.wait("worker:2", 120)
+                slow = time.monotonic() - t0
+                # The slow worker takes >= 30 x 0.1 s; a chief bound to it by K steps ends at
+                # most K steps ahead of it.
+                if bound >= 0 and chief < 0.1 * (steps - bound - 2):
+                    raise CheckFailed(f"the chief ended after {chief:.2f} s, more than {bound} "
+                                      f"steps ahead of the slow worker ({slow:.2f} s)")
+                if bound < 0 and chief > 0.6 * slow:
+                    raise CheckFailed(f"unbounded: the chief took {chief:.2f} s, the slow "
+                                      f"worker {slow:.2f} s: it was held back")
+                return f"chief {chief:.2f} s, slow worker {slow:.2f} s"
+            finally:
+                c.stop()
+        return check
+
+    r.check("faults/killed worker (sync)", killed_worker)
+    r.check("faults/restarted worker rejoins", restarted_worker)
+    r.check("faults/killed server", killed_server)
+    r.check("faults/slow worker, staleness 2", staleness(2))
+    r.check("faults/slow worker, unbounded", staleness(-1))
+
+
+def run_security(r):
+    sync = r.compile(MLP, ["--strategy", "ps=1:2", "--staleness", "0"] + SGD)
+
+    def refused(plan, token, expect):
+        c = Cluster(r, sync, 1, 2)
+        try:
+            c.servers()
+            bad = r.unique("token", "")
+            with open(bad, "w") as f:
+                f.write(token + "\n")
+            c.start("worker:0", ["--data", DIGITS, "--steps", "2"], plan=plan,
+                    token=bad if token else None)
+            code, out = c.wait("worker:0", 60)
+            if code == 0 or expect not in out:
+                raise CheckFailed(f"exit {code}, expected '{expect}':\n{out[-1500:]}")
+            return next(ln for ln in out.splitlines() if "error:" in ln).strip()[:160]
+        finally:
+            c.stop()
+
+    r.check("security/wrong job token",
+            lambda: refused(None, "not-the-token-of-this-job", "does not carry this job's token"))
+    other = r.compile(MLP, ["--strategy", "ps=1:2", "--staleness", "0", "--lr", "0.5"] + SGD[:2])
+    r.check("security/another plan", lambda: refused(other, "", "runs another plan"))
+
+    def errors():
+        cases = [
+            (["--task", "worker:5"], "worker index 5 is not in [0, 2)"),
+            (["--task", "boss:0"], "task type 'boss'"),
+            (["--cluster", "/nonexistent.json", "--task", "ps:0"], "/nonexistent.json"),
+            ([], "which task is this process"),
+        ]
+        c = Cluster(r, sync, 1, 2)
+        seen = []
+        for extra, expect in cases:
+            cmd = [r.run_tool, sync, "--data", DIGITS, "--job-token-file", c.token]
+            if "--cluster" not in extra:
+                cmd += ["--cluster", c.cluster]
+            res = r.exec(cmd + extra, 30)
+            if res.returncode == 0 or expect not in res.stderr:
+                raise CheckFailed(f"{extra}: exit {res.returncode}, expected '{expect}':\n"
+                                  f"{res.stderr[-800:]}")
+            seen.append(res.stderr.strip().splitlines()[0][:100])
+        res = r.exec([r.run_tool, sync, "--data", DIGITS], 30)
+        if res.returncode == 0 or "--local-cluster" not in res.stderr:
+            raise CheckFailed(f"a ps plan run plainly: {res.stderr[-500:]}")
+        return f"{len(cases) + 1} errors, e.g. {seen[0]}"
+
+    r.check("security/cluster and task errors", errors)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--only", default=",".join(GROUPS))
+    ap.add_argument("--keep", action="store_true")
+    args = ap.parse_args()
+    groups = args.only.split(",")
+    for g in groups:
+        if g not in GROUPS:
+            sys.exit(f"error: --only: unknown group '{g}' (known: {', '.join(GROUPS)})")
+    tmp = tempfile.mkdtemp(prefix="dtc-ps-")
+    r = Runner(args.build, tmp)
+    try:
+        for g in groups:
+            {"equivalence": run_equivalence, "async": run_async, "faults": run_faults,
+             "security": run_security}[g](r)
+    finally:
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+    failed = [n for n, ok in r.results if not ok]
+    print(f"{len(r.results) - len(failed)}/{len(r.results)} checks passed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
