@@ -242,15 +242,24 @@ public:
 private:
   std::string who(size_t s) const { return "ps:" + std::to_string(s) + " (" + cluster_.servers[s] + ")"; }
 
-  /// One call with the token; an unreachable server is retried with exponential backoff (50 ms
-  /// doubling to 2 s) until opts_.timeoutSeconds have passed, then fails naming it.
+  /// One call with the token. The call waits for the channel to (re)connect (gRPC's
+  /// wait-for-ready, its reconnects backing off from 100 ms to 1 s); a transient failure is
+  /// retried with exponential backoff (50 ms doubling to 2 s) until opts_.timeoutSeconds have
+  /// passed, then the call fails naming the server.
   template <class F> Status call(size_t s, const char *what, F &&fn) {
     const auto begin = Clock::now();
+    const auto limit = std::chrono::duration<double>(opts_.timeoutSeconds);
     auto backoff = std::chrono::milliseconds(50);
     while (true) {
       grpc::ClientContext ctx;
       ctx.AddMetadata(kTokenKey, opts_.token);
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+      ctx.set_wait_for_ready(true);
+      const std::chrono::duration<double> spent = Clock::now() - begin;
+      const std::chrono::duration<double> left =
+          std::clamp(limit - spent, std::chrono::duration<double>(0.05),
+                     std::chrono::duration<double>(30));
+      ctx.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::duration_cast<std::chrono::milliseconds>(left));
       grpc::Status st = fn(ctx);
       if (st.ok())
         return Status::ok();
