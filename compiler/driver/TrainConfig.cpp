@@ -289,8 +289,12 @@ Status validateTrainConfig(const TrainingConfig &c) {
   if (c.dataParallel() > 1 && c.batchSize % c.dataParallel() != 0)
     return bad("--batch-size",
                "the global batch " + std::to_string(c.batchSize) +
-                   " does not split evenly over dp=" + std::to_string(c.dataParallel()) +
-                   " ranks (use a multiple of " + std::to_string(c.dataParallel()) + ")");
+                   " does not split evenly over " +
+                   (c.mesh.hasParameterHost()
+                        ? "the " + std::to_string(c.dataParallel()) + " " +
+                              (c.mesh.psServers ? "workers" : "devices") + " of " + c.mesh.text()
+                        : "dp=" + std::to_string(c.dataParallel()) + " ranks") +
+                   " (use a multiple of " + std::to_string(c.dataParallel()) + ")");
   if (c.mesh.pp > 1 && c.batchSize % (c.mesh.dp * c.mesh.microbatches) != 0)
     return bad("--batch-size",
                "the global batch " + std::to_string(c.batchSize) + " does not split evenly into " +
