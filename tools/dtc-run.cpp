@@ -11,6 +11,7 @@
 #include "runtime/comm/Communicator.h"
 #include "runtime/comm/Launcher.h"
 #include "runtime/io/Npy.h"
+#include "runtime/ps/CentralStorage.h"
 #include "runtime/ps/Cluster.h"
 #include "runtime/ps/LocalCluster.h"
 #include "runtime/ps/Service.h"
@@ -378,6 +379,10 @@ int main(int argc, char **argv) {
     auto plan = readPlan(planPath);
     if (!plan)
       return fail(plan.status().message());
+    if (plan->has_parameter_host())
+      return usage("--nproc starts MPI ranks; " + planPath + " is a --strategy " +
+                   plan->mesh().strategy() +
+                   " plan (ps: --local-cluster or --cluster/--task; cs: run it as it is)");
     if (plan->world_size() != nproc)
       return usage("--nproc " + std::to_string(nproc) + ": " + planPath +
                    (plan->world_size() == 1 && plan->groups_size() == 0
@@ -456,6 +461,14 @@ int main(int argc, char **argv) {
     if (!std::isfinite(timeout))
       return usage("--timeout: must be a number of seconds, got " + std::to_string(timeout));
     train.tracePath = tracePath;
+    if (plan->has_parameter_host() &&
+        plan->parameter_host().kind() == dtc::plan::ParameterHostInfo::CENTRAL_STORAGE) {
+      if (!tracePath.empty() || nproc > 0)
+        return usage(std::string(nproc > 0 ? "--nproc" : "--trace") +
+                     " does not apply to central-storage plans (one process, N devices)");
+      dtc::Status s = dtc::rt::ps::trainCentralStorage(*plan, train);
+      return s.isOk() ? 0 : fail(s.message());
+    }
     if (plan->has_parameter_host() && !train.parameters)
       return usage(planPath + ": a parameter-server plan (--strategy " + plan->mesh().strategy() +
                    "): run it with --local-cluster, or each task with --cluster FILE (or "

@@ -9,6 +9,9 @@ Groups (--only takes a comma-separated subset; all by default):
                Adam and its weight split in shards over both servers (--ps-min-shard-bytes),
                and the CNN (BatchNorm: per-worker batch statistics, as dp) against dp=2 on
                ps=2:2.
+  central      --strategy cs=N (one process, N device threads, the update on the host): the
+               law against single device for cs=2 and cs=4 (digits MLP, Adam), and the CNN's
+               cs=2 against dp=2.
   async        The default (asynchronous, each gradient applied scaled by 1/W) trains: ps=2:3 on
                the digits MLP for 3 epochs reaches the validation accuracy of single-device
                training within 0.05.
@@ -20,7 +23,7 @@ Groups (--only takes a comma-separated subset; all by default):
   security     A worker without the job's token, or running another plan, is refused with an
                error saying so; cluster and task errors.
 
-Usage: ps_train.py --build BUILD_DIR [--only equivalence,async,faults,security] [--keep]
+Usage: ps_train.py --build BUILD_DIR [--only equivalence,central,async,faults,security] [--keep]
 """
 import argparse
 import json
@@ -37,7 +40,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dp_train import GOLDEN, MODELS, STEPS, CheckFailed, Runner, assert_law, env  # noqa: E402
 
-GROUPS = ["equivalence", "async", "faults", "security"]
+GROUPS = ["equivalence", "central", "async", "faults", "security"]
 DIGITS = os.path.join(MODELS, "data", "digits_train.npz")
 DIGITS_VAL = os.path.join(MODELS, "data", "digits_val.npz")
 MLP = os.path.join(MODELS, "mlp_digits.onnx")
@@ -132,6 +135,25 @@ def run_equivalence(r):
             return assert_law(single, params)
 
         r.check(f"equivalence/{name}", check)
+
+
+def run_central(r):
+    run_args = ["--steps", str(STEPS), "--no-shuffle"]
+    adam = ["--batch-size", "24", "--optimizer", "adam", "--lr", "0.01"]
+    cnn = os.path.join(MODELS, "cnn_train.onnx")
+    cnn_data = os.path.join(GOLDEN, "cnn_data.npz")
+    cnn_sgd = ["--batch-size", "16", "--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9"]
+    for name, model, data, flags, cs, ref, nproc in [
+            ("mlp/adam cs=2", MLP, DIGITS, adam, "cs=2", "single", 0),
+            ("mlp/adam cs=4", MLP, DIGITS, adam, "cs=4", "single", 0),
+            ("cnn/sgd cs=2 against dp=2", cnn, cnn_data, cnn_sgd, "cs=2", "dp=2", 2)]:
+        def check(model=model, data=data, flags=flags, cs=cs, ref=ref, nproc=nproc):
+            single, _ = r.train(r.compile(model, ["--strategy", ref] + flags), data, nproc,
+                                run_args)
+            params, _ = r.train(r.compile(model, ["--strategy", cs] + flags), data, 0, run_args)
+            return assert_law(single, params)
+
+        r.check(f"central/{name}", check)
 
 
 def val_accuracy(rows):
@@ -327,7 +349,7 @@ def main():
     r = Runner(args.build, tmp)
     try:
         for g in groups:
-            {"equivalence": run_equivalence, "async": run_async, "faults": run_faults,
+            {"equivalence": run_equivalence, "central": run_central, "async": run_async, "faults": run_faults,
              "security": run_security}[g](r)
     finally:
         if not args.keep:
