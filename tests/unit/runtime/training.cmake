@@ -5,3 +5,8 @@ dtc_unit_test(dtc_training_runtime_tests
           unit/runtime/LrScheduleTest.cpp unit/runtime/CheckpointTest.cpp
           unit/runtime/TrainerTest.cpp
   LIBS dtc_runtime dtc_test_util nlohmann_json::nlohmann_json)
+# Parameter servers and central storage (runtime/ps): cluster parsing, shard placement and the
+# server's rules on a compiled ps=2:2 plan.
+dtc_unit_test(dtc_ps_tests
+  SOURCES unit/runtime/ParameterServerTest.cpp
+  LIBS dtc_ps dtc_driver dtc_lowering dtc_test_util)
