@@ -348,6 +348,12 @@ int main(int argc, char **argv) {
           service.tlsCa.empty() != service.tlsKey.empty())
         return usage("TLS needs all of --tls-cert, --tls-key and --tls-ca");
       service.timeoutSeconds = timeout;
+      // The servers keep the training state: --checkpoint-dir is theirs (workers hold none).
+      service.checkpointDir = train.checkpointDir;
+      train.checkpointDir.clear();
+      if (train.resume)
+        return usage("--resume: a parameter server restores its checkpoint in --checkpoint-dir "
+                     "by itself when restarted; drop --resume");
       service.executor.planPath = planPath;
       service.executor.modelPath = modelPath;
       service.executor.threads = threads;

@@ -2,7 +2,9 @@
 #include "runtime/ps/ServerCore.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 namespace dtc::rt::ps {
 
@@ -88,6 +90,10 @@ Expected<std::unique_ptr<ServerCore>> ServerCore::create(const plan::Plan &plan,
   const plan::RankProgram &rp = core->ex_->program();
   core->lrInput_ = rp.training().lr_input();
   core->stepInput_ = rp.training().step_input();
+  for (const plan::TrainedParameter &tp : rp.training().parameters()) {
+    core->stateBuffers_.push_back(tp.buffer());
+    core->stateBuffers_.insert(core->stateBuffers_.end(), tp.state().begin(), tp.state().end());
+  }
   for (int32_t id : host.servers(server).shards()) {
     const plan::ParameterShard &sh = host.shards(id);
     const plan::TrainedParameter &tp = rp.training().parameters(sh.server_parameter());
@@ -230,6 +236,115 @@ Status ServerCore::applyLocked(const std::vector<std::vector<float>> &grads, flo
   return failed_;
 }
 
+namespace {
+HostArray int64Array(const std::string &name, const std::vector<int64_t> &v) {
+  HostArray a{name, ir::DType::kInt64, {static_cast<int64_t>(v.size())}, std::string()};
+  a.bytes.assign(reinterpret_cast<const char *>(v.data()), v.size() * 8);
+  return a;
+}
+std::vector<int64_t> int64Values(const HostArray &a) {
+  std::vector<int64_t> v(a.bytes.size() / 8);
+  std::memcpy(v.data(), a.bytes.data(), v.size() * 8);
+  return v;
+}
+} // namespace
+
+Status ServerCore::saveLocked() {
+  if (checkpointPath_.empty())
+    return Status::ok();
+  std::vector<HostArray> arrays;
+  for (int b : stateBuffers_) {
+    DTC_ASSIGN_OR_RETURN(HostArray a, ex_->readBuffer(b));
+    a.name = "state/" + ex_->program().buffers(b).name();
+    arrays.push_back(std::move(a));
+  }
+  std::vector<int64_t> pushed;
+  for (const Worker &w : workers_)
+    pushed.push_back(w.pushed);
+  int32_t lrBits = 0;
+  std::memcpy(&lrBits, &pendingLr_, 4);
+  arrays.push_back(int64Array("dtc::version", {version_, lrBits}));
+  arrays.push_back(int64Array("dtc::pushed", pushed));
+  HostArray fp{"dtc::fingerprint", ir::DType::kUInt8,
+               {static_cast<int64_t>(fingerprint_.size())}, fingerprint_};
+  arrays.push_back(std::move(fp));
+  for (const auto &[w, grads] : pending_)
+    for (size_t k = 0; k < grads.size(); ++k) {
+      HostArray g{"pending/" + std::to_string(w) + "/" + std::to_string(k), ir::DType::kFloat32,
+                  local_[k].shape, std::string()};
+      g.bytes.assign(reinterpret_cast<const char *>(grads[k].data()), grads[k].size() * 4);
+      arrays.push_back(std::move(g));
+    }
+  Status s = writeNpz(checkpointPath_, arrays);
+  if (!s.isOk())
+    failed_ = Status::error("server " + std::to_string(server_) + ": checkpoint", s.message());
+  return failed_;
+}
+
+Status ServerCore::enableCheckpoints(const std::string &dir, const std::string &fingerprint,
+                                     bool &restored) {
+  std::lock_guard<std::mutex> lock(mu_);
+  checkpointPath_ = (std::filesystem::path(dir) / ("ps-" + std::to_string(server_) + ".npz"))
+                        .string();
+  fingerprint_ = fingerprint;
+  restored = false;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (!std::filesystem::exists(checkpointPath_, ec))
+    return saveLocked();
+  DTC_ASSIGN_OR_RETURN(std::vector<HostArray> arrays, readArrays(checkpointPath_));
+  std::map<std::string, const HostArray *> byName;
+  for (const HostArray &a : arrays)
+    byName[a.name] = &a;
+  auto need = [&](const std::string &name) -> Expected<const HostArray *> {
+    auto it = byName.find(name);
+    if (it == byName.end())
+      return Status::error(checkpointPath_, "has no array '" + name + "'");
+    return it->second;
+  };
+  DTC_ASSIGN_OR_RETURN(const HostArray *fp, need("dtc::fingerprint"));
+  if (fp->bytes != fingerprint_)
+    return Status::error(checkpointPath_, "is the checkpoint of another plan (fingerprint " +
+                                              fp->bytes.substr(0, 16) + ", this plan's " +
+                                              fingerprint_.substr(0, 16) + ")");
+  DTC_ASSIGN_OR_RETURN(const HostArray *ver, need("dtc::version"));
+  DTC_ASSIGN_OR_RETURN(const HostArray *pushed, need("dtc::pushed"));
+  const std::vector<int64_t> v = int64Values(*ver), p = int64Values(*pushed);
+  if (ver->dtype != ir::DType::kInt64 || v.size() != 2 || v[0] < 0 ||
+      pushed->dtype != ir::DType::kInt64 || p.size() != workers_.size())
+    return Status::error(checkpointPath_, "holds a malformed step record");
+  for (int b : stateBuffers_) {
+    DTC_ASSIGN_OR_RETURN(const HostArray *a, need("state/" + ex_->program().buffers(b).name()));
+    DTC_RETURN_IF_ERROR(ex_->writeBuffer(b, *a).withContext(checkpointPath_));
+  }
+  version_ = v[0];
+  const int32_t lrBits = static_cast<int32_t>(v[1]);
+  std::memcpy(&pendingLr_, &lrBits, 4);
+  for (size_t w = 0; w < workers_.size(); ++w)
+    workers_[w].pushed = p[w];
+  pending_.clear();
+  for (const auto &[name, a] : byName) {
+    if (name.rfind("pending/", 0) != 0)
+      continue;
+    const size_t slash = name.find('/', 8);
+    const int w = std::atoi(name.substr(8, slash - 8).c_str());
+    const size_t k = static_cast<size_t>(std::atoi(name.substr(slash + 1).c_str()));
+    if (slash == std::string::npos || w < 0 || w >= workers() || k >= local_.size() ||
+        a->dtype != ir::DType::kFloat32 || a->bytes.size() != local_[k].bytes)
+      return Status::error(checkpointPath_, "holds a malformed pending gradient '" + name + "'");
+    auto &grads = pending_[w];
+    grads.resize(local_.size());
+    grads[k].resize(local_[k].bytes / 4);
+    std::memcpy(grads[k].data(), a->bytes.data(), local_[k].bytes);
+  }
+  for (const auto &[w, grads] : pending_)
+    for (const auto &g : grads)
+      if (g.empty())
+        return Status::error(checkpointPath_, "holds an incomplete pending step");
+  restored = true;
+  return Status::ok();
+}
+
 Status ServerCore::maybeApplySyncLocked(Clock::time_point now) {
   if (staleness_ != 0 || pending_.empty())
     return Status::ok();
@@ -303,6 +418,11 @@ Status ServerCore::push(int worker, int64_t step, float lr,
     pendingLr_ = lr;
     w.pushed = step + 1;
     DTC_RETURN_IF_ERROR(maybeApplySyncLocked(now));
+    DTC_RETURN_IF_ERROR(saveLocked());
+  } else if (step < w.pushed) {
+    // A push retried after a restart of this server that had applied it already.
+    version = version_;
+    return Status::ok();
   } else {
     // Asynchronous: applied on arrival, scaled by 1/W (TensorFlow's ParameterServerStrategy
     // sums the workers' updates; dtc scales so that W workers together take one dp step).
@@ -312,6 +432,7 @@ Status ServerCore::push(int worker, int64_t step, float lr,
         v *= scale;
     DTC_RETURN_IF_ERROR(applyLocked(grads, lr, version_));
     w.pushed = std::max(w.pushed, step + 1);
+    DTC_RETURN_IF_ERROR(saveLocked());
   }
   version = version_;
   changed_.notify_all();
@@ -327,6 +448,8 @@ Status ServerCore::heartbeat(int worker, bool done) {
   if (done)
     w.done = true;
   Status s = maybeApplySyncLocked(Clock::now());
+  if (s.isOk() && done)
+    s = saveLocked();
   changed_.notify_all();
   return s;
 }
@@ -341,7 +464,8 @@ void ServerCore::checkLiveness() {
       changed = true;
     }
   if (changed) {
-    (void)maybeApplySyncLocked(now); // a failure is kept in failed_
+    if (maybeApplySyncLocked(now).isOk()) // a failure is kept in failed_
+      (void)saveLocked();
     changed_.notify_all();
   }
 }

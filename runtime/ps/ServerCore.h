@@ -81,6 +81,13 @@ public:
               int64_t &version, int64_t &next);
   /// Any message from `worker` counts as a heartbeat; `done` says it finished its steps.
   Status heartbeat(int worker, bool done);
+  /// Keeps this server's state in `dir`/ps-<server>.npz (written atomically after every
+  /// accepted push: shards, optimizer state, the pending synchronous step's gradients, the
+  /// update count and each worker's steps), and restores it first when the file exists, so that
+  /// a restarted server continues where it stopped. Errors: a checkpoint of another plan
+  /// (`fingerprint` differs) or of other shapes, an unreadable file.
+  Status enableCheckpoints(const std::string &dir, const std::string &fingerprint,
+                           bool &restored);
   /// Marks workers silent for longer than the timeout as lost (and applies a synchronous update
   /// they held up). Called periodically by the transport.
   void checkLiveness();
@@ -119,6 +126,7 @@ private:
   Status applyLocked(const std::vector<std::vector<float>> &grads, float lr, int64_t step);
   Status maybeApplySyncLocked(Clock::time_point now);
   Status checkWorker(int worker) const;
+  Status saveLocked();
 
   const int server_;
   std::unique_ptr<Executor> ex_;
@@ -128,6 +136,8 @@ private:
   std::vector<int32_t> shardIds_;
   std::vector<Local> local_;
   std::string lrInput_, stepInput_;
+  std::vector<int> stateBuffers_; ///< shards and optimizer state: what a checkpoint holds
+  std::string checkpointPath_, fingerprint_;
 
   std::mutex mu_;
   std::condition_variable changed_;

@@ -8,6 +8,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <cstdio>
 #include <csignal>
 #include <climits>
 #include <thread>
@@ -156,7 +157,24 @@ public:
       stubs_.push_back(
           dtc::ps::ParameterServer::NewStub(grpc::CreateCustomChannel(addr, creds, args)));
   }
-  ~GrpcClient() override { stopHeartbeats(); }
+  ~GrpcClient() override {
+    stopHeartbeats();
+    if (finished_ || !joined_)
+      return;
+    // A worker that ends on an error leaves at once (best effort, no retries), so that
+    // synchronous steps need not wait for its heartbeat timeout.
+    for (auto &stub : stubs_) {
+      dtc::ps::HeartbeatRequest req;
+      req.set_fingerprint(fingerprint_);
+      req.set_worker(worker_);
+      req.set_done(true);
+      dtc::ps::HeartbeatReply reply;
+      grpc::ClientContext ctx;
+      ctx.AddMetadata(kTokenKey, opts_.token);
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+      (void)stub->Heartbeat(&ctx, req, &reply);
+    }
+  }
 
   Expected<int64_t> join() override {
     int64_t step = -1;
@@ -172,6 +190,7 @@ public:
       // earliest, so no server misses a step (a repeated push replaces the earlier one).
       step = step < 0 ? reply.step() : std::min(step, reply.step());
     }
+    joined_ = true;
     startHeartbeats();
     return step;
   }
@@ -226,6 +245,7 @@ public:
 
   Status finish() override {
     stopHeartbeats();
+    finished_ = true;
     for (size_t s = 0; s < stubs_.size(); ++s) {
       dtc::ps::HeartbeatRequest req;
       req.set_fingerprint(fingerprint_);
@@ -318,6 +338,7 @@ private:
   const std::vector<WorkerShard> shards_;
   std::vector<std::unique_ptr<dtc::ps::ParameterServer::Stub>> stubs_;
   std::thread heartbeat_;
+  bool joined_ = false, finished_ = false;
   std::atomic<bool> stopping_{false};
   std::mutex mu_;
   std::condition_variable cv_;
@@ -343,6 +364,15 @@ Status runServer(const plan::Plan &plan, const Cluster &cluster, const ServiceOp
       ServerCore::create(plan, cluster.taskIndex, opts.executor, opts.heartbeatTimeoutSeconds);
   if (!core)
     return Status::error(who, core.status().message());
+  if (!opts.checkpointDir.empty()) {
+    bool restored = false;
+    Status c = (*core)->enableCheckpoints(opts.checkpointDir, plan::fingerprint(plan), restored);
+    if (!c.isOk())
+      return Status::error(who, c.message());
+    if (restored)
+      std::fprintf(stderr, "%s: restored its shards from %s (after update %lld)\n", who.c_str(),
+                   opts.checkpointDir.c_str(), static_cast<long long>((*core)->version()));
+  }
   ServiceImpl service(**core, opts.token, plan::fingerprint(plan));
   std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
   if (!opts.tlsCa.empty()) {

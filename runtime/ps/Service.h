@@ -25,6 +25,9 @@ struct ServiceOptions {
   /// TLS (gRPC SSL credentials) when all three are given: PEM files of this task's certificate
   /// and key, and of the CA that signed every task's certificate.
   std::string tlsCert, tlsKey, tlsCa;
+  /// Servers: keep their state in this folder (ServerCore::enableCheckpoints) and restore it
+  /// when restarted. "" for none.
+  std::string checkpointDir;
   ExecutorOptions executor;
 };
 

@@ -18,7 +18,9 @@ Groups (--only takes a comma-separated subset; all by default):
   faults       Tasks started one by one from a cluster file: a worker killed with SIGKILL does
                not stop synchronous training (the others finish after the heartbeat timeout);
                restarted, it rejoins and finishes; a killed server ends the workers within
-               --timeout with an error naming it; a slow worker (--step-delay) holds the others
+               --timeout with an error naming it; a server killed and restarted with
+               --checkpoint-dir restores its shards and the run still equals single-device
+               training; a slow worker (--step-delay) holds the others
                back by at most --staleness steps, and not at all when unbounded.
   security     A worker without the job's token, or running another plan, is refused with an
                error saying so; cluster and task errors.
@@ -245,6 +247,37 @@ def run_faults(r):
         finally:
             c.stop()
 
+    def restarted_server():
+        # Servers checkpoint after every accepted push; a killed one restarted from its
+        # checkpoint loses nothing: the run still equals single-device training.
+        steps = 40
+        single, _ = r.train(r.compile(MLP, ["--strategy", "single"] + SGD), DIGITS, 0,
+                            ["--steps", str(steps), "--no-shuffle"])
+        c = Cluster(r, sync, 2, 3)
+        ckpt = r.unique("ckpt", "")
+        try:
+            c.servers(["--checkpoint-dir", ckpt])
+            save = r.unique("params", ".npz")
+            run = ["--data", DIGITS, "--steps", str(steps), "--no-shuffle", "--step-delay",
+                   "0.05", "--timeout", "30"]
+            c.start("worker:0", run + ["--save-params", save])
+            c.start("worker:1", run)
+            c.start("worker:2", run)
+            time.sleep(1.0)
+            c.procs["ps:1"].kill()
+            c.procs["ps:1"].wait()
+            time.sleep(0.5)
+            c.start("ps:1", ["--checkpoint-dir", ckpt])
+            code, out = c.wait("worker:0", 120)
+            if code != 0:
+                raise CheckFailed(f"the chief failed across the server restart:\n{out[-2000:]}")
+            _, restart_log = c.wait("ps:1", 30)
+            if "restored its shards" not in restart_log:
+                raise CheckFailed(f"ps:1 did not restore its checkpoint:\n{restart_log[-800:]}")
+            return assert_law(single, load(save)) + "; " + restart_log.strip().splitlines()[0]
+        finally:
+            c.stop()
+
     def staleness(bound):
         def check():
             flags = ["--strategy", "ps=2:3"] + (["--staleness", str(bound)] if bound >= 0 else [])
@@ -281,6 +314,7 @@ def run_faults(r):
     r.check("faults/killed worker (sync)", killed_worker)
     r.check("faults/restarted worker rejoins", restarted_worker)
     r.check("faults/killed server", killed_server)
+    r.check("faults/restarted server restores its checkpoint", restarted_server)
     r.check("faults/slow worker, staleness 2", staleness(2))
     r.check("faults/slow worker, unbounded", staleness(-1))
 
