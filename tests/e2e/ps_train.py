@@ -23,7 +23,9 @@ Groups (--only takes a comma-separated subset; all by default):
                training; a slow worker (--step-delay) holds the others
                back by at most --staleness steps, and not at all when unbounded.
   security     A worker without the job's token, or running another plan, is refused with an
-               error saying so; cluster and task errors.
+               error saying so; a job with mutual TLS (--tls-cert/--tls-key/--tls-ca, certificates
+               made with openssl) trains, and refuses a plaintext worker; cluster and task
+               errors.
 
 Usage: ps_train.py --build BUILD_DIR [--only equivalence,central,async,faults,security] [--keep]
 """
@@ -343,6 +345,39 @@ def run_security(r):
     other = r.compile(MLP, ["--strategy", "ps=1:2", "--staleness", "0", "--lr", "0.5"] + SGD[:2])
     r.check("security/another plan", lambda: refused(other, "", "runs another plan"))
 
+    def tls():
+        # Mutual TLS: every task presents a certificate signed by the job's CA.
+        if not shutil.which("openssl"):
+            return "skipped: no openssl"
+        d = r.unique("tls", "")
+        os.makedirs(d)
+        sh = lambda *a: subprocess.run(a, cwd=d, check=True, capture_output=True)  # noqa: E731
+        sh("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key",
+           "-out", "ca.pem", "-days", "2", "-subj", "/CN=dtc-test-ca")
+        sh("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "task.key", "-out",
+           "task.csr", "-subj", "/CN=localhost")
+        with open(os.path.join(d, "ext.cnf"), "w") as f:
+            f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+        sh("openssl", "x509", "-req", "-in", "task.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+           "-CAcreateserial", "-out", "task.pem", "-days", "2", "-extfile", "ext.cnf")
+        creds = ["--tls-cert", os.path.join(d, "task.pem"), "--tls-key",
+                 os.path.join(d, "task.key"), "--tls-ca", os.path.join(d, "ca.pem")]
+        res = r.exec([r.run_tool, sync, "--data", DIGITS, "--steps", "3", "--local-cluster"] +
+                     creds, 120)
+        if res.returncode != 0:
+            raise CheckFailed(f"TLS run failed:\n{res.stderr[-1500:]}")
+        c = Cluster(r, sync, 1, 2)
+        try:
+            c.start("ps:0", creds)
+            c.start("worker:0", ["--data", DIGITS, "--steps", "2", "--timeout", "2"])
+            code, out = c.wait("worker:0", 60)
+            if code == 0 or "ps:0" not in out:
+                raise CheckFailed(f"a plaintext worker against TLS servers: exit {code}\n"
+                                  f"{out[-800:]}")
+        finally:
+            c.stop()
+        return "a TLS job trains; a plaintext worker is refused by the TLS servers"
+
     def errors():
         cases = [
             (["--task", "worker:5"], "worker index 5 is not in [0, 2)"),
@@ -366,6 +401,7 @@ def run_security(r):
             raise CheckFailed(f"a ps plan run plainly: {res.stderr[-500:]}")
         return f"{len(cases) + 1} errors, e.g. {seen[0]}"
 
+    r.check("security/tls", tls)
     r.check("security/cluster and task errors", errors)
 
 
