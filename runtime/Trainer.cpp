@@ -453,6 +453,9 @@ Status Trainer::run() {
                                                       opts_.checkpointDir +
                                                       " are from earlier steps)") +
               "; dtc-run --allow-nonfinite-loss goes on");
+    // --step-delay stands in for compute: it counts in the step's time.
+    if (opts_.stepDelaySeconds > 0)
+      std::this_thread::sleep_for(std::chrono::duration<double>(opts_.stepDelaySeconds));
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     const double rate = seconds > 0 ? perStep / seconds : 0;
     if (opts_.tracer) {
@@ -476,8 +479,6 @@ Status Trainer::run() {
                                  {"samples_per_s", rate}}));
     step = std::max(step + 1, nextStep);
     ++stepsRun;
-    if (opts_.stepDelaySeconds > 0)
-      std::this_thread::sleep_for(std::chrono::duration<double>(opts_.stepDelaySeconds));
     if (opts_.progress) {
       char line[256];
       std::snprintf(line, sizeof line,
