@@ -347,6 +347,7 @@ void MpiCommunicator::shutdownMpi() {
     MPI_Recv(hbRecvBuf_.data(), count, MPI_UINT64_T, st.MPI_SOURCE, kHeartbeatTag, hbComm_,
              MPI_STATUS_IGNORE);
   }
+  dropPersistent(0);
   for (size_t i = 1; i < groups_.size(); ++i)
     if (groups_[i]->comm != MPI_COMM_NULL) {
       MPI_Comm c = groups_[i]->comm;

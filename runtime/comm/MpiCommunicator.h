@@ -11,6 +11,7 @@
 #include "runtime/Trace.h"
 #include "runtime/comm/MpiReduce.h"
 
+#include <mpi-ext.h>
 #include <mpi.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -140,6 +141,7 @@ struct Task {
     size_t bytes;
   };
   std::vector<Piece> pieces;
+  std::vector<Piece> sorted; ///< prepareAllReduce's scratch (kept with the pooled task)
   bool contiguous = false;
   std::byte *base = nullptr;
   const std::byte *sendBase = nullptr;
@@ -158,12 +160,44 @@ struct Task {
   std::function<Status(Task &)> exclusive;
   bool breaks = false;
 
+  /// The persistent collective (MpiCommunicator::pcache_ slot) this task started, -1 if none.
+  int pslot = -1;
+
+  uint64_t handle = 0;     ///< its handle (submit), 0 for internal tasks
+  bool background = false; ///< counted in MpiCommunicator::inFlightBackground_
   std::vector<MPI_Request> reqs;
   Clock::time_point began{};
   int64_t traceBegin = -1;             ///< -1: not started or no tracer
   std::atomic<int64_t> firstWaitNs{0}; ///< steady clock of the first wait() (send/recv timeout)
   std::atomic<bool> done{false};
   Status status;
+
+  /// Back to the state of a new task, keeping the capacity of its buffers (the pool).
+  void reset();
+};
+
+/// What identifies a persistent collective (CommRequest::persistent): the MPI call's arguments.
+struct PersistentKey {
+  Op op = Op::kAllReduce;
+  int group = 0;
+  const void *in = nullptr; ///< MPI_IN_PLACE when in place
+  void *out = nullptr;
+  size_t count = 0;
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  MPI_Op mop = MPI_OP_NULL;
+  int root = 0;
+  bool operator==(const PersistentKey &o) const {
+    return op == o.op && group == o.group && in == o.in && out == o.out && count == o.count &&
+           type == o.type && mop == o.mop && root == o.root;
+  }
+};
+
+/// One initialized persistent collective; `busy` while a task has started it and not completed.
+struct PersistentEntry {
+  PersistentKey key;
+  MPI_Request req = MPI_REQUEST_NULL;
+  bool busy = false;
+  uint64_t lastStart = 0; ///< MpiCommunicator::pstarts_ at its last start (LRU eviction)
 };
 
 /// Bytes of chunk `c` of a `total`-byte message cut into chunks of kMaxChunk bytes.
@@ -190,6 +224,7 @@ public:
   Status run(CommRequest request) override;
   Status wait(uint64_t handle) override;
   Status waitAll() override;
+  CommStats stats() const override;
   Status barrier(const std::string &what) override;
   [[noreturn]] void abortJob(int exitCode) override;
 
@@ -202,7 +237,16 @@ private:
   Status prepare(Task &t);
   Status prepareAllReduce(Task &t);
   /// Queues a prepared task (or completes it at once with `invalid`) and returns its handle.
-  uint64_t enqueue(std::shared_ptr<Task> t, const Status &invalid, bool wake);
+  /// `wake`: wake the communication thread (background progress); else, when `startNow`, this
+  /// thread starts it if the engine is free.
+  uint64_t enqueue(std::shared_ptr<Task> t, const Status &invalid, bool wake, bool startNow);
+  /// A task from the pool (reset), or a new one.
+  std::shared_ptr<Task> newTask();
+  /// Gives a collected task back to the pool when nobody else holds it. Under mu_.
+  void recycle(std::shared_ptr<Task> &t);
+  /// pending_: the task of `handle` (null when none). Under mu_.
+  std::shared_ptr<Task> *findPending(uint64_t handle);
+  void addPending(std::shared_ptr<Task> t);
   /// Waits for `t`, driving MPI on this thread.
   Status waitTask(Task &t);
   /// The first error: ok while the communicator works.
@@ -215,7 +259,16 @@ private:
   /// Starts queued tasks in submission order, tests the active ones, completes finished ones,
   /// and runs the heartbeat and watchdog when due. Returns true when something progressed.
   bool pollOnce();
-  int startTask(Task &t);
+  /// Starts `t` (MPI's non-blocking call, or MPI_Start of its persistent collective); sets
+  /// `held` instead when its persistent collective (or the cache slot it needs) is still busy
+  /// with an earlier task: it is retried later, after that one completes.
+  int startTask(Task &t, bool &held);
+  /// The cache slot for `key`: its entry (`held` when busy), or on a miss (`miss`) a free or
+  /// evicted slot set to `key` with a null request (-1 with `held` when the least recently
+  /// started entry, to be evicted, is busy).
+  int lookupPersistent(const PersistentKey &key, bool &held, bool &miss);
+  /// Frees the cached persistent collectives of groups >= `fromGroup` (none may be busy).
+  void dropPersistent(int fromGroup);
   /// Tests the active tasks' requests; returns an MPI error code.
   int testActive(bool &progressed);
   Status finishTask(Task &t);
@@ -255,7 +308,11 @@ private:
   std::mutex mu_;                  ///< queue_, pending_, failure_, groups_ (writes), stop_
   std::condition_variable workCv_; ///< wakes the communication thread
   std::deque<std::shared_ptr<Task>> queue_;
-  std::unordered_map<uint64_t, std::shared_ptr<Task>> pending_;
+  /// Submitted and not yet collected by wait()/waitAll(), at handle % size (a power of two;
+  /// grows when a slot is taken by an older handle): no allocation per request.
+  std::vector<std::shared_ptr<Task>> pending_;
+  size_t pendingCount_ = 0;
+  std::vector<std::shared_ptr<Task>> pool_; ///< collected tasks for reuse
   uint64_t nextHandle_ = 1;
   Status failure_; ///< the first error: the communicator is broken from then on
   std::atomic<bool> broken_{false};
@@ -265,6 +322,10 @@ private:
   std::condition_variable parkedCv_;
   std::atomic<int> waiters_{0};  ///< threads blocked in wait()/waitAll()
   std::atomic<int> inFlight_{0}; ///< queued or started, not complete
+  /// In flight and at least kBackgroundBytes: the communication thread progresses them while
+  /// nobody waits (smaller ones complete in wait()).
+  std::atomic<int> inFlightBackground_{0};
+  std::atomic<uint64_t> wakes_{0};
   std::atomic<int> queued_{0};   ///< queue_ is not empty (lets pollOnce skip mu_)
   bool oversubscribed_ = false;  ///< more ranks on this host than cores
   /// At least one rank per core: every core runs a compute thread, so spinning while nobody
@@ -289,6 +350,9 @@ private:
   std::vector<MPI_Request> hbSends_;
   std::vector<std::vector<uint64_t>> hbSendBufs_;
   std::vector<uint64_t> hbRecvBuf_;
+  std::vector<PersistentEntry> pcache_; ///< at most kPersistentCacheSize
+  uint64_t pstarts_ = 0;
+  std::atomic<uint64_t> phits_{0}, pmisses_{0}, pevictions_{0}, pcached_{0};
   Clock::time_point lastSent_{};
   Clock::time_point lastDrain_{};
 };
