@@ -29,6 +29,9 @@ struct CommOptions {
   double timeoutSeconds = 60;
   /// Records every collective as a trace event on the "comm" thread of this rank (may be null).
   Tracer *tracer = nullptr;
+  /// Tests: a request of this name fails to start as if its MPI call had failed (an MPI error:
+  /// the communicator breaks, and that request and every other one in flight complete with it).
+  std::string failStartOf;
 };
 
 /// The kinds of asynchronous request (CommRequest::kind).
@@ -81,16 +84,25 @@ struct CommRequest {
   /// Opt-in: the same request (kind, buffers, sizes, dtype, op, group, root) is submitted again
   /// and again (an executor's per-step collectives on its arena), so the communicator keeps it
   /// as an initialized MPI persistent collective (MPIX_*_init, then MPI_Start per submission)
-  /// in a cache of at most kPersistentCacheSize entries, least recently started evicted. Only
-  /// all-reduce (outputs in one span), all-gather, reduce-scatter and broadcast of at most 1 GiB
-  /// are kept; others run as without it. Initializing a persistent collective is collective:
-  /// every member of the group must make the same hits and misses, so set it only where each
-  /// member's buffers stay at fixed addresses for as long as it submits them (an arena that
-  /// lives as long as the communicator, laid out alike on every member) and never for
-  /// temporaries (the trainer's metrics). A request whose buffers changed is a miss and gets an
+  /// in a cache of at most kPersistentCacheSize entries per group, the group's least recently
+  /// started evicted. Only all-reduce (outputs in one span), all-gather, reduce-scatter and
+  /// broadcast of at most 1 GiB are kept, and not the small collectives that run as
+  /// point-to-point exchanges (below); others run as without it. Initializing a persistent
+  /// collective is collective: every member of the group must make the same hits and misses,
+  /// so set it only where each member's buffers stay at fixed addresses for as long as it
+  /// submits them (an arena that lives as long as the communicator, laid out alike on every
+  /// member) and never for temporaries (the trainer's metrics). A request whose buffers changed is a miss and gets an
   /// entry of its own. Two submissions with the same key run one after the other.
   bool persistent = false;
 };
+
+/// All-reduces, all-gathers and reduce-scatters of at most this many bytes (the reduced buffer,
+/// the gathered or scattered total) on groups whose size is a power of two run as
+/// point-to-point exchanges between the members (recursive doubling, reduce-scatter by
+/// recursive halving) instead of MPI's non-blocking collectives, which are 1.5-3x slower
+/// there; every member must see the same value (DTC_COMM_EXCHANGE="bytes,segment" overrides
+/// it for experiments: set it alike on every rank).
+constexpr uint64_t kExchangeBytes = uint64_t{64} << 10;
 
 /// Requests of at least this many bytes (CommRequest's total) wake the communication thread to
 /// progress them in the background (Communicator::submit).

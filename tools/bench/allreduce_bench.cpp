@@ -1,5 +1,5 @@
 // Communication benchmark of the communicator (runtime/comm): `mpirun -n 2 dtc_allreduce_bench
-// [reps-scale] [kinds]`. For 4 KiB to 64 MiB it times raw blocking MPI calls (main thread, on a
+// [reps-scale] [kinds] [max-bytes]`. For 4 KiB to 64 MiB (or max-bytes) it times raw blocking MPI calls (main thread, on a
 // communicator of its own) against the communicator's blocking form (run: submit + wait on the
 // calling thread), its asynchronous form (submit, then wait) and the asynchronous form of a
 // persistent request (CommRequest::persistent, as the executor submits its per-step collectives)
@@ -47,6 +47,8 @@ int main(int argc, char **argv) {
   const int repsScale = argc > 1 ? std::max(1, std::atoi(argv[1])) : 1;
   const std::string only =
       argc > 2 ? argv[2] : "allreduce,allgather,reducescatter,broadcast,sendrecv";
+  const size_t maxBytes =
+      argc > 3 ? static_cast<size_t>(std::strtoull(argv[3], nullptr, 10)) : size_t{64} << 20;
   CommOptions opts;
   auto comm = Communicator::createMpi(opts);
   if (!comm) {
@@ -91,7 +93,7 @@ int main(int argc, char **argv) {
       continue;
     if (k.kind == CommKind::kSend && (n % 2 != 0))
       continue; // pairs of ranks exchange
-    for (size_t bytes = 4096; bytes <= (size_t{64} << 20); bytes *= 4) {
+    for (size_t bytes = 4096; bytes <= maxBytes; bytes *= 4) {
       const size_t count = bytes / 4; // f32 elements
       const size_t per = bytes / static_cast<size_t>(n);
       std::vector<float> a(count, 1.0f), b(count, 0.0f);

@@ -28,11 +28,20 @@ add_test(NAME comm_fault_kill_recv
   COMMAND sh -c "\"$0\" \"$@\"; test $? -ne 0" ${DTC_MPIRUN} -n 2
           $<TARGET_FILE:dtc_comm_tests> --fault=kill-recv)
 set_tests_properties(comm_fault_kill_recv PROPERTIES LABELS "unit;comm" TIMEOUT 30)
+# A request whose MPI call fails to start completes with that error at once (small: started by
+# the submitting thread; large: by the communication thread).
+foreach(mode start start-background)
+  add_test(NAME comm_fault_${mode}
+    COMMAND ${DTC_MPIRUN} -n 2 $<TARGET_FILE:dtc_comm_tests> --fault=${mode})
+  set_tests_properties(comm_fault_${mode} PROPERTIES LABELS "unit;comm" TIMEOUT 30
+    PASS_REGULAR_EXPRESSION "FAULT TEST PASSED")
+endforeach()
 # Open MPI keeps its start-up allocations (dlopen'ed components) until exit: LeakSanitizer would
 # report them as leaks of the test. Address errors still fail the test.
 if(DTC_SANITIZE)
   set_tests_properties(comm_np1 comm_np2 comm_np4 comm_fault_stop comm_fault_kill
-    comm_fault_stop_recv comm_fault_kill_recv PROPERTIES
+    comm_fault_stop_recv comm_fault_kill_recv comm_fault_start comm_fault_start-background
+    PROPERTIES
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:halt_on_error=1")
 endif()
 
