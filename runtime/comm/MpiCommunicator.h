@@ -409,6 +409,7 @@ private:
   std::vector<uint64_t> hbRecvBuf_;
   std::vector<PersistentEntry> pcache_; ///< at most kPersistentCacheSize
   uint64_t pstarts_ = 0;
+  uint64_t polls_ = 0; ///< pollOnce calls that got as far as testing (clock reads: every 16th)
   std::atomic<uint64_t> phits_{0}, pmisses_{0}, pevictions_{0}, pcached_{0};
   Clock::time_point lastSent_{};
   Clock::time_point lastDrain_{};
