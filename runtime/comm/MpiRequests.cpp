@@ -957,15 +957,16 @@ int MpiCommunicator::postExchange(Task &t) {
     return MPI_ERR_INTERN;
   }
   const int peer = g.ranks[static_cast<size_t>(partner)];
-  const size_t seg = xch_.segmentBytes;
-  for (size_t off = 0; off < recvBytes; off += seg) {
+  // The same cut on both sides: the partner sends as many bytes as this rank receives.
+  auto cut = [&](size_t bytes) { return bytes > xch_.wholeAbove ? bytes : xch_.segmentBytes; };
+  for (size_t off = 0, seg = cut(recvBytes); off < recvBytes; off += seg) {
     t.reqs.emplace_back();
     const int rc = MPI_Irecv(recv + off, static_cast<int>(std::min(seg, recvBytes - off)),
                              MPI_BYTE, peer, t.xtag, xchComm_, &t.reqs.back());
     if (rc != MPI_SUCCESS)
       return rc;
   }
-  for (size_t off = 0; off < sendBytes; off += seg) {
+  for (size_t off = 0, seg = cut(sendBytes); off < sendBytes; off += seg) {
     t.reqs.emplace_back();
     const int rc = MPI_Isend(send + off, static_cast<int>(std::min(seg, sendBytes - off)),
                              MPI_BYTE, peer, t.xtag, xchComm_, &t.reqs.back());
