@@ -788,9 +788,9 @@ bool sameOnEveryRank(int64_t h) {
 }
 
 // Small collectives of power-of-two groups run as point-to-point exchanges (kExchangeBytes):
-// sizes on both sides of the exchange limit and of the halving all-reduce (32 KiB), odd
-// element counts (uneven blocks, blocks of zero elements), in place and not; every rank must
-// hold the same bits.
+// sizes on both sides of the exchange limit, odd element counts (uneven blocks of the halving
+// all-reduce, which comm_np*_exchange runs at every size; blocks of zero elements), in place
+// and not; every rank must hold the same bits.
 TEST(CommExchange, AllReduceOddSizesSameBitsOnEveryRank) {
   const int n = sizeOf(), r = rankOf();
   for (size_t count : {size_t{1}, size_t{2}, size_t{3}, size_t{7}, size_t{1001}, size_t{4097},
