@@ -344,6 +344,8 @@ Status Executor::load() {
           c.kind() == plan::COLLECTIVE_BROADCAST)
         step.peer = plan_.groups(group).ranks(c.peer());
       step.tag = static_cast<int>(c.tag());
+      step.persistent = c.group() == "dp" && step.commKind != CommKind::kSend &&
+                        step.commKind != CommKind::kRecv;
       step.category = commKindName(step.commKind);
       for (int j = 0; j < c.inputs_size(); ++j) {
         step.inputs.push_back(device_->arenaAt(rp.buffers(c.inputs(j)).offset()));
@@ -515,6 +517,7 @@ Status Executor::runStep(size_t i) {
     r.inputs = s.inputs;
     r.outputs = s.outputs;
     r.bytes = s.operandBytes;
+    r.persistent = s.persistent;
     inFlight_[i] = opts_.comm->submit(std::move(r));
     launched_[i] = true;
     return Status::ok();

@@ -107,6 +107,9 @@ private:
     int group = 0;                            // kCollective: communicator group id (0: the world)
     int peer = -1;                    // kCollective: send/recv peer, broadcast root (world rank)
     int tag = 0;                      // kCollective: send/recv
+    // kCollective: CommRequest::persistent (collectives of the dp axis: its members run one
+    // program, so their arenas are laid out alike and make the same cache hits and misses).
+    bool persistent = false;
     int collective = -1;              // kWait: the instruction index of its collective
     std::string name;                 // kCollective: "bucket 0"; trace/profile label
     std::string category;             // trace category (op type)

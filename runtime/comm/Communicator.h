@@ -29,6 +29,9 @@ struct CommOptions {
   double timeoutSeconds = 60;
   /// Records every collective as a trace event on the "comm" thread of this rank (may be null).
   Tracer *tracer = nullptr;
+  /// Tests: a request of this name fails to start as if its MPI call had failed (an MPI error:
+  /// the communicator breaks, and that request and every other one in flight complete with it).
+  std::string failStartOf;
 };
 
 /// The kinds of asynchronous request (CommRequest::kind).
@@ -78,6 +81,43 @@ struct CommRequest {
   std::vector<const void *> inputs;
   std::vector<void *> outputs;
   std::vector<size_t> bytes; ///< per operand (see the kinds above)
+  /// Opt-in: the same request (kind, buffers, sizes, dtype, op, group, root) is submitted again
+  /// and again (an executor's per-step collectives on its arena), so the communicator keeps it
+  /// as an initialized MPI persistent collective (MPIX_*_init, then MPI_Start per submission)
+  /// in a cache of at most kPersistentCacheSize entries per group, the group's least recently
+  /// started evicted. Only all-reduce (outputs in one span), all-gather, reduce-scatter and
+  /// broadcast of at most 1 GiB are kept, and not the small collectives that run as
+  /// point-to-point exchanges (below); others run as without it. Initializing a persistent
+  /// collective is collective: every member of the group must make the same hits and misses,
+  /// so set it only where each member's buffers stay at fixed addresses for as long as it
+  /// submits them (an arena that lives as long as the communicator, laid out alike on every
+  /// member) and never for temporaries (the trainer's metrics). A request whose buffers changed is a miss and gets an
+  /// entry of its own. Two submissions with the same key run one after the other.
+  bool persistent = false;
+};
+
+/// All-reduces, all-gathers and reduce-scatters of at most this many bytes (the reduced buffer,
+/// the gathered or scattered total) on groups whose size is a power of two run as
+/// point-to-point exchanges between the members (recursive doubling, reduce-scatter by
+/// recursive halving) instead of MPI's non-blocking collectives, which are 1.5-3x slower
+/// there; every member must see the same value (DTC_COMM_EXCHANGE="bytes,segment" overrides
+/// it for experiments: set it alike on every rank).
+constexpr uint64_t kExchangeBytes = uint64_t{64} << 10;
+
+/// Requests of at least this many bytes (CommRequest's total) wake the communication thread to
+/// progress them in the background (Communicator::submit).
+constexpr uint64_t kBackgroundBytes = uint64_t{1} << 20;
+
+/// Persistent collectives the communicator keeps at most (CommRequest::persistent).
+constexpr size_t kPersistentCacheSize = 64;
+
+/// Counters of the communicator (tests, diagnostics).
+struct CommStats {
+  uint64_t persistentHits = 0;      ///< persistent requests started from the cache
+  uint64_t persistentMisses = 0;    ///< persistent collectives initialized
+  uint64_t persistentEvictions = 0; ///< cache entries freed to make room
+  uint64_t persistentCached = 0;    ///< entries in the cache now
+  uint64_t threadWakes = 0;         ///< submissions that woke the communication thread
 };
 
 /// The all-reduce of a CommRequest (kind kAllReduce, world group); kept for the executor and
@@ -127,7 +167,10 @@ public:
   virtual Status checkSameJob(const std::string &fingerprint, int planWorldSize,
                               const std::string &planPath) = 0;
 
-  /// Queues `request` and returns at once with a handle for wait(). The buffers must not be
+  /// Queues `request` and returns at once with a handle for wait(). A request below
+  /// kBackgroundBytes is started on this thread when the engine is free and completes in the
+  /// wait() on it (which drives MPI); a larger one also wakes the communication thread, which
+  /// progresses it while this thread computes. The buffers must not be
   /// touched (outputs) or overwritten (inputs) until wait() returns. Many requests may be in
   /// flight; they are started in submission order, so collectives must be submitted in the
   /// same order on every member of their group (sends and receives in any order: they match by
@@ -143,6 +186,8 @@ public:
   virtual Status wait(uint64_t handle) = 0;
   /// Waits for every request submitted and not yet waited for; the first error.
   virtual Status waitAll() = 0;
+  /// The counters so far.
+  virtual CommStats stats() const { return {}; }
 
   /// submit() and wait() in one, on this thread (which drives MPI meanwhile): the blocking form
   /// of any request, with wait()'s errors.

@@ -59,6 +59,14 @@ Status MpiCommunicator::initMpi() {
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   MPI_Comm_set_errhandler(p2pComm_, MPI_ERRORS_RETURN);
   MPI_Comm_set_errhandler(hbComm_, MPI_ERRORS_RETURN);
+  // Exchanges tag their messages with the group (10 bits) and a sequence number (20 bits).
+  int *tagUb = nullptr, hasTagUb = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tagUb, &hasTagUb);
+  if (hasTagUb && tagUb && *tagUb >= (1 << 30) - 1 && xch_.maxBytes > 0) {
+    if ((rc = MPI_Comm_dup(MPI_COMM_WORLD, &xchComm_)) != MPI_SUCCESS)
+      return Status::error(where(), "MPI_Comm_dup failed: " + mpiErrorString(rc));
+    MPI_Comm_set_errhandler(xchComm_, MPI_ERRORS_RETURN);
+  }
   MPI_Op_create(&mpi::sumHalf, /*commute=*/1, &halfOps_.f16);
   MPI_Op_create(&mpi::sumBf16, /*commute=*/1, &halfOps_.bf16);
   MPI_Comm local;
@@ -347,6 +355,7 @@ void MpiCommunicator::shutdownMpi() {
     MPI_Recv(hbRecvBuf_.data(), count, MPI_UINT64_T, st.MPI_SOURCE, kHeartbeatTag, hbComm_,
              MPI_STATUS_IGNORE);
   }
+  dropPersistent(0);
   for (size_t i = 1; i < groups_.size(); ++i)
     if (groups_[i]->comm != MPI_COMM_NULL) {
       MPI_Comm c = groups_[i]->comm;
@@ -354,6 +363,8 @@ void MpiCommunicator::shutdownMpi() {
     }
   MPI_Op_free(&halfOps_.f16);
   MPI_Op_free(&halfOps_.bf16);
+  if (xchComm_ != MPI_COMM_NULL)
+    MPI_Comm_free(&xchComm_);
   MPI_Comm_free(&hbComm_);
   MPI_Comm_free(&p2pComm_);
   MPI_Comm_free(&comm_);

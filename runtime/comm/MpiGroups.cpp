@@ -52,7 +52,7 @@ Status MpiCommunicator::createGroups(const std::vector<std::vector<int>> &groups
     t->g = groups_.front();
   }
   t->exclusive = [this, groups](Task &task) { return runCreateGroups(task, groups); };
-  return wait(enqueue(std::move(t), Status::ok(), /*wake=*/false));
+  return wait(enqueue(std::move(t), Status::ok(), /*wake=*/false, /*startNow=*/false));
 }
 
 Status MpiCommunicator::runCreateGroups(Task &t, const std::vector<std::vector<int>> &groups) {
@@ -165,6 +165,7 @@ Status MpiCommunicator::runCreateGroups(Task &t, const std::vector<std::vector<i
     for (auto &g : made)
       groups_.push_back(g);
   }
+  dropPersistent(1); // group ids 1..n name the new groups from now on
   for (auto &g : old)
     if (g->comm != MPI_COMM_NULL) {
       MPI_Comm c = g->comm;

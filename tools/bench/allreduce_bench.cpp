@@ -1,10 +1,12 @@
 // Communication benchmark of the communicator (runtime/comm): `mpirun -n 2 dtc_allreduce_bench
-// [reps-scale] [kinds]`. For 4 KiB to 64 MiB it times raw blocking MPI calls (main thread, on a
+// [reps-scale] [kinds] [max-bytes]`. For 4 KiB to 64 MiB (or max-bytes) it times raw blocking MPI calls (main thread, on a
 // communicator of its own) against the communicator's blocking form (run: submit + wait on the
-// calling thread) and its asynchronous form (submit, then wait) on the same bytes, interleaved,
-// and prints medians, bus bandwidths (NCCL's busbw) and the ratios raw time / dtc time (of the
-// medians, and "best": of the fastest repetitions, robust against a loaded machine).
-// kinds: a comma-separated subset of allreduce,allgather,reducescatter,broadcast,sendrecv.
+// calling thread), its asynchronous form (submit, then wait) and the asynchronous form of a
+// persistent request (CommRequest::persistent, as the executor submits its per-step collectives)
+// on the same bytes, interleaved, and prints medians, bus bandwidths (NCCL's busbw) and the ratios
+// raw time / dtc time (of the medians, and "best": of the fastest repetitions, robust against a
+// loaded machine). kinds: a comma-separated subset of
+// allreduce,allgather,reducescatter,broadcast,sendrecv.
 #include "runtime/Trace.h"
 #include "runtime/comm/Communicator.h"
 
@@ -45,6 +47,8 @@ int main(int argc, char **argv) {
   const int repsScale = argc > 1 ? std::max(1, std::atoi(argv[1])) : 1;
   const std::string only =
       argc > 2 ? argv[2] : "allreduce,allgather,reducescatter,broadcast,sendrecv";
+  const size_t maxBytes =
+      argc > 3 ? static_cast<size_t>(std::strtoull(argv[3], nullptr, 10)) : size_t{64} << 20;
   CommOptions opts;
   auto comm = Communicator::createMpi(opts);
   if (!comm) {
@@ -72,13 +76,16 @@ int main(int argc, char **argv) {
       {"sendrecv", CommKind::kSend, 1},
   };
   if (me == 0) {
-    std::printf("ranks %d; medians of interleaved repetitions; bytes: the all-reduced buffer, the "
-                "gathered or scattered total, the broadcast buffer, each direction of the "
-                "exchange; GB/s: bus bandwidth; ratio: raw time / dtc time (1 = as fast as raw "
-                "MPI); dtc = blocking form (run), async = submit then wait\n",
-                n);
-    std::printf("%-13s %10s %9s %9s %9s %9s %9s %7s %7s %7s\n", "kind", "bytes", "raw us", "dtc us",
-                "async us", "raw GB/s", "dtc GB/s", "ratio", "async", "best");
+    std::printf(
+        "ranks %d; medians of interleaved repetitions; bytes: the all-reduced buffer, the "
+        "gathered or scattered total, the broadcast buffer, each direction of the "
+        "exchange; GB/s: bus bandwidth; ratio: raw time / dtc time (1 = as fast as raw "
+        "MPI); dtc = blocking form (run), async = submit then wait, persist = the same with a "
+        "persistent request (the executor's)\n",
+        n);
+    std::printf("%-13s %10s %9s %9s %9s %9s %9s %9s %7s %7s %7s %7s\n", "kind", "bytes", "raw us",
+                "dtc us", "async us", "pers. us", "raw GB/s", "pers GB/s", "ratio", "async",
+                "persist", "best");
   }
   const int peer = me ^ 1;
   for (const Kind &k : kinds) {
@@ -86,7 +93,7 @@ int main(int argc, char **argv) {
       continue;
     if (k.kind == CommKind::kSend && (n % 2 != 0))
       continue; // pairs of ranks exchange
-    for (size_t bytes = 4096; bytes <= (size_t{64} << 20); bytes *= 4) {
+    for (size_t bytes = 4096; bytes <= maxBytes; bytes *= 4) {
       const size_t count = bytes / 4; // f32 elements
       const size_t per = bytes / static_cast<size_t>(n);
       std::vector<float> a(count, 1.0f), b(count, 0.0f);
@@ -158,7 +165,7 @@ int main(int argc, char **argv) {
         }
         out.push_back(r);
       };
-      std::vector<double> rawT, dtcT, asyncT;
+      std::vector<double> rawT, dtcT, asyncT, persistT;
       std::vector<CommRequest> reqs;
       for (int rep = -3; rep < reps; ++rep) {
         MPI_Barrier(raw);
@@ -167,8 +174,10 @@ int main(int argc, char **argv) {
         double t = now() - t0;
         if (rep >= 0)
           rawT.push_back(t);
-        for (int form = 0; form < 2; ++form) {
+        for (int form = 0; form < 3; ++form) {
           request(reqs);
+          for (CommRequest &q : reqs)
+            q.persistent = form == 2;
           MPI_Barrier(raw);
           t0 = now();
           Status s;
@@ -192,7 +201,7 @@ int main(int argc, char **argv) {
             c.abortJob(1);
           }
           if (rep >= 0)
-            (form == 0 ? dtcT : asyncT).push_back(t);
+            (form == 0 ? dtcT : form == 1 ? asyncT : persistT).push_back(t);
         }
         // Keep the all-reduced values bounded (powers of n would overflow after many reps).
         if (k.kind == CommKind::kAllReduce && rep % 16 == 0)
@@ -206,16 +215,25 @@ int main(int argc, char **argv) {
           c.abortJob(1);
         }
       }
-      const double r = median(rawT), d = median(dtcT), as = median(asyncT);
+      const double r = median(rawT), d = median(dtcT), as = median(asyncT), ps = median(persistT);
       // Best of each (fastest repetition): less sensitive to other processes on the machine.
       const double best =
           *std::min_element(rawT.begin(), rawT.end()) / *std::min_element(dtcT.begin(), dtcT.end());
       if (me == 0)
-        std::printf("%-13s %10zu %9.1f %9.1f %9.1f %9.2f %9.2f %7.2f %7.2f %7.2f\n", k.name, bytes,
-                    r * 1e6, d * 1e6, as * 1e6, bytes / r * k.factor / 1e9,
-                    bytes / d * k.factor / 1e9, r / d, r / as, best);
+        std::printf("%-13s %10zu %9.1f %9.1f %9.1f %9.1f %9.2f %9.2f %7.2f %7.2f %7.2f %7.2f\n",
+                    k.name, bytes, r * 1e6, d * 1e6, as * 1e6, ps * 1e6, bytes / r * k.factor / 1e9,
+                    bytes / ps * k.factor / 1e9, r / d, r / as, r / ps, best);
       std::fflush(stdout);
     }
+  }
+  if (me == 0) {
+    const CommStats st = c.stats();
+    std::printf("persistent requests: %llu hits, %llu misses, %llu evictions; %llu wakes of the "
+                "communication thread\n",
+                static_cast<unsigned long long>(st.persistentHits),
+                static_cast<unsigned long long>(st.persistentMisses),
+                static_cast<unsigned long long>(st.persistentEvictions),
+                static_cast<unsigned long long>(st.threadWakes));
   }
   MPI_Comm_free(&raw);
   return 0;

@@ -4,7 +4,8 @@
 // stopped or killed peer. ctest runs this binary plain (one rank) and under
 // `mpirun -n 2` and `-n 4` (tests/unit/comm/comm.cmake); every rank runs every test in the same
 // order. `--fault=stop|kill|stop-recv|kill-recv` runs only that fault scenario (rank 1 stops or
-// kills itself during a collective or a recv).
+// kills itself during a collective or a recv); `--fault=start|start-background` the failed start
+// of a request.
 #include "runtime/Trace.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/comm/Launcher.h"
@@ -12,13 +13,17 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <set>
+#include <span>
+#include <thread>
 #include <unistd.h>
 
 using namespace dtc;
@@ -766,6 +771,214 @@ TEST(Launcher, CommandLine) {
   EXPECT_NE(bad.status().message().find("at least 1"), std::string::npos);
 }
 
+/// FNV-1a of `n` bytes: results compared between ranks.
+int64_t bytesHash(const void *data, size_t n) {
+  uint64_t h = 14695981039346656037ULL;
+  const unsigned char *p = static_cast<const unsigned char *>(data);
+  for (size_t i = 0; i < n; ++i)
+    h = (h ^ p[i]) * 1099511628211ULL;
+  return static_cast<int64_t>(h >> 1);
+}
+
+/// Whether `h` is the same on every rank.
+bool sameOnEveryRank(int64_t h) {
+  std::vector<int64_t> all(static_cast<size_t>(sizeOf()));
+  EXPECT_TRUE(gComm->allGather(&h, sizeof h, all.data(), "hashes").isOk());
+  return std::all_of(all.begin(), all.end(), [&](int64_t x) { return x == h; });
+}
+
+// Small collectives of power-of-two groups run as point-to-point exchanges (kExchangeBytes):
+// sizes on both sides of the exchange limit, odd element counts (uneven blocks of the halving
+// all-reduce, which comm_np*_exchange runs at every size; blocks of zero elements), in place
+// and not; every rank must hold the same bits.
+TEST(CommExchange, AllReduceOddSizesSameBitsOnEveryRank) {
+  const int n = sizeOf(), r = rankOf();
+  for (size_t count : {size_t{1}, size_t{2}, size_t{3}, size_t{7}, size_t{1001}, size_t{4097},
+                       size_t{8191}, size_t{8193}, size_t{16383}, size_t{16384}, size_t{16385}}) {
+    for (bool inPlace : {true, false}) {
+      std::vector<float> in(count), out(count, -7.0f);
+      std::vector<double> expect(count, 0.0);
+      for (size_t i = 0; i < count; ++i) {
+        in[i] = std::sin(0.37f * static_cast<float>(i) + static_cast<float>(r)) * (1.0f + r);
+        for (int q = 0; q < n; ++q)
+          expect[i] += std::sin(0.37f * static_cast<float>(i) + static_cast<float>(q)) * (1.0f + q);
+      }
+      CommRequest a = request(CommKind::kAllReduce, "odd " + std::to_string(count));
+      if (inPlace)
+        out = in;
+      a.inputs = {inPlace ? out.data() : in.data()};
+      a.outputs = {out.data()};
+      a.bytes = {count * sizeof(float)};
+      ASSERT_TRUE(gComm->wait(gComm->submit(a)).isOk()) << count;
+      for (size_t i = 0; i < count; ++i)
+        ASSERT_NEAR(out[i], expect[i], 1e-5 * n * (1 + std::abs(expect[i])))
+            << count << " elements, at " << i << (inPlace ? " in place" : "");
+      EXPECT_TRUE(sameOnEveryRank(bytesHash(out.data(), count * sizeof(float)))) << count;
+    }
+  }
+  // f64 mean of scattered operands (the staging buffer) just below the limit; one allocation,
+  // so that every rank has the same layout (CommRequest: contiguity depends on it).
+  std::vector<double> both(8200);
+  std::span<double> y(both.data(), 5000), x(both.data() + 5100, 3000);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = 1.0 / (1.0 + static_cast<double>(i) + r);
+  for (size_t i = 0; i < y.size(); ++i)
+    y[i] = static_cast<double>(i % 97) * (r + 1);
+  CommRequest m = request(CommKind::kAllReduce, "mean");
+  m.dtype = ir::DType::kFloat64;
+  m.op = ReduceOp::kMean;
+  m.inputs = {y.data(), x.data()};
+  m.outputs = {y.data(), x.data()};
+  m.bytes = {y.size() * 8, x.size() * 8};
+  Status ms = gComm->run(m);
+  ASSERT_TRUE(ms.isOk()) << ms.message();
+  for (size_t i = 0; i < y.size(); ++i)
+    ASSERT_NEAR(y[i], static_cast<double>(i % 97) * (n + 1) / 2.0, 1e-12 * (1 + y[i])) << i;
+  for (size_t i = 0; i < x.size(); ++i) {
+    double e = 0;
+    for (int q = 0; q < n; ++q)
+      e += 1.0 / (1.0 + static_cast<double>(i) + q);
+    ASSERT_NEAR(x[i], e / n, 1e-15) << i;
+  }
+  EXPECT_TRUE(sameOnEveryRank(bytesHash(x.data(), x.size() * 8) ^ bytesHash(y.data(), 8 * 5000)));
+}
+
+TEST(CommExchange, ReduceScatterAndAllGatherAcrossTheLimit) {
+  const int n = sizeOf(), r = rankOf();
+  for (size_t count : {size_t{1}, size_t{3}, size_t{1000}, size_t{4096} / n, size_t{16384} / n,
+                       size_t{16384} / n + 1}) {
+    for (bool inPlace : {false, true}) {
+      // Small integers in f32: exact sums.
+      std::vector<float> in(count * n), out(count, -1.0f);
+      for (size_t i = 0; i < in.size(); ++i)
+        in[i] = static_cast<float>(i % 1000) + 1000.0f * r;
+      CommRequest a = request(CommKind::kReduceScatter, "rs " + std::to_string(count));
+      a.inputs = {in.data()};
+      a.outputs = {inPlace ? in.data() : out.data()};
+      a.bytes = {count * sizeof(float)};
+      ASSERT_TRUE(gComm->wait(gComm->submit(a)).isOk()) << count;
+      const float *res = inPlace ? in.data() : out.data();
+      for (size_t j = 0; j < count; ++j) {
+        const size_t gi = static_cast<size_t>(r) * count + j;
+        ASSERT_EQ(res[j], n * static_cast<float>(gi % 1000) + 1000.0f * n * (n - 1) / 2)
+            << count << " at " << j << (inPlace ? " in place" : "");
+      }
+      std::vector<int32_t> mine(count), all(count * n, -1);
+      for (size_t j = 0; j < count; ++j)
+        mine[j] = static_cast<int32_t>(j) * 7 + r;
+      if (inPlace)
+        std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(r * count));
+      CommRequest g = request(CommKind::kAllGather, "ag " + std::to_string(count));
+      g.inputs = {inPlace ? all.data() + r * count : mine.data()};
+      g.outputs = {all.data()};
+      g.bytes = {count * sizeof(int32_t)};
+      ASSERT_TRUE(gComm->run(g).isOk()) << count;
+      for (int q = 0; q < n; ++q)
+        for (size_t j = 0; j < count; ++j)
+          ASSERT_EQ(all[static_cast<size_t>(q) * count + j], static_cast<int32_t>(j) * 7 + q)
+              << count << " block " << q << " at " << j;
+    }
+  }
+}
+
+// Persistent requests (CommRequest::persistent, above the exchange limit): the first of a key
+// initializes it, later ones start it; a group holds at most kPersistentCacheSize, the least
+// recently started evicted; two of the same key in flight run one after the other; every rank
+// makes the same hits, misses and evictions.
+TEST(CommPersistent, HitsMissesAndEvictionsAlikeOnEveryRank) {
+  const int n = sizeOf();
+  if (n == 1)
+    GTEST_SKIP() << "one rank: nothing to keep";
+  if (std::getenv("DTC_COMM_EXCHANGE"))
+    GTEST_SKIP() << "DTC_COMM_EXCHANGE moves the exchange limit";
+  const size_t count = kExchangeBytes / sizeof(float) + 16; // above the exchange limit
+  const size_t buffers = kPersistentCacheSize + 6;
+  std::vector<std::vector<float>> bufs(buffers, std::vector<float>(count, 1.0f));
+  auto allReduce = [&](size_t b) {
+    CommRequest a = request(CommKind::kAllReduce, "persistent " + std::to_string(b));
+    a.persistent = true;
+    a.inputs = {bufs[b].data()};
+    a.outputs = {bufs[b].data()};
+    a.bytes = {count * sizeof(float)};
+    return a;
+  };
+  const CommStats before = gComm->stats();
+  for (size_t b = 0; b < buffers; ++b)
+    ASSERT_TRUE(gComm->run(allReduce(b)).isOk());
+  for (size_t b = 0; b < buffers; ++b)
+    ASSERT_EQ(bufs[b][count - 1], static_cast<float>(n)) << b;
+  CommStats s = gComm->stats();
+  EXPECT_EQ(s.persistentMisses - before.persistentMisses, buffers);
+  EXPECT_EQ(s.persistentEvictions - before.persistentEvictions, buffers - kPersistentCacheSize);
+  EXPECT_EQ(s.persistentHits, before.persistentHits);
+  // The most recent is kept; two in flight with its key: the second starts after the first.
+  uint64_t h1 = gComm->submit(allReduce(buffers - 1));
+  uint64_t h2 = gComm->submit(allReduce(buffers - 1));
+  ASSERT_TRUE(gComm->wait(h2).isOk());
+  ASSERT_TRUE(gComm->wait(h1).isOk());
+  EXPECT_EQ(bufs[buffers - 1][0], static_cast<float>(n * n * n));
+  // The first was evicted: initialized again, evicting the least recently started (buffer 6).
+  ASSERT_TRUE(gComm->run(allReduce(0)).isOk());
+  EXPECT_EQ(bufs[0][7], static_cast<float>(n * n));
+  ASSERT_TRUE(gComm->run(allReduce(6)).isOk());
+  CommStats t = gComm->stats();
+  EXPECT_EQ(t.persistentHits - s.persistentHits, 2u);
+  EXPECT_EQ(t.persistentMisses - s.persistentMisses, 2u);
+  EXPECT_EQ(t.persistentEvictions - s.persistentEvictions, 2u);
+  EXPECT_LE(t.persistentCached, kPersistentCacheSize * 2); // other tests' groups
+  // A small persistent request runs as an exchange: not kept.
+  std::vector<float> small(100, 1.0f);
+  CommRequest q = request(CommKind::kAllReduce, "small persistent");
+  q.persistent = true;
+  q.inputs = {small.data()};
+  q.outputs = {small.data()};
+  q.bytes = {small.size() * sizeof(float)};
+  ASSERT_TRUE(gComm->run(q).isOk());
+  EXPECT_EQ(small[99], static_cast<float>(n));
+  EXPECT_EQ(gComm->stats().persistentMisses, t.persistentMisses);
+  EXPECT_TRUE(sameOnEveryRank(static_cast<int64_t>((t.persistentHits * 1000003 +
+                                                    t.persistentMisses) * 1000003 +
+                                                   t.persistentEvictions)));
+}
+
+// --fault=start|start-background: the MPI call of request "doomed" fails on every rank
+// (CommOptions::failStartOf), small (started by the submitting thread) or large (by the
+// communication thread). Its wait must return that error at once, as must the request queued
+// behind it, and the communicator is broken from then on.
+TEST(CommFault, StartFailureCompletesTheRequest) {
+  if (gFault != "start" && gFault != "start-background")
+    GTEST_SKIP() << "runs with --fault=start|start-background";
+  ASSERT_TRUE(gComm->barrier("before the fault").isOk());
+  const size_t count = gFault == "start" ? 1000 : (size_t{4} << 20) / 4;
+  std::vector<float> v(count, 1.0f), w(1000, 1.0f);
+  auto begin = std::chrono::steady_clock::now();
+  CommRequest a = request(CommKind::kAllReduce, "doomed");
+  a.inputs = {v.data()};
+  a.outputs = {v.data()};
+  a.bytes = {count * 4};
+  uint64_t h1 = gComm->submit(a);
+  CommRequest b = request(CommKind::kAllReduce, "behind it");
+  b.inputs = {w.data()};
+  b.outputs = {w.data()};
+  b.bytes = {w.size() * 4};
+  uint64_t h2 = gComm->submit(b);
+  if (gFault == "start-background")
+    std::this_thread::sleep_for(std::chrono::milliseconds(50)); // the thread starts it
+  Status s = gComm->wait(h1);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  ASSERT_FALSE(s.isOk());
+  EXPECT_LT(seconds, 1.5); // at once, not by the 2 s watchdog
+  EXPECT_EQ(s.message().rfind("rank " + std::to_string(rankOf()) + ": all-reduce 'doomed'", 0),
+            0u)
+      << s.message();
+  EXPECT_NE(s.message().find("MPI error"), std::string::npos) << s.message();
+  EXPECT_EQ(gComm->wait(h2).message(), s.message());
+  EXPECT_EQ(gComm->barrier("after").message(), s.message());
+  if (!::testing::Test::HasFailure() && rankOf() == 0)
+    std::printf("FAULT TEST PASSED after %.3f s: %s\n", seconds, s.message().c_str());
+  gComm->abortJob(3);
+}
+
 // --fault=stop|kill: rank 1 stops (SIGSTOP) or kills (SIGKILL) itself before a collective; rank
 // 0's collective (timeout 2 s) must fail within 15 s naming rank 1, then end the job.
 TEST(CommFault, LostPeerIsNamed) {
@@ -860,6 +1073,8 @@ int main(int argc, char **argv) {
       gFault = argv[i] + 8;
   CommOptions opts;
   opts.timeoutSeconds = gFault.empty() ? 20 : 2;
+  if (gFault.rfind("start", 0) == 0)
+    opts.failStartOf = "doomed";
   Tracer tracer(launcherRank());
   opts.tracer = &tracer;
   auto comm = Communicator::createMpi(opts);

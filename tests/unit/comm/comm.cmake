@@ -8,7 +8,14 @@ set(DTC_MPIRUN ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe --bind-
 add_test(NAME comm_np1 COMMAND dtc_comm_tests)
 add_test(NAME comm_np2 COMMAND ${DTC_MPIRUN} -n 2 $<TARGET_FILE:dtc_comm_tests>)
 add_test(NAME comm_np4 COMMAND ${DTC_MPIRUN} -n 4 $<TARGET_FILE:dtc_comm_tests>)
-set_tests_properties(comm_np1 comm_np2 comm_np4 PROPERTIES LABELS "unit;comm" TIMEOUT 90)
+# The same with every collective as a point-to-point exchange (all-reduce by halving, messages
+# cut into 64-byte segments): the code paths the default limits leave to larger groups.
+foreach(np 2 4)
+  add_test(NAME comm_np${np}_exchange COMMAND ${DTC_MPIRUN} -n ${np} $<TARGET_FILE:dtc_comm_tests>)
+  set_tests_properties(comm_np${np}_exchange PROPERTIES ENVIRONMENT "DTC_COMM_EXCHANGE=100000000,64,0")
+endforeach()
+set_tests_properties(comm_np1 comm_np2 comm_np4 comm_np2_exchange comm_np4_exchange PROPERTIES
+  LABELS "unit;comm" TIMEOUT 90)
 # SIGSTOP: rank 0 must report rank 1 within the 2 s timeout, then MPI_Abort ends the job.
 add_test(NAME comm_fault_stop
   COMMAND ${DTC_MPIRUN} -n 2 $<TARGET_FILE:dtc_comm_tests> --fault=stop)
@@ -28,12 +35,23 @@ add_test(NAME comm_fault_kill_recv
   COMMAND sh -c "\"$0\" \"$@\"; test $? -ne 0" ${DTC_MPIRUN} -n 2
           $<TARGET_FILE:dtc_comm_tests> --fault=kill-recv)
 set_tests_properties(comm_fault_kill_recv PROPERTIES LABELS "unit;comm" TIMEOUT 30)
+# A request whose MPI call fails to start completes with that error at once (small: started by
+# the submitting thread; large: by the communication thread).
+foreach(mode start start-background)
+  add_test(NAME comm_fault_${mode}
+    COMMAND ${DTC_MPIRUN} -n 2 $<TARGET_FILE:dtc_comm_tests> --fault=${mode})
+  set_tests_properties(comm_fault_${mode} PROPERTIES LABELS "unit;comm" TIMEOUT 30
+    PASS_REGULAR_EXPRESSION "FAULT TEST PASSED")
+endforeach()
 # Open MPI keeps its start-up allocations (dlopen'ed components) until exit: LeakSanitizer would
 # report them as leaks of the test. Address errors still fail the test.
 if(DTC_SANITIZE)
   set_tests_properties(comm_np1 comm_np2 comm_np4 comm_fault_stop comm_fault_kill
-    comm_fault_stop_recv comm_fault_kill_recv PROPERTIES
+    comm_fault_stop_recv comm_fault_kill_recv comm_fault_start comm_fault_start-background
+    PROPERTIES
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:halt_on_error=1")
+  set_tests_properties(comm_np2_exchange comm_np4_exchange PROPERTIES ENVIRONMENT
+    "DTC_COMM_EXCHANGE=100000000,64,0;ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:halt_on_error=1")
 endif()
 
 # The executor's communication instructions on two ranks running different programs.
