@@ -142,6 +142,25 @@ Status AtomicFile::write(std::string_view bytes) {
   return Status::ok();
 }
 
+Status AtomicFile::writeAt(uint64_t offset, std::string_view bytes) {
+  if (fd_ < 0)
+    return Status::error(path_, "internal error: write to a closed output");
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n =
+        ::pwrite(fd_, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      int err = n == 0 ? ENOSPC : errno;
+      discard();
+      return Status::error(path_, "cannot write: " + errnoText(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  return Status::ok();
+}
+
 Status AtomicFile::commit() {
   if (fd_ < 0)
     return Status::error(path_, "internal error: commit of a closed output");

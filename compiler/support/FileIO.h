@@ -44,6 +44,9 @@ public:
   ~AtomicFile();
 
   Status write(std::string_view bytes);
+  /// Writes `bytes` at byte `offset` (pwrite; the append position of write() does not move),
+  /// for writers that go back to patch a header (libzip's local headers). Errors as write().
+  Status writeAt(uint64_t offset, std::string_view bytes);
   /// fsync + close + rename; afterwards the object is empty.
   Status commit();
   const std::string &tempPath() const { return tmp_; }
@@ -108,6 +111,9 @@ public:
   bool isOpen() const { return fd_ >= 0; }
   /// Writes `bytes` completely (retrying short writes); errors: "<path>: cannot write: <reason>".
   Status write(std::string_view bytes);
+  /// Writes `bytes` at byte `offset` (pwrite; the append position of write() does not move),
+  /// for writers that go back to patch a header (libzip's local headers). Errors as write().
+  Status writeAt(uint64_t offset, std::string_view bytes);
   /// fsync + close; errors: "<path>: cannot sync/close: <reason>". Safe to call when not open.
   Status close();
 
