@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <memory>
 #include <new>
 #include <random>
 #include <stdexcept>
@@ -241,6 +242,35 @@ Expected<std::string> readInputFile(const std::string &path, const std::string &
   } catch (const std::length_error &) {
     ::close(fd);
     return Status::error(path, "out of memory reading the file");
+  }
+}
+
+Status streamInputFile(const std::string &path, const std::string &what, uint64_t maxBytes,
+                       const std::function<Status(const char *data, size_t size)> &sink) {
+  DTC_ASSIGN_OR_RETURN(auto opened, openInput(path, what, maxBytes));
+  const int fd = opened.first;
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  constexpr size_t kChunk = size_t{1} << 20;
+  std::unique_ptr<char[]> chunk(new (std::nothrow) char[kChunk]);
+  if (!chunk)
+    return Status::error(path, "out of memory reading the file");
+  uint64_t total = 0;
+  for (;;) {
+    ssize_t r = ::read(fd, chunk.get(), kChunk);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0)
+      return Status::error(path, "cannot read: " + errnoText(errno));
+    if (r == 0)
+      return Status::ok();
+    total += static_cast<uint64_t>(r);
+    if (total > maxBytes)
+      return Status::error(path, (what.empty() ? "" : what + " ") + "grew past the " +
+                                     std::to_string(maxBytes) + " byte limit while being read");
+    DTC_RETURN_IF_ERROR(sink(chunk.get(), static_cast<size_t>(r)));
   }
 }
 
