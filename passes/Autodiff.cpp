@@ -52,6 +52,20 @@ std::string pathTo(const ir::Node &target, const std::unordered_set<const ir::Va
 
 } // namespace
 
+namespace {
+
+/// The index of the first static dimension of size 0 of `v`'s shape, or -1.
+int zeroSizedDim(const ir::Value *v) {
+  if (!v || !v->shape().hasRank())
+    return -1;
+  for (size_t d = 0; d < v->shape().rank(); ++d)
+    if (v->shape()[d].isStatic() && v->shape()[d].value() == 0)
+      return static_cast<int>(d);
+  return -1;
+}
+
+} // namespace
+
 Expected<std::vector<ir::Value *>>
 buildGradients(ir::Graph &graph, ir::Value *loss, const std::vector<ir::Value *> &wrt,
                Diagnostics &diags, const std::unordered_set<const ir::Value *> &stop) {
@@ -151,6 +165,27 @@ buildGradients(ir::Graph &graph, ir::Value *loss, const std::vector<ir::Value *>
       seed = cast->output(0);
     }
     contributions[loss].push_back(seed);
+  }
+
+  // A 0-sized tensor on the way to the loss (a Gemm with 0 output features, a Conv with 0
+  // filters) has nothing to train, and the gradient rules' internal nodes would fail on it
+  // with names the user never wrote: name the first such node of the model, in forward order.
+  for (const ir::Node *n : forward) {
+    for (size_t i = 0; i < n->numInputs() + n->numOutputs(); ++i) {
+      const bool isInput = i < n->numInputs();
+      const size_t k = isInput ? i : i - n->numInputs();
+      const ir::Value *v = isInput ? n->input(k) : n->output(k);
+      const int dim = needs(v) ? zeroSizedDim(v) : -1;
+      if (dim < 0)
+        continue;
+      return Status::error(n->where(),
+                           std::string(isInput ? "input " : "output ") + std::to_string(k) + " '" +
+                               v->name() + "' is " + v->type().str() + ": dimension " +
+                               std::to_string(dim) +
+                               " is 0, so the loss depends on an empty tensor and there is "
+                               "nothing to train (a layer with 0 features?); fix the model's "
+                               "shapes");
+    }
   }
 
   for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
