@@ -6,10 +6,14 @@
 #include "ops/OpDef.h"
 #include "passes/Passes.h"
 
+#include <llvm/ADT/StringRef.h>
+#include <llvm/Support/Regex.h>
+
 #include <algorithm>
+#include <cctype>
 #include <limits>
 #include <map>
-#include <regex>
+#include <memory>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -44,6 +48,20 @@ std::string pathTo(const ir::Node &target, const std::unordered_set<const ir::Va
     cur = next->producer();
   }
   return "'" + target.name() + "'";
+}
+
+} // namespace
+
+namespace {
+
+/// The index of the first static dimension of size 0 of `v`'s shape, or -1.
+int zeroSizedDim(const ir::Value *v) {
+  if (!v || !v->shape().hasRank())
+    return -1;
+  for (size_t d = 0; d < v->shape().rank(); ++d)
+    if (v->shape()[d].isStatic() && v->shape()[d].value() == 0)
+      return static_cast<int>(d);
+  return -1;
 }
 
 } // namespace
@@ -149,6 +167,27 @@ buildGradients(ir::Graph &graph, ir::Value *loss, const std::vector<ir::Value *>
     contributions[loss].push_back(seed);
   }
 
+  // A 0-sized tensor on the way to the loss (a Gemm with 0 output features, a Conv with 0
+  // filters) has nothing to train, and the gradient rules' internal nodes would fail on it
+  // with names the user never wrote: name the first such node of the model, in forward order.
+  for (const ir::Node *n : forward) {
+    for (size_t i = 0; i < n->numInputs() + n->numOutputs(); ++i) {
+      const bool isInput = i < n->numInputs();
+      const size_t k = isInput ? i : i - n->numInputs();
+      const ir::Value *v = isInput ? n->input(k) : n->output(k);
+      const int dim = needs(v) ? zeroSizedDim(v) : -1;
+      if (dim < 0)
+        continue;
+      return Status::error(n->where(),
+                           std::string(isInput ? "input " : "output ") + std::to_string(k) + " '" +
+                               v->name() + "' is " + v->type().str() + ": dimension " +
+                               std::to_string(dim) +
+                               " is 0, so the loss depends on an empty tensor and there is "
+                               "nothing to train (a layer with 0 features?); fix the model's "
+                               "shapes");
+    }
+  }
+
   for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
     ir::Node *n = *it;
     std::vector<bool> needInput(n->numInputs(), false);
@@ -203,6 +242,125 @@ buildGradients(ir::Graph &graph, ir::Value *loss, const std::vector<ir::Value *>
 
 namespace {
 
+/// The ERE form of an ECMAScript-style pattern (see compileFreezePattern), or an error.
+Expected<std::string> toExtendedRegex(const std::string &pattern) {
+  auto refuse = [&](const std::string &what) -> Status {
+    return Status::error("--freeze '" + pattern + "'",
+                         what + " is not supported (--freeze uses POSIX extended regular "
+                                "expressions, with \\d \\w \\s; see the README)");
+  };
+  std::string out;
+  bool inBracket = false;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (inBracket) {
+      // "[:alpha:]", "[.x.]" and "[=x=]" pass as they are.
+      if (c == '[' && i + 1 < pattern.size() &&
+          (pattern[i + 1] == ':' || pattern[i + 1] == '.' || pattern[i + 1] == '=')) {
+        size_t close = pattern.find(std::string(1, pattern[i + 1]) + "]", i + 2);
+        if (close == std::string::npos)
+          return refuse("an unterminated '[" + std::string(1, pattern[i + 1]) + "' class");
+        out.append(pattern, i, close + 2 - i);
+        i = close + 1;
+        continue;
+      }
+      if (c == '\\') {
+        if (i + 1 >= pattern.size())
+          return refuse("a trailing backslash");
+        const char e = pattern[++i];
+        if (e == 'd')
+          out += "[:digit:]";
+        else if (e == 'w')
+          out += "[:alnum:]_";
+        else if (e == 's')
+          out += "[:space:]";
+        else if (std::string_view("]\\^-[").find(e) == std::string_view::npos)
+          out += e; // "[\.]" means '.', as POSIX "[.]"
+        else
+          return refuse(std::string("'\\") + e + "' inside a bracket expression");
+        continue;
+      }
+      out += c;
+      if (c == ']')
+        inBracket = false; // a leading ']' was taken with the '['
+      continue;
+    }
+    switch (c) {
+    case '[':
+      inBracket = true;
+      out += c;
+      if (i + 1 < pattern.size() && pattern[i + 1] == '^')
+        out += pattern[++i];
+      if (i + 1 < pattern.size() && pattern[i + 1] == ']')
+        out += pattern[++i]; // a leading ']' is a literal
+      break;
+    case '(':
+      if (i + 1 < pattern.size() && pattern[i + 1] == '?')
+        return refuse("a '(?' group (non-capturing or lookaround)");
+      out += c;
+      break;
+    case '*':
+    case '+':
+    case '?':
+    case '}':
+      out += c;
+      if (i + 1 < pattern.size() && pattern[i + 1] == '?')
+        ++i; // lazy: matches the same names as greedy
+      break;
+    case '\\': {
+      if (i + 1 >= pattern.size())
+        return refuse("a trailing backslash");
+      const char e = pattern[++i];
+      switch (e) {
+      case 'd':
+        out += "[[:digit:]]";
+        break;
+      case 'D':
+        out += "[^[:digit:]]";
+        break;
+      case 'w':
+        out += "[[:alnum:]_]";
+        break;
+      case 'W':
+        out += "[^[:alnum:]_]";
+        break;
+      case 's':
+        out += "[[:space:]]";
+        break;
+      case 'S':
+        out += "[^[:space:]]";
+        break;
+      default:
+        if (std::isalnum(static_cast<unsigned char>(e)))
+          return refuse(std::string("'\\") + e + "'");
+        out += '\\';
+        out += e; // an escaped special character: \. \( \* ...
+      }
+      break;
+    }
+    default:
+      out += c;
+    }
+  }
+  if (inBracket)
+    return refuse("an unterminated '['");
+  return out;
+}
+
+} // namespace
+
+Expected<std::function<bool(std::string_view)>> compileFreezePattern(const std::string &pattern) {
+  DTC_ASSIGN_OR_RETURN(std::string ere, toExtendedRegex(pattern));
+  auto re = std::make_shared<llvm::Regex>(ere, llvm::Regex::NoFlags);
+  std::string why;
+  if (!re->isValid(why))
+    return Status::error("--freeze '" + pattern + "'", "is not a valid regular expression: " + why);
+  return std::function<bool(std::string_view)>(
+      [re](std::string_view name) { return re->match(llvm::StringRef(name.data(), name.size())); });
+}
+
+namespace {
+
 class AutodiffPass : public Pass {
 public:
   std::string name() const override { return "autodiff"; }
@@ -214,20 +372,15 @@ public:
       return Status::error("autodiff", "needs a training compilation with a loss (attach-loss "
                                        "runs first)");
     ir::TrainingRoles &st = graph.training();
-    std::optional<std::regex> freeze;
+    std::function<bool(std::string_view)> freeze;
     if (!ctx.training->freeze.empty()) {
-      try {
-        freeze.emplace(ctx.training->freeze, std::regex::ECMAScript);
-      } catch (const std::regex_error &e) {
-        return Status::error("--freeze '" + ctx.training->freeze + "'",
-                             std::string("is not a valid regular expression: ") + e.what());
-      }
+      DTC_ASSIGN_OR_RETURN(freeze, compileFreezePattern(ctx.training->freeze));
     }
     st.parameters.clear();
     for (ir::Value *v : graph.initializers()) {
       if (!v->isParameter() || !ir::isFloat(v->dtype()) || !v->hasUses())
         continue;
-      if (freeze && std::regex_search(v->name(), *freeze))
+      if (freeze && freeze(v->name()))
         continue;
       // Statistics a BatchNormalization only reads in training mode are state, not weights.
       if (isStateOnly(*v, st))

@@ -7,6 +7,9 @@
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Status.h"
 
+#include <functional>
+#include <string>
+#include <string_view>
 #include <unordered_set>
 #include <vector>
 
@@ -25,5 +28,15 @@ namespace dtc::passes {
 Expected<std::vector<ir::Value *>>
 buildGradients(ir::Graph &graph, ir::Value *loss, const std::vector<ir::Value *> &wrt,
                Diagnostics &diags, const std::unordered_set<const ir::Value *> &stop = {});
+
+/// The --freeze matcher: compiles `pattern` (the ECMAScript-style syntax the README documents)
+/// into a predicate that is true when the pattern matches anywhere in a name (a search, as
+/// std::regex_search). Matching is LLVM's POSIX extended regular expression engine (llvm::Regex,
+/// a state-set simulation: no recursion on the name, so any name length is safe). The
+/// ECMAScript forms without an ERE equivalent are translated: \d \w \s (and \D \W \S) become
+/// POSIX classes, a lazy quantifier (*? +? ?? {m,n}?) matches as its greedy form (the same names
+/// match). Refused with an error naming the construct: (?...) groups (non-capturing, lookahead),
+/// back-references, \b \B, and a backslash inside a bracket expression other than \d \w \s.
+Expected<std::function<bool(std::string_view)>> compileFreezePattern(const std::string &pattern);
 
 } // namespace dtc::passes

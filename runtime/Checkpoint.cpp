@@ -458,8 +458,9 @@ Status removeStaleCheckpointFiles(const std::string &dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     return Status::ok();
-  // writeNpz's "<file>.tmp", libzip's "<that>.XXXXXX" (mkstemp) inside it, and AtomicFile's
-  // "<manifest>.tmp.XXXXXX".
+  // AtomicFile's "<shard or manifest>.tmp.XXXXXX" (writeNpz and the manifest writer both use it),
+  // and what dtc-run before the AtomicFile writer left: "<shard>.tmp" and libzip's
+  // "<that>.XXXXXX" (mkstemp) inside it.
   static const std::regex kTemp("ckpt-[0-9]{1,18}(\\.shard-[0-9]{1,9})?\\.npz\\.tmp(\\.[A-Za-z0-9]{"
                                 "6})?|ckpt-[0-9]{1,18}\\.manifest\\.json\\.tmp\\.[A-Za-z0-9]{6}");
   std::vector<fs::path> stale, shards;

@@ -5,6 +5,7 @@
 #include "ops/cpu/Kernel.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -197,6 +198,28 @@ std::vector<HostArray> Dataset::batch(const std::vector<int64_t> &order, int64_t
     out.push_back(std::move(a));
   }
   return out;
+}
+
+std::string Dataset::nonFiniteArray() const {
+  for (const HostArray &a : arrays_) {
+    int64_t n = a.numElements();
+    if (a.dtype == ir::DType::kFloat32) {
+      for (int64_t i = 0; i < n; ++i) {
+        float v;
+        std::memcpy(&v, a.bytes.data() + i * 4, 4);
+        if (!std::isfinite(v))
+          return a.name;
+      }
+    } else if (a.dtype == ir::DType::kFloat64) {
+      for (int64_t i = 0; i < n; ++i) {
+        double v;
+        std::memcpy(&v, a.bytes.data() + i * 8, 8);
+        if (!std::isfinite(v))
+          return a.name;
+      }
+    }
+  }
+  return "";
 }
 
 uint64_t Dataset::fingerprint() const {

@@ -63,6 +63,10 @@ public:
   /// ranks to notice that they opened different files.
   uint64_t fingerprint() const;
 
+  /// The name of the first f32 or f64 array holding a NaN or an infinity, or "" when every value
+  /// is finite (a full scan: for error messages, not for every step).
+  std::string nonFiniteArray() const;
+
 private:
   std::string path_;
   std::vector<DataInput> inputs_;

@@ -183,7 +183,7 @@ Status Executor::load() {
                                       " but records no checksum of it; recompile the plan");
     DTC_RETURN_IF_ERROR(checkInputFile(modelFile, "the plan's model", kMaxModelFileBytes));
     // The plan was validated: its checksums are XXH3-128 (plan::kChecksumAlgorithm).
-    DTC_ASSIGN_OR_RETURN(std::string checksum, plan::checksumFile(modelFile));
+    DTC_ASSIGN_OR_RETURN(std::string checksum, plan::checksumFile(modelFile, "the plan's model", kMaxModelFileBytes));
     // The file's own checksum is not printed: a plan may name any file.
     if (checksum != plan_.model().checksum())
       return Status::error(modelFile, "is not the model the plan was compiled against (its "
@@ -195,7 +195,7 @@ Status Executor::load() {
       const std::string file =
           (std::filesystem::path(modelFile).parent_path() / x.location()).string();
       DTC_RETURN_IF_ERROR(checkInputFile(file, "the model's external data", kMaxExternalDataBytes));
-      DTC_ASSIGN_OR_RETURN(std::string fileChecksum, plan::checksumFile(file));
+      DTC_ASSIGN_OR_RETURN(std::string fileChecksum, plan::checksumFile(file, "the model's external data", kMaxExternalDataBytes));
       if (fileChecksum != x.checksum())
         return Status::error(file, "is not the external data the plan was compiled against (its "
                                    "XXH3-128 checksum differs from the plan's " +

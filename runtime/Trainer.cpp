@@ -443,16 +443,24 @@ Status Trainer::run() {
       epochTotals.counted = counted0 + static_cast<int64_t>(sums[2]);
     }
     // Every rank has the same (all-reduced) loss, so every rank stops here alike.
-    if (!std::isfinite(stepLoss) && !opts_.allowNonFiniteLoss)
+    if (!std::isfinite(stepLoss) && !opts_.allowNonFiniteLoss) {
+      // NaN or infinity in the data reaches the loss too (NaN propagates through every
+      // kernel): blame the data when it holds one, the learning rate otherwise.
+      const std::string bad = train_.nonFiniteArray();
+      const std::string cause =
+          bad.empty() ? "training diverged (try a smaller --lr, or --clip-grad-norm when "
+                        "compiling)"
+                      : "the training data hold NaN or infinite values (array '" + bad + "' of " +
+                            train_.path() + "), which reach the loss; clean the data";
       return Status::error(
           "step " + std::to_string(step + 1),
-          std::string("the loss is ") + (std::isnan(stepLoss) ? "NaN" : "infinite") +
-              ": training diverged (try a smaller --lr, or --clip-grad-norm when compiling); "
-              "nothing of this step is logged, checkpointed or exported" +
-              (opts_.checkpointDir.empty() ? "" : " (the checkpoints in " +
-                                                      opts_.checkpointDir +
-                                                      " are from earlier steps)") +
+          std::string("the loss is ") + (std::isnan(stepLoss) ? "NaN" : "infinite") + ": " + cause +
+              "; nothing of this step is logged, checkpointed or exported" +
+              (opts_.checkpointDir.empty()
+                   ? ""
+                   : " (the checkpoints in " + opts_.checkpointDir + " are from earlier steps)") +
               "; dtc-run --allow-nonfinite-loss goes on");
+    }
     // --step-delay stands in for compute: it counts in the step's time.
     if (opts_.stepDelaySeconds > 0)
       std::this_thread::sleep_for(std::chrono::duration<double>(opts_.stepDelaySeconds));
@@ -542,7 +550,7 @@ Status Trainer::run() {
                              "no longer match it: export to another file");
       // The model is read again for its graph: it must still be the file the plan was made from
       // (replaced during training, it would export another graph with these weights).
-      DTC_ASSIGN_OR_RETURN(const std::string checksum, plan::checksumFile(ex_.modelFile()));
+      DTC_ASSIGN_OR_RETURN(const std::string checksum, plan::checksumFile(ex_.modelFile(), "the plan's model", kMaxModelFileBytes));
       if (checksum != plan_.model().checksum())
         return Status::error("--export " + opts_.exportPath,
                              ex_.modelFile() + " changed during training (it is no longer the "

@@ -4,8 +4,8 @@
 #   2. AddressSanitizer + UndefinedBehaviorSanitizer build (clang), then tools/check_setup.sh
 #      (every Debian package either build uses comes with tools/setup.sh), then the unit tests
 #      and the bad-input lit tests under the sanitizers;
-#   3. libFuzzer targets (ONNX importer, plan reader + validator, NPY/NPZ reader): short runs
-#      from their seed corpora.
+#   3. libFuzzer targets (ONNX importer, plan reader + validator, training plans through the
+#      training loop, NPY/NPZ reader): short runs from their seed corpora.
 # Usage: tools/test.sh [--quick]   (--quick: step 1 only)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -50,5 +50,6 @@ fuzz() { # fuzz TARGET SEED_DIR SECONDS
 }
 fuzz fuzz_importer tests/fuzz/corpus 60
 fuzz fuzz_plan tests/fuzz/corpus/plan 30
+fuzz fuzz_train tests/fuzz/corpus/train 30
 fuzz fuzz_npy tests/fuzz/corpus/npy 30
 echo "all test stages passed"

@@ -3,6 +3,7 @@
 
 #include "compiler/ir/Verifier.h"
 #include "compiler/support/FileIO.h"
+#include "passes/Autodiff.h"
 #include "passes/Passes.h"
 
 #include <nlohmann/json.hpp>
@@ -14,8 +15,6 @@
 #include <cstdlib>
 #include <functional>
 #include <limits>
-#include <pthread.h>
-#include <regex>
 #include <sstream>
 
 namespace dtc::driver {
@@ -40,32 +39,10 @@ std::vector<std::string> splitCuts(const std::string &text) {
 
 using json = nlohmann::json;
 
-/// --freeze limits: std::regex (libstdc++) recurses once per subject character and pattern
-/// node; 256 pattern characters against 4096-character names stay far below kPassStackBytes.
+/// The longest --freeze pattern accepted: the regular-expression parser (llvm::Regex) recurses
+/// once per nested group, so the pattern is bounded; names of any length are matched without
+/// recursion (passes/Autodiff.h, compileFreezePattern).
 constexpr size_t kMaxFreezePatternChars = 256;
-constexpr size_t kMaxFreezeNameChars = 4096;
-constexpr size_t kPassStackBytes = size_t{512} << 20;
-
-/// Runs `fn` on a thread with a kPassStackBytes stack (reserved, touched only as used), or on
-/// this thread when such a thread cannot be made.
-void runOnLargeStack(const std::function<void()> &fn) {
-  pthread_attr_t attr;
-  pthread_t thread;
-  bool started = pthread_attr_init(&attr) == 0;
-  started = started && pthread_attr_setstacksize(&attr, kPassStackBytes) == 0 &&
-            pthread_create(
-                &thread, &attr,
-                [](void *arg) -> void * {
-                  (*static_cast<const std::function<void()> *>(arg))();
-                  return nullptr;
-                },
-                const_cast<std::function<void()> *>(&fn)) == 0;
-  pthread_attr_destroy(&attr);
-  if (started)
-    pthread_join(thread, nullptr);
-  else
-    fn();
-}
 
 Status runPipeline(ir::Graph &graph, TrainingConfig &cfg, Diagnostics &diags,
                    const passes::PassManagerOptions &pm);
@@ -352,11 +329,9 @@ Status validateTrainConfig(const TrainingConfig &c) {
                                " characters long; at most " +
                                std::to_string(kMaxFreezePatternChars) + " are accepted");
   if (!c.freeze.empty()) {
-    try {
-      std::regex r(c.freeze, std::regex::ECMAScript);
-    } catch (const std::regex_error &e) {
-      return bad("--freeze", "'" + c.freeze + "' is not a valid regular expression");
-    }
+    auto matcher = passes::compileFreezePattern(c.freeze);
+    if (!matcher)
+      return matcher.status();
   }
   return Status::ok();
 }
@@ -384,22 +359,7 @@ Status runTrainingPasses(ir::Graph &graph, TrainingConfig &cfg, Diagnostics &dia
               "; re-export the model with a dynamic batch axis or use --batch-size " +
               std::to_string(v->shape()[0].value() * ranks));
     }
-  // std::regex matches recursively (stack depth grows with the subject's length): --freeze is
-  // matched against names of bounded length only, on a thread with a large stack (below).
-  if (!cfg.freeze.empty())
-    for (const ir::Value *v : graph.initializers())
-      if (v->name().size() > kMaxFreezeNameChars)
-        return Status::error("initializer '" + v->name().substr(0, 64) + "...'",
-                             "its name is " + std::to_string(v->name().size()) +
-                                 " characters long; --freeze matches names of at most " +
-                                 std::to_string(kMaxFreezeNameChars) +
-                                 " characters (rename it in the model, or drop --freeze)");
-  if (cfg.freeze.empty())
-    return runPipeline(graph, cfg, diags, pm);
-  // Only the --freeze match (in autodiff) needs the deep stack.
-  Status result = Status::ok();
-  runOnLargeStack([&] { result = runPipeline(graph, cfg, diags, pm); });
-  return result;
+  return runPipeline(graph, cfg, diags, pm);
 }
 
 namespace {

@@ -11,6 +11,7 @@
 #include <llvm/Support/SHA256.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -30,17 +31,11 @@ namespace {
 /// Protobuf cannot parse or serialize messages of 2 GiB or more.
 constexpr uint64_t kMaxPlanBytes = static_cast<uint64_t>(INT_MAX);
 
-std::string errnoText(int err) { return std::strerror(err); }
 
 bool isDirectory(const std::string &path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
-
-struct FileCloser {
-  void operator()(std::FILE *f) const { std::fclose(f); }
-};
-using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
 
 } // namespace
 
@@ -80,31 +75,10 @@ Expected<Plan> parsePlan(const std::string &bytes, const std::string &where) {
 }
 
 Expected<Plan> readPlanFile(const std::string &path) {
-  if (isDirectory(path))
-    return Status::error(path, "is a directory");
-  FilePtr file(std::fopen(path.c_str(), "rb"));
-  if (!file)
-    return Status::error(path, "cannot open: " + errnoText(errno));
-  struct stat st;
-  if (::fstat(::fileno(file.get()), &st) != 0)
-    return Status::error(path, "cannot read: " + errnoText(errno));
-  if (st.st_size < 0 || static_cast<uint64_t>(st.st_size) > kMaxPlanBytes)
-    return Status::error(path, "plan of " + std::to_string(st.st_size) +
-                                   " bytes is above protobuf's limit of " +
-                                   std::to_string(kMaxPlanBytes) + " bytes");
-  std::string bytes;
-  char chunk[1 << 16];
-  for (;;) {
-    size_t n = std::fread(chunk, 1, sizeof chunk, file.get());
-    bytes.append(chunk, n);
-    if (bytes.size() > kMaxPlanBytes)
-      return Status::error(path, "plan is above protobuf's limit of " +
-                                     std::to_string(kMaxPlanBytes) + " bytes");
-    if (n < sizeof chunk)
-      break;
-  }
-  if (std::ferror(file.get()))
-    return Status::error(path, "cannot read: " + errnoText(errno));
+  // A regular file (never a FIFO or device) within protobuf's limit, read with the bound even if
+  // it grows meanwhile.
+  DTC_ASSIGN_OR_RETURN(std::string bytes,
+                       readInputFile(path, "the plan", std::min(kMaxPlanBytes, kMaxPlanFileBytes)));
   return parsePlan(bytes, path);
 }
 
@@ -156,26 +130,15 @@ std::string checksumAlgorithmName(ChecksumAlgorithm algorithm) {
   }
 }
 
-Expected<std::string> checksumFile(const std::string &path) {
-  if (isDirectory(path))
-    return Status::error(path, "is a directory");
-  FilePtr file(std::fopen(path.c_str(), "rb"));
-  if (!file)
-    return Status::error(path, "cannot open: " + errnoText(errno));
+Expected<std::string> checksumFile(const std::string &path, const std::string &what,
+                                   uint64_t maxBytes) {
   std::unique_ptr<XXH3_state_t, StateFree> state(XXH3_createState());
   if (!state || XXH3_128bits_reset(state.get()) != XXH_OK)
     return Status::error(path, "cannot checksum: out of memory");
-  constexpr size_t kChunk = 1 << 20;
-  std::unique_ptr<uint8_t[]> chunk(new uint8_t[kChunk]);
-  for (;;) {
-    size_t n = std::fread(chunk.get(), 1, kChunk, file.get());
-    if (n > 0)
-      XXH3_128bits_update(state.get(), chunk.get(), n);
-    if (n < kChunk)
-      break;
-  }
-  if (std::ferror(file.get()))
-    return Status::error(path, "cannot read: " + errnoText(errno));
+  DTC_RETURN_IF_ERROR(streamInputFile(path, what, maxBytes, [&](const char *data, size_t n) {
+    XXH3_128bits_update(state.get(), data, n);
+    return Status::ok();
+  }));
   return canonicalHex(XXH3_128bits_digest(state.get()));
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "compiler/plan/plan.pb.h"
+#include "compiler/support/FileIO.h"
 #include "compiler/support/Status.h"
 
 #include <cstdint>
@@ -51,8 +52,11 @@ std::string checksumAlgorithmName(ChecksumAlgorithm algorithm);
 /// XXH3-128 (xxHash 0.8, seed 0; Collet, xxHash specification, xxhash.com) of a file's bytes:
 /// 32 lowercase hex digits in xxHash's canonical order (the same text as `xxhsum -H2`). Reads
 /// the file in 1 MiB chunks through xxHash's streaming state, so memory stays constant and the
-/// cost is the read (several GB/s per core from the page cache); errors name the file.
-Expected<std::string> checksumFile(const std::string &path);
+/// cost is the read (several GB/s per core from the page cache); errors name the file. The file
+/// must be a regular file (a FIFO or device is refused, never read) of at most `maxBytes`
+/// (checked before and while reading); `what` names it in those errors ("the plan's model").
+Expected<std::string> checksumFile(const std::string &path, const std::string &what = "",
+                                   uint64_t maxBytes = kMaxExternalDataBytes);
 /// XXH3-128 of bytes, as checksumFile.
 std::string checksumHex(const std::string &bytes);
 /// Checks the checksums a plan records of its model: every one by an algorithm this dtc knows

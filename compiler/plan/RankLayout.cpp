@@ -82,7 +82,7 @@ Status detail::finishPlan(Plan &plan, const ir::Graph &graph, const LowerOptions
   ModelRef *model = plan.mutable_model();
   model->set_path(opts.modelPath);
   if (!opts.modelFile.empty()) {
-    DTC_ASSIGN_OR_RETURN(std::string checksum, checksumFile(opts.modelFile));
+    DTC_ASSIGN_OR_RETURN(std::string checksum, checksumFile(opts.modelFile, "the model", kMaxModelFileBytes));
     model->set_checksum(checksum);
     model->set_checksum_algorithm(kChecksumAlgorithm);
     std::error_code ec;
@@ -98,7 +98,7 @@ Status detail::finishPlan(Plan &plan, const ir::Graph &graph, const LowerOptions
     for (const std::string &f : files) {
       ExternalFile *x = model->add_external_data();
       x->set_location(std::filesystem::path(f).lexically_relative(dir).string());
-      DTC_ASSIGN_OR_RETURN(std::string fileChecksum, checksumFile(f));
+      DTC_ASSIGN_OR_RETURN(std::string fileChecksum, checksumFile(f, "the model's external data", kMaxExternalDataBytes));
       x->set_checksum(fileChecksum);
       x->set_checksum_algorithm(kChecksumAlgorithm);
       x->set_size_bytes(std::filesystem::file_size(f, ec));

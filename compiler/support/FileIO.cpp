@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <memory>
 #include <new>
 #include <random>
 #include <stdexcept>
@@ -142,6 +143,25 @@ Status AtomicFile::write(std::string_view bytes) {
   return Status::ok();
 }
 
+Status AtomicFile::writeAt(uint64_t offset, std::string_view bytes) {
+  if (fd_ < 0)
+    return Status::error(path_, "internal error: write to a closed output");
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n =
+        ::pwrite(fd_, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      int err = n == 0 ? ENOSPC : errno;
+      discard();
+      return Status::error(path_, "cannot write: " + errnoText(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  return Status::ok();
+}
+
 Status AtomicFile::commit() {
   if (fd_ < 0)
     return Status::error(path_, "internal error: commit of a closed output");
@@ -222,6 +242,35 @@ Expected<std::string> readInputFile(const std::string &path, const std::string &
   } catch (const std::length_error &) {
     ::close(fd);
     return Status::error(path, "out of memory reading the file");
+  }
+}
+
+Status streamInputFile(const std::string &path, const std::string &what, uint64_t maxBytes,
+                       const std::function<Status(const char *data, size_t size)> &sink) {
+  DTC_ASSIGN_OR_RETURN(auto opened, openInput(path, what, maxBytes));
+  const int fd = opened.first;
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  constexpr size_t kChunk = size_t{1} << 20;
+  std::unique_ptr<char[]> chunk(new (std::nothrow) char[kChunk]);
+  if (!chunk)
+    return Status::error(path, "out of memory reading the file");
+  uint64_t total = 0;
+  for (;;) {
+    ssize_t r = ::read(fd, chunk.get(), kChunk);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0)
+      return Status::error(path, "cannot read: " + errnoText(errno));
+    if (r == 0)
+      return Status::ok();
+    total += static_cast<uint64_t>(r);
+    if (total > maxBytes)
+      return Status::error(path, (what.empty() ? "" : what + " ") + "grew past the " +
+                                     std::to_string(maxBytes) + " byte limit while being read");
+    DTC_RETURN_IF_ERROR(sink(chunk.get(), static_cast<size_t>(r)));
   }
 }
 

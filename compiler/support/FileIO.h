@@ -8,6 +8,7 @@
 #include "compiler/support/Status.h"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -44,6 +45,9 @@ public:
   ~AtomicFile();
 
   Status write(std::string_view bytes);
+  /// Writes `bytes` at byte `offset` (pwrite; the append position of write() does not move),
+  /// for writers that go back to patch a header (libzip's local headers). Errors as write().
+  Status writeAt(uint64_t offset, std::string_view bytes);
   /// fsync + close + rename; afterwards the object is empty.
   Status commit();
   const std::string &tempPath() const { return tmp_; }
@@ -71,6 +75,12 @@ Status checkInputFile(const std::string &path, const std::string &what, uint64_t
 /// the file grows); allocation failures are errors ("<path>: out of memory").
 Expected<std::string> readInputFile(const std::string &path, const std::string &what,
                                     uint64_t maxBytes);
+
+/// Streams a whole input file (checkInputFile's rules) through `sink` in chunks of at most 1 MiB,
+/// never holding the file in memory; reading stops with an error when the file grows past
+/// `maxBytes` while being read, or when `sink` fails (its Status is returned).
+Status streamInputFile(const std::string &path, const std::string &what, uint64_t maxBytes,
+                       const std::function<Status(const char *data, size_t size)> &sink);
 
 /// Device and inode of the file `path` names (symbolic links followed); nullopt when it does
 /// not exist or cannot be stat'ed.

@@ -3,8 +3,10 @@
 // post-ops. ONNX dilation d is oneDNN dilation d - 1; pads are [begin..., end...]. Channels-last
 // src/dst are passed to oneDNN as nwc/nhwc/ndhwc; row-major ones and the weights may be laid out
 // by the primitive (format_tag::any) and are then reordered on every run through reorder
-// primitives and scratch memories made once and owned by the kernel.
-#include "ops/cpu/OneDnnUtil.h"
+// primitives and scratch memories made once and owned by the kernel. The fused relu would turn
+// a NaN pre-activation into 0: FusedConv with activation Relu runs unfused when an input is not
+// finite (ReluConvNan), so NaN propagates as in onnxruntime and PyTorch.
+#include "ops/cpu/NanPropagation.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -250,6 +252,38 @@ Expected<Fusion> fusion(const KernelSpec &spec) {
   return f;
 }
 
+/// FusedConv with a fused relu. oneDNN's relu post-op maps NaN to 0, so when X, W, B or Z holds
+/// a NaN or an infinity (inf * 0 and inf - inf make NaN inside the sum), the convolution runs
+/// without the relu (a second kernel, made on first need) and a NaN-keeping relu follows.
+class ReluConvNan : public Kernel {
+public:
+  ReluConvNan(const KernelSpec &spec, CpuContext &ctx, KernelPtr fused, Fusion unfused)
+      : spec_(spec), ctx_(ctx), fused_(std::move(fused)), unfusedFusion_(unfused) {}
+
+  Status run(const KernelArgs &args) override {
+    bool finite = true;
+    for (size_t i = 0; finite && i < args.numInputs && i < spec_.inputs.size(); ++i)
+      if (args.inputs[i] && spec_.inputs[i].present())
+        finite = !anyNonFinite(static_cast<const float *>(args.inputs[i]),
+                               spec_.inputs[i].numElements());
+    if (finite)
+      return fused_->run(args);
+    if (!unfused_) {
+      DTC_ASSIGN_OR_RETURN(unfused_, createConvKernel(spec_, ctx_, unfusedFusion_));
+    }
+    DTC_RETURN_IF_ERROR(unfused_->run(args));
+    float *y = static_cast<float *>(args.outputs[0]);
+    reluKeepNan(y, y, spec_.outputs[0].numElements());
+    return Status::ok();
+  }
+
+private:
+  KernelSpec spec_;
+  CpuContext &ctx_;
+  KernelPtr fused_, unfused_;
+  Fusion unfusedFusion_;
+};
+
 } // namespace
 
 Status checkConv(const KernelSpec &spec) { return checkConvCommon(spec, 3); }
@@ -265,7 +299,12 @@ Status checkFusedConv(const KernelSpec &spec) {
 
 Expected<KernelPtr> createFusedConv(const KernelSpec &spec, CpuContext &ctx) {
   DTC_ASSIGN_OR_RETURN(Fusion f, fusion(spec));
-  return createConvKernel(spec, ctx, f);
+  DTC_ASSIGN_OR_RETURN(KernelPtr k, createConvKernel(spec, ctx, f));
+  if (!f.relu)
+    return k;
+  Fusion unfused = f;
+  unfused.relu = false;
+  return KernelPtr(std::make_unique<ReluConvNan>(spec, ctx, std::move(k), unfused));
 }
 
 int inPlaceFusedConv(const KernelSpec &spec) {

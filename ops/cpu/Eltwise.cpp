@@ -1,20 +1,33 @@
-// CPU kernels of the unary activations Relu, Sigmoid and Tanh: one oneDNN eltwise_forward
-// primitive each (eltwise_relu with alpha 0, eltwise_logistic, eltwise_tanh), f32 only.
-// oneDNN eltwise allows dst == src, so these run in place. Input and output share one layout
-// (either: an elementwise op reads its operands as flat arrays).
-#include "ops/cpu/OneDnnUtil.h"
+// CPU kernels of the unary activations Relu, Sigmoid and Tanh, f32 only: Relu is a hand loop
+// (reluKeepNan, NanPropagation.h: oneDNN's eltwise_relu with alpha 0 turns NaN into 0, the loop
+// keeps it as onnxruntime and PyTorch, at the same speed), Sigmoid and Tanh one oneDNN
+// eltwise_forward primitive each (eltwise_logistic, eltwise_tanh; both keep NaN). All run in
+// place. Input and output share one layout (either: an elementwise op reads its operands as flat
+// arrays).
+#include "ops/cpu/NanPropagation.h"
 
 namespace dtc::ops::cpu {
 
 namespace {
 
 dnnl::algorithm eltwiseAlgorithm(const std::string &op) {
-  if (op == "Relu")
-    return dnnl::algorithm::eltwise_relu;
   if (op == "Sigmoid")
     return dnnl::algorithm::eltwise_logistic;
   return dnnl::algorithm::eltwise_tanh;
 }
+
+class ReluKernel : public Kernel {
+public:
+  explicit ReluKernel(const KernelSpec &spec) : n_(spec.inputs[0].numElements()) {}
+  Status run(const KernelArgs &args) override {
+    reluKeepNan(static_cast<const float *>(args.inputs[0]), static_cast<float *>(args.outputs[0]),
+                n_);
+    return Status::ok();
+  }
+
+private:
+  int64_t n_;
+};
 
 } // namespace
 
@@ -28,6 +41,8 @@ Status checkEltwise(const KernelSpec &spec) {
 }
 
 Expected<KernelPtr> createEltwise(const KernelSpec &spec, CpuContext &ctx) {
+  if (spec.op == "Relu")
+    return KernelPtr(std::make_unique<ReluKernel>(spec));
   return buildKernel(spec, [&]() -> KernelPtr {
     // Same layout for both operands, so the flat (row-major) view computes the same thing.
     dnnl::memory::desc md = plainDesc(spec.inputs[0].shape);

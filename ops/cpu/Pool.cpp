@@ -2,8 +2,10 @@
 // (dilation d - 1) with the padding_r that yields ONNX's output size (ceil_mode as in
 // ops/ShapeHelpers.cpp). AveragePool with count_include_pad=1 whose ceil windows pass the pads
 // uses a loop: its divisor counts explicit pads, not the extension (onnxruntime's rule). Input
-// and output share one layout, row-major or channels-last (nwc, nhwc, ndhwc).
-#include "ops/cpu/OneDnnUtil.h"
+// and output share one layout, row-major or channels-last (nwc, nhwc, ndhwc). MaxPool gives NaN
+// for a window holding NaN, as torch.nn.functional.max_pool and the ONNX reference (numpy max);
+// oneDNN skips NaN, so MaxPoolNan fixes its output up.
+#include "ops/cpu/NanPropagation.h"
 
 #include <algorithm>
 #include <limits>
@@ -157,6 +159,36 @@ private:
   bool includePad_ = false, channelsLast_ = false;
 };
 
+/// oneDNN's max pooling ignores NaN. When input 0 holds a NaN, the same primitive runs again on
+/// a NaN indicator (1 where the input is NaN, 0 elsewhere; same shape and layout): an output
+/// whose window saw a NaN gets 1 there and is set to NaN. NaN-free inputs cost one scan.
+class MaxPoolNan : public Kernel {
+public:
+  MaxPoolNan(KernelPtr inner, int64_t inCount, int64_t outCount)
+      : inner_(std::move(inner)), inCount_(inCount), outCount_(outCount) {}
+
+  Status run(const KernelArgs &args) override {
+    DTC_RETURN_IF_ERROR(inner_->run(args));
+    const float *x = static_cast<const float *>(args.inputs[0]);
+    if (!anyNan(x, inCount_))
+      return Status::ok();
+    flagIn_.resize(static_cast<size_t>(inCount_));
+    flagOut_.resize(static_cast<size_t>(outCount_));
+    for (int64_t i = 0; i < inCount_; ++i)
+      flagIn_[static_cast<size_t>(i)] = x[i] != x[i] ? 1.f : 0.f;
+    const void *ins[1] = {flagIn_.data()};
+    void *outs[1] = {flagOut_.data()};
+    DTC_RETURN_IF_ERROR(inner_->run(KernelArgs{ins, 1, outs, 1}));
+    setNanWhere(static_cast<float *>(args.outputs[0]), flagOut_.data(), outCount_);
+    return Status::ok();
+  }
+
+private:
+  KernelPtr inner_;
+  int64_t inCount_, outCount_;
+  std::vector<float> flagIn_, flagOut_; ///< the indicator and its pooled form (NaN runs only)
+};
+
 } // namespace
 
 Status checkPool(const KernelSpec &spec) {
@@ -191,7 +223,11 @@ Expected<KernelPtr> createPool(const KernelSpec &spec, CpuContext &ctx) {
     PrimitiveRunner r(dnnl::pooling_v2_forward(pd), ctx);
     r.input(DNNL_ARG_SRC, src, 0);
     r.output(DNNL_ARG_DST, dst, 0);
-    return std::make_unique<SinglePrimitiveKernel>(spec, ctx, std::move(r));
+    KernelPtr k = std::make_unique<SinglePrimitiveKernel>(spec, ctx, std::move(r));
+    if (p.max)
+      k = std::make_unique<MaxPoolNan>(std::move(k), spec.inputs[0].numElements(),
+                                       spec.outputs[0].numElements());
+    return k;
   });
 }
 

@@ -1,8 +1,9 @@
 // CPU kernels of ReduceMean, ReduceSum and ReduceMax (canonical opset-18 form: data, optional
 // int64 axes input; keepdims, noop_with_empty_axes): a oneDNN reduction primitive for float32,
 // hand loops for int64 and empty inputs. The axes arrive at run time; the reduced axes implied
-// by the static shapes are checked against them on every run.
-#include "ops/cpu/OneDnnUtil.h"
+// by the static shapes are checked against them on every run. oneDNN's reduction_max skips NaN:
+// an f32 ReduceMax whose input holds a NaN runs the loop, which gives NaN (numpy's max).
+#include "ops/cpu/NanPropagation.h"
 
 #include <cstring>
 #include <limits>
@@ -233,7 +234,8 @@ public:
         keepdims_(spec.attrInt("keepdims", 1) != 0),
         noop_(spec.attrInt("noop_with_empty_axes", 0) != 0), hasAxes_(hasAxesInput(spec)),
         numAxes_(hasAxes_ ? spec.inputs[1].numElements() : 0),
-        bytes_(static_cast<size_t>(spec.outputs[0].byteSize())) {}
+        bytes_(static_cast<size_t>(spec.outputs[0].byteSize())),
+        inCount_(spec.inputs[0].numElements()) {}
 
   /// The effective reduced set (size-1 axes never flagged) and whether the op is a plain copy,
   /// from the run-time axes; errors for bad axes or an output shape that does not match.
@@ -291,8 +293,16 @@ public:
       DTC_ASSIGN_OR_RETURN(std::unique_ptr<ReduceImpl> impl, makeImpl(eff));
       it = impls_.emplace(eff, std::move(impl)).first;
     }
+    ReduceImpl *impl = it->second.get();
+    if (op_ == ReduceOp::kMax && dtype_ == ir::DType::kFloat32 &&
+        anyNan(static_cast<const float *>(args.inputs[0]), inCount_)) {
+      auto &loop = nanLoops_[eff];
+      if (!loop)
+        loop = std::make_unique<ReduceLoop<float>>(op_, in_, eff);
+      impl = loop.get();
+    }
     try {
-      it->second->run(args.inputs[0], args.outputs[0]);
+      impl->run(args.inputs[0], args.outputs[0]);
     } catch (const dnnl::error &e) {
       return Status::error(where_, std::string("oneDNN: ") + e.what());
     }
@@ -352,6 +362,9 @@ private:
   int64_t numAxes_;
   size_t bytes_;
   std::map<std::vector<bool>, std::unique_ptr<ReduceImpl>> impls_;
+  /// f32 ReduceMax loops for inputs holding NaN (made on first need).
+  std::map<std::vector<bool>, std::unique_ptr<ReduceImpl>> nanLoops_;
+  int64_t inCount_ = 0;
 };
 
 } // namespace

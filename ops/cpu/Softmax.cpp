@@ -1,7 +1,8 @@
 // CPU kernels of Softmax and LogSoftmax (opset 13 semantics: normalize over the one axis
 // `axis`, default -1, negative counted from the end; LogSoftmax = x - log(sum(exp(x)))): one
-// oneDNN softmax_v2_forward primitive with algorithm softmax_accurate or softmax_log, f32.
-#include "ops/cpu/OneDnnUtil.h"
+// oneDNN softmax_v2_forward primitive with algorithm softmax_accurate or softmax_log, f32. A row
+// holding NaN gives NaN everywhere in that row (NanPropagation.h), as the reference.
+#include "ops/cpu/NanPropagation.h"
 
 namespace dtc::ops::cpu {
 
@@ -36,7 +37,16 @@ Expected<KernelPtr> createSoftmax(const KernelSpec &spec, CpuContext &ctx) {
     PrimitiveRunner r(dnnl::softmax_v2_forward(pd), ctx);
     r.input(DNNL_ARG_SRC, md, 0);
     r.output(DNNL_ARG_DST, md, 0);
-    return std::make_unique<SinglePrimitiveKernel>(spec, ctx, std::move(r));
+    // oneDNN gives the other entries of a row holding NaN finite values; the reference gives
+    // NaN for the whole row (its max and its sum are NaN).
+    const auto &shape = spec.inputs[0].shape;
+    int64_t outer = 1, inner = 1;
+    for (int64_t a = 0; a < axis; ++a)
+      outer *= shape[static_cast<size_t>(a)];
+    for (int64_t a = axis + 1; a < rank; ++a)
+      inner *= shape[static_cast<size_t>(a)];
+    return propagateNanRows(std::make_unique<SinglePrimitiveKernel>(spec, ctx, std::move(r)), outer,
+                            shape[static_cast<size_t>(axis)], inner);
   });
 }
 

@@ -4,8 +4,10 @@
 // != 0, measured on avx512_core), Clip's bounds are run-time inputs, and loops keep Neg's -0 and
 // Reciprocal's 1/x exact), Floor, Ceil, Round (halves to even) and Sign (hand loops), and Pow
 // (numpy broadcasting; f32 base, f32 or i64 exponent). Neg, Abs and Clip also take i64. The
-// same-shape ops run in place and accept any one layout for input and output.
+// same-shape ops run in place and accept any one layout for input and output. NaN inputs give NaN
+// outputs (oneDNN's exp and alpha-0 relu through NanPropagation.h).
 #include "ops/cpu/BroadcastUtil.h"
+#include "ops/cpu/NanPropagation.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -298,7 +300,12 @@ Expected<KernelPtr> createUnary(const KernelSpec &spec, CpuContext &ctx) {
     PrimitiveRunner r(dnnl::eltwise_forward(pd), ctx);
     r.input(DNNL_ARG_SRC, md, 0);
     r.output(DNNL_ARG_DST, md, 0);
-    return std::make_unique<SinglePrimitiveKernel>(spec, ctx, std::move(r));
+    KernelPtr k = std::make_unique<SinglePrimitiveKernel>(spec, ctx, std::move(r));
+    // oneDNN's exp gives +inf for NaN, its relu with alpha 0 (LeakyRelu alpha=0) gives 0: those
+    // two scan for NaN. The other algorithms keep NaN themselves.
+    if (alg == dnnl::algorithm::eltwise_exp || (alg == dnnl::algorithm::eltwise_relu && alpha == 0.f))
+      return propagateNanElementwise(std::move(k), spec.inputs[0].numElements());
+    return k;
   });
 }
 

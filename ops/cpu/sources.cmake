@@ -4,6 +4,7 @@ target_sources(dtc_ops_cpu PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/BatchNorm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Conv.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Eltwise.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/NanPropagation.cpp
   ${CMAKE_CURRENT_LIST_DIR}/MatMul.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Pool.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Reorder.cpp

@@ -1,8 +1,11 @@
 // .npz archives through libzip: reading stored and deflated .npy members (from a file or from
 // memory; sizes checked against the zip's records, the .npy header, a caller's filter and
 // physical memory before inflating, then streamed into place), reading plain .npy files, and
-// writing uncompressed .npz files atomically (<path>.tmp, then rename).
+// writing uncompressed .npz files atomically (an AtomicFile: an O_EXCL|O_NOFOLLOW temporary
+// next to the target that libzip writes through a source callback, fsync, rename).
 #include "runtime/io/NpzInternal.h"
+
+#include "compiler/support/FileIO.h"
 
 #include <zip.h>
 
@@ -11,7 +14,6 @@
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <memory>
 #include <new>
@@ -294,6 +296,76 @@ Status checkWritable(const HostArray &a, const std::string &path) {
   return Status::ok();
 }
 
+/// A libzip write target that writes into an AtomicFile (libzip's own file target writes a fixed
+/// "<path>.XXXXXX" and neither syncs nor checks the target): libzip writes sequentially, seeks
+/// back to patch local headers, and commits once at the end.
+struct AtomicZipTarget {
+  AtomicFile *file = nullptr;
+  uint64_t pos = 0, size = 0;
+  bool committed = false;
+  Status failure = Status::ok(); ///< the first AtomicFile error, for the message
+  zip_error_t error;
+
+  zip_int64_t fail(int zipCode, int sysCode) {
+    zip_error_set(&error, zipCode, sysCode);
+    return -1;
+  }
+
+  static zip_int64_t callback(void *user, void *data, zip_uint64_t len, zip_source_cmd_t cmd) {
+    auto *t = static_cast<AtomicZipTarget *>(user);
+    switch (cmd) {
+    case ZIP_SOURCE_SUPPORTS:
+      return zip_source_make_command_bitmap(
+          ZIP_SOURCE_OPEN, ZIP_SOURCE_READ, ZIP_SOURCE_CLOSE, ZIP_SOURCE_STAT, ZIP_SOURCE_ERROR,
+          ZIP_SOURCE_FREE, ZIP_SOURCE_SEEK, ZIP_SOURCE_TELL, ZIP_SOURCE_SUPPORTS,
+          ZIP_SOURCE_BEGIN_WRITE, ZIP_SOURCE_COMMIT_WRITE, ZIP_SOURCE_ROLLBACK_WRITE,
+          ZIP_SOURCE_WRITE, ZIP_SOURCE_SEEK_WRITE, ZIP_SOURCE_TELL_WRITE, ZIP_SOURCE_REMOVE, -1);
+    case ZIP_SOURCE_STAT:
+      // A new archive: "does not exist" (libzip's test is ZIP_ER_READ with ENOENT).
+      return t->fail(ZIP_ER_READ, ENOENT);
+    case ZIP_SOURCE_ERROR:
+      return zip_error_to_data(&t->error, data, len);
+    case ZIP_SOURCE_OPEN:
+    case ZIP_SOURCE_CLOSE:
+    case ZIP_SOURCE_FREE:
+    case ZIP_SOURCE_REMOVE:
+    case ZIP_SOURCE_READ:
+    case ZIP_SOURCE_SEEK:
+    case ZIP_SOURCE_TELL:
+      return 0; // nothing is read back from a new archive
+    case ZIP_SOURCE_BEGIN_WRITE:
+      t->pos = t->size = 0;
+      return 0;
+    case ZIP_SOURCE_WRITE: {
+      Status st = t->file->writeAt(t->pos, std::string_view(static_cast<const char *>(data), len));
+      if (!st.isOk()) {
+        t->failure = st;
+        return t->fail(ZIP_ER_WRITE, EIO);
+      }
+      t->pos += len;
+      t->size = std::max(t->size, t->pos);
+      return static_cast<zip_int64_t>(len);
+    }
+    case ZIP_SOURCE_SEEK_WRITE: {
+      zip_int64_t to = zip_source_seek_compute_offset(t->pos, t->size, data, len, &t->error);
+      if (to < 0)
+        return -1;
+      t->pos = static_cast<uint64_t>(to);
+      return 0;
+    }
+    case ZIP_SOURCE_TELL_WRITE:
+      return static_cast<zip_int64_t>(t->pos);
+    case ZIP_SOURCE_COMMIT_WRITE:
+      t->committed = true; // the AtomicFile is committed after zip_close (fsync, rename)
+      return 0;
+    case ZIP_SOURCE_ROLLBACK_WRITE:
+      return 0; // the uncommitted AtomicFile removes its temporary when destroyed
+    default:
+      return t->fail(ZIP_ER_OPNOTSUPP, 0);
+    }
+  }
+};
+
 Status writeNpzImpl(const std::string &path, const std::vector<HostArray> &arrays) {
   std::set<std::string> names;
   for (const HostArray &a : arrays) {
@@ -306,55 +378,62 @@ Status writeNpzImpl(const std::string &path, const std::vector<HostArray> &array
   if (std::filesystem::exists(std::filesystem::symlink_status(path, ec)) &&
       !std::filesystem::is_regular_file(path, ec) && !std::filesystem::is_directory(path, ec))
     return Status::error(path, "exists and is not a regular file; refusing to replace it");
-  const std::string tmp = path + ".tmp";
-  std::filesystem::remove(tmp, ec);
+  DTC_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::create(path));
   if (arrays.empty()) {
     // libzip writes no file for an empty archive; an empty zip is its end record alone.
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     static const char kEmptyZip[22] = {'P', 'K', 5, 6};
-    if (!out || !out.write(kEmptyZip, sizeof kEmptyZip) || !out.flush())
-      return Status::error(path, "cannot write " + tmp);
-  } else {
-    int code = 0;
-    zip_t *raw = zip_open(tmp.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &code);
-    if (!raw)
-      return Status::error(path, "cannot write " + tmp + ": " + zipErrorText(code));
-    ZipArchive za(raw);
-    // libzip reads the buffers at zip_close; they must live until then.
-    std::vector<std::string> buffers;
-    buffers.reserve(arrays.size());
-    for (const HostArray &a : arrays) {
-      buffers.push_back(serializeNpy(a));
-      const std::string &buf = buffers.back();
-      zip_source_t *src = zip_source_buffer(za.get(), buf.data(), buf.size(), 0);
-      if (!src)
-        return Status::error(path, std::string("cannot add array '") + a.name +
-                                       "': " + zip_strerror(za.get()));
-      zip_int64_t index = zip_file_add(za.get(), (a.name + ".npy").c_str(), src, ZIP_FL_ENC_UTF_8);
-      if (index < 0) {
-        zip_source_free(src);
-        return Status::error(path, std::string("cannot add array '") + a.name +
-                                       "': " + zip_strerror(za.get()));
-      }
-      if (zip_set_file_compression(za.get(), static_cast<zip_uint64_t>(index), ZIP_CM_STORE, 0) !=
-          0)
-        return Status::error(path, std::string("cannot add array '") + a.name +
-                                       "': " + zip_strerror(za.get()));
-    }
-    if (zip_close(za.get()) != 0) {
-      std::string why = zip_strerror(za.get());
-      std::filesystem::remove(tmp, ec);
-      return Status::error(path, "cannot write " + tmp + ": " + why);
-    }
-    (void)za.release(); // zip_close freed it
+    DTC_RETURN_IF_ERROR(file.write(std::string_view(kEmptyZip, sizeof kEmptyZip)));
+    return file.commit();
   }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    const std::string why = ec.message(); // remove() below overwrites ec
-    std::filesystem::remove(tmp, ec);
-    return Status::error(path, "cannot rename " + tmp + " into place: " + why);
+  AtomicZipTarget target;
+  target.file = &file;
+  zip_error_init(&target.error);
+  struct ErrorFini {
+    zip_error_t *e;
+    ~ErrorFini() { zip_error_fini(e); }
+  } errorFini{&target.error};
+  zip_error_t openError;
+  zip_error_init(&openError);
+  zip_source_t *src = zip_source_function_create(&AtomicZipTarget::callback, &target, &openError);
+  zip_t *raw = src ? zip_open_from_source(src, ZIP_CREATE | ZIP_TRUNCATE, &openError) : nullptr;
+  if (!raw) {
+    std::string why = zip_error_strerror(&openError);
+    zip_error_fini(&openError);
+    if (src)
+      zip_source_free(src);
+    return Status::error(path, "cannot start the archive: " + why);
   }
-  return Status::ok();
+  zip_error_fini(&openError);
+  ZipArchive za(raw); // owns src from here on
+  // libzip reads the buffers at zip_close; they must live until then.
+  std::vector<std::string> buffers;
+  buffers.reserve(arrays.size());
+  for (const HostArray &a : arrays) {
+    buffers.push_back(serializeNpy(a));
+    const std::string &buf = buffers.back();
+    zip_source_t *member = zip_source_buffer(za.get(), buf.data(), buf.size(), 0);
+    if (!member)
+      return Status::error(path, std::string("cannot add array '") + a.name +
+                                     "': " + zip_strerror(za.get()));
+    zip_int64_t index = zip_file_add(za.get(), (a.name + ".npy").c_str(), member, ZIP_FL_ENC_UTF_8);
+    if (index < 0) {
+      zip_source_free(member);
+      return Status::error(path, std::string("cannot add array '") + a.name +
+                                     "': " + zip_strerror(za.get()));
+    }
+    if (zip_set_file_compression(za.get(), static_cast<zip_uint64_t>(index), ZIP_CM_STORE, 0) != 0)
+      return Status::error(path, std::string("cannot add array '") + a.name +
+                                     "': " + zip_strerror(za.get()));
+  }
+  if (zip_close(za.get()) != 0) {
+    if (!target.failure.isOk())
+      return target.failure;
+    return Status::error(path, std::string("cannot write the archive: ") + zip_strerror(za.get()));
+  }
+  (void)za.release(); // zip_close freed it
+  if (!target.committed)
+    return Status::error(path, "internal error: libzip did not commit the archive");
+  return file.commit();
 }
 
 } // namespace

@@ -11,4 +11,5 @@ set(DTC_CPU_KERNEL_TEST_SOURCES
   unit/cpu/NNTest.cpp
   unit/cpu/ResizeTest.cpp
   unit/cpu/LayoutUnetTest.cpp
+  unit/cpu/NanSemanticsTest.cpp
 )

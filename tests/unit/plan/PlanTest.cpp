@@ -193,7 +193,27 @@ TEST_F(PlanFileTest, ChecksumFileErrorsNameTheFile) {
             path("missing.onnx") + ": cannot open: No such file or directory");
   auto folder = checksumFile(dir_.string());
   ASSERT_FALSE(folder);
-  EXPECT_EQ(folder.status().message(), dir_.string() + ": is a directory");
+  EXPECT_EQ(folder.status().message(), dir_.string() + ": is a directory, not a file");
+}
+
+// A FIFO is refused without blocking (fopen would wait for a writer forever), and the size is
+// bounded: checksumFile and readPlanFile read regular files of bounded size only.
+TEST_F(PlanFileTest, FifosAndOversizedFilesAreRefused) {
+  const std::string fifo = path("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto sum = checksumFile(fifo, "the plan's model", kMaxModelFileBytes);
+  ASSERT_FALSE(sum);
+  EXPECT_EQ(sum.status().message(), fifo + ": the plan's model is not a regular file (a FIFO, "
+                                           "device or socket); inputs must be regular files");
+  auto read = readPlanFile(fifo);
+  ASSERT_FALSE(read);
+  EXPECT_EQ(read.status().message(), fifo + ": the plan is not a regular file (a FIFO, device "
+                                            "or socket); inputs must be regular files");
+  writeBytes(path("abc.txt"), "abc");
+  auto big = checksumFile(path("abc.txt"), "the model", 2);
+  ASSERT_FALSE(big);
+  EXPECT_EQ(big.status().message(), path("abc.txt") + ": the model is 3 bytes, over the 2 byte limit");
+  EXPECT_TRUE(checksumFile(path("abc.txt"), "the model", 3));
 }
 
 // --- files ---
@@ -282,7 +302,7 @@ TEST_F(PlanFileTest, DirectoryPaths) {
   EXPECT_EQ(s.message(), dir_.string() + ": is a directory");
   auto read = readPlanFile(dir_.string());
   ASSERT_FALSE(read);
-  EXPECT_EQ(read.status().message(), dir_.string() + ": is a directory");
+  EXPECT_EQ(read.status().message(), dir_.string() + ": the plan is a directory, not a file");
 }
 
 TEST_F(PlanFileTest, FailedWriteLeavesNothing) {

@@ -568,7 +568,38 @@ TEST(NpzTest, WriteRejectsInvalidArrays) {
   std::string missingDir = dir.file("no/such/dir/out.npz");
   Status st = writeNpz(missingDir, {makeArray("a", DType::kInt8, {1}, "x")});
   ASSERT_FALSE(st.isOk());
-  EXPECT_EQ(st.message().rfind(missingDir + ": cannot write", 0), 0u) << st.message();
+  EXPECT_EQ(st.message().rfind(missingDir + ": cannot create " + missingDir + ".tmp.", 0), 0u)
+      << st.message();
+}
+
+// writeNpz writes through an AtomicFile: a fresh O_CREAT|O_EXCL|O_NOFOLLOW temporary with a
+// random suffix, synced and renamed. A file or symlink planted at the old fixed name
+// "<path>.tmp" is neither followed nor touched, and no temporary is left behind.
+TEST(NpzTest, WriteUsesAFreshTemporaryNeverAPlantedOne) {
+  TempDir dir;
+  const std::string path = dir.file("out.npz"), victim = dir.file("victim");
+  writeFile(victim, "precious");
+  std::filesystem::create_symlink(victim, path + ".tmp");
+  ASSERT_TRUE(writeNpz(path, {makeArray("y", DType::kInt32, {2}, rawBytes<int32_t>({4, 2}))}));
+  EXPECT_EQ(readFile(victim), "precious");
+  EXPECT_TRUE(std::filesystem::is_symlink(path + ".tmp"));
+  auto back = readArrays(path);
+  ASSERT_TRUE(back) << back.status().message();
+  EXPECT_EQ(valuesOf<int32_t>((*back)[0]), (std::vector<int32_t>{4, 2}));
+  int entries = 0;
+  for (const auto &e : std::filesystem::directory_iterator(dir.path())) {
+    (void)e;
+    ++entries;
+  }
+  EXPECT_EQ(entries, 3); // out.npz, out.npz.tmp (the planted link), victim
+  // An existing FIFO (or device) is refused, never replaced.
+  const std::string fifo = dir.file("pipe.npz");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  Status st = writeNpz(fifo, {makeArray("y", DType::kInt32, {1}, rawBytes<int32_t>({1}))});
+  ASSERT_FALSE(st.isOk());
+  struct stat sb {};
+  ASSERT_EQ(::lstat(fifo.c_str(), &sb), 0);
+  EXPECT_TRUE(S_ISFIFO(sb.st_mode));
 }
 
 TEST(NpzTest, MissingFile) {

@@ -64,6 +64,8 @@ def main():
                  label=np.ones((8, 3), np.float32))
     elif case == "newline_name":
         save(linear("w", node_name="mm\nerror: forged line", op="NoSuchOp"), out)
+    elif case == "gemm_zero_features":
+        save(linear("fc.weight", node_name="fc", op="Gemm", w_shape=(4, 0)), out)
     elif case == "zip_bomb":
         zip_bomb(os.path.join(out, "bomb.npz"), int(sys.argv[3]))
     else:
