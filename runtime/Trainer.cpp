@@ -322,7 +322,12 @@ Status Trainer::run() {
   // Parameter servers: a (re)joining worker continues where the servers say.
   if (opts_.parameters) {
     DTC_ASSIGN_OR_RETURN(step, opts_.parameters->join());
-    step = std::min(step, totalSteps_);
+    if (step >= totalSteps_)
+      return Status::error("worker " + std::to_string(rank_),
+                           "the servers are at step " + std::to_string(step) + ", at or past the " +
+                               std::to_string(totalSteps_) +
+                               " steps of this run: nothing to train (an old --checkpoint-dir "
+                               "of the servers?)");
   }
   const plan::RankProgram &rp = program_;
   std::vector<std::vector<float>> accum;
@@ -425,7 +430,11 @@ Status Trainer::run() {
     // part).
     int64_t nextStep = step + 1;
     Status optimized = Status::ok();
-    if (opts_.parameters) {
+    // Parameter servers: a non-finite loss is not pushed (it would poison every worker's
+    // parameters); the check below reports it.
+    if (opts_.parameters && !std::isfinite(stepLoss) && !opts_.allowNonFiniteLoss) {
+      // falls through to the non-finite loss error below
+    } else if (opts_.parameters) {
       Expected<int64_t> next = opts_.parameters->push(step, lr, ex_);
       optimized = next.status();
       if (next)

@@ -341,6 +341,11 @@ int main(int argc, char **argv) {
       while (!service.token.empty() &&
              (service.token.back() == '\n' || service.token.back() == '\r'))
         service.token.pop_back();
+      for (unsigned char ch : service.token)
+        if (ch < 0x21 || ch > 0x7e)
+          return fail(tokenPath + ": --job-token-file: the token must be printable ASCII without "
+                                  "spaces (it travels as a gRPC header); make one with "
+                                  "`openssl rand -hex 32`");
       if (service.token.size() < 16)
         return fail(tokenPath + ": --job-token-file: the token has " +
                     std::to_string(service.token.size()) + " bytes; at least 16 are needed");
@@ -362,7 +367,8 @@ int main(int argc, char **argv) {
         // The training options of the command line are the workers' (--local-cluster passes
         // one command line to every task): a server ignores them.
         dtc::Status s = dtc::rt::ps::runServer(*plan, *cluster, service);
-        return s.isOk() ? 0 : fail(who + ": " + s.message());
+        return s.isOk() ? 0 : fail(s.message().rfind(who, 0) == 0 ? s.message()
+                                                                   : who + ": " + s.message());
       }
       if (dataOpt->empty())
         return usage(who + " is a worker: give --data TRAIN.npz");

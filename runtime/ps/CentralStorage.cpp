@@ -16,7 +16,10 @@ public:
              std::atomic<int> &failed)
       : core_(core), shards_(shards), device_(device), failed_(failed) {}
 
-  Expected<int64_t> join() override { return core_.join(device_); }
+  Expected<int64_t> join() override {
+    uint64_t incarnation = 0; // one process: no other can claim this device
+    return core_.join(device_, incarnation);
+  }
 
   Status pull(int64_t step, Executor &ex) override {
     std::vector<ShardBytes> values;

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
+#include <set>
 
 namespace dtc::rt::ps {
 namespace {
@@ -76,6 +77,11 @@ Expected<Cluster> parseClusterJson(const std::string &text, const std::string &w
     return Status::error(where, "lists no worker (cluster.worker or cluster.chief)");
   if (c.servers.empty())
     return Status::error(where, "lists no parameter server (cluster.ps)");
+  std::set<std::string> seen;
+  for (const auto *list : {&c.workers, &c.servers})
+    for (const std::string &a : *list)
+      if (!seen.insert(a).second)
+        return Status::error(where, "lists the address " + a + " twice (every task needs its own)");
   if (j.contains("task")) {
     const nlohmann::json &t = j["task"];
     if (!t.is_object() || !t.contains("type") || !t["type"].is_string() || !t.contains("index") ||

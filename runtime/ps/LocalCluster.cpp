@@ -7,11 +7,13 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -21,6 +23,8 @@
 
 namespace dtc::rt::ps {
 namespace {
+
+volatile sig_atomic_t gSignal = 0;
 
 /// A port the kernel hands out for 127.0.0.1 (closed again: the server binds it soon after;
 /// the kernel does not hand it out again right away).
@@ -58,8 +62,13 @@ pid_t spawn(const std::string &self, const std::vector<std::string> &args) {
   for (const std::string &a : args)
     argv.push_back(const_cast<char *>(a.c_str()));
   argv.push_back(nullptr);
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid == 0) {
+    // A task ends with its launcher (even one killed by SIGKILL).
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent)
+      ::_exit(1);
     ::execv(self.c_str(), argv.data());
     std::fprintf(stderr, "error: --local-cluster: cannot run %s: %s\n", self.c_str(),
                  std::strerror(errno));
@@ -113,6 +122,12 @@ Expected<int> runLocalCluster(const std::string &self, const std::vector<std::st
     return a;
   };
   std::map<pid_t, std::string> serverPids, workerPids;
+  // SIGTERM or SIGINT to the launcher ends every task (and the token's folder goes with it).
+  struct sigaction sa {};
+  sa.sa_handler = [](int sig) { gSignal = sig; };
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+  bool endedByUs = false;
   for (int s = 0; s < servers; ++s)
     serverPids[spawn(self, withTask("ps:" + std::to_string(s), false))] = "ps:" + std::to_string(s);
   for (int w = 0; w < workers; ++w)
@@ -123,13 +138,29 @@ Expected<int> runLocalCluster(const std::string &self, const std::vector<std::st
   while (!workerPids.empty()) {
     int status = 0;
     const pid_t pid = ::waitpid(-1, &status, 0);
+    if (pid < 0 && errno == EINTR && gSignal) {
+      std::fprintf(stderr, "error: --local-cluster: stopped by signal %d; ending every task\n",
+                   static_cast<int>(gSignal));
+      for (const auto &m : {&workerPids, &serverPids})
+        for (const auto &[p, name] : *m)
+          ::kill(p, SIGTERM);
+      endedByUs = true;
+      gSignal = 0;
+      chiefCode = 128 + SIGTERM;
+      continue;
+    }
+    if (pid < 0 && errno == EINTR)
+      continue;
     if (pid < 0)
       break;
     if (auto it = workerPids.find(pid); it != workerPids.end()) {
       const int code = exitCode(status);
-      if (it->second == "worker:0")
+      if (it->second == "worker:0" && !endedByUs) {
         chiefCode = code;
-      else if (code != 0)
+        if (code != 0 && WIFSIGNALED(status))
+          std::fprintf(stderr, "error: worker:0 (the chief) was killed by signal %d\n",
+                       WTERMSIG(status));
+      } else if (code != 0 && !endedByUs)
         std::fprintf(stderr, "warning: %s exited with code %d; training went on without it\n",
                      it->second.c_str(), code);
       workerPids.erase(it);
@@ -142,6 +173,7 @@ Expected<int> runLocalCluster(const std::string &self, const std::vector<std::st
       if (failed) {
         // The workers cannot train without the server's parameters: end the job.
         serverFailed = true;
+        endedByUs = true;
         for (const auto &[w, name] : workerPids)
           ::kill(w, SIGTERM);
       }

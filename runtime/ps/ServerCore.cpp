@@ -2,6 +2,8 @@
 #include "runtime/ps/ServerCore.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -139,7 +141,8 @@ Status ServerCore::checkWorker(int worker) const {
 }
 
 bool ServerCore::liveLocked(const Worker &w, Clock::time_point now) const {
-  return !w.done && !w.lost && now - w.lastSeen < timeout_;
+  // A worker not seen yet has three timeouts from the server's start to show up.
+  return !w.done && !w.lost && now - w.lastSeen < (w.everSeen ? timeout_ : 3 * timeout_);
 }
 
 int64_t ServerCore::version() {
@@ -155,11 +158,18 @@ std::string ServerCore::workerState(int w) {
   return x.done ? "done" : liveLocked(x, Clock::now()) ? "live" : "lost";
 }
 
-Expected<int64_t> ServerCore::join(int worker) {
+Expected<int64_t> ServerCore::join(int worker, uint64_t &incarnation) {
   DTC_RETURN_IF_ERROR(checkWorker(worker));
   std::lock_guard<std::mutex> lock(mu_);
   DTC_RETURN_IF_ERROR(failed_);
   Worker &w = workers_[static_cast<size_t>(worker)];
+  if (w.everSeen)
+    std::fprintf(stderr, "ps:%d: worker %d rejoined (it had pushed %lld steps)\n", server_, worker,
+                 static_cast<long long>(w.pushed));
+  w.everSeen = true;
+  w.incarnation = (static_cast<uint64_t>(Clock::now().time_since_epoch().count()) << 8) ^
+                  (w.incarnation + 1);
+  incarnation = w.incarnation;
   w.lastSeen = Clock::now();
   w.lost = false;
   w.done = false;
@@ -170,6 +180,19 @@ Expected<int64_t> ServerCore::join(int worker) {
     return version_;
   }
   return w.pushed;
+}
+
+Status ServerCore::checkIncarnation(int worker, uint64_t incarnation) {
+  DTC_RETURN_IF_ERROR(checkWorker(worker));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (workers_[static_cast<size_t>(worker)].incarnation != incarnation)
+    return Status::error("worker " + std::to_string(worker),
+                         workers_[static_cast<size_t>(worker)].incarnation == 0
+                             ? "has not joined server " + std::to_string(server_) +
+                                   " (it restarted without its state, or this is not its job)"
+                             : "another process joined server " + std::to_string(server_) +
+                                   " as this worker since; only one may run");
+  return Status::ok();
 }
 
 bool ServerCore::pullAllowedLocked(int64_t step, Clock::time_point now) const {
@@ -190,7 +213,18 @@ Status ServerCore::pull(int worker, int64_t step, std::chrono::milliseconds wait
   std::unique_lock<std::mutex> lock(mu_);
   DTC_RETURN_IF_ERROR(failed_);
   const auto deadline = Clock::now() + wait;
-  workers_[static_cast<size_t>(worker)].lastSeen = Clock::now();
+  Worker &self = workers_[static_cast<size_t>(worker)];
+  self.lastSeen = Clock::now();
+  // A worker pulls step s after pushing step s - 1 here: a server that holds fewer of its
+  // steps lost its state (restarted without --checkpoint-dir, or from another folder).
+  if (step < 0 || step > self.pushed)
+    return Status::error("server " + std::to_string(server_),
+                         "worker " + std::to_string(worker) + " asks for step " +
+                             std::to_string(step) + ", but this server has only " +
+                             std::to_string(self.pushed) +
+                             " of its steps (at update " + std::to_string(version_) +
+                             "): the server lost its state (restarted without its "
+                             "--checkpoint-dir?); training cannot go on");
   ready = pullAllowedLocked(step, Clock::now());
   while (!ready && Clock::now() < deadline) {
     changed_.wait_until(lock, deadline);
@@ -258,9 +292,13 @@ Status ServerCore::saveLocked() {
     a.name = "state/" + ex_->program().buffers(b).name();
     arrays.push_back(std::move(a));
   }
-  std::vector<int64_t> pushed;
-  for (const Worker &w : workers_)
+  std::vector<int64_t> pushed, incarnations;
+  for (const Worker &w : workers_) {
     pushed.push_back(w.pushed);
+    incarnations.push_back(static_cast<int64_t>(w.incarnation));
+  }
+  // The workers' incarnations too: after a restart their calls still carry them.
+  arrays.push_back(int64Array("dtc::incarnation", incarnations));
   int32_t lrBits = 0;
   std::memcpy(&lrBits, &pendingLr_, 4);
   arrays.push_back(int64Array("dtc::version", {version_, lrBits}));
@@ -315,13 +353,33 @@ Status ServerCore::enableCheckpoints(const std::string &dir, const std::string &
     return Status::error(checkpointPath_, "holds a malformed step record");
   for (int b : stateBuffers_) {
     DTC_ASSIGN_OR_RETURN(const HostArray *a, need("state/" + ex_->program().buffers(b).name()));
+    if (a->dtype == ir::DType::kFloat32)
+      for (size_t i = 0; i + 4 <= a->bytes.size(); i += 4) {
+        float f;
+        std::memcpy(&f, a->bytes.data() + i, 4);
+        if (!std::isfinite(f))
+          return Status::error(checkpointPath_, "holds NaN or infinite values in '" + a->name +
+                                                    "'; refusing to restore them");
+      }
     DTC_RETURN_IF_ERROR(ex_->writeBuffer(b, *a).withContext(checkpointPath_));
   }
+  for (int64_t n : p)
+    if (n < 0 || n > v[0] + 1)
+      return Status::error(checkpointPath_, "holds a worker step count (" + std::to_string(n) +
+                                                ") that does not fit its update count " +
+                                                std::to_string(v[0]));
   version_ = v[0];
   const int32_t lrBits = static_cast<int32_t>(v[1]);
   std::memcpy(&pendingLr_, &lrBits, 4);
-  for (size_t w = 0; w < workers_.size(); ++w)
+  DTC_ASSIGN_OR_RETURN(const HostArray *inc, need("dtc::incarnation"));
+  const std::vector<int64_t> incs = int64Values(*inc);
+  if (inc->dtype != ir::DType::kInt64 || incs.size() != workers_.size())
+    return Status::error(checkpointPath_, "holds a malformed incarnation record");
+  for (size_t w = 0; w < workers_.size(); ++w) {
     workers_[w].pushed = p[w];
+    workers_[w].incarnation = static_cast<uint64_t>(incs[w]);
+    workers_[w].everSeen = incs[w] != 0;
+  }
   pending_.clear();
   for (const auto &[name, a] : byName) {
     if (name.rfind("pending/", 0) != 0)
@@ -394,12 +452,25 @@ Status ServerCore::push(int worker, int64_t step, float lr,
   }
   if (!(lr >= 0) || lr > 1e30f)
     return Status::error(who, "pushed a learning rate of " + std::to_string(lr));
+  for (size_t k = 0; k < grads.size(); ++k)
+    for (float v : grads[k])
+      if (!std::isfinite(v))
+        return Status::error(who, "pushed a NaN or infinite gradient for shard " +
+                                      std::to_string(shardIds_[k]) +
+                                      "; it is not applied (the worker's loss diverged, or its "
+                                      "data hold NaN)");
   std::lock_guard<std::mutex> lock(mu_);
   DTC_RETURN_IF_ERROR(failed_);
   Worker &w = workers_[static_cast<size_t>(worker)];
   const auto now = Clock::now();
   w.lastSeen = now;
   w.lost = false;
+  if (step < 0 || step > w.pushed)
+    return Status::error(who, "pushed its gradient of step " + std::to_string(step) +
+                                  ", but server " + std::to_string(server_) + " has only " +
+                                  std::to_string(w.pushed) +
+                                  " of its steps: the server lost its state (restarted without "
+                                  "its --checkpoint-dir?), or the step is forged");
   next = step + 1;
   if (staleness_ == 0) {
     if (step > version_)
@@ -458,11 +529,16 @@ void ServerCore::checkLiveness() {
   std::lock_guard<std::mutex> lock(mu_);
   const auto now = Clock::now();
   bool changed = false;
-  for (Worker &w : workers_)
-    if (!w.done && !w.lost && now - w.lastSeen >= timeout_) {
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    Worker &w = workers_[i];
+    if (!w.done && !w.lost && !liveLocked(w, now)) {
       w.lost = true;
       changed = true;
+      std::fprintf(stderr, "ps:%d: worker %zu lost (silent for %.1f s); %s\n", server_, i,
+                   timeout_.count(),
+                   staleness_ == 0 ? "synchronous steps go on without it" : "training goes on");
     }
+  }
   if (changed) {
     if (maybeApplySyncLocked(now).isOk()) // a failure is kept in failed_
       (void)saveLocked();

@@ -66,8 +66,12 @@ public:
                                                       double heartbeatTimeoutSeconds);
 
   /// A worker (re)joins: returns the step it continues at (synchronous: the next update's step;
-  /// asynchronous: the steps it has pushed so far). Errors: worker out of range.
-  Expected<int64_t> join(int worker);
+  /// asynchronous: the steps it has pushed so far) and its incarnation, which its later pulls
+  /// and pushes carry: a second process joining as the same worker fences off the first.
+  /// Errors: worker out of range.
+  Expected<int64_t> join(int worker, uint64_t &incarnation);
+  /// Refuses a call of `worker` that carries another incarnation than its latest join's.
+  Status checkIncarnation(int worker, uint64_t incarnation);
   /// The shards' current values for `worker` about to compute `step`, when the staleness rule
   /// allows it; otherwise waits up to `wait` and sets `ready` false. `version` is the number of
   /// updates applied.
@@ -111,6 +115,8 @@ private:
     Clock::time_point lastSeen;
     bool lost = false, done = false;
     int64_t pushed = 0; ///< steps whose gradient this server has from the worker
+    uint64_t incarnation = 0; ///< of its latest join
+    bool everSeen = false;
   };
   struct Local {
     int32_t shard = 0;

@@ -7,6 +7,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <csignal>
@@ -38,18 +39,24 @@ grpc::Status toGrpc(const Status &s) {
 
 class ServiceImpl final : public dtc::ps::ParameterServer::Service {
 public:
-  ServiceImpl(ServerCore &core, std::string token, std::string fingerprint)
-      : core_(core), token_(std::move(token)), fingerprint_(std::move(fingerprint)) {}
+  ServiceImpl(ServerCore &core, std::string token, std::string fingerprint,
+              double heartbeatTimeout)
+      : core_(core), token_(std::move(token)), fingerprint_(std::move(fingerprint)),
+        heartbeatTimeout_(heartbeatTimeout) {}
 
   grpc::Status Join(grpc::ServerContext *ctx, const dtc::ps::JoinRequest *req,
                     dtc::ps::JoinReply *reply) override {
     if (grpc::Status a = admit(ctx, req->fingerprint(), req->worker()); !a.ok())
       return a;
-    auto step = core_.join(req->worker());
+    uint64_t incarnation = 0;
+    auto step = core_.join(req->worker(), incarnation);
     if (!step)
       return toGrpc(step.status());
     reply->set_step(*step);
     reply->set_version(core_.version());
+    reply->set_incarnation(incarnation);
+    reply->set_heartbeat_timeout(heartbeatTimeout_);
+    reply->set_server(core_.server());
     return grpc::Status::OK;
   }
 
@@ -57,6 +64,8 @@ public:
                     dtc::ps::PullReply *reply) override {
     if (grpc::Status a = admit(ctx, req->fingerprint(), req->worker()); !a.ok())
       return a;
+    if (Status i = core_.checkIncarnation(req->worker(), req->incarnation()); !i.isOk())
+      return toGrpc(i);
     bool ready = false;
     int64_t version = 0;
     std::vector<ShardBytes> values;
@@ -78,6 +87,8 @@ public:
                     dtc::ps::PushReply *reply) override {
     if (grpc::Status a = admit(ctx, req->fingerprint(), req->worker()); !a.ok())
       return a;
+    if (Status i = core_.checkIncarnation(req->worker(), req->incarnation()); !i.isOk())
+      return toGrpc(i);
     std::vector<ShardBytes> grads;
     for (const dtc::ps::Shard &g : req->gradients())
       grads.push_back({g.shard(), g.data()});
@@ -94,6 +105,8 @@ public:
                          dtc::ps::HeartbeatReply *reply) override {
     if (grpc::Status a = admit(ctx, req->fingerprint(), req->worker()); !a.ok())
       return a;
+    if (Status i = core_.checkIncarnation(req->worker(), req->incarnation()); !i.isOk())
+      return toGrpc(i);
     Status s = core_.heartbeat(req->worker(), req->done());
     reply->set_finished(core_.finished());
     return toGrpc(s);
@@ -122,6 +135,7 @@ private:
 
   ServerCore &core_;
   const std::string token_, fingerprint_;
+  const double heartbeatTimeout_;
 };
 
 Status checkCluster(const plan::Plan &plan, const Cluster &c) {
@@ -163,11 +177,13 @@ public:
       return;
     // A worker that ends on an error leaves at once (best effort, no retries), so that
     // synchronous steps need not wait for its heartbeat timeout.
-    for (auto &stub : stubs_) {
+    for (size_t s = 0; s < stubs_.size(); ++s) {
+      auto &stub = stubs_[s];
       dtc::ps::HeartbeatRequest req;
       req.set_fingerprint(fingerprint_);
       req.set_worker(worker_);
       req.set_done(true);
+      req.set_incarnation(incarnation_[s]);
       dtc::ps::HeartbeatReply reply;
       grpc::ClientContext ctx;
       ctx.AddMetadata(kTokenKey, opts_.token);
@@ -178,6 +194,8 @@ public:
 
   Expected<int64_t> join() override {
     int64_t step = -1;
+    std::vector<int64_t> steps;
+    incarnation_.assign(stubs_.size(), 0);
     for (size_t s = 0; s < stubs_.size(); ++s) {
       dtc::ps::JoinRequest req;
       req.set_fingerprint(fingerprint_);
@@ -186,9 +204,26 @@ public:
       DTC_RETURN_IF_ERROR(call(s, "join", [&](grpc::ClientContext &ctx) {
         return stubs_[s]->Join(&ctx, req, &reply);
       }));
+      if (reply.server() != static_cast<int>(s))
+        return Status::error(who(s), "answers as server " + std::to_string(reply.server()) +
+                                         ": the cluster lists the servers in another order");
+      incarnation_[s] = reply.incarnation();
+      steps.push_back(reply.step());
+      if (reply.heartbeat_timeout() > 0)
+        heartbeatTimeout_ = std::min(heartbeatTimeout_, reply.heartbeat_timeout());
       // Servers agree unless this worker died between its pushes to them: continue at the
       // earliest, so no server misses a step (a repeated push replaces the earlier one).
       step = step < 0 ? reply.step() : std::min(step, reply.step());
+    }
+    const int64_t most = *std::max_element(steps.begin(), steps.end());
+    if (most > step + 1) {
+      std::string each;
+      for (size_t s = 0; s < steps.size(); ++s)
+        each += (s ? ", " : "") + who(s) + " at " + std::to_string(steps[s]);
+      return Status::error("worker " + std::to_string(worker_),
+                           "the servers disagree on its step (" + each +
+                               "): a server lost its state (restarted without its "
+                               "--checkpoint-dir?); training cannot go on");
     }
     joined_ = true;
     startHeartbeats();
@@ -201,6 +236,7 @@ public:
       req.set_fingerprint(fingerprint_);
       req.set_worker(worker_);
       req.set_step(step);
+      req.set_incarnation(incarnation_[s]);
       dtc::ps::PullReply reply;
       // Held back by the staleness bound: ask again (the server waits a little each time), as
       // long as the server answers.
@@ -229,6 +265,7 @@ public:
       req.set_worker(worker_);
       req.set_step(step);
       req.set_lr(static_cast<float>(lr));
+      req.set_incarnation(incarnation_[s]);
       for (ShardBytes &g : grads) {
         dtc::ps::Shard *sh = req.add_gradients();
         sh->set_shard(g.shard);
@@ -251,6 +288,7 @@ public:
       req.set_fingerprint(fingerprint_);
       req.set_worker(worker_);
       req.set_done(true);
+      req.set_incarnation(incarnation_[s]);
       dtc::ps::HeartbeatReply reply;
       DTC_RETURN_IF_ERROR(call(s, "finish", [&](grpc::ClientContext &ctx) {
         return stubs_[s]->Heartbeat(&ctx, req, &reply);
@@ -301,14 +339,16 @@ private:
     if (heartbeat_.joinable())
       return;
     stopping_ = false;
-    const auto period = std::chrono::duration<double>(
-        std::clamp(opts_.heartbeatTimeoutSeconds / 4, 0.05, 2.0));
+    // Four heartbeats per timeout of the servers (the smallest they told at join).
+    const auto period =
+        std::chrono::duration<double>(std::clamp(heartbeatTimeout_ / 4, 0.025, 2.0));
     heartbeat_ = std::thread([this, period] {
       while (!stopping_) {
         for (size_t s = 0; s < stubs_.size() && !stopping_; ++s) {
           dtc::ps::HeartbeatRequest req;
           req.set_fingerprint(fingerprint_);
           req.set_worker(worker_);
+          req.set_incarnation(incarnation_[s]);
           dtc::ps::HeartbeatReply reply;
           grpc::ClientContext ctx;
           ctx.AddMetadata(kTokenKey, opts_.token);
@@ -339,6 +379,8 @@ private:
   std::vector<std::unique_ptr<dtc::ps::ParameterServer::Stub>> stubs_;
   std::thread heartbeat_;
   bool joined_ = false, finished_ = false;
+  std::vector<uint64_t> incarnation_; ///< per server, from its join
+  double heartbeatTimeout_ = 1e9;
   std::atomic<bool> stopping_{false};
   std::mutex mu_;
   std::condition_variable cv_;
@@ -373,7 +415,7 @@ Status runServer(const plan::Plan &plan, const Cluster &cluster, const ServiceOp
       std::fprintf(stderr, "%s: restored its shards from %s (after update %lld)\n", who.c_str(),
                    opts.checkpointDir.c_str(), static_cast<long long>((*core)->version()));
   }
-  ServiceImpl service(**core, opts.token, plan::fingerprint(plan));
+  ServiceImpl service(**core, opts.token, plan::fingerprint(plan), opts.heartbeatTimeoutSeconds);
   std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
   if (!opts.tlsCa.empty()) {
     grpc::SslServerCredentialsOptions ssl(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
@@ -387,7 +429,13 @@ Status runServer(const plan::Plan &plan, const Cluster &cluster, const ServiceOp
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(address, creds, &port);
-  builder.SetMaxReceiveMessageSize(INT_MAX);
+  // No second server may share the address (gRPC sets SO_REUSEPORT by default).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // A push holds this server's shards' gradients; nothing larger is read.
+  uint64_t need = 64 << 10;
+  for (int32_t id : (*core)->shards())
+    need += (*core)->shardBytes(id) + 64;
+  builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<uint64_t>(need, INT_MAX)));
   builder.SetMaxSendMessageSize(INT_MAX);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

@@ -127,6 +127,8 @@ TEST(Cluster, Errors) {
   EXPECT_NE(bad("{\"cluster\": {" + ok + "}, \"task\": {\"type\": \"ps\", \"index\": 1}}")
                 .find("ps index 1 is not in [0, 1)"),
             std::string::npos);
+  EXPECT_NE(bad(R"({"cluster": {"worker": ["h:1"], "ps": ["h:1"]}})").find("twice"),
+            std::string::npos);
   auto c = parseClusterJson("{\"cluster\": {" + ok + "}}", "f");
   ASSERT_TRUE(c.hasValue());
   EXPECT_FALSE(parseTask("worker", *c).isOk());
@@ -180,8 +182,11 @@ TEST(ServerCore, SynchronousMeanLostWorkerAndLatePush) {
   ASSERT_TRUE(core);
   const int32_t id = core->shards()[0];
   const size_t n = core->shardBytes(id) / 4;
-  ASSERT_EQ(*core->join(0), 0);
-  ASSERT_EQ(*core->join(1), 0);
+  uint64_t inc0 = 0, inc1 = 0;
+  ASSERT_EQ(*core->join(0, inc0), 0);
+  ASSERT_EQ(*core->join(1, inc1), 0);
+  EXPECT_TRUE(core->checkIncarnation(0, inc0).isOk());
+  EXPECT_FALSE(core->checkIncarnation(0, inc1 + 12345).isOk());
   int64_t version = 0, next = 0;
   ASSERT_TRUE(core->push(0, 0, 0.5f, {filled(id, n, 1)}, version, next).isOk());
   EXPECT_EQ(version, 0); // waits for worker 1
@@ -209,6 +214,14 @@ TEST(ServerCore, SynchronousMeanLostWorkerAndLatePush) {
   EXPECT_EQ(version, 2);
   ASSERT_TRUE(core->pull(0, 2, std::chrono::milliseconds(0), ready, values, version).isOk());
   EXPECT_FLOAT_EQ(first(values), 0.0f - 0.5f * 1.0f);
+  // A pull or push ahead of what this server holds of the worker: the server lost its state.
+  EXPECT_NE(core->pull(0, 7, std::chrono::milliseconds(0), ready, values, version)
+                .message()
+                .find("lost its state"),
+            std::string::npos);
+  // A non-finite gradient is refused, not applied.
+  EXPECT_NE(core->push(0, 2, 0.5f, {filled(id, n, NAN)}, version, next).message().find("NaN"),
+            std::string::npos);
   // A push ahead of the server's step is refused.
   EXPECT_FALSE(core->push(0, 5, 0.5f, {filled(id, n, 1)}, version, next).isOk());
   // The chief is done, worker 1 is live again: not finished until it is done or lost.
