@@ -58,9 +58,8 @@ Expected<ir::ParameterHost> buildParameterHost(const ir::Graph &worker, const Tr
       elems *= d;
     const int64_t size = elems * ir::dtypeSize(p->type().dtype);
     const int64_t rows = dims.empty() ? 1 : dims[0];
-    const int64_t k = cfg.mesh.psServers > 0
-                          ? shardCount(size, rows, servers, cfg.psMinShardBytes)
-                          : 1;
+    const int64_t k =
+        cfg.mesh.psServers > 0 ? shardCount(size, rows, servers, cfg.psMinShardBytes) : 1;
     int64_t begin = 0;
     for (int64_t j = 0; j < k; ++j) {
       ir::ParameterShardInfo sh;
@@ -109,8 +108,8 @@ Expected<ir::ParameterHost> buildParameterHost(const ir::Graph &worker, const Tr
       std::vector<int64_t> dims = wholeDims[k];
       if (!dims.empty())
         dims[0] = sh.rows;
-      const std::string name = sh.whole ? sh.parameter
-                                        : sh.parameter + "/ps_shard" + std::to_string(part[k]);
+      const std::string name =
+          sh.whole ? sh.parameter : sh.parameter + "/ps_shard" + std::to_string(part[k]);
       const ir::TensorType type{p->type().dtype, ir::Shape::ofStatic(dims)};
       ir::Value *v = g->createValue(name, type);
       g->setInitializer(v, ir::TensorData::zeros(name, type.dtype, dims), /*isConstant=*/false);

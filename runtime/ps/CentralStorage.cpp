@@ -27,8 +27,8 @@ public:
     int64_t version = 0;
     while (!ready) {
       DTC_RETURN_IF_ERROR(stopped());
-      DTC_RETURN_IF_ERROR(core_.pull(device_, step, std::chrono::milliseconds(100), ready,
-                                     values, version));
+      DTC_RETURN_IF_ERROR(
+          core_.pull(device_, step, std::chrono::milliseconds(100), ready, values, version));
     }
     return writePulled(ex, shards_, values, "the host");
   }

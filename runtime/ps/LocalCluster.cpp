@@ -78,7 +78,8 @@ pid_t spawn(const std::string &self, const std::vector<std::string> &args) {
 }
 
 int exitCode(int status) {
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status)
+                           : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
 } // namespace

@@ -77,8 +77,8 @@ Expected<std::vector<ShardBytes>> gradientsFor(Executor &ex, const std::vector<W
 }
 
 Expected<std::unique_ptr<ServerCore>> ServerCore::create(const plan::Plan &plan, int server,
-                                                        ExecutorOptions eo,
-                                                        double heartbeatTimeoutSeconds) {
+                                                         ExecutorOptions eo,
+                                                         double heartbeatTimeoutSeconds) {
   const plan::ParameterHostInfo &host = plan.parameter_host();
   if (!plan.has_parameter_host() || server < 0 || server >= host.servers_size())
     return Status::error("server " + std::to_string(server),
@@ -134,9 +134,9 @@ uint64_t ServerCore::shardBytes(int32_t shard) const {
 
 Status ServerCore::checkWorker(int worker) const {
   if (worker < 0 || worker >= static_cast<int>(workers_.size()))
-    return Status::error("worker " + std::to_string(worker),
-                         "is not one of the plan's " + std::to_string(workers_.size()) +
-                             " workers");
+    return Status::error("worker " + std::to_string(worker), "is not one of the plan's " +
+                                                                 std::to_string(workers_.size()) +
+                                                                 " workers");
   return Status::ok();
 }
 
@@ -167,8 +167,8 @@ Expected<int64_t> ServerCore::join(int worker, uint64_t &incarnation) {
     std::fprintf(stderr, "ps:%d: worker %d rejoined (it had pushed %lld steps)\n", server_, worker,
                  static_cast<long long>(w.pushed));
   w.everSeen = true;
-  w.incarnation = (static_cast<uint64_t>(Clock::now().time_since_epoch().count()) << 8) ^
-                  (w.incarnation + 1);
+  w.incarnation =
+      (static_cast<uint64_t>(Clock::now().time_since_epoch().count()) << 8) ^ (w.incarnation + 1);
   incarnation = w.incarnation;
   w.lastSeen = Clock::now();
   w.lost = false;
@@ -221,8 +221,8 @@ Status ServerCore::pull(int worker, int64_t step, std::chrono::milliseconds wait
     return Status::error("server " + std::to_string(server_),
                          "worker " + std::to_string(worker) + " asks for step " +
                              std::to_string(step) + ", but this server has only " +
-                             std::to_string(self.pushed) +
-                             " of its steps (at update " + std::to_string(version_) +
+                             std::to_string(self.pushed) + " of its steps (at update " +
+                             std::to_string(version_) +
                              "): the server lost its state (restarted without its "
                              "--checkpoint-dir?); training cannot go on");
   ready = pullAllowedLocked(step, Clock::now());
@@ -303,8 +303,10 @@ Status ServerCore::saveLocked() {
   std::memcpy(&lrBits, &pendingLr_, 4);
   arrays.push_back(int64Array("dtc::version", {version_, lrBits}));
   arrays.push_back(int64Array("dtc::pushed", pushed));
-  HostArray fp{"dtc::fingerprint", ir::DType::kUInt8,
-               {static_cast<int64_t>(fingerprint_.size())}, fingerprint_};
+  HostArray fp{"dtc::fingerprint",
+               ir::DType::kUInt8,
+               {static_cast<int64_t>(fingerprint_.size())},
+               fingerprint_};
   arrays.push_back(std::move(fp));
   for (const auto &[w, grads] : pending_)
     for (size_t k = 0; k < grads.size(); ++k) {
@@ -322,8 +324,8 @@ Status ServerCore::saveLocked() {
 Status ServerCore::enableCheckpoints(const std::string &dir, const std::string &fingerprint,
                                      bool &restored) {
   std::lock_guard<std::mutex> lock(mu_);
-  checkpointPath_ = (std::filesystem::path(dir) / ("ps-" + std::to_string(server_) + ".npz"))
-                        .string();
+  checkpointPath_ =
+      (std::filesystem::path(dir) / ("ps-" + std::to_string(server_) + ".npz")).string();
   fingerprint_ = fingerprint;
   restored = false;
   std::error_code ec;
@@ -425,27 +427,25 @@ Status ServerCore::maybeApplySyncLocked(Clock::time_point now) {
 }
 
 Status ServerCore::push(int worker, int64_t step, float lr,
-                        const std::vector<ShardBytes> &gradients, int64_t &version,
-                        int64_t &next) {
+                        const std::vector<ShardBytes> &gradients, int64_t &version, int64_t &next) {
   DTC_RETURN_IF_ERROR(checkWorker(worker));
   const std::string who = "worker " + std::to_string(worker);
   if (gradients.size() != local_.size())
-    return Status::error(who, "pushed " + std::to_string(gradients.size()) +
-                                  " gradients; server " + std::to_string(server_) + " holds " +
+    return Status::error(who, "pushed " + std::to_string(gradients.size()) + " gradients; server " +
+                                  std::to_string(server_) + " holds " +
                                   std::to_string(local_.size()) + " shards");
   std::vector<std::vector<float>> grads(local_.size());
   for (const ShardBytes &g : gradients) {
     auto it = std::find(shardIds_.begin(), shardIds_.end(), g.shard);
     if (it == shardIds_.end())
-      return Status::error(who, "pushed shard " + std::to_string(g.shard) +
-                                    ", which server " + std::to_string(server_) +
-                                    " does not hold");
+      return Status::error(who, "pushed shard " + std::to_string(g.shard) + ", which server " +
+                                    std::to_string(server_) + " does not hold");
     const size_t k = static_cast<size_t>(it - shardIds_.begin());
     if (!grads[k].empty() || local_[k].bytes == 0)
       return Status::error(who, "pushed shard " + std::to_string(g.shard) + " twice");
     if (g.bytes.size() != local_[k].bytes)
-      return Status::error(who, "pushed " + std::to_string(g.bytes.size()) +
-                                    " bytes for shard " + std::to_string(g.shard) + ", expected " +
+      return Status::error(who, "pushed " + std::to_string(g.bytes.size()) + " bytes for shard " +
+                                    std::to_string(g.shard) + ", expected " +
                                     std::to_string(local_[k].bytes));
     grads[k].resize(local_[k].bytes / 4);
     std::memcpy(grads[k].data(), g.bytes.data(), local_[k].bytes);
@@ -475,8 +475,8 @@ Status ServerCore::push(int worker, int64_t step, float lr,
   if (staleness_ == 0) {
     if (step > version_)
       return Status::error(who, "pushed its gradient of step " + std::to_string(step) +
-                                    ", but server " + std::to_string(server_) +
-                                    " collects step " + std::to_string(version_));
+                                    ", but server " + std::to_string(server_) + " collects step " +
+                                    std::to_string(version_));
     if (step < version_) {
       // Lost and back: the others went on without it. Its gradient is dropped and it continues
       // at the current step.

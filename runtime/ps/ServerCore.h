@@ -61,9 +61,8 @@ public:
   /// Loads server `server`'s program of a validated plan with a parameter host (its shards from
   /// the model, zero optimizer state). Errors: no such server, a shard that is not f32, the
   /// executor's errors.
-  static Expected<std::unique_ptr<ServerCore>> create(const plan::Plan &plan, int server,
-                                                      ExecutorOptions eo,
-                                                      double heartbeatTimeoutSeconds);
+  static Expected<std::unique_ptr<ServerCore>>
+  create(const plan::Plan &plan, int server, ExecutorOptions eo, double heartbeatTimeoutSeconds);
 
   /// A worker (re)joins: returns the step it continues at (synchronous: the next update's step;
   /// asynchronous: the steps it has pushed so far) and its incarnation, which its later pulls
@@ -90,8 +89,7 @@ public:
   /// update count and each worker's steps), and restores it first when the file exists, so that
   /// a restarted server continues where it stopped. Errors: a checkpoint of another plan
   /// (`fingerprint` differs) or of other shapes, an unreadable file.
-  Status enableCheckpoints(const std::string &dir, const std::string &fingerprint,
-                           bool &restored);
+  Status enableCheckpoints(const std::string &dir, const std::string &fingerprint, bool &restored);
   /// Marks workers silent for longer than the timeout as lost (and applies a synchronous update
   /// they held up). Called periodically by the transport.
   void checkLiveness();
@@ -114,7 +112,7 @@ private:
   struct Worker {
     Clock::time_point lastSeen;
     bool lost = false, done = false;
-    int64_t pushed = 0; ///< steps whose gradient this server has from the worker
+    int64_t pushed = 0;       ///< steps whose gradient this server has from the worker
     uint64_t incarnation = 0; ///< of its latest join
     bool everSeen = false;
   };

@@ -9,9 +9,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdio>
-#include <csignal>
 #include <climits>
+#include <csignal>
+#include <cstdio>
+#include <optional>
 #include <thread>
 
 namespace dtc::rt::ps {
@@ -39,8 +40,7 @@ grpc::Status toGrpc(const Status &s) {
 
 class ServiceImpl final : public dtc::ps::ParameterServer::Service {
 public:
-  ServiceImpl(ServerCore &core, std::string token, std::string fingerprint,
-              double heartbeatTimeout)
+  ServiceImpl(ServerCore &core, std::string token, std::string fingerprint, double heartbeatTimeout)
       : core_(core), token_(std::move(token)), fingerprint_(std::move(fingerprint)),
         heartbeatTimeout_(heartbeatTimeout) {}
 
@@ -62,15 +62,13 @@ public:
 
   grpc::Status Pull(grpc::ServerContext *ctx, const dtc::ps::PullRequest *req,
                     dtc::ps::PullReply *reply) override {
-    if (grpc::Status a = admit(ctx, req->fingerprint(), req->worker()); !a.ok())
+    if (grpc::Status a = admit(ctx, req->fingerprint(), req->worker(), req->incarnation()); !a.ok())
       return a;
-    if (Status i = core_.checkIncarnation(req->worker(), req->incarnation()); !i.isOk())
-      return toGrpc(i);
     bool ready = false;
     int64_t version = 0;
     std::vector<ShardBytes> values;
-    Status s = core_.pull(req->worker(), req->step(), std::chrono::milliseconds(200), ready,
-                          values, version);
+    Status s = core_.pull(req->worker(), req->step(), std::chrono::milliseconds(200), ready, values,
+                          version);
     if (!s.isOk())
       return toGrpc(s);
     reply->set_ready(ready);
@@ -85,10 +83,8 @@ public:
 
   grpc::Status Push(grpc::ServerContext *ctx, const dtc::ps::PushRequest *req,
                     dtc::ps::PushReply *reply) override {
-    if (grpc::Status a = admit(ctx, req->fingerprint(), req->worker()); !a.ok())
+    if (grpc::Status a = admit(ctx, req->fingerprint(), req->worker(), req->incarnation()); !a.ok())
       return a;
-    if (Status i = core_.checkIncarnation(req->worker(), req->incarnation()); !i.isOk())
-      return toGrpc(i);
     std::vector<ShardBytes> grads;
     for (const dtc::ps::Shard &g : req->gradients())
       grads.push_back({g.shard(), g.data()});
@@ -103,10 +99,8 @@ public:
 
   grpc::Status Heartbeat(grpc::ServerContext *ctx, const dtc::ps::HeartbeatRequest *req,
                          dtc::ps::HeartbeatReply *reply) override {
-    if (grpc::Status a = admit(ctx, req->fingerprint(), req->worker()); !a.ok())
+    if (grpc::Status a = admit(ctx, req->fingerprint(), req->worker(), req->incarnation()); !a.ok())
       return a;
-    if (Status i = core_.checkIncarnation(req->worker(), req->incarnation()); !i.isOk())
-      return toGrpc(i);
     Status s = core_.heartbeat(req->worker(), req->done());
     reply->set_finished(core_.finished());
     return toGrpc(s);
@@ -114,22 +108,25 @@ public:
 
 private:
   /// The token and the plan come first: a caller outside the job learns nothing else.
-  grpc::Status admit(grpc::ServerContext *ctx, const std::string &fingerprint, int worker) {
+  /// Then, for calls after a join, the worker's incarnation.
+  grpc::Status admit(grpc::ServerContext *ctx, const std::string &fingerprint, int worker,
+                     std::optional<uint64_t> incarnation = std::nullopt) {
     const auto &md = ctx->client_metadata();
     auto it = md.find(kTokenKey);
-    if (it == md.end() ||
-        !sameSecret(std::string(it->second.data(), it->second.size()), token_))
+    if (it == md.end() || !sameSecret(std::string(it->second.data(), it->second.size()), token_))
       return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                           "the call does not carry this job's token");
     if (fingerprint != fingerprint_)
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                          "the caller runs another plan (fingerprint " +
-                              fingerprint.substr(0, 16) + ", this server's " +
-                              fingerprint_.substr(0, 16) + ")");
+                          "the caller runs another plan (fingerprint " + fingerprint.substr(0, 16) +
+                              ", this server's " + fingerprint_.substr(0, 16) + ")");
     if (worker < 0 || worker >= core_.workers())
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "worker " + std::to_string(worker) + " is not one of the plan's " +
-                              std::to_string(core_.workers()));
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "worker " + std::to_string(worker) +
+                                                                  " is not one of the plan's " +
+                                                                  std::to_string(core_.workers()));
+    if (incarnation)
+      if (Status i = core_.checkIncarnation(worker, *incarnation); !i.isOk())
+        return toGrpc(i);
     return grpc::Status::OK;
   }
 
@@ -144,19 +141,18 @@ Status checkCluster(const plan::Plan &plan, const Cluster &c) {
     return Status::error("the plan is not a parameter-server plan (--strategy ps=S:W)");
   if (static_cast<int>(c.servers.size()) != host.servers_size() ||
       static_cast<int>(c.workers.size()) != host.workers())
-    return Status::error("cluster", "has " + std::to_string(c.servers.size()) + " ps and " +
-                                        std::to_string(c.workers.size()) +
-                                        " workers; the plan is for ps=" +
-                                        std::to_string(host.servers_size()) + ":" +
-                                        std::to_string(host.workers()));
+    return Status::error("cluster",
+                         "has " + std::to_string(c.servers.size()) + " ps and " +
+                             std::to_string(c.workers.size()) +
+                             " workers; the plan is for ps=" + std::to_string(host.servers_size()) +
+                             ":" + std::to_string(host.workers()));
   return Status::ok();
 }
 
 class GrpcClient final : public ParameterClient {
 public:
   GrpcClient(const plan::Plan &plan, const Cluster &c, const ServiceOptions &o,
-             std::vector<WorkerShard> shards,
-             std::shared_ptr<grpc::ChannelCredentials> creds)
+             std::vector<WorkerShard> shards, std::shared_ptr<grpc::ChannelCredentials> creds)
       : cluster_(c), opts_(o), fingerprint_(plan::fingerprint(plan)), worker_(c.taskIndex),
         shards_(std::move(shards)) {
     grpc::ChannelArguments args;
@@ -201,9 +197,8 @@ public:
       req.set_fingerprint(fingerprint_);
       req.set_worker(worker_);
       dtc::ps::JoinReply reply;
-      DTC_RETURN_IF_ERROR(call(s, "join", [&](grpc::ClientContext &ctx) {
-        return stubs_[s]->Join(&ctx, req, &reply);
-      }));
+      DTC_RETURN_IF_ERROR(call(
+          s, "join", [&](grpc::ClientContext &ctx) { return stubs_[s]->Join(&ctx, req, &reply); }));
       if (reply.server() != static_cast<int>(s))
         return Status::error(who(s), "answers as server " + std::to_string(reply.server()) +
                                          ": the cluster lists the servers in another order");
@@ -272,9 +267,8 @@ public:
         sh->set_data(std::move(g.bytes));
       }
       dtc::ps::PushReply reply;
-      DTC_RETURN_IF_ERROR(call(s, "push", [&](grpc::ClientContext &ctx) {
-        return stubs_[s]->Push(&ctx, req, &reply);
-      }));
+      DTC_RETURN_IF_ERROR(call(
+          s, "push", [&](grpc::ClientContext &ctx) { return stubs_[s]->Push(&ctx, req, &reply); }));
       next = std::max(next, reply.next_step());
     }
     return next;
@@ -298,7 +292,9 @@ public:
   }
 
 private:
-  std::string who(size_t s) const { return "ps:" + std::to_string(s) + " (" + cluster_.servers[s] + ")"; }
+  std::string who(size_t s) const {
+    return "ps:" + std::to_string(s) + " (" + cluster_.servers[s] + ")";
+  }
 
   /// One call with the token. The call waits for the channel to (re)connect (gRPC's
   /// wait-for-ready, its reconnects backing off from 100 ms to 1 s); a transient failure is
@@ -313,9 +309,8 @@ private:
       ctx.AddMetadata(kTokenKey, opts_.token);
       ctx.set_wait_for_ready(true);
       const std::chrono::duration<double> spent = Clock::now() - begin;
-      const std::chrono::duration<double> left =
-          std::clamp(limit - spent, std::chrono::duration<double>(0.05),
-                     std::chrono::duration<double>(30));
+      const std::chrono::duration<double> left = std::clamp(
+          limit - spent, std::chrono::duration<double>(0.05), std::chrono::duration<double>(30));
       ctx.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::duration_cast<std::chrono::milliseconds>(left));
       grpc::Status st = fn(ctx);
@@ -418,7 +413,8 @@ Status runServer(const plan::Plan &plan, const Cluster &cluster, const ServiceOp
   ServiceImpl service(**core, opts.token, plan::fingerprint(plan), opts.heartbeatTimeoutSeconds);
   std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
   if (!opts.tlsCa.empty()) {
-    grpc::SslServerCredentialsOptions ssl(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    grpc::SslServerCredentialsOptions ssl(
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
     DTC_ASSIGN_OR_RETURN(ssl.pem_root_certs, readPem(opts.tlsCa, "--tls-ca"));
     grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
     DTC_ASSIGN_OR_RETURN(pair.cert_chain, readPem(opts.tlsCert, "--tls-cert"));
@@ -452,9 +448,8 @@ Status runServer(const plan::Plan &plan, const Cluster &cluster, const ServiceOp
   return Status::ok();
 }
 
-Expected<std::unique_ptr<ParameterClient>> createClient(const plan::Plan &plan,
-                                                        const Cluster &cluster,
-                                                        const ServiceOptions &opts) {
+Expected<std::unique_ptr<ParameterClient>>
+createClient(const plan::Plan &plan, const Cluster &cluster, const ServiceOptions &opts) {
   DTC_RETURN_IF_ERROR(checkCluster(plan, cluster));
   DTC_ASSIGN_OR_RETURN(std::vector<WorkerShard> shards, workerShards(plan));
   DTC_ASSIGN_OR_RETURN(auto creds, clientCredentials(opts));

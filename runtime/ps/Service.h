@@ -37,8 +37,7 @@ struct ServiceOptions {
 Status runServer(const plan::Plan &plan, const Cluster &cluster, const ServiceOptions &opts);
 
 /// The client of worker `cluster.taskIndex`: one channel per server, a heartbeat thread.
-Expected<std::unique_ptr<ParameterClient>> createClient(const plan::Plan &plan,
-                                                        const Cluster &cluster,
-                                                        const ServiceOptions &opts);
+Expected<std::unique_ptr<ParameterClient>>
+createClient(const plan::Plan &plan, const Cluster &cluster, const ServiceOptions &opts);
 
 } // namespace dtc::rt::ps

@@ -17,9 +17,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <unistd.h>
 #include <filesystem>
 #include <thread>
+#include <unistd.h>
 
 namespace dtc::rt::ps {
 namespace {
