@@ -426,19 +426,18 @@ Status Trainer::run() {
       r.bytes = {sums.size() * sizeof(double)};
       sumsHandle = comm_->allReduceAsync(std::move(r));
     }
-    // Parameter servers: the servers apply the update (the workers' program has no optimizer
-    // part).
+    // Parameter servers apply the update (the workers' program has no optimizer part). A
+    // non-finite loss is not pushed (it would poison every worker's parameters): the check
+    // below reports it.
     int64_t nextStep = step + 1;
     Status optimized = Status::ok();
-    // Parameter servers: a non-finite loss is not pushed (it would poison every worker's
-    // parameters); the check below reports it.
-    if (opts_.parameters && !std::isfinite(stepLoss) && !opts_.allowNonFiniteLoss) {
-      // falls through to the non-finite loss error below
-    } else if (opts_.parameters) {
-      Expected<int64_t> next = opts_.parameters->push(step, lr, ex_);
-      optimized = next.status();
-      if (next)
-        nextStep = std::min(*next, totalSteps_);
+    if (opts_.parameters) {
+      if (std::isfinite(stepLoss) || opts_.allowNonFiniteLoss) {
+        Expected<int64_t> next = opts_.parameters->push(step, lr, ex_);
+        optimized = next.status();
+        if (next)
+          nextStep = std::min(*next, totalSteps_);
+      }
     } else {
       optimized = ex_.run(l_.optimizerBegin, ex_.numInstructions());
     }
