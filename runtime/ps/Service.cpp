@@ -175,11 +175,8 @@ public:
     // synchronous steps need not wait for its heartbeat timeout.
     for (size_t s = 0; s < stubs_.size(); ++s) {
       auto &stub = stubs_[s];
-      dtc::ps::HeartbeatRequest req;
-      req.set_fingerprint(fingerprint_);
-      req.set_worker(worker_);
+      auto req = header<dtc::ps::HeartbeatRequest>(s);
       req.set_done(true);
-      req.set_incarnation(incarnation_[s]);
       dtc::ps::HeartbeatReply reply;
       grpc::ClientContext ctx;
       ctx.AddMetadata(kTokenKey, opts_.token);
@@ -227,11 +224,8 @@ public:
 
   Status pull(int64_t step, Executor &ex) override {
     for (size_t s = 0; s < stubs_.size(); ++s) {
-      dtc::ps::PullRequest req;
-      req.set_fingerprint(fingerprint_);
-      req.set_worker(worker_);
+      auto req = header<dtc::ps::PullRequest>(s);
       req.set_step(step);
-      req.set_incarnation(incarnation_[s]);
       dtc::ps::PullReply reply;
       // Held back by the staleness bound: ask again (the server waits a little each time), as
       // long as the server answers.
@@ -255,12 +249,9 @@ public:
     for (size_t s = 0; s < stubs_.size(); ++s) {
       DTC_ASSIGN_OR_RETURN(std::vector<ShardBytes> grads,
                            gradientsFor(ex, shards_, static_cast<int>(s)));
-      dtc::ps::PushRequest req;
-      req.set_fingerprint(fingerprint_);
-      req.set_worker(worker_);
+      auto req = header<dtc::ps::PushRequest>(s);
       req.set_step(step);
       req.set_lr(static_cast<float>(lr));
-      req.set_incarnation(incarnation_[s]);
       for (ShardBytes &g : grads) {
         dtc::ps::Shard *sh = req.add_gradients();
         sh->set_shard(g.shard);
@@ -278,11 +269,8 @@ public:
     stopHeartbeats();
     finished_ = true;
     for (size_t s = 0; s < stubs_.size(); ++s) {
-      dtc::ps::HeartbeatRequest req;
-      req.set_fingerprint(fingerprint_);
-      req.set_worker(worker_);
+      auto req = header<dtc::ps::HeartbeatRequest>(s);
       req.set_done(true);
-      req.set_incarnation(incarnation_[s]);
       dtc::ps::HeartbeatReply reply;
       DTC_RETURN_IF_ERROR(call(s, "finish", [&](grpc::ClientContext &ctx) {
         return stubs_[s]->Heartbeat(&ctx, req, &reply);
@@ -292,6 +280,15 @@ public:
   }
 
 private:
+  /// A request of this worker's to server `s`: the plan, the worker and its incarnation there.
+  template <class Request> Request header(size_t s) const {
+    Request r;
+    r.set_fingerprint(fingerprint_);
+    r.set_worker(worker_);
+    r.set_incarnation(incarnation_[s]);
+    return r;
+  }
+
   std::string who(size_t s) const {
     return "ps:" + std::to_string(s) + " (" + cluster_.servers[s] + ")";
   }
@@ -340,10 +337,7 @@ private:
     heartbeat_ = std::thread([this, period] {
       while (!stopping_) {
         for (size_t s = 0; s < stubs_.size() && !stopping_; ++s) {
-          dtc::ps::HeartbeatRequest req;
-          req.set_fingerprint(fingerprint_);
-          req.set_worker(worker_);
-          req.set_incarnation(incarnation_[s]);
+          auto req = header<dtc::ps::HeartbeatRequest>(s);
           dtc::ps::HeartbeatReply reply;
           grpc::ClientContext ctx;
           ctx.AddMetadata(kTokenKey, opts_.token);
