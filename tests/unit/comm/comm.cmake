@@ -1,7 +1,7 @@
 # Communicator tests (runtime/comm): one binary with its own main (it owns MPI), run by ctest on
 # one rank, under mpirun with 2 and 4 ranks, and in the fault scenarios (rank 1 stops or kills
 # itself during a collective or a recv; the job must end quickly, naming rank 1).
-add_executable(dtc_comm_tests unit/comm/CommTest.cpp)
+add_executable(dtc_comm_tests unit/comm/CommTest.cpp unit/comm/CommRequestsTest.cpp)
 target_link_libraries(dtc_comm_tests PRIVATE dtc_comm nlohmann_json::nlohmann_json GTest::gtest)
 
 set(DTC_MPIRUN ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe --bind-to none)
