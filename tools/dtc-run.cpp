@@ -334,21 +334,10 @@ int main(int argc, char **argv) {
                      where + ")");
       if (tokenPath.empty())
         return usage("a parameter-server task needs --job-token-file (the job's secret)");
-      auto token = dtc::readInputFile(tokenPath, "--job-token-file", 4096);
+      auto token = dtc::rt::ps::readJobToken(tokenPath);
       if (!token)
         return fail(token.status().message());
       service.token = *token;
-      while (!service.token.empty() &&
-             (service.token.back() == '\n' || service.token.back() == '\r'))
-        service.token.pop_back();
-      for (unsigned char ch : service.token)
-        if (ch < 0x21 || ch > 0x7e)
-          return fail(tokenPath + ": --job-token-file: the token must be printable ASCII without "
-                                  "spaces (it travels as a gRPC header); make one with "
-                                  "`openssl rand -hex 32`");
-      if (service.token.size() < 16)
-        return fail(tokenPath + ": --job-token-file: the token has " +
-                    std::to_string(service.token.size()) + " bytes; at least 16 are needed");
       if (service.tlsCa.empty() != service.tlsCert.empty() ||
           service.tlsCa.empty() != service.tlsKey.empty())
         return usage("TLS needs all of --tls-cert, --tls-key and --tls-ca");

@@ -1,6 +1,8 @@
 // TF_CONFIG parsing (see Cluster.h).
 #include "runtime/ps/Cluster.h"
 
+#include "compiler/support/FileIO.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
@@ -95,6 +97,21 @@ Expected<Cluster> parseClusterJson(const std::string &text, const std::string &w
     DTC_RETURN_IF_ERROR(setTask(c, type, index, where + ": task"));
   }
   return c;
+}
+
+Expected<std::string> readJobToken(const std::string &path) {
+  DTC_ASSIGN_OR_RETURN(std::string token, readInputFile(path, "--job-token-file", 4096));
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r'))
+    token.pop_back();
+  for (unsigned char ch : token)
+    if (ch < 0x21 || ch > 0x7e)
+      return Status::error(path, "--job-token-file: the token must be printable ASCII without "
+                                 "spaces (it travels as a gRPC header); make one with "
+                                 "`openssl rand -hex 32`");
+  if (token.size() < 16)
+    return Status::error(path, "--job-token-file: the token has " + std::to_string(token.size()) +
+                                   " bytes; at least 16 are needed");
+  return token;
 }
 
 Status parseTask(const std::string &task, Cluster &c) {

@@ -30,4 +30,9 @@ Expected<Cluster> parseClusterJson(const std::string &text, const std::string &w
 /// "worker:1" or "ps:0" (also "chief:0", worker 0) into `c`'s task. Errors name --task.
 Status parseTask(const std::string &task, Cluster &c);
 
+/// The job's secret from --job-token-file `path` (a regular file of at most 4 KiB; a final
+/// newline dropped). Errors name the file: unreadable, not printable ASCII without spaces (it
+/// travels as a gRPC header value), shorter than 16 bytes.
+Expected<std::string> readJobToken(const std::string &path);
+
 } // namespace dtc::rt::ps

@@ -100,11 +100,29 @@ class Cluster:
             raise CheckFailed(f"{task} did not end within {limit} s") from e
         return p.returncode, out + err
 
+    def workers(self, extra, count=None):
+        for w in range(count if count is not None else len(self.addresses["worker"])):
+            self.start(f"worker:{w}", extra)
+
+    def kill(self, task):
+        self.procs[task].kill()
+        self.procs[task].wait()
+
     def stop(self):
         for p in self.procs.values():
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def first_error(out):
+    return next((ln for ln in out.splitlines() if "error:" in ln), out.strip()[:160]).strip()[:170]
 
 
 def load(path):
@@ -186,8 +204,7 @@ def run_faults(r):
     sync = r.compile(MLP, ["--strategy", "ps=2:3", "--staleness", "0"] + SGD)
 
     def killed_worker():
-        c = Cluster(r, sync, 2, 3)
-        try:
+        with Cluster(r, sync, 2, 3) as c:
             c.servers(["--heartbeat-timeout", "2"])
             save = r.unique("params", ".npz")
             steps = ["--data", DIGITS, "--steps", "40", "--step-delay", "0.05"]
@@ -204,19 +221,14 @@ def run_faults(r):
                 if c.wait(s, 30)[0] != 0:
                     raise CheckFailed(f"{s} did not end cleanly")
             return f"chief and worker 1 finished 40 steps (exit {code}, {code1}) without worker 2"
-        finally:
-            c.stop()
 
     def restarted_worker():
-        c = Cluster(r, sync, 2, 3)
-        try:
+        with Cluster(r, sync, 2, 3) as c:
             c.servers(["--heartbeat-timeout", "2"])
             steps = ["--data", DIGITS, "--steps", "60", "--step-delay", "0.05"]
-            for w in range(3):
-                c.start(f"worker:{w}", steps)
+            c.workers(steps)
             time.sleep(1.0)
-            c.procs["worker:2"].kill()
-            c.procs["worker:2"].wait()
+            c.kill("worker:2")
             time.sleep(2.5)  # lost (heartbeat timeout 2 s): the others go on
             c.start("worker:2", steps)
             code, out = c.wait("worker:2", 90)
@@ -226,16 +238,12 @@ def run_faults(r):
                 if c.wait(w, 60)[0] != 0:
                     raise CheckFailed(f"{w} failed")
             return "the restarted worker rejoined and finished"
-        finally:
-            c.stop()
 
     def killed_server():
-        c = Cluster(r, sync, 2, 3)
-        try:
+        with Cluster(r, sync, 2, 3) as c:
             c.servers()
             steps = ["--data", DIGITS, "--steps", "1000", "--step-delay", "0.02", "--timeout", "3"]
-            for w in range(3):
-                c.start(f"worker:{w}", steps)
+            c.workers(steps)
             time.sleep(1.5)
             c.procs["ps:1"].kill()
             t0 = time.monotonic()
@@ -245,10 +253,7 @@ def run_faults(r):
             if code == 0 or f"ps:1 ({port})" not in out:
                 raise CheckFailed(f"exit {code}, expected an error naming ps:1 ({port}):\n"
                                   f"{out[-2000:]}")
-            first = next(ln for ln in out.splitlines() if "error:" in ln)
-            return f"after {dt:.1f} s: {first.strip()[:160]}"
-        finally:
-            c.stop()
+            return f"after {dt:.1f} s: {first_error(out)}"
 
     def restarted_server():
         # Servers checkpoint after every accepted push; a killed one restarted from its
@@ -256,9 +261,8 @@ def run_faults(r):
         steps = 40
         single, _ = r.train(r.compile(MLP, ["--strategy", "single"] + SGD), DIGITS, 0,
                             ["--steps", str(steps), "--no-shuffle"])
-        c = Cluster(r, sync, 2, 3)
         ckpt = r.unique("ckpt", "")
-        try:
+        with Cluster(r, sync, 2, 3) as c:
             c.servers(["--checkpoint-dir", ckpt])
             save = r.unique("params", ".npz")
             run = ["--data", DIGITS, "--steps", str(steps), "--no-shuffle", "--step-delay",
@@ -267,8 +271,7 @@ def run_faults(r):
             c.start("worker:1", run)
             c.start("worker:2", run)
             time.sleep(1.0)
-            c.procs["ps:1"].kill()
-            c.procs["ps:1"].wait()
+            c.kill("ps:1")
             time.sleep(0.5)
             c.start("ps:1", ["--checkpoint-dir", ckpt])
             code, out = c.wait("worker:0", 120)
@@ -278,34 +281,26 @@ def run_faults(r):
             if "restored its shards" not in restart_log:
                 raise CheckFailed(f"ps:1 did not restore its checkpoint:\n{restart_log[-800:]}")
             return assert_law(single, load(save)) + "; " + restart_log.strip().splitlines()[0]
-        finally:
-            c.stop()
 
     def restarted_server_without_state():
         # A server restarted without its checkpoint knows none of the workers' steps: the
         # workers stop with an error naming it, within --timeout, instead of waiting forever or
         # training on with the model's initial values.
-        c = Cluster(r, sync, 2, 3)
-        try:
+        with Cluster(r, sync, 2, 3) as c:
             c.servers()
             run = ["--data", DIGITS, "--steps", "200", "--step-delay", "0.02", "--timeout", "5"]
-            for w in range(3):
-                c.start(f"worker:{w}", run)
+            c.workers(run)
             time.sleep(1.0)
-            c.procs["ps:1"].kill()
-            c.procs["ps:1"].wait()
+            c.kill("ps:1")
             c.start("ps:1")
             code, out = c.wait("worker:0", 60)
             if code == 0 or "lost its state" not in out and "has not joined" not in out:
                 raise CheckFailed(f"exit {code}; expected an error about ps:1's lost state:\n"
                                   f"{out[-1500:]}")
-            return next(ln for ln in out.splitlines() if "error:" in ln).strip()[:170]
-        finally:
-            c.stop()
+            return first_error(out)
 
     def duplicate_server():
-        c = Cluster(r, sync, 2, 3)
-        try:
+        with Cluster(r, sync, 2, 3) as c:
             c.servers()
             time.sleep(0.5)
             # The same task again: it must fail to listen, not share the port.
@@ -314,15 +309,12 @@ def run_faults(r):
             if code == 0 or "cannot listen" not in out:
                 raise CheckFailed(f"a second ps:0: exit {code}\n{out[-800:]}")
             return out.strip().splitlines()[-1][:150]
-        finally:
-            c.stop()
 
     def staleness(bound):
         def check():
             flags = ["--strategy", "ps=2:3"] + (["--staleness", str(bound)] if bound >= 0 else [])
             plan = r.compile(MLP, flags + SGD)
-            c = Cluster(r, plan, 2, 3)
-            try:
+            with Cluster(r, plan, 2, 3) as c:
                 c.servers()
                 log = r.unique("log", ".jsonl")
                 steps = 30
@@ -346,8 +338,6 @@ def run_faults(r):
                     raise CheckFailed(f"unbounded: the chief took {chief:.2f} s, the slow "
                                       f"worker {slow:.2f} s: it was held back")
                 return f"chief {chief:.2f} s, slow worker {slow:.2f} s"
-            finally:
-                c.stop()
         return check
 
     r.check("faults/killed worker (sync)", killed_worker)
@@ -364,8 +354,7 @@ def run_security(r):
     sync = r.compile(MLP, ["--strategy", "ps=1:2", "--staleness", "0"] + SGD)
 
     def refused(plan, token, expect):
-        c = Cluster(r, sync, 1, 2)
-        try:
+        with Cluster(r, sync, 1, 2) as c:
             c.servers()
             bad = r.unique("token", "")
             with open(bad, "w") as f:
@@ -375,9 +364,7 @@ def run_security(r):
             code, out = c.wait("worker:0", 60)
             if code == 0 or expect not in out:
                 raise CheckFailed(f"exit {code}, expected '{expect}':\n{out[-1500:]}")
-            return next(ln for ln in out.splitlines() if "error:" in ln).strip()[:160]
-        finally:
-            c.stop()
+            return first_error(out)
 
     r.check("security/wrong job token",
             lambda: refused(None, "not-the-token-of-this-job", "does not carry this job's token"))
@@ -405,16 +392,13 @@ def run_security(r):
                      creds, 120)
         if res.returncode != 0:
             raise CheckFailed(f"TLS run failed:\n{res.stderr[-1500:]}")
-        c = Cluster(r, sync, 1, 2)
-        try:
+        with Cluster(r, sync, 1, 2) as c:
             c.start("ps:0", creds)
             c.start("worker:0", ["--data", DIGITS, "--steps", "2", "--timeout", "2"])
             code, out = c.wait("worker:0", 60)
             if code == 0 or "ps:0" not in out:
                 raise CheckFailed(f"a plaintext worker against TLS servers: exit {code}\n"
                                   f"{out[-800:]}")
-        finally:
-            c.stop()
         return "a TLS job trains; a plaintext worker is refused by the TLS servers"
 
     def errors():

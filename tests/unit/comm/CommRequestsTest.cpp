@@ -26,7 +26,6 @@ namespace {
 
 // --- CommRequest: every kind through submit/wait -------------------------------------------
 
-
 TEST(CommRequests, AllGatherAsyncAndInPlace) {
   const int n = sizeOf(), r = rankOf();
   std::vector<int64_t> mine = {r, -r, 100 + r};
@@ -607,9 +606,8 @@ TEST(CommPersistent, HitsMissesAndEvictionsAlikeOnEveryRank) {
   ASSERT_TRUE(gComm->run(q).isOk());
   EXPECT_EQ(small[99], static_cast<float>(n));
   EXPECT_EQ(gComm->stats().persistentMisses, t.persistentMisses);
-  EXPECT_TRUE(sameOnEveryRank(static_cast<int64_t>((t.persistentHits * 1000003 +
-                                                    t.persistentMisses) * 1000003 +
-                                                   t.persistentEvictions)));
+  EXPECT_TRUE(sameOnEveryRank(static_cast<int64_t>(
+      (t.persistentHits * 1000003 + t.persistentMisses) * 1000003 + t.persistentEvictions)));
 }
 
 } // namespace

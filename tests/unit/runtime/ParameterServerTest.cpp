@@ -136,6 +136,30 @@ TEST(Cluster, Errors) {
   EXPECT_FALSE(parseTask("worker:-1", *c).isOk());
 }
 
+TEST(Cluster, JobToken) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("dtc-token-test-" + std::to_string(::getpid())))
+          .string();
+  std::filesystem::create_directories(dir);
+  auto tokenOf = [&](const std::string &text) {
+    const std::string path = dir + "/t";
+    std::filesystem::remove(path);
+    EXPECT_TRUE(writeFileAtomically(path, text).isOk());
+    return readJobToken(path);
+  };
+  auto ok = tokenOf("0123456789abcdef0123\n");
+  ASSERT_TRUE(ok.hasValue()) << ok.status().message();
+  EXPECT_EQ(*ok, "0123456789abcdef0123");
+  EXPECT_NE(tokenOf("short\n").status().message().find("at least 16"), std::string::npos);
+  EXPECT_NE(tokenOf(std::string("aaaaaaaaaaaaaaaa\x01\x7f\xff"))
+                .status()
+                .message()
+                .find("printable ASCII"),
+            std::string::npos);
+  EXPECT_FALSE(readJobToken(dir + "/missing").hasValue());
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Placement, MinSizePartitionerAndLpt) {
   // floor(bytes / min), at most the servers and the rows, at least 1.
   EXPECT_EQ(driver::shardCount(1000, 10, 4, 256), 3);
