@@ -415,6 +415,17 @@ int main(int argc, char **argv) {
     if (!s.isOk())
       return fail(s.message());
   }
+  // The plan records checksums of the model and its external data: hash them (gigabytes for a
+  // large model) on a background thread while the training passes and lowering run.
+  std::optional<dtc::plan::ChecksumPrefetch> checksums;
+  if (wantsPlan) {
+    std::vector<dtc::plan::ChecksumPrefetch::File> files{
+        {model, "the model", dtc::kMaxModelFileBytes}};
+    for (const std::string &f : dtc::plan::externalDataFiles(g))
+      files.push_back({f, "the model's external data", dtc::kMaxExternalDataBytes});
+    checksums.emplace(std::move(files));
+    lowerOpts.checksums = &*checksums;
+  }
   if (training) {
     dtc::passes::PassManagerOptions report;
     report.printAfter = opts.printAfter;

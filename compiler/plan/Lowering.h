@@ -6,6 +6,7 @@
 
 #include "compiler/ir/Graph.h"
 #include "compiler/ir/ParameterHost.h"
+#include "compiler/plan/ChecksumPrefetch.h"
 #include "compiler/plan/Plan.h"
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Mesh.h"
@@ -17,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace dtc::plan {
 
@@ -30,6 +32,9 @@ struct LowerOptions {
   std::string modelPath;
   /// The model file whose checksum and size go into the plan.
   std::string modelFile;
+  /// Checksums of the model file and its external data started earlier (dtc-compile starts
+  /// them after import); null: computed when the plan is finished.
+  ChecksumPrefetch *checksums = nullptr;
   std::string producer = "dtc-compile 0.1.0";
   /// Reuse memory whose value is dead (off: every buffer gets its own bytes; for debugging).
   bool reuseMemory = true;
@@ -39,6 +44,10 @@ struct LowerOptions {
   /// instructions at the boundaries, where the kernels take it.
   bool channelsLast = true;
 };
+
+/// The external data files (paths as the initializers give them, sorted, each once) that the
+/// graph's non-constant initializers read: the files whose checksums the plan records.
+std::vector<std::string> externalDataFiles(const ir::Graph &graph);
 
 /// Lowers a graph whose shapes are all static (passes::bindDims first) to a one-rank forward-only
 /// plan. Errors name the node or value: an op without a CPU kernel or with an unsupported dtype or

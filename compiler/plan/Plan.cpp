@@ -131,11 +131,13 @@ std::string checksumAlgorithmName(ChecksumAlgorithm algorithm) {
 }
 
 Expected<std::string> checksumFile(const std::string &path, const std::string &what,
-                                   uint64_t maxBytes) {
+                                   uint64_t maxBytes, const std::atomic<bool> *cancel) {
   std::unique_ptr<XXH3_state_t, StateFree> state(XXH3_createState());
   if (!state || XXH3_128bits_reset(state.get()) != XXH_OK)
     return Status::error(path, "cannot checksum: out of memory");
   DTC_RETURN_IF_ERROR(streamInputFile(path, what, maxBytes, [&](const char *data, size_t n) {
+    if (cancel && cancel->load(std::memory_order_relaxed))
+      return Status::error(path, "checksum cancelled");
     XXH3_128bits_update(state.get(), data, n);
     return Status::ok();
   }));

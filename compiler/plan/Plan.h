@@ -7,6 +7,7 @@
 #include "compiler/support/FileIO.h"
 #include "compiler/support/Status.h"
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -55,8 +56,11 @@ std::string checksumAlgorithmName(ChecksumAlgorithm algorithm);
 /// cost is the read (several GB/s per core from the page cache); errors name the file. The file
 /// must be a regular file (a FIFO or device is refused, never read) of at most `maxBytes`
 /// (checked before and while reading); `what` names it in those errors ("the plan's model").
+/// Holes of a sparse file are hashed as the zeros they read as, without reading them. When
+/// `cancel` is given and becomes true, hashing stops at the next chunk with an error.
 Expected<std::string> checksumFile(const std::string &path, const std::string &what = "",
-                                   uint64_t maxBytes = kMaxExternalDataBytes);
+                                   uint64_t maxBytes = kMaxExternalDataBytes,
+                                   const std::atomic<bool> *cancel = nullptr);
 /// XXH3-128 of bytes, as checksumFile.
 std::string checksumHex(const std::string &bytes);
 /// Checks the checksums a plan records of its model: every one by an algorithm this dtc knows

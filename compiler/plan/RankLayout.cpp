@@ -66,6 +66,14 @@ Status layoutRanks(Plan &plan, const Mesh &mesh,
   return Status::ok();
 }
 
+std::vector<std::string> externalDataFiles(const ir::Graph &graph) {
+  std::set<std::string> files;
+  for (const ir::Value *v : graph.initializers())
+    if (v->initializer() && v->initializer()->isExternal() && !v->isConstant())
+      files.insert(v->initializer()->externalPath());
+  return {files.begin(), files.end()};
+}
+
 Status detail::finishPlan(Plan &plan, const ir::Graph &graph, const LowerOptions &opts,
                   const TrainingConfig *cfg, int numCollectives,
                   const std::function<int(const MeshCoord &)> &programOf) {
@@ -82,23 +90,25 @@ Status detail::finishPlan(Plan &plan, const ir::Graph &graph, const LowerOptions
   ModelRef *model = plan.mutable_model();
   model->set_path(opts.modelPath);
   if (!opts.modelFile.empty()) {
-    DTC_ASSIGN_OR_RETURN(std::string checksum, checksumFile(opts.modelFile, "the model", kMaxModelFileBytes));
+    auto checksumOf = [&](const std::string &path, const char *what, uint64_t maxBytes) {
+      return opts.checksums ? opts.checksums->get(path, what, maxBytes)
+                            : checksumFile(path, what, maxBytes);
+    };
+    DTC_ASSIGN_OR_RETURN(std::string checksum,
+                         checksumOf(opts.modelFile, "the model", kMaxModelFileBytes));
     model->set_checksum(checksum);
     model->set_checksum_algorithm(kChecksumAlgorithm);
     std::error_code ec;
     model->set_size_bytes(std::filesystem::file_size(opts.modelFile, ec));
     // External data is part of the model: the runtime checks each file it reads weights from.
-    std::set<std::string> files;
-    for (const ir::Value *v : graph.initializers())
-      if (v->initializer() && v->initializer()->isExternal() && !v->isConstant())
-        files.insert(v->initializer()->externalPath());
     const std::filesystem::path dir =
         std::filesystem::weakly_canonical(std::filesystem::absolute(opts.modelFile, ec), ec)
             .parent_path();
-    for (const std::string &f : files) {
+    for (const std::string &f : externalDataFiles(graph)) {
       ExternalFile *x = model->add_external_data();
       x->set_location(std::filesystem::path(f).lexically_relative(dir).string());
-      DTC_ASSIGN_OR_RETURN(std::string fileChecksum, checksumFile(f, "the model's external data", kMaxExternalDataBytes));
+      DTC_ASSIGN_OR_RETURN(std::string fileChecksum,
+                           checksumOf(f, "the model's external data", kMaxExternalDataBytes));
       x->set_checksum(fileChecksum);
       x->set_checksum_algorithm(kChecksumAlgorithm);
       x->set_size_bytes(std::filesystem::file_size(f, ec));

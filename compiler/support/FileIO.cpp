@@ -2,6 +2,7 @@
 // non-blocking input reads, file identity checks and a checked append-only log file.
 #include "compiler/support/FileIO.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -258,19 +259,57 @@ Status streamInputFile(const std::string &path, const std::string &what, uint64_
   if (!chunk)
     return Status::error(path, "out of memory reading the file");
   uint64_t total = 0;
+  auto deliver = [&](const char *data, size_t n) -> Status {
+    total += n;
+    if (total > maxBytes)
+      return Status::error(path, (what.empty() ? "" : what + " ") + "grew past the " +
+                                     std::to_string(maxBytes) + " byte limit while being read");
+    return sink(data, n);
+  };
+  // A hole of a sparse file reads as zeros: they go to the sink from one zero chunk, without
+  // the kernel filling and copying a page for each (SEEK_DATA/SEEK_HOLE; where the file system
+  // does not report holes, the whole file is one data extent and is read as before).
+  std::unique_ptr<char[]> zeros;
+  uint64_t pos = 0;     // the next byte to deliver
+  uint64_t dataEnd = 0; // end of the data extent being read (UINT64_MAX: up to end of file)
   for (;;) {
-    ssize_t r = ::read(fd, chunk.get(), kChunk);
+    if (pos >= dataEnd) {
+      const off_t data = ::lseek(fd, static_cast<off_t>(pos), SEEK_DATA);
+      const bool noMoreData = data < 0 && errno == ENXIO;
+      uint64_t holeEnd = data > 0 ? static_cast<uint64_t>(data) : pos;
+      if (noMoreData) { // the rest of the file, up to its size, is a hole
+        struct stat now {};
+        if (::fstat(fd, &now) != 0)
+          return Status::error(path, "cannot read: " + errnoText(errno));
+        holeEnd = std::max<uint64_t>(pos, static_cast<uint64_t>(now.st_size));
+      }
+      while (pos < holeEnd) {
+        if (!zeros) {
+          zeros.reset(new (std::nothrow) char[kChunk]());
+          if (!zeros)
+            return Status::error(path, "out of memory reading the file");
+        }
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, holeEnd - pos));
+        DTC_RETURN_IF_ERROR(deliver(zeros.get(), n));
+        pos += n;
+      }
+      // Without hole reports (data < 0 for another reason), or past the last extent (the file
+      // may still grow), read on to the end of the file.
+      const off_t hole = data < 0 ? -1 : ::lseek(fd, static_cast<off_t>(pos), SEEK_HOLE);
+      dataEnd = hole > static_cast<off_t>(pos) ? static_cast<uint64_t>(hole) : UINT64_MAX;
+      if (::lseek(fd, static_cast<off_t>(pos), SEEK_SET) < 0)
+        return Status::error(path, "cannot read: " + errnoText(errno));
+    }
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(kChunk, dataEnd - pos));
+    ssize_t r = ::read(fd, chunk.get(), want);
     if (r < 0 && errno == EINTR)
       continue;
     if (r < 0)
       return Status::error(path, "cannot read: " + errnoText(errno));
     if (r == 0)
       return Status::ok();
-    total += static_cast<uint64_t>(r);
-    if (total > maxBytes)
-      return Status::error(path, (what.empty() ? "" : what + " ") + "grew past the " +
-                                     std::to_string(maxBytes) + " byte limit while being read");
-    DTC_RETURN_IF_ERROR(sink(chunk.get(), static_cast<size_t>(r)));
+    DTC_RETURN_IF_ERROR(deliver(chunk.get(), static_cast<size_t>(r)));
+    pos += static_cast<uint64_t>(r);
   }
 }
 

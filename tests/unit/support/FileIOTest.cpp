@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
+#include <fcntl.h>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -91,6 +93,48 @@ TEST_F(FileIOTest, InputsMustBeRegularAndBounded) {
   EXPECT_TRUE(checkInputFile(path("big"), "--data", 1000).isOk());
   auto d = readInputFile(dir_.string(), "", 100);
   EXPECT_EQ(d.status().message(), dir_.string() + ": is a directory, not a file");
+}
+
+// A sparse file (holes at the start, between extents and at the end) streams as the bytes it
+// reads as: the holes' zeros come from the reader, in chunks of at most 1 MiB, and a file that
+// is all hole streams as zeros of its size.
+TEST_F(FileIOTest, SparseFilesStreamAsTheirBytes) {
+  const std::string p = path("sparse");
+  const int fd = ::open(p.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0600);
+  ASSERT_GE(fd, 0);
+  const uint64_t size = (uint64_t{5} << 20) + 123; // holes are whole file-system blocks
+  ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(size)), 0);
+  std::string dense(size, '\0');
+  auto put = [&](uint64_t at, const std::string &bytes) {
+    ASSERT_EQ(::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(at)),
+              static_cast<ssize_t>(bytes.size()));
+    dense.replace(at, bytes.size(), bytes);
+  };
+  put((uint64_t{1} << 20) + 5, std::string(70000, 'a'));
+  put((uint64_t{3} << 20) + 4096, "extent two");
+  ::close(fd);
+  auto stream = [&](const std::string &file, uint64_t limit) {
+    std::string got;
+    size_t largest = 0;
+    Status s = streamInputFile(file, "", limit, [&](const char *data, size_t n) {
+      got.append(data, n);
+      largest = std::max(largest, n);
+      return Status::ok();
+    });
+    EXPECT_TRUE(s.isOk()) << s.message();
+    EXPECT_LE(largest, size_t{1} << 20);
+    return got;
+  };
+  EXPECT_TRUE(stream(p, size) == dense);
+  Status over = streamInputFile(p, "the data", size - 1, [](const char *, size_t) {
+    return Status::ok();
+  });
+  EXPECT_EQ(over.message(), p + ": the data is " + std::to_string(size) + " bytes, over the " +
+                                std::to_string(size - 1) + " byte limit");
+  const std::string hole = path("hole");
+  std::ofstream(hole).close();
+  fs::resize_file(hole, 3000000);
+  EXPECT_TRUE(stream(hole, 3000000) == std::string(3000000, '\0'));
 }
 
 TEST_F(FileIOTest, DistinctFilesComparesIdentityNotNames) {
