@@ -119,9 +119,8 @@ buildGradients(ir::Graph &graph, ir::Value *loss, const std::vector<ir::Value *>
       const int m = microBatchOf(p);
       return m < 0 ? std::numeric_limits<int>::max() : m;
     };
-    std::stable_sort(parts.begin(), parts.end(), [&](const ir::Value *a, const ir::Value *b) {
-      return order(a) < order(b);
-    });
+    std::stable_sort(parts.begin(), parts.end(),
+                     [&](const ir::Value *a, const ir::Value *b) { return order(a) < order(b); });
     // Parts all computed on one stage are summed there (one transfer of the sum); parts of
     // several stages meet on the producer's.
     int stage = v->producer() ? v->producer()->stage() : -1;
@@ -135,7 +134,14 @@ buildGradients(ir::Graph &graph, ir::Value *loss, const std::vector<ir::Value *>
       stage = stageOf(parts[0]);
     ir::Value *sum = parts[0];
     for (size_t i = 1; i < parts.size(); ++i) {
-      const std::string name = graph.uniqueName(v->name() + "/grad_sum");
+      // Named after the micro-batch whose part it adds, so that a pipeline stage's slots differ
+      // only in that name (plan compaction stores one slot and the others' differences).
+      // (A micro-batch's own value already carries it.)
+      const int partMb = microBatchOf(parts[i]);
+      const bool perStep = !v->producer() || v->producer()->microBatch() != partMb;
+      const std::string name =
+          graph.uniqueName(v->name() + "/grad_sum" +
+                           (perStep && partMb > 0 ? "/microbatch" + std::to_string(partMb) : ""));
       ir::Node *add = graph.addNode("Add", {sum, parts[i]}, {name}, "", name);
       add->setPhase(ir::Phase::kBackward);
       add->setStage(stage);
@@ -154,7 +160,8 @@ buildGradients(ir::Graph &graph, ir::Value *loss, const std::vector<ir::Value *>
     for (int64_t d : dims)
       n *= d;
     ir::Value *seed = graph.addConstant(
-        name, ir::TensorData::fromFloats(name, dims, std::vector<float>(static_cast<size_t>(n), 1.f)));
+        name,
+        ir::TensorData::fromFloats(name, dims, std::vector<float>(static_cast<size_t>(n), 1.f)));
     if (loss->dtype() != ir::DType::kFloat32) {
       const std::string cname = graph.uniqueName(name + "_cast");
       ir::Node *cast = graph.addNode("Cast", {seed}, {cname}, "", cname);
@@ -220,14 +227,13 @@ buildGradients(ir::Graph &graph, ir::Value *loss, const std::vector<ir::Value *>
       ir::Value *g = gctx.inputGrad(i);
       ir::Value *in = n->input(i);
       if (!g)
-        return Status::error(n->where(), "no gradient with respect to input " +
-                                              std::to_string(i) + " ('" + in->name() +
-                                              "'); the loss depends on " +
-                                              pathTo(*n, sources, varying) + " through it");
+        return Status::error(n->where(), "no gradient with respect to input " + std::to_string(i) +
+                                             " ('" + in->name() + "'); the loss depends on " +
+                                             pathTo(*n, sources, varying) + " through it");
       if (g->type() != in->type())
-        return Status::error(n->where(), "gradient rule gave " + g->type().str() +
-                                              " for input " + std::to_string(i) + " ('" +
-                                              in->name() + "'), which is " + in->type().str());
+        return Status::error(n->where(), "gradient rule gave " + g->type().str() + " for input " +
+                                             std::to_string(i) + " ('" + in->name() +
+                                             "'), which is " + in->type().str());
       contributions[in].push_back(g);
     }
   }
@@ -405,7 +411,8 @@ public:
     for (size_t i = 0; i < st.parameters.size(); ++i)
       if (!st.gradients[i])
         ctx.diags.warning("parameter '" + st.parameters[i]->name() + "'",
-                          "no gradient reaches it (the loss does not depend on it, or only through integer or bool values); it is not trained");
+                          "no gradient reaches it (the loss does not depend on it, or only through "
+                          "integer or bool values); it is not trained");
     return Status::ok();
   }
 

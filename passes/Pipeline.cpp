@@ -10,8 +10,8 @@
 // single-device training with --grad-accum-steps M updates them. The forward nodes are cut into
 // S contiguous stages of the topological order balanced by estimated time (ops/Cost.h), or S * V
 // virtual stages with the interleaved schedule (virtual stage v runs on pipeline rank v % S as
-// its model chunk v / S); the loss falls on the last stage. Autodiff then puts every backward node on its forward node's stage
-// and micro-batch (ops/Gradient.cpp).
+// its model chunk v / S); the loss falls on the last stage. Autodiff then puts every backward node
+// on its forward node's stage and micro-batch (ops/Gradient.cpp).
 //
 // pipeline-comm (after optimizer): places the remaining nodes (optimizer updates, gradient
 // all-reduces) on the stage of their inputs, checks that every parameter and state lives on one
@@ -114,8 +114,7 @@ private:
       memoryPerNode(forward, cfg, weightBytes, activationBytes);
       fits = [&](size_t part, size_t begin, size_t end) {
         return stageMemory(cfg, part, begin, end, weightBytes, activationBytes) <=
-               static_cast<double>(cfg.deviceMemory) /
-                   static_cast<double>(cfg.mesh.virtualStages);
+               static_cast<double>(cfg.deviceMemory) / static_cast<double>(cfg.mesh.virtualStages);
       };
     }
     if (forward.size() < static_cast<size_t>(stages))
@@ -191,9 +190,12 @@ private:
   static double inFlight(const TrainingConfig &cfg, size_t part) {
     const int64_t S = cfg.mesh.pp, M = cfg.mesh.microbatches, s = static_cast<int64_t>(part);
     switch (cfg.mesh.schedule) {
-    case PipelineSchedule::k1F1B: return static_cast<double>(std::min(S - s, M));
-    case PipelineSchedule::kZBH1: return static_cast<double>(std::min(S - s + 1, M));
-    default: return static_cast<double>(M);
+    case PipelineSchedule::k1F1B:
+      return static_cast<double>(std::min(S - s, M));
+    case PipelineSchedule::kZBH1:
+      return static_cast<double>(std::min(S - s + 1, M));
+    default:
+      return static_cast<double>(M);
     }
   }
 
@@ -398,7 +400,9 @@ private:
                            "is " + st.loss->type().str() + "; pipelines average f32 losses");
     ir::Value *sum = losses[0];
     for (size_t k = 1; k < losses.size(); ++k) {
-      DTC_ASSIGN_OR_RETURN(ir::Node * add, stepNode("Add", {sum, losses[k]}, "pipeline/loss_sum"));
+      DTC_ASSIGN_OR_RETURN(
+          ir::Node * add,
+          stepNode("Add", {sum, losses[k]}, "pipeline/loss_sum/microbatch" + std::to_string(k)));
       sum = add->output(0);
     }
     const std::string invName = g.uniqueName("pipeline/inverse_microbatches");

@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <unordered_map>
@@ -30,7 +31,6 @@ namespace {
 
 /// Protobuf cannot parse or serialize messages of 2 GiB or more.
 constexpr uint64_t kMaxPlanBytes = static_cast<uint64_t>(INT_MAX);
-
 
 bool isDirectory(const std::string &path) {
   struct stat st;
@@ -66,10 +66,23 @@ Expected<Plan> parsePlan(const std::string &bytes, const std::string &where) {
   if (plan.format_version() > kPlanFormatVersion &&
       !plan.GetReflection()->GetUnknownFields(plan).empty())
     return Status::error(where, "not a dtc plan (fields no plan has)");
-  if (plan.format_version() != kPlanFormatVersion)
+  if (plan.format_version() != kPlanFormatVersion &&
+      plan.format_version() != kCompactPlanFormatVersion)
     return Status::error(where, "plan format version " + std::to_string(plan.format_version()) +
-                                    ", this dtc reads version " +
-                                    std::to_string(kPlanFormatVersion));
+                                    ", this dtc reads versions " +
+                                    std::to_string(kPlanFormatVersion) + " and " +
+                                    std::to_string(kCompactPlanFormatVersion));
+  for (int i = 0; i < plan.programs_size(); ++i) {
+    RankProgram &p = *plan.mutable_programs(i);
+    const bool compacted = p.repeated_slots_size() > 0 || p.derived_buffers().index_size() > 0;
+    if (compacted && plan.format_version() != kCompactPlanFormatVersion)
+      return Status::error(where, "program " + std::to_string(i) +
+                                      " is compacted, which plan "
+                                      "format version " +
+                                      std::to_string(kPlanFormatVersion) + " does not allow");
+    DTC_RETURN_IF_ERROR(expandProgram(p, where + ": program " + std::to_string(i)));
+  }
+  plan.set_format_version(kPlanFormatVersion);
   DTC_RETURN_IF_ERROR(checkModelChecksums(plan.model()).withContext(where));
   return plan;
 }
@@ -87,14 +100,23 @@ Status writePlanFile(const Plan &plan, const std::string &path) {
     return Status::error("<empty path>", "cannot write a plan to an empty path");
   if (isDirectory(path))
     return Status::error(path, "is a directory");
-  size_t size = plan.ByteSizeLong();
+  // Pipeline programs go out compacted (only programs with a schedule can be).
+  std::optional<Plan> compacted;
+  if (std::any_of(plan.programs().begin(), plan.programs().end(),
+                  [](const RankProgram &p) { return p.schedule_size() > 1; })) {
+    compacted.emplace(plan);
+    if (!compactPlan(*compacted))
+      compacted.reset();
+  }
+  const Plan &out = compacted ? *compacted : plan;
+  size_t size = out.ByteSizeLong();
   if (size > kMaxPlanBytes)
     return Status::error(path, "plan of " + std::to_string(size) +
                                    " bytes is above protobuf's limit of " +
                                    std::to_string(kMaxPlanBytes) + " bytes");
   std::string bytes;
   try {
-    if (!plan.SerializeToString(&bytes))
+    if (!out.SerializeToString(&bytes))
       return Status::error(path, "cannot serialize the plan");
   } catch (const std::exception &e) {
     return Status::error(path, std::string("cannot serialize the plan: ") + e.what());

@@ -22,6 +22,10 @@ namespace dtc::plan {
 /// (ModelRef.checksum, checksum_algorithm), no longer SHA-256; constant contents may be shared
 /// (Plan.constants, Buffer.shared_data).
 inline constexpr uint32_t kPlanFormatVersion = 3;
+/// 4: format 3 with pipeline programs compacted (RankProgram.repeated_slots, derived_buffers):
+/// written when a program has slots that repeat an earlier one for another micro-batch, so the
+/// plan's size does not grow with the number of micro-batches. Readers expand it to format 3.
+inline constexpr uint32_t kCompactPlanFormatVersion = 4;
 /// Arena alignment of CPU plans, bytes.
 inline constexpr uint64_t kCpuAlignment = 64;
 
@@ -32,7 +36,20 @@ Expected<Plan> readPlanFile(const std::string &path);
 /// Parses a plan from bytes (`where` names the source in messages).
 Expected<Plan> parsePlan(const std::string &bytes, const std::string &where);
 /// Writes `plan` atomically (temporary file + rename): a failed write leaves no partial file.
+/// Pipeline programs are written compacted (compactPlan).
 Status writePlanFile(const Plan &plan, const std::string &path);
+/// Compacts every program whose schedule has slots repeating an earlier slot of the same kind
+/// and chunk for another micro-batch (same instructions on that micro-batch's buffers): their
+/// instructions and buffers are replaced by RepeatedSlot and DerivedBuffers records, and the
+/// format version becomes kCompactPlanFormatVersion. A program is changed only when
+/// expandProgram gives it back exactly. Returns whether any program was compacted.
+bool compactPlan(Plan &plan);
+/// Rebuilds a compacted program's instructions and buffers (the format-3 program) in place;
+/// a program without compaction records is left alone. Errors ("<where>: compacted program:
+/// ...") for records that do not fit the program: indices out of range, a slot repeating a
+/// later or repeated slot, too few or too many stored instructions, or more than 2^24
+/// instructions or buffers after expansion.
+Status expandProgram(RankProgram &program, const std::string &where);
 
 /// The canonical text form: deterministic, one buffer or instruction per line, constants shown
 /// by size and a prefix of their XXH3-128 (not their bytes). `rank` restricts it to one rank's

@@ -196,7 +196,7 @@ TEST_F(PlanFileTest, OtherFormatVersionIsRejected) {
   auto read = readPlanFile(path("v7.dtc"));
   ASSERT_FALSE(read);
   EXPECT_EQ(read.status().message(),
-            path("v7.dtc") + ": plan format version 7, this dtc reads version 3");
+            path("v7.dtc") + ": plan format version 7, this dtc reads versions 3 and 4");
 }
 
 TEST_F(PlanFileTest, UnknownChecksumAlgorithmIsRejected) {

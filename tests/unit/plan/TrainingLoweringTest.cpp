@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <set>
 
 namespace dtc::plan {
@@ -125,8 +126,8 @@ TEST(TrainingLowering, BuffersStateUpdatesAndTrainingSection) {
       const Buffer &o = rp.buffers(i);
       if (i == p.gradient() || o.kind() == BUFFER_PARAMETER || o.kind() == BUFFER_OPTIMIZER_STATE)
         continue;
-      const bool overlap = o.offset() < g.offset() + g.size_bytes() &&
-                           g.offset() < o.offset() + o.size_bytes();
+      const bool overlap =
+          o.offset() < g.offset() + g.size_bytes() && g.offset() < o.offset() + o.size_bytes();
       if (!overlap)
         continue;
       // Only values dead before the gradient is computed (or views of it) may share its bytes.
@@ -168,7 +169,8 @@ TEST(TrainingLowering, ValidationRejectsBadTrainingSections) {
   {
     Plan p = *l.plan;
     p.mutable_hyperparameters()->set_grad_accum_steps(0);
-    EXPECT_EQ(validatePlan(p, "x").message(), "plan x: training: grad_accum_steps 0 is not in [1, 1048576]");
+    EXPECT_EQ(validatePlan(p, "x").message(),
+              "plan x: training: grad_accum_steps 0 is not in [1, 1048576]");
   }
   {
     Plan p = *l.plan;
@@ -250,7 +252,7 @@ TEST(DataParallelLowering, OneBucketPerGradientWithWaitsBeforeTheOptimizer) {
   EXPECT_EQ(plan.groups(0).axis(), "dp");
   EXPECT_EQ(plan.groups(0).ranks_size(), 2);
   EXPECT_EQ(plan.hyperparameters().batch_size(), 8); // global
-  EXPECT_EQ(plan.bound_dims().at("N"), 4);            // per rank
+  EXPECT_EQ(plan.bound_dims().at("N"), 4);           // per rank
   EXPECT_EQ(plan.ranks(1).rank(), 1);
   EXPECT_EQ(plan.programs_size(), 1); // both ranks run the one program
   EXPECT_EQ(plan.ranks(1).program(), 0);
@@ -301,7 +303,8 @@ TEST(DataParallelLowering, OneBucketPerGradientWithWaitsBeforeTheOptimizer) {
         }
   int matMulsAfter = 0;
   for (int i = cols[0]; i < t.optimizer_begin(); ++i)
-    matMulsAfter += rp.instructions(i).has_kernel() && rp.instructions(i).kernel().op() == "MatMulT";
+    matMulsAfter +=
+        rp.instructions(i).has_kernel() && rp.instructions(i).kernel().op() == "MatMulT";
   EXPECT_EQ(matMulsAfter, 3);
   EXPECT_TRUE(validatePlan(plan, "").isOk());
 }
@@ -340,8 +343,8 @@ TEST(DataParallelLowering, SyncBatchNormMarksTheBatchNormNodes) {
   ASSERT_TRUE(l.plan) << l.plan.status().message();
   int marked = 0;
   for (const Instruction &ins : l.plan->programs(0).instructions())
-    if (ins.has_kernel() && (ins.kernel().op() == "BatchNormTraining" ||
-                             ins.kernel().op() == "BatchNormGrad"))
+    if (ins.has_kernel() &&
+        (ins.kernel().op() == "BatchNormTraining" || ins.kernel().op() == "BatchNormGrad"))
       for (const Attr &a : ins.kernel().attributes())
         marked += a.name() == "sync" && a.i() == 1;
   EXPECT_EQ(marked, 2);
@@ -413,12 +416,122 @@ TEST(DataParallelConfig, StrategyAndBatchErrors) {
   cfg.mesh = *parseMesh("dp=3");
   cfg.batchSize = 8;
   Status s = driver::validateTrainConfig(cfg);
-  EXPECT_NE(s.message().find("does not split evenly over dp=3"), std::string::npos)
-      << s.message();
+  EXPECT_NE(s.message().find("does not split evenly over dp=3"), std::string::npos) << s.message();
   cfg.mesh = Mesh{};
   cfg.syncBatchNorm = true;
-  EXPECT_NE(driver::validateTrainConfig(cfg).message().find("--sync-batchnorm"),
-            std::string::npos);
+  EXPECT_NE(driver::validateTrainConfig(cfg).message().find("--sync-batchnorm"), std::string::npos);
+}
+
+// --- compacted pipeline programs (plan format 4) ---
+
+// x -> MatMul -> Relu -> MatMul -> Relu -> MatMul: enough layers for two pipeline stages.
+const char *kDeepModel = R"(
+<ir_version: 8, opset_import: ["" : 15]>
+g (float[N,4] x) => (float[N,3] y)
+<float[4,4] w1 = {1,0,0,0, 0,1,0,0, 0,0,1,0, 0,0,0,1}, float[4,4] w2 = {1,1,0,0, 0,1,1,0, 0,0,1,1,
+ 1,0,0,1}, float[4,3] w3 = {1,0,0, 0,1,0, 0,0,1, 1,1,1}>
+{
+  h1 = MatMul (x, w1)
+  r1 = Relu (h1)
+  h2 = MatMul (r1, w2)
+  r2 = Relu (h2)
+  y = MatMul (r2, w3)
+}
+)";
+
+Plan pipelinePlan(const std::string &strategy, int64_t batch) {
+  TrainingConfig cfg = adamConfig();
+  cfg.batchSize = batch;
+  EXPECT_TRUE(driver::parseStrategy(strategy, cfg).isOk());
+  Lowered l = lowerText(kDeepModel, cfg);
+  EXPECT_TRUE(l.plan) << l.plan.status().message();
+  return l.plan ? *l.plan : Plan();
+}
+
+// Every schedule's slots for micro-batches 2.. repeat slot 1's: the compacted plan is smaller,
+// its size grows less than the unrolled one with the micro-batches, and the file reads back as
+// exactly the program lowering produced (same fingerprint).
+TEST(PlanCompaction, PipelineSlotsRepeatAndReadBackExactly) {
+  for (const char *schedule : {"gpipe", "1f1b", "zb-h1", "interleaved,virtual-stages=2"}) {
+    SCOPED_TRACE(schedule);
+    size_t unrolled[2], compacted[2];
+    for (int i = 0; i < 2; ++i) {
+      const int64_t M = i == 0 ? 4 : 16;
+      Plan plan =
+          pipelinePlan("pp=2,microbatches=" + std::to_string(M) + ",schedule=" + schedule, M * 2);
+      ASSERT_GT(plan.programs_size(), 0);
+      Plan c = plan;
+      ASSERT_TRUE(compactPlan(c));
+      EXPECT_EQ(c.format_version(), kCompactPlanFormatVersion);
+      int repeated = 0;
+      for (const RankProgram &p : c.programs())
+        repeated += p.repeated_slots_size();
+      EXPECT_GE(repeated, static_cast<int>(2 * (M - 2)));
+      unrolled[i] = plan.ByteSizeLong();
+      compacted[i] = c.ByteSizeLong();
+      EXPECT_LT(compacted[i], unrolled[i]);
+      auto back = parsePlan(c.SerializeAsString(), "c.dtc");
+      ASSERT_TRUE(back) << back.status().message();
+      EXPECT_EQ(back->SerializeAsString(), plan.SerializeAsString());
+      EXPECT_EQ(fingerprint(*back), fingerprint(plan));
+      EXPECT_TRUE(validatePlan(*back, "c.dtc").isOk());
+    }
+    // 12 more micro-batches: the compacted plan grows by well under half of what the unrolled
+    // one grows by.
+    EXPECT_LT(compacted[1] - compacted[0], (unrolled[1] - unrolled[0]) / 2);
+  }
+}
+
+// Hostile compaction records are errors naming the program, never out-of-range reads.
+TEST(PlanCompaction, BadRecordsAreErrors) {
+  Plan c = pipelinePlan("pp=2,microbatches=4,schedule=gpipe", 8);
+  ASSERT_TRUE(compactPlan(c));
+  int prog = 0;
+  while (c.programs(prog).repeated_slots_size() == 0 ||
+         c.programs(prog).derived_buffers().index_size() == 0)
+    ++prog;
+  auto reject = [&](const std::function<void(Plan &)> &edit, const std::string &want) {
+    Plan bad = c;
+    edit(bad);
+    auto r = parsePlan(bad.SerializeAsString(), "bad.dtc");
+    ASSERT_FALSE(r) << want;
+    EXPECT_NE(r.status().message().find(want), std::string::npos) << r.status().message();
+    EXPECT_EQ(r.status().message().rfind("bad.dtc: program " + std::to_string(prog), 0), 0u)
+        << r.status().message();
+  };
+  auto prog0 = [&](Plan &p) { return p.mutable_programs(prog); };
+  reject([&](Plan &p) { prog0(p)->mutable_repeated_slots(0)->set_like(99); },
+         "not an earlier slot");
+  reject(
+      [&](Plan &p) {
+        RepeatedSlot *r = prog0(p)->mutable_repeated_slots(0);
+        r->set_like(r->slot());
+      },
+      "not an earlier slot");
+  reject([&](Plan &p) { prog0(p)->mutable_repeated_slots(0)->add_from(1); },
+         "buffer lists differ in length");
+  reject([&](Plan &p) { *prog0(p)->add_repeated_slots() = prog0(p)->repeated_slots(0); },
+         "repeated twice");
+  reject([&](Plan &p) { prog0(p)->mutable_derived_buffers()->set_index(0, 1 << 30); },
+         "derived buffer indices not ascending or out of range");
+  reject([&](Plan &p) { prog0(p)->mutable_derived_buffers()->add_like(0); },
+         "derived buffers' lists differ in length");
+  reject(
+      [&](Plan &p) {
+        DerivedBuffers *d = prog0(p)->mutable_derived_buffers();
+        d->set_like(0, d->index(0));
+      },
+      "which is not a stored buffer");
+  reject(
+      [&](Plan &p) {
+        RankProgram *r = prog0(p);
+        r->mutable_schedule(r->schedule_size() - 1)->set_first_instruction(1 << 30);
+      },
+      "compacted program: "); // too few stored instructions, or a repeat cut short
+  reject([&](Plan &p) { prog0(p)->mutable_schedule(1)->set_first_instruction(-1); },
+         "schedule slots out of order");
+  reject([&](Plan &p) { p.set_format_version(kPlanFormatVersion); },
+         "is compacted, which plan format version 3 does not allow");
 }
 
 } // namespace
