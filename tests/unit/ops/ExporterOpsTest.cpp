@@ -428,6 +428,23 @@ TEST(ExporterOps, FoldActivations) {
             (std::vector<int64_t>{-6, 0, 5}));
 }
 
+TEST(ExporterOps, FoldDepthToSpaceAndSpaceToDepth) {
+  // (1, 8, 1, 1) with b = 2: DCR puts channel (i * 2 + j) * 2 + c at (c, i, j), CRD channel
+  // c * 4 + i * 2 + j; SpaceToDepth undoes DCR.
+  auto x = floats("x", {1, 8, 1, 1}, {0, 1, 2, 3, 4, 5, 6, 7});
+  const ir::Attribute b(int64_t{2});
+  auto dcr = fold("DepthToSpace", {x}, {{"blocksize", b}});
+  EXPECT_EQ(doublesOf(dcr), (std::vector<double>{0, 2, 4, 6, 1, 3, 5, 7}));
+  EXPECT_EQ((*dcr)[0]->dims(), (std::vector<int64_t>{1, 2, 2, 2}));
+  EXPECT_EQ(
+      doublesOf(fold("DepthToSpace", {x}, {{"blocksize", b}, {"mode", ir::Attribute("CRD")}})),
+      (std::vector<double>{0, 1, 2, 3, 4, 5, 6, 7}));
+  auto back = fold("SpaceToDepth", {floats("d", {1, 2, 2, 2}, {0, 2, 4, 6, 1, 3, 5, 7})},
+                   {{"blocksize", b}});
+  EXPECT_EQ(doublesOf(back), (std::vector<double>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ((*back)[0]->dims(), (std::vector<int64_t>{1, 8, 1, 1}));
+}
+
 TEST(ExporterOps, BadInputsNameTheNode) {
   struct Case {
     const char *graph;
@@ -461,6 +478,15 @@ TEST(ExporterOps, BadInputsNameTheNode) {
       {"agraph (float[3] x, float[2, 3] s) => (float[3] y) { y = PRelu(x, s) }",
        "node 'PRelu_0' (PRelu): slope [2,3] cannot be broadcast to X [3]"},
       {"agraph (float[2, 3, 4] x, float[3, 1] s) => (float[2, 3, 4] y) { y = PRelu(x, s) }", ""},
+      {"agraph (float[1, 6, 2, 2] x) => (float[1, 1, 4, 4] y) { y = DepthToSpace<blocksize = "
+       "2>(x) }",
+       "node 'DepthToSpace_0' (DepthToSpace): channels 6 is not a multiple of 4"},
+      {"agraph (float[1, 2, 3, 4] x) => (float[1, 8, 1, 2] y) { y = SpaceToDepth<blocksize = "
+       "2>(x) }",
+       "node 'SpaceToDepth_0' (SpaceToDepth): height 3 is not a multiple of 2"},
+      {"agraph (float[1, 8, 2, 2] x) => (float[1, 2, 4, 4] y) { y = DepthToSpace<blocksize = 2, "
+       "mode = \"CRD\">(x) }",
+       ""},
   };
   for (const Case &c : cases) {
     auto g = test::compileText(std::string("<ir_version: 8, opset_import: [\"\" : 17]>\n") +
