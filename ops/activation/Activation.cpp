@@ -3,7 +3,9 @@
 #include "ops/activation/Activation.h"
 
 #include "ops/ShapeHelpers.h"
+#include "ops/elementwise/Elementwise.h"
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -206,6 +208,38 @@ Status eltwiseGradRule(GradientContext &ctx, const std::string &algorithm, bool 
                                                  "ai.dtc"));
   ctx.setInputGrad(0, dx);
   return Status::ok();
+}
+
+namespace {
+
+/// The values of an activation's float attributes on `node` (defaults where absent), padded
+/// to two with zeros.
+std::array<float, 2> activationParams(const ir::Node &node,
+                                      const std::vector<ActivationAttr> &attrs) {
+  std::array<float, 2> p = {0.f, 0.f};
+  for (size_t i = 0; i < attrs.size() && i < 2; ++i)
+    p[i] = node.attrFloat(attrs[i].name, attrs[i].defaultValue);
+  return p;
+}
+
+} // namespace
+
+OpDef activationDef(const std::string &name, int since, TypeMask types,
+                    const std::string &gradAlgorithm, ActivationFn fn,
+                    std::vector<ActivationAttr> attrs) {
+  OpDef d = unaryDef(name, since, types);
+  for (const ActivationAttr &a : attrs)
+    d.versions.back().attr(a.name, ir::AttrKind::kFloat);
+  d.fold = [fn, attrs](FoldContext &ctx) {
+    const std::array<float, 2> p = activationParams(ctx.node(), attrs);
+    return foldUnary(ctx, [&](double x) { return fn(x, p[0], p[1]); });
+  };
+  d.gradient = [gradAlgorithm, attrs](GradientContext &ctx) {
+    const std::array<float, 2> p = activationParams(ctx.node(), attrs);
+    return eltwiseGradRule(ctx, gradAlgorithm, false, p[0], p[1]);
+  };
+  d.cost = elementwiseCost();
+  return d;
 }
 
 } // namespace dtc::ops

@@ -61,4 +61,22 @@ Status checkScalarInput(InferenceContext &ctx, size_t i, const std::string &what
 Status eltwiseGradRule(GradientContext &ctx, const std::string &algorithm, bool fromOutput,
                        float alpha = 0.f, float beta = 0.f);
 
+/// A float attribute of an activation and its default (ONNX operator text).
+struct ActivationAttr {
+  const char *name;
+  float defaultValue;
+};
+
+/// y = fn(x, a, b), with a and b the values of `attrs[0]` and `attrs[1]` (0 when absent).
+using ActivationFn = double (*)(double x, double a, double b);
+
+/// A unary float activation (Softplus, Softsign, Elu, Selu, Celu, Mish, Sin, Cos): one input X
+/// of `types` from opset `since` on, output Y of X's type and shape, float attributes `attrs`
+/// (at most two). Folds through `fn` in double; cost one FLOP per element; elementwise sharding;
+/// gradient dX = ai.dtc.EltwiseGrad(dY, X) with `gradAlgorithm` and alpha/beta = the two
+/// attributes' values.
+OpDef activationDef(const std::string &name, int since, TypeMask types,
+                    const std::string &gradAlgorithm, ActivationFn fn,
+                    std::vector<ActivationAttr> attrs = {});
+
 } // namespace dtc::ops

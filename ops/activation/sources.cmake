@@ -5,8 +5,11 @@ target_sources(dtc_ops_defs PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/Cast.cpp
   ${CMAKE_CURRENT_LIST_DIR}/CastLike.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Ceil.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Celu.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Clip.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Cos.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Dropout.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Elu.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Erf.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Exp.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Floor.cpp
@@ -17,13 +20,19 @@ target_sources(dtc_ops_defs PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/LeakyRelu.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Log.cpp
   ${CMAKE_CURRENT_LIST_DIR}/LogSoftmax.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Mish.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Neg.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/PRelu.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Reciprocal.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Relu.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Round.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Selu.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Sigmoid.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Sign.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Sin.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Softmax.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Softplus.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Softsign.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Sqrt.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Tanh.cpp
 )

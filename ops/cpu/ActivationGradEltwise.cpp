@@ -1,7 +1,8 @@
 // CPU kernels of ai.dtc.EltwiseGrad and ai.dtc.ClipGrad (ops/training/ActivationGradOps.cpp),
 // f32. EltwiseGrad runs one oneDNN eltwise_backward primitive (relu, the *_use_dst_for_bwd
-// forms, log, abs, gelu_erf, gelu_tanh) or, where oneDNN 2.6 has no backward or another
-// convention (erf, reciprocal_dst, hardswish, hardsigmoid), a hand loop; ClipGrad is a loop (its
+// forms, log, abs, gelu_erf, gelu_tanh, soft_relu, elu, mish) or, where oneDNN 2.6 has no
+// backward or another convention (erf, reciprocal_dst, hardswish, hardsigmoid, softsign, selu,
+// celu, sin, cos), a hand loop; ClipGrad is a loop (its
 // bounds are run-time inputs). Every operand shares one layout (a flat elementwise op), and dX
 // may overwrite dY in place. The loops split over OpenMP threads when built with it.
 #include "ops/cpu/OneDnnUtil.h"
@@ -16,7 +17,18 @@ namespace {
 /// Elements below which the hand loops stay on one thread.
 constexpr int64_t kParallelGrain = 1 << 15;
 
-enum class LoopAlg { kNone, kErf, kReciprocalDst, kHardSwish, kHardSigmoid };
+enum class LoopAlg {
+  kNone,
+  kErf,
+  kReciprocalDst,
+  kHardSwish,
+  kHardSigmoid,
+  kSoftsign,
+  kSelu,
+  kCelu,
+  kSin,
+  kCos
+};
 
 /// The oneDNN algorithm of `name` (true), or the hand loop (false, `loop` set); error for an
 /// unknown name.
@@ -32,12 +44,20 @@ Status eltwiseGradAlgorithm(const KernelSpec &spec, dnnl::algorithm &alg, LoopAl
       {"abs", dnnl::algorithm::eltwise_abs},
       {"gelu_erf", dnnl::algorithm::eltwise_gelu_erf},
       {"gelu_tanh", dnnl::algorithm::eltwise_gelu_tanh},
+      {"soft_relu", dnnl::algorithm::eltwise_soft_relu},
+      {"elu", dnnl::algorithm::eltwise_elu},
+      {"mish", dnnl::algorithm::eltwise_mish},
   };
   static const std::pair<const char *, LoopAlg> kLoops[] = {
       {"erf", LoopAlg::kErf},
       {"reciprocal_dst", LoopAlg::kReciprocalDst},
       {"hardswish", LoopAlg::kHardSwish},
       {"hardsigmoid", LoopAlg::kHardSigmoid},
+      {"softsign", LoopAlg::kSoftsign},
+      {"selu", LoopAlg::kSelu},
+      {"celu", LoopAlg::kCelu},
+      {"sin", LoopAlg::kSin},
+      {"cos", LoopAlg::kCos},
   };
   const std::string name = spec.attrString("algorithm", "");
   loop = LoopAlg::kNone;
@@ -92,6 +112,33 @@ public:
         const float v = alpha_ * t[i] + beta_;
         dx[i] = v > 0.f && v < 1.f ? alpha_ * dy[i] : 0.f;
       }
+      break;
+    case LoopAlg::kSoftsign:
+#pragma omp parallel for if (n_ >= kParallelGrain) schedule(static)
+      for (int64_t i = 0; i < n_; ++i) {
+        const float d = 1.f + std::fabs(t[i]);
+        dx[i] = dy[i] / (d * d);
+      }
+      break;
+    case LoopAlg::kSelu: // alpha = Selu's alpha, beta = its gamma
+#pragma omp parallel for if (n_ >= kParallelGrain) schedule(static)
+      for (int64_t i = 0; i < n_; ++i)
+        dx[i] = t[i] > 0.f ? beta_ * dy[i] : beta_ * alpha_ * std::exp(t[i]) * dy[i];
+      break;
+    case LoopAlg::kCelu:
+#pragma omp parallel for if (n_ >= kParallelGrain) schedule(static)
+      for (int64_t i = 0; i < n_; ++i)
+        dx[i] = t[i] > 0.f ? dy[i] : std::exp(t[i] / alpha_) * dy[i];
+      break;
+    case LoopAlg::kSin:
+#pragma omp parallel for if (n_ >= kParallelGrain) schedule(static)
+      for (int64_t i = 0; i < n_; ++i)
+        dx[i] = dy[i] * std::cos(t[i]);
+      break;
+    case LoopAlg::kCos:
+#pragma omp parallel for if (n_ >= kParallelGrain) schedule(static)
+      for (int64_t i = 0; i < n_; ++i)
+        dx[i] = -dy[i] * std::sin(t[i]);
       break;
     case LoopAlg::kNone:
       break;

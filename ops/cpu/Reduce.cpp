@@ -1,10 +1,14 @@
-// CPU kernels of ReduceMean, ReduceSum and ReduceMax (canonical opset-18 form: data, optional
-// int64 axes input; keepdims, noop_with_empty_axes): a oneDNN reduction primitive for float32,
-// hand loops for int64 and empty inputs. The axes arrive at run time; the reduced axes implied
-// by the static shapes are checked against them on every run. oneDNN's reduction_max skips NaN:
-// an f32 ReduceMax whose input holds a NaN runs the loop, which gives NaN (numpy's max).
+// CPU kernels of ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceProd, ReduceL1, ReduceL2,
+// ReduceLogSumExp and ReduceSumSquare (canonical opset-18 form: data, optional int64 axes
+// input; keepdims, noop_with_empty_axes): a oneDNN reduction primitive for float32 (mean, sum,
+// max, min, mul, norm_lp_sum with p = 1 and 2, norm_lp_power_p_sum with p = 2), hand loops for
+// int64, empty inputs and ReduceLogSumExp (no oneDNN algorithm; max-shifted, two passes). The
+// axes arrive at run time; the reduced axes implied by the static shapes are checked against
+// them on every run. oneDNN's reduction_max/min skip NaN: an f32 ReduceMax/ReduceMin whose input
+// holds a NaN runs the loop, which gives NaN (numpy's max and min).
 #include "ops/cpu/NanPropagation.h"
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -13,11 +17,27 @@ namespace dtc::ops::cpu {
 
 namespace {
 
-enum class ReduceOp { kMean, kSum, kMax };
+enum class ReduceOp { kMean, kSum, kMax, kMin, kProd, kL1, kL2, kLogSumExp, kSumSquare };
 
 ReduceOp reduceOp(const std::string &op) {
-  return op == "ReduceMean" ? ReduceOp::kMean : op == "ReduceSum" ? ReduceOp::kSum : ReduceOp::kMax;
+  static const std::pair<const char *, ReduceOp> kOps[] = {
+      {"ReduceMean", ReduceOp::kMean},
+      {"ReduceSum", ReduceOp::kSum},
+      {"ReduceMin", ReduceOp::kMin},
+      {"ReduceProd", ReduceOp::kProd},
+      {"ReduceL1", ReduceOp::kL1},
+      {"ReduceL2", ReduceOp::kL2},
+      {"ReduceLogSumExp", ReduceOp::kLogSumExp},
+      {"ReduceSumSquare", ReduceOp::kSumSquare},
+  };
+  for (const auto &[name, value] : kOps)
+    if (op == name)
+      return value;
+  return ReduceOp::kMax;
 }
+
+/// Min and Max skip NaN in oneDNN (the kernel then runs the loop).
+bool selectsElement(ReduceOp op) { return op == ReduceOp::kMax || op == ReduceOp::kMin; }
 
 bool hasAxesInput(const KernelSpec &spec) {
   return spec.inputs.size() == 2 && spec.inputs[1].present();
@@ -67,6 +87,14 @@ template <typename A> A addWrapping(A a, A b) {
     return a + b;
 }
 
+/// a * b, wrapping like addWrapping.
+template <typename A> A mulWrapping(A a, A b) {
+  if constexpr (std::is_integral_v<A>)
+    return static_cast<A>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+  else
+    return a * b;
+}
+
 template <typename T> class ReduceLoop : public ReduceImpl {
 public:
   ReduceLoop(ReduceOp op, const std::vector<int64_t> &in, const std::vector<bool> &reduced)
@@ -91,25 +119,51 @@ public:
     const T *x = static_cast<const T *>(inPtr);
     T *y = static_cast<T *>(outPtr);
     using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
-    std::vector<Acc> acc(static_cast<size_t>(outCount_),
-                         op_ == ReduceOp::kMax ? std::numeric_limits<Acc>::lowest() : Acc(0));
-    if (op_ == ReduceOp::kMax && std::numeric_limits<Acc>::has_infinity)
-      std::fill(acc.begin(), acc.end(), -std::numeric_limits<Acc>::infinity());
-    std::vector<int64_t> idx(in_.size(), 0);
-    int64_t o = 0;
-    for (int64_t i = 0; i < inCount_; ++i) {
+    using Lim = std::numeric_limits<Acc>;
+    const Acc lowest = Lim::has_infinity ? -Lim::infinity() : Lim::lowest();
+    const Acc highest = Lim::has_infinity ? Lim::infinity() : Lim::max();
+    const bool fromLowest = op_ == ReduceOp::kMax || op_ == ReduceOp::kLogSumExp;
+    const Acc init = fromLowest               ? lowest
+                     : op_ == ReduceOp::kMin  ? highest
+                     : op_ == ReduceOp::kProd ? Acc(1)
+                                              : Acc(0);
+    std::vector<Acc> acc(static_cast<size_t>(outCount_), init);
+    forEach([&](int64_t i, int64_t o) {
       Acc v = static_cast<Acc>(x[i]);
       Acc &a = acc[static_cast<size_t>(o)];
-      if (op_ == ReduceOp::kMax)
+      switch (op_) {
+      case ReduceOp::kMax:
+      case ReduceOp::kLogSumExp:
         a = (v > a || v != v) ? v : a; // NaN propagates
-      else
+        break;
+      case ReduceOp::kMin:
+        a = (v < a || v != v) ? v : a;
+        break;
+      case ReduceOp::kProd:
+        a = mulWrapping(a, v);
+        break;
+      case ReduceOp::kL1:
+        a = addWrapping(a, v < 0 ? mulWrapping(v, Acc(-1)) : v);
+        break;
+      case ReduceOp::kL2:
+      case ReduceOp::kSumSquare:
+        a = addWrapping(a, mulWrapping(v, v));
+        break;
+      default:
         a = addWrapping(a, v);
-      for (size_t d = in_.size(); d-- > 0;) {
-        o += outStrides_[d];
-        if (++idx[d] < in_[d])
-          break;
-        o -= outStrides_[d] * in_[d];
-        idx[d] = 0;
+      }
+    });
+    if constexpr (std::is_floating_point_v<T>) {
+      if (op_ == ReduceOp::kLogSumExp) {
+        // log(sum(exp(x - m))) + m with m the slice's maximum (exact for an infinite or NaN m).
+        std::vector<double> sum(acc.size(), 0.0);
+        forEach([&](int64_t i, int64_t o) {
+          sum[static_cast<size_t>(o)] +=
+              std::exp(static_cast<double>(x[i]) - acc[static_cast<size_t>(o)]);
+        });
+        for (size_t j = 0; j < acc.size(); ++j)
+          if (std::isfinite(acc[j]))
+            acc[j] += std::log(sum[j]);
       }
     }
     int64_t n = outCount_ ? inCount_ / outCount_ : 0;
@@ -121,11 +175,30 @@ public:
         else
           a = n ? a / n : 0;
       }
+      if constexpr (std::is_floating_point_v<T>)
+        if (op_ == ReduceOp::kL2)
+          a = std::sqrt(a);
       y[j] = static_cast<T>(a);
     }
   }
 
 private:
+  /// Calls fn(i, o) for every input element i (row-major) with o its output element.
+  template <typename Fn> void forEach(Fn &&fn) const {
+    std::vector<int64_t> idx(in_.size(), 0);
+    int64_t o = 0;
+    for (int64_t i = 0; i < inCount_; ++i) {
+      fn(i, o);
+      for (size_t d = in_.size(); d-- > 0;) {
+        o += outStrides_[d];
+        if (++idx[d] < in_[d])
+          break;
+        o -= outStrides_[d] * in_[d];
+        idx[d] = 0;
+      }
+    }
+  }
+
   ReduceOp op_;
   std::vector<int64_t> in_, outStrides_;
   int64_t outCount_ = 1, inCount_ = 1;
@@ -203,11 +276,35 @@ public:
     for (size_t d = 0; d < in.size(); ++d)
       if (reduced[d])
         keep[d] = 1;
-    dnnl::algorithm alg = op == ReduceOp::kMean  ? dnnl::algorithm::reduction_mean
-                          : op == ReduceOp::kSum ? dnnl::algorithm::reduction_sum
-                                                 : dnnl::algorithm::reduction_max;
+    dnnl::algorithm alg = dnnl::algorithm::reduction_max;
+    float p = 0.f;
+    switch (op) {
+    case ReduceOp::kMean:
+      alg = dnnl::algorithm::reduction_mean;
+      break;
+    case ReduceOp::kSum:
+      alg = dnnl::algorithm::reduction_sum;
+      break;
+    case ReduceOp::kMin:
+      alg = dnnl::algorithm::reduction_min;
+      break;
+    case ReduceOp::kProd:
+      alg = dnnl::algorithm::reduction_mul;
+      break;
+    case ReduceOp::kL1: // (sum |x|^p + eps)^(1/p), p = 1, eps = 0
+    case ReduceOp::kL2:
+      alg = dnnl::algorithm::reduction_norm_lp_sum;
+      p = op == ReduceOp::kL1 ? 1.f : 2.f;
+      break;
+    case ReduceOp::kSumSquare: // sum |x|^p + eps, p = 2, eps = 0
+      alg = dnnl::algorithm::reduction_norm_lp_power_p_sum;
+      p = 2.f;
+      break;
+    default:
+      break;
+    }
     dnnl::memory::desc src = plainDesc(in), dst = plainDesc(keep);
-    dnnl::reduction::desc d(alg, src, dst, 0.f, 0.f);
+    dnnl::reduction::desc d(alg, src, dst, p, 0.f);
     dnnl::reduction::primitive_desc pd(d, ctx.engine);
     prim_ = dnnl::reduction(pd);
     src_ = dnnl::memory(src, ctx.engine, DNNL_MEMORY_NONE);
@@ -283,9 +380,16 @@ public:
         std::vector<bool> eff,
         reducedAxes(hasAxes_ ? static_cast<const int64_t *>(args.inputs[1]) : nullptr, copy));
     if (copy || std::none_of(eff.begin(), eff.end(), [](bool b) { return b; })) {
-      // Nothing reduced, or only size-1 axes: the values are unchanged.
+      // Nothing reduced, or only size-1 axes: every slice holds one element, whose value is
+      // unchanged except for L1 and L2 (|x|) and SumSquare (x^2), as the ONNX reference.
       if (args.outputs[0] != args.inputs[0])
         std::memmove(args.outputs[0], args.inputs[0], bytes_);
+      if (op_ == ReduceOp::kL1 || op_ == ReduceOp::kL2 || op_ == ReduceOp::kSumSquare) {
+        if (dtype_ == ir::DType::kInt64)
+          singleElementSlices(static_cast<int64_t *>(args.outputs[0]));
+        else
+          singleElementSlices(static_cast<float *>(args.outputs[0]));
+      }
       return Status::ok();
     }
     auto it = impls_.find(eff);
@@ -294,7 +398,7 @@ public:
       it = impls_.emplace(eff, std::move(impl)).first;
     }
     ReduceImpl *impl = it->second.get();
-    if (op_ == ReduceOp::kMax && dtype_ == ir::DType::kFloat32 &&
+    if (selectsElement(op_) && dtype_ == ir::DType::kFloat32 &&
         anyNan(static_cast<const float *>(args.inputs[0]), inCount_)) {
       auto &loop = nanLoops_[eff];
       if (!loop)
@@ -309,14 +413,22 @@ public:
     return Status::ok();
   }
 
+  /// L1, L2 and SumSquare of one-element slices, in place over the copied values.
+  template <typename T> void singleElementSlices(T *y) const {
+    for (int64_t i = 0; i < inCount_; ++i)
+      y[i] = op_ == ReduceOp::kSumSquare ? mulWrapping(y[i], y[i])
+                                         : (y[i] < 0 ? mulWrapping(y[i], T(-1)) : y[i]);
+  }
+
   Expected<std::unique_ptr<ReduceImpl>> makeImpl(const std::vector<bool> &eff) {
     bool empty = std::find(in_.begin(), in_.end(), 0) != in_.end();
     if (dtype_ == ir::DType::kInt64)
       return std::unique_ptr<ReduceImpl>(std::make_unique<ReduceLoop<int64_t>>(op_, in_, eff));
-    if (empty || in_.size() > 12)
+    if (empty || in_.size() > 12 || op_ == ReduceOp::kLogSumExp)
       return std::unique_ptr<ReduceImpl>(std::make_unique<ReduceLoop<float>>(op_, in_, eff));
     int64_t outer = 1, mid = 1, inner = 1;
-    if (op_ != ReduceOp::kMax && ReduceBlock::view(in_, eff, outer, mid, inner))
+    if ((op_ == ReduceOp::kSum || op_ == ReduceOp::kMean) &&
+        ReduceBlock::view(in_, eff, outer, mid, inner))
       return std::unique_ptr<ReduceImpl>(std::make_unique<ReduceBlock>(op_, outer, mid, inner));
     try {
       return std::unique_ptr<ReduceImpl>(std::make_unique<ReducePrimitive>(op_, in_, eff, ctx_));
@@ -362,7 +474,7 @@ private:
   int64_t numAxes_;
   size_t bytes_;
   std::map<std::vector<bool>, std::unique_ptr<ReduceImpl>> impls_;
-  /// f32 ReduceMax loops for inputs holding NaN (made on first need).
+  /// f32 ReduceMax/ReduceMin loops for inputs holding NaN (made on first need).
   std::map<std::vector<bool>, std::unique_ptr<ReduceImpl>> nanLoops_;
   int64_t inCount_ = 0;
 };
@@ -371,7 +483,11 @@ private:
 
 Status checkReduce(const KernelSpec &spec) {
   DTC_RETURN_IF_ERROR(checkArity(spec, 1, 2, 1));
-  DTC_RETURN_IF_ERROR(checkDType(spec, true, 0, {ir::DType::kFloat32, ir::DType::kInt64}));
+  const ReduceOp op = reduceOp(spec.op);
+  if (op == ReduceOp::kL2 || op == ReduceOp::kLogSumExp)
+    DTC_RETURN_IF_ERROR(checkDType(spec, true, 0, {ir::DType::kFloat32}));
+  else
+    DTC_RETURN_IF_ERROR(checkDType(spec, true, 0, {ir::DType::kFloat32, ir::DType::kInt64}));
   DTC_RETURN_IF_ERROR(checkDType(spec, false, 0, {spec.inputs[0].dtype}));
   if (hasAxesInput(spec)) {
     DTC_RETURN_IF_ERROR(checkDType(spec, true, 1, {ir::DType::kInt64}));

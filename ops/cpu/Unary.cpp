@@ -1,11 +1,13 @@
-// CPU kernels of the elementwise math ops Sqrt, Exp, Abs, LeakyRelu, HardSwish, Gelu (one oneDNN
-// eltwise_forward primitive each, f32), Log, Neg, Reciprocal, Erf, HardSigmoid, Clip (hand loops:
-// oneDNN 2.6 has no erf or hardsigmoid, its jit log is off by ~1.4e-6 absolute near x = 1 (log(1)
-// != 0, measured on avx512_core), Clip's bounds are run-time inputs, and loops keep Neg's -0 and
-// Reciprocal's 1/x exact), Floor, Ceil, Round (halves to even) and Sign (hand loops), and Pow
-// (numpy broadcasting; f32 base, f32 or i64 exponent). Neg, Abs and Clip also take i64. The
-// same-shape ops run in place and accept any one layout for input and output. NaN inputs give NaN
-// outputs (oneDNN's exp and alpha-0 relu through NanPropagation.h).
+// CPU kernels of the elementwise math ops Sqrt, Exp, Abs, LeakyRelu, HardSwish, Gelu, Elu, Mish
+// (one oneDNN eltwise_forward primitive each, f32), Softplus (a loop: oneDNN's soft_relu is
+// inaccurate for negative x), Softsign, Selu, Celu, Sin, Cos (hand loops: oneDNN 2.6 has none),
+// Log, Neg, Reciprocal, Erf, HardSigmoid, Clip (hand loops: oneDNN 2.6 has no erf or
+// hardsigmoid, its jit log is off by ~1.4e-6 absolute near x = 1 (log(1) != 0, measured on
+// avx512_core), Clip's bounds are run-time inputs, and loops keep Neg's -0 and Reciprocal's 1/x
+// exact), Floor, Ceil, Round (halves to even) and Sign (hand loops), and Pow (numpy
+// broadcasting; f32 base, f32 or i64 exponent). Neg, Abs and Clip also take i64. The same-shape
+// ops run in place and accept any one layout for input and output. NaN inputs give NaN outputs
+// (oneDNN's exp, elu, mish and alpha-0 relu through NanPropagation.h).
 #include "ops/cpu/BroadcastUtil.h"
 #include "ops/cpu/NanPropagation.h"
 
@@ -33,6 +35,14 @@ enum class UnOp {
   kCeil,
   kRound,
   kSign,
+  kSoftplus,
+  kSoftsign,
+  kElu,
+  kSelu,
+  kCelu,
+  kMish,
+  kSin,
+  kCos,
   kClip,
 };
 
@@ -53,6 +63,14 @@ UnOp unOp(const std::string &op) {
       {"Ceil", UnOp::kCeil},
       {"Round", UnOp::kRound},
       {"Sign", UnOp::kSign},
+      {"Softplus", UnOp::kSoftplus},
+      {"Softsign", UnOp::kSoftsign},
+      {"Elu", UnOp::kElu},
+      {"Selu", UnOp::kSelu},
+      {"Celu", UnOp::kCelu},
+      {"Mish", UnOp::kMish},
+      {"Sin", UnOp::kSin},
+      {"Cos", UnOp::kCos},
   };
   for (const auto &[name, value] : kOps)
     if (op == name)
@@ -86,6 +104,14 @@ bool eltwiseAlgorithm(const KernelSpec &spec, UnOp op, dnnl::algorithm &alg, flo
     alg = spec.attrString("approximate", "none") == "tanh" ? dnnl::algorithm::eltwise_gelu_tanh
                                                            : dnnl::algorithm::eltwise_gelu_erf;
     return true;
+  case UnOp::kElu:
+    // oneDNN elu: x > 0 ? x : alpha (e^x - 1), equal to ONNX's form (0 at 0 either way).
+    alg = dnnl::algorithm::eltwise_elu;
+    alpha = spec.attrFloat("alpha", 1.f);
+    return true;
+  case UnOp::kMish:
+    alg = dnnl::algorithm::eltwise_mish;
+    return true;
   default:
     return false;
   }
@@ -96,8 +122,17 @@ bool eltwiseAlgorithm(const KernelSpec &spec, UnOp op, dnnl::algorithm &alg, flo
 class UnaryLoopKernel : public Kernel {
 public:
   explicit UnaryLoopKernel(const KernelSpec &spec)
-      : op_(unOp(spec.op)), dtype_(spec.inputs[0].dtype), n_(spec.inputs[0].numElements()),
-        alpha_(spec.attrFloat("alpha", 0.2f)), beta_(spec.attrFloat("beta", 0.5f)) {}
+      : op_(unOp(spec.op)), dtype_(spec.inputs[0].dtype), n_(spec.inputs[0].numElements()) {
+    // The attributes' defaults from the ONNX operator text: HardSigmoid alpha 0.2, beta 0.5;
+    // Selu alpha 1.6732632, gamma 1.0507010 (kept in beta_); Celu alpha 1.
+    if (op_ == UnOp::kSelu) {
+      alpha_ = spec.attrFloat("alpha", 1.67326319217681884765625f);
+      beta_ = spec.attrFloat("gamma", 1.05070102214813232421875f);
+    } else {
+      alpha_ = spec.attrFloat("alpha", op_ == UnOp::kCelu ? 1.f : 0.2f);
+      beta_ = spec.attrFloat("beta", 0.5f);
+    }
+  }
 
   Status run(const KernelArgs &args) override {
     if (dtype_ == ir::DType::kFloat32)
@@ -187,6 +222,32 @@ private:
           y[i] = v < 0.f ? 0.f : v;
         }
         break;
+      case UnOp::kSoftplus:
+        // log1p(e^x) without overflow. A loop: oneDNN 2.6's soft_relu loses relative accuracy
+        // for negative x (1.3% near x = -9.5 in ONNX's test_mish_expanded).
+        for (int64_t i = 0; i < n_; ++i)
+          y[i] = x[i] > 0.f ? x[i] + std::log1p(std::exp(-x[i])) : std::log1p(std::exp(x[i]));
+        break;
+      case UnOp::kSoftsign:
+        for (int64_t i = 0; i < n_; ++i)
+          y[i] = x[i] / (1.f + std::fabs(x[i]));
+        break;
+      case UnOp::kSelu: // gamma (x > 0 ? x : alpha (e^x - 1)); gamma is beta_
+        for (int64_t i = 0; i < n_; ++i)
+          y[i] = beta_ * (x[i] > 0.f ? x[i] : alpha_ * std::expm1(x[i]));
+        break;
+      case UnOp::kCelu: // max(0, x) + min(0, alpha (e^(x / alpha) - 1)); NaN stays NaN
+        for (int64_t i = 0; i < n_; ++i)
+          y[i] = x[i] > 0.f ? x[i] : alpha_ * std::expm1(x[i] / alpha_);
+        break;
+      case UnOp::kSin:
+        for (int64_t i = 0; i < n_; ++i)
+          y[i] = std::sin(x[i]);
+        break;
+      case UnOp::kCos:
+        for (int64_t i = 0; i < n_; ++i)
+          y[i] = std::cos(x[i]);
+        break;
       default: // the oneDNN ops never reach the loop in f32; Abs does in i64 only
         for (int64_t i = 0; i < n_; ++i)
           y[i] = std::fabs(x[i]);
@@ -199,7 +260,7 @@ private:
   UnOp op_;
   ir::DType dtype_;
   int64_t n_;
-  float alpha_, beta_;
+  float alpha_ = 0.f, beta_ = 0.f;
 };
 
 /// Pow: out[i] = base[ib(i)] ** exponent[ie(i)] (std::pow; an i64 exponent is applied in double
@@ -302,8 +363,11 @@ Expected<KernelPtr> createUnary(const KernelSpec &spec, CpuContext &ctx) {
     r.output(DNNL_ARG_DST, md, 0);
     KernelPtr k = std::make_unique<SinglePrimitiveKernel>(spec, ctx, std::move(r));
     // oneDNN's exp gives +inf for NaN, its relu with alpha 0 (LeakyRelu alpha=0) gives 0: those
-    // two scan for NaN. The other algorithms keep NaN themselves.
-    if (alg == dnnl::algorithm::eltwise_exp || (alg == dnnl::algorithm::eltwise_relu && alpha == 0.f))
+    // scan for NaN, and so do the exp-based elu and mish. The other algorithms keep NaN
+    // themselves.
+    if (alg == dnnl::algorithm::eltwise_exp || alg == dnnl::algorithm::eltwise_elu ||
+        alg == dnnl::algorithm::eltwise_mish ||
+        (alg == dnnl::algorithm::eltwise_relu && alpha == 0.f))
       return propagateNanElementwise(std::move(k), spec.inputs[0].numElements());
     return k;
   });

@@ -25,6 +25,7 @@ target_sources(dtc_ops_cpu PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/ArgReduce.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Trilu.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Mod.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/PRelu.cpp
   ${CMAKE_CURRENT_LIST_DIR}/OneHot.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Scatter.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Bitwise.cpp

@@ -1,9 +1,12 @@
-// Shared pieces of the reduction family: the attribute and input forms of ReduceMean/Sum/Max
-// (axes attribute before opset 18 (13 for ReduceSum), optional int64 axes input from then on),
-// their normalization and shape inference, and the shape inference of the two losses.
+// Shared pieces of the reduction family: the attribute and input forms of the Reduce* ops (axes
+// attribute before opset 18 (13 for ReduceSum), optional int64 axes input from then on), their
+// normalization, shape inference, folding and gradient helpers, and the shape inference of the
+// two losses.
 #pragma once
 
 #include "ops/OpDef.h"
+
+#include <functional>
 
 namespace dtc::ops {
 
@@ -39,6 +42,42 @@ Status inferReduce(InferenceContext &ctx);
 Expected<std::vector<int64_t>> reducedAxes(GradientContext &ctx);
 /// dY broadcast back to the input's shape: reshaped to the keepdims shape, then Expand.
 Expected<ir::Value *> broadcastReduceGrad(GradientContext &ctx, ir::Value *dy);
+
+/// The forms of ReduceMean, ReduceProd, ReduceL1, ReduceL2, ReduceLogSumExp and
+/// ReduceSumSquare: attribute form 1, 11 (negative axes), 13 (bfloat16), input form 18
+/// (optional int64 axes, noop_with_empty_axes); normalization, inference, reduce sharding.
+OpDef reduceDef(const std::string &name);
+/// The forms of ReduceMax and ReduceMin: attribute form 1, 11, 12 (int8, uint8), 13
+/// (bfloat16), input form 18, 20 (bool); normalization, inference, reduce sharding.
+OpDef reduceMinMaxDef(const std::string &name);
+
+/// The gradient rule of ReduceMax and ReduceMin: dY goes to the elements equal to Y, split
+/// evenly among ties, as PyTorch's amax/amin backward (torch.amax/amin are what exporters turn
+/// into ReduceMax/ReduceMin):
+///   mask = Cast(Equal(X, Y), float), dX = mask * dY / ReduceSum(mask)   (over the axes)
+/// A NaN extremum equals nothing: count 0, and the slice's gradient is NaN, as in PyTorch.
+Status selectedElementsGradient(GradientContext &ctx);
+
+/// The gradient of a reduction whose dX = dY * g(X, Y) elementwise: calls `local(x, y)` with Y
+/// reshaped to the keepdims shape (so it broadcasts against X), and sets dX = local * dY (dY
+/// reshaped likewise). noop_with_empty_axes with empty axes: dX = dY when `noopIsIdentity`,
+/// else the local rule still applies (ReduceL1, ReduceL2 and ReduceSumSquare then compute |x|,
+/// |x| and x^2 elementwise, as the ONNX reference does).
+Status
+reduceLocalGradient(GradientContext &ctx,
+                    const std::function<Expected<ir::Value *>(ir::Value *x, ir::Value *y)> &local,
+                    bool noopIsIdentity = true);
+
+/// One reduction for constant folding: acc starts at `init`, takes every element through
+/// `step`, and ends through `finish(acc, count)`; computed in double.
+struct ReduceFold {
+  double init;
+  double (*step)(double acc, double x);
+  double (*finish)(double acc, int64_t count);
+};
+/// Folds a canonical reduction node (constant data and axes) with `f`; the output has the
+/// input's dtype (integers truncate as a C++ cast does).
+Expected<std::vector<ir::TensorDataPtr>> foldReduce(FoldContext &ctx, const ReduceFold &f);
 
 /// ArgMax and ArgMin (`name`): versions 1, 11, 12 (select_last_index), 13; inference (an axis
 /// out of range is an error naming the node), folding, cost. See ops/reduction/ArgMax.cpp.

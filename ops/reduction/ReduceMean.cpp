@@ -2,19 +2,11 @@
 // negative axes), -13 (bfloat16), -18 (axes become an optional int64 input, plus
 // noop_with_empty_axes). Canonical: the opset-18 input form.
 #include "ops/reduction/Reduce.h"
-#include "ops/Sharding.h"
 
 namespace dtc::ops {
 
 OpDef defineReduceMean() {
-  OpDef d;
-  d.name = "ReduceMean";
-  reduceAttrForm(d, 1, kReduceTypes);
-  reduceAttrForm(d, 11, kReduceTypes);
-  reduceAttrForm(d, 13, kReduceTypes | bit(ir::DType::kBFloat16));
-  reduceInputForm(d, 18);
-  d.normalize = reduceNormalizer(18);
-  d.infer = inferReduce;
+  OpDef d = reduceDef("ReduceMean");
   // dX = dY broadcast back over the reduced axes, divided by the number of reduced elements
   // (the product of the reduced dims; no scaling when that is 0: the input is then empty).
   d.gradient = [](GradientContext &ctx) -> Status {
@@ -33,7 +25,6 @@ OpDef defineReduceMean() {
   };
   // One add per input element and one divide per output element.
   d.cost = reductionCost(1, 1);
-  d.sharding = reduceSharding();
   return d;
 }
 

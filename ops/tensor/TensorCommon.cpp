@@ -85,6 +85,26 @@ Expected<ir::TensorDataPtr> remapRuns(const std::string &name, const ir::TensorD
   return ir::TensorDataPtr(ir::TensorData::fromBytes(name, in.dtype(), outDims, std::move(out)));
 }
 
+Expected<ir::TensorDataPtr> transposeElements(const std::string &name, const ir::TensorData &in,
+                                              const std::vector<int64_t> &viewDims,
+                                              const std::vector<int64_t> &perm,
+                                              const std::string &where) {
+  std::vector<int64_t> outDims;
+  for (int64_t p : perm)
+    outDims.push_back(viewDims[static_cast<size_t>(p)]);
+  std::vector<int64_t> inStrides = rowMajorStrides(viewDims);
+  const size_t rank = viewDims.size();
+  auto src = [&](int64_t k) {
+    int64_t s = 0;
+    for (size_t a = rank; a-- > 0;) {
+      s += (k % outDims[a]) * inStrides[static_cast<size_t>(perm[a])];
+      k /= outDims[a];
+    }
+    return s;
+  };
+  return remapElements(name, in, outDims, src, where);
+}
+
 Expected<ir::TensorDataPtr> withDims(const std::string &name, const ir::TensorData &in,
                                      const std::vector<int64_t> &dims, const std::string &where) {
   std::optional<int64_t> count = ir::checkedProduct(dims);

@@ -41,6 +41,14 @@ Expected<ir::TensorDataPtr> remapRuns(const std::string &name, const ir::TensorD
                                       const std::function<int64_t(int64_t)> &src,
                                       const std::string &where);
 
+/// `in` read with dims `viewDims` (same element count) and transposed by `perm` (a
+/// permutation, checked by the caller): a tensor of dims viewDims[perm[i]] named `name`. Errors
+/// as remapElements. Transpose, DepthToSpace and SpaceToDepth fold through it.
+Expected<ir::TensorDataPtr> transposeElements(const std::string &name, const ir::TensorData &in,
+                                              const std::vector<int64_t> &viewDims,
+                                              const std::vector<int64_t> &perm,
+                                              const std::string &where);
+
 /// The same bytes as `in` under new dims (element counts must agree; error otherwise).
 Expected<ir::TensorDataPtr> withDims(const std::string &name, const ir::TensorData &in,
                                      const std::vector<int64_t> &dims, const std::string &where);
@@ -100,5 +108,14 @@ foldScatter(FoldContext &ctx, const std::vector<int64_t> &destination, int64_t s
 
 /// "[1,2,3]" for messages.
 std::string intsText(const std::vector<int64_t> &v);
+
+/// DepthToSpace (`depthToSpace`) or SpaceToDepth: the rank-4 input (N, C, H, W) and the
+/// required attribute blocksize b > 0 (and, for DepthToSpace from opset 11, mode DCR or CRD);
+/// inference (C divisible by b^2, or H and W by b, else an error naming the node; symbolic dims
+/// divide exactly or become unknown), folding and the gradient, all through the 6-D views of
+/// ops/tensor/SpaceDepthView.h. The gradient is the inverse permutation: dX =
+/// Reshape(Transpose(Reshape(dY, permuted view), inverse perm), X's shape); SpaceToDepth is the
+/// inverse of DCR DepthToSpace. Sets infer, fold, gradient, cost and sharding (batch axis).
+void setSpaceDepthFacets(OpDef &d, bool depthToSpace);
 
 } // namespace dtc::ops

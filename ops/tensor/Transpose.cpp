@@ -81,23 +81,10 @@ OpDef defineTranspose() {
   };
   d.fold = [](FoldContext &ctx) -> Expected<std::vector<ir::TensorDataPtr>> {
     const ir::TensorData &data = *ctx.input(0);
-    const std::vector<int64_t> &in = data.dims();
-    DTC_ASSIGN_OR_RETURN(std::vector<int64_t> perm, permutation(ctx.node(), in.size()));
-    std::vector<int64_t> outDims;
-    for (int64_t p : perm)
-      outDims.push_back(in[p]);
-    std::vector<int64_t> inStrides = rowMajorStrides(in);
-    size_t rank = in.size();
-    auto src = [&](int64_t k) {
-      int64_t s = 0;
-      for (size_t a = rank; a-- > 0;) {
-        s += (k % outDims[a]) * inStrides[perm[a]];
-        k /= outDims[a];
-      }
-      return s;
-    };
-    DTC_ASSIGN_OR_RETURN(ir::TensorDataPtr t, remapElements(ctx.node().output(0)->name(), data,
-                                                            outDims, src, ctx.node().where()));
+    DTC_ASSIGN_OR_RETURN(std::vector<int64_t> perm, permutation(ctx.node(), data.dims().size()));
+    DTC_ASSIGN_OR_RETURN(ir::TensorDataPtr t,
+                         transposeElements(ctx.node().output(0)->name(), data, data.dims(), perm,
+                                           ctx.node().where()));
     return std::vector<ir::TensorDataPtr>{t};
   };
   // dX = Transpose(dY) with the inverse permutation: dX's axis perm[i] is dY's axis i.

@@ -3,6 +3,7 @@ target_sources(dtc_ops_defs PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/Concat.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Constant.cpp
   ${CMAKE_CURRENT_LIST_DIR}/ConstantOfShape.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/DepthToSpace.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Expand.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Flatten.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Gather.cpp
@@ -17,6 +18,8 @@ target_sources(dtc_ops_defs PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/Shape.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Size.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Slice.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/SpaceDepth.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/SpaceToDepth.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Split.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Squeeze.cpp
   ${CMAKE_CURRENT_LIST_DIR}/TensorCommon.cpp

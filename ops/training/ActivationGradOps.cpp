@@ -20,7 +20,7 @@ struct EltwiseAlgorithm {
   const char *name;
   bool fromOutput;
 };
-constexpr std::array<EltwiseAlgorithm, 14> kEltwiseAlgorithms = {{
+constexpr std::array<EltwiseAlgorithm, 22> kEltwiseAlgorithms = {{
     {"relu", false},
     {"relu_dst", true},
     {"logistic_dst", true},
@@ -35,6 +35,14 @@ constexpr std::array<EltwiseAlgorithm, 14> kEltwiseAlgorithms = {{
     {"gelu_tanh", false},
     {"hardswish", false},
     {"hardsigmoid", false},
+    {"soft_relu", false},
+    {"softsign", false},
+    {"elu", false},
+    {"selu", false},
+    {"celu", false},
+    {"mish", false},
+    {"sin", false},
+    {"cos", false},
 }};
 
 /// Errors unless inputs 0 and `i` have equal shapes (when both are known); output 0 = input 0's
@@ -102,8 +110,16 @@ OpDef softmaxGradDef(const std::string &name) {
 ///   gelu_tanh      T = X: derivative of 0.5 X (1 + tanh(sqrt(2/pi) (X + 0.044715 X^3)))
 ///   hardswish      T = X: X < -3 ? 0 : X <= 3 ? dY (X/3 + 1/2) : dY   (PyTorch's kinks)
 ///   hardsigmoid    T = X: 0 < alpha X + beta < 1 ? alpha dY : 0
+///   soft_relu      T = X: dY * sigmoid(X)                  (Softplus)
+///   softsign       T = X: dY / (1 + |X|)^2
+///   elu            T = X: X > 0 ? dY : alpha e^X dY
+///   selu           T = X: X > 0 ? beta dY : beta alpha e^X dY   (beta = Selu's gamma)
+///   celu           T = X: X > 0 ? dY : e^(X / alpha) dY
+///   mish           T = X: dY (tanh(sp) + X sigmoid(X) (1 - tanh(sp)^2)), sp = softplus(X)
+///   sin            T = X: dY cos(X)
+///   cos            T = X: -dY sin(X)
 /// The formulas are oneDNN's eltwise backward definitions (oneDNN 2.6 developer guide,
-/// "Eltwise"), PyTorch's for erf, reciprocal, hardswish and hardsigmoid.
+/// "Eltwise"), PyTorch's for erf, reciprocal, hardswish, hardsigmoid, softsign, selu and celu.
 OpDef defineEltwiseGrad() {
   OpDef d;
   d.name = "EltwiseGrad";

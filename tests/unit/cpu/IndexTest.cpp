@@ -1,6 +1,7 @@
 // Tests of the CPU index and shape kernels (ops/cpu/Index.cpp): Gather, Slice, Split, Expand,
 // Tile, Pad, Range, Shape and ConstantOfShape against hand-computed arrays (numpy semantics),
-// plus their check errors and run-time errors for bad index data.
+// plus their check errors and run-time errors for bad index data; DepthToSpace (DCR, CRD) and
+// SpaceToDepth (ops/cpu/Shape.cpp) against the ONNX operator text's reshape-transpose formulas.
 #include "tests/unit/cpu/KernelTestUtil.h"
 
 #include "compiler/ir/TensorData.h"
@@ -463,6 +464,50 @@ TEST(CpuIndexConstantOfShape, Errors) {
   EXPECT_EQ(checkMsg(makeSpec("ConstantOfShape", {i64({2})}, {f32({3})})),
             "node 'n0' (ConstantOfShape): output f32[3] has rank 1 but the shape input has 2 "
             "entries");
+}
+
+TEST(CpuSpaceDepth, DepthToSpaceModesAndSpaceToDepthInverse) {
+  // x: (1, 8, 2, 3) holding 0..47; b = 2. Reference: the operator text's reshape + transpose.
+  const std::vector<int64_t> xs = {1, 8, 2, 3};
+  Buf<float> x(48);
+  for (size_t i = 0; i < 48; ++i)
+    x[i] = static_cast<float>(i);
+  auto ref = [&](bool crd) {
+    // DCR: (n, b, b, c', h, w) -> (n, c', h, b, w, b); CRD: (n, c', b, b, h, w) -> same.
+    std::vector<float> out(48);
+    for (int64_t c = 0; c < 2; ++c)
+      for (int64_t h = 0; h < 2; ++h)
+        for (int64_t i = 0; i < 2; ++i)
+          for (int64_t w = 0; w < 3; ++w)
+            for (int64_t j = 0; j < 2; ++j) {
+              int64_t ch = crd ? c * 4 + i * 2 + j : (i * 2 + j) * 2 + c;
+              int64_t o = ((c * 4 + h * 2 + i) * 6) + w * 2 + j;
+              out[static_cast<size_t>(o)] = x[static_cast<size_t>((ch * 2 + h) * 3 + w)];
+            }
+    return out;
+  };
+  for (bool crd : {false, true}) {
+    SCOPED_TRACE(crd ? "CRD" : "DCR");
+    Buf<float> y(48);
+    runKernel(makeSpec("DepthToSpace", {f32(xs)}, {f32({1, 2, 4, 6})},
+                       {{"blocksize", ir::Attribute(int64_t{2})},
+                        {"mode", ir::Attribute(crd ? "CRD" : "DCR")}}),
+              {x.data()}, {y.data()});
+    EXPECT_EQ(y.vec(), ref(crd));
+    if (crd)
+      continue;
+    // SpaceToDepth undoes DCR.
+    Buf<float> back(48);
+    runKernel(makeSpec("SpaceToDepth", {f32({1, 2, 4, 6})}, {f32(xs)},
+                       {{"blocksize", ir::Attribute(int64_t{2})}}),
+              {y.data()}, {back.data()});
+    EXPECT_EQ(back.vec(), x.vec());
+  }
+  EXPECT_NE(checkKernel(makeSpec("SpaceToDepth", {f32({1, 2, 3, 4})}, {f32({1, 8, 1, 2})},
+                                 {{"blocksize", ir::Attribute(int64_t{2})}}))
+                .message()
+                .find("does not divide into blocks of 2"),
+            std::string::npos);
 }
 
 } // namespace

@@ -270,8 +270,11 @@ std::vector<double> refReduce(const std::vector<double> &x, const std::vector<in
     if (red[d])
       keep[d] = 1;
   int64_t outN = count(keep), inN = count(shape);
-  std::vector<double> acc(static_cast<size_t>(outN),
-                          op == "ReduceMax" ? -std::numeric_limits<double>::infinity() : 0.0);
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> acc(static_cast<size_t>(outN), op == "ReduceMax"    ? -inf
+                                                     : op == "ReduceMin"  ? inf
+                                                     : op == "ReduceProd" ? 1.0
+                                                                          : 0.0);
   std::vector<int64_t> cnt(static_cast<size_t>(outN), 0);
   for (int64_t i = 0; i < inN; ++i) {
     int64_t rem = i, o = 0, mult = 1;
@@ -282,12 +285,31 @@ std::vector<double> refReduce(const std::vector<double> &x, const std::vector<in
       mult *= keep[d];
     }
     double &a = acc[static_cast<size_t>(o)];
-    a = op == "ReduceMax" ? std::max(a, x[static_cast<size_t>(i)]) : a + x[static_cast<size_t>(i)];
+    const double v = x[static_cast<size_t>(i)];
+    if (op == "ReduceMax")
+      a = std::max(a, v);
+    else if (op == "ReduceMin")
+      a = std::min(a, v);
+    else if (op == "ReduceProd")
+      a *= v;
+    else if (op == "ReduceL1")
+      a += std::fabs(v);
+    else if (op == "ReduceL2" || op == "ReduceSumSquare")
+      a += v * v;
+    else if (op == "ReduceLogSumExp")
+      a += std::exp(v);
+    else
+      a += v;
     ++cnt[static_cast<size_t>(o)];
   }
-  if (op == "ReduceMean")
-    for (size_t j = 0; j < acc.size(); ++j)
+  for (size_t j = 0; j < acc.size(); ++j) {
+    if (op == "ReduceMean")
       acc[j] /= static_cast<double>(cnt[j]);
+    else if (op == "ReduceL2")
+      acc[j] = std::sqrt(acc[j]);
+    else if (op == "ReduceLogSumExp")
+      acc[j] = std::log(acc[j]);
+  }
   return acc;
 }
 
@@ -334,6 +356,38 @@ TEST(NNReduce, AxesKeepdimsNoop) {
   checkReduce({"ReduceMean", {2, 1, 3}, {1}, true, 0, 0, {2, 3}, {false, true, false}});
   // Scalar input.
   checkReduce({"ReduceSum", {}, {}, false, 1, 0, {}, {}});
+}
+
+TEST(NNReduce, MinProdNormsLogSumExpSumSquare) {
+  for (const char *op :
+       {"ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSumExp", "ReduceSumSquare"}) {
+    checkReduce({op, {2, 3, 4}, {1}, true, 1, 0, {2, 1, 4}, {false, true, false}});
+    checkReduce({op, {2, 3, 4}, {0, 2}, true, 0, 0, {3}, {true, false, true}}); // loop or oneDNN
+    checkReduce({op, {2, 3, 4}, {-1}, true, 0, 0, {2, 3}, {false, false, true}});
+    checkReduce({op, {2, 3, 4}, {}, false, 0, 0, {}, {true, true, true}});
+    checkReduce({op, {2, 3, 4}, {}, true, 1, 1, {2, 3, 4}, {false, false, false}});
+  }
+}
+
+TEST(NNReduce, LogSumExpIsShiftedAndMinKeepsNan) {
+  // log(e^1000 + e^1000) = 1000 + log 2 (a naive sum overflows); -inf slices stay -inf.
+  const float inf = std::numeric_limits<float>::infinity();
+  Buf<float> x(std::vector<float>{1000.f, 1000.f, -inf, -inf, 1.f, inf});
+  Buf<float> y(3);
+  KernelSpec spec = makeSpec("ReduceLogSumExp", {f32({3, 2}), i64({1})}, {f32({3})},
+                             {{"keepdims", Attribute(int64_t{0})}});
+  Buf<int64_t> axes(std::vector<int64_t>{1});
+  runKernel(spec, {x.data(), axes.data()}, {y.data()});
+  EXPECT_NEAR(y[0], 1000.f + std::log(2.f), 1e-3);
+  EXPECT_EQ(y[1], -inf);
+  EXPECT_EQ(y[2], inf);
+  Buf<float> m(std::vector<float>{3.f, std::nanf(""), 1.f, 2.f});
+  Buf<float> ym(2);
+  runKernel(makeSpec("ReduceMin", {f32({2, 2}), i64({1})}, {f32({2})},
+                     {{"keepdims", Attribute(int64_t{0})}}),
+            {m.data(), axes.data()}, {ym.data()});
+  EXPECT_TRUE(std::isnan(ym[0]));
+  EXPECT_EQ(ym[1], 1.f);
 }
 
 TEST(NNReduce, AmbiguousShapesFollowRunTimeAxes) {

@@ -86,6 +86,15 @@ TEST(NanSemantics, ActivationsKeepNan) {
   checkUnaryNan("Neg", [](float v) { return -v; });
   checkUnaryNan("Floor", [](float v) { return std::floor(v); });
   checkUnaryNan("Sign", [](float v) { return static_cast<float>((v > 0.f) - (v < 0.f)); });
+  checkUnaryNan("Softplus", [](float v) { return std::log1p(std::exp(v)); });
+  checkUnaryNan("Softsign", [](float v) { return v / (1.f + std::fabs(v)); });
+  checkUnaryNan("Elu", [](float v) { return v >= 0.f ? v : std::expm1(v); });
+  checkUnaryNan("Selu",
+                [](float v) { return 1.05070102f * (v > 0.f ? v : 1.67326319f * std::expm1(v)); });
+  checkUnaryNan("Celu", [](float v) { return v > 0.f ? v : std::expm1(v); });
+  checkUnaryNan("Mish", [](float v) { return v * std::tanh(std::log1p(std::exp(v))); });
+  checkUnaryNan("Sin", [](float v) { return std::sin(v); });
+  checkUnaryNan("Cos", [](float v) { return std::cos(v); });
 }
 
 TEST(NanSemantics, ClipKeepsNan) {

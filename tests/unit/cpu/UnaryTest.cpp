@@ -70,6 +70,25 @@ TEST(CpuUnary, F32MatchesStdReference) {
       {"Gelu", {}, gelu, false},
       {"Gelu", {{"approximate", "none"}}, gelu, false},
       {"Gelu", {{"approximate", "tanh"}}, geluTanh, false},
+      {"Softplus", {}, [](double x) { return std::log1p(std::exp(x)); }, false},
+      {"Softsign", {}, [](double x) { return x / (1 + std::fabs(x)); }, false},
+      {"Elu", {}, [](double x) { return x >= 0 ? x : std::expm1(x); }, false},
+      {"Elu", {{"alpha", 0.5f}}, [](double x) { return x >= 0 ? x : 0.5 * std::expm1(x); }, false},
+      {"Selu",
+       {},
+       [](double x) {
+         return 1.0507009873554805 * (x > 0 ? x : 1.6732632423543772 * std::expm1(x));
+       },
+       false},
+      {"Selu",
+       {{"alpha", 2.f}, {"gamma", 3.f}},
+       [](double x) { return 3 * (x > 0 ? x : 2 * std::expm1(x)); },
+       false},
+      {"Celu", {}, [](double x) { return x > 0 ? x : std::expm1(x); }, false},
+      {"Celu", {{"alpha", 2.f}}, [](double x) { return x > 0 ? x : 2 * std::expm1(x / 2); }, false},
+      {"Mish", {}, [](double x) { return x * std::tanh(std::log1p(std::exp(x))); }, false},
+      {"Sin", {}, [](double x) { return std::sin(x); }, false},
+      {"Cos", {}, [](double x) { return std::cos(x); }, false},
   };
   const std::vector<int64_t> shape = {2, 3, 7};
   for (const UnaryCase &c : cases) {
@@ -84,6 +103,32 @@ TEST(CpuUnary, F32MatchesStdReference) {
       want.push_back(static_cast<float>(c.ref(x[i])));
     expectNear(y.data(), want, 1e-5);
   }
+}
+
+TEST(CpuUnary, PReluBroadcastsSlopeUnidirectionally) {
+  // X [2, 3, 2] with slope [3, 1] (per channel), [2] (last axis), [] (one slope) and X's shape.
+  Buf<float> x(std::vector<float>{-1, 2, -3, 4, -5, 0, 6, -7, 8, -9, 0, -2});
+  const std::vector<std::pair<std::vector<int64_t>, std::vector<float>>> slopes = {
+      {{3, 1}, {0.5f, 2.f, -1.f}}, {{2}, {0.1f, 0.2f}}, {{}, {0.25f}}};
+  for (const auto &[shape, values] : slopes) {
+    SCOPED_TRACE(dimsStr(shape));
+    Buf<float> s(values), y(12);
+    runKernel(makeSpec("PRelu", {f32({2, 3, 2}), f32(shape)}, {f32({2, 3, 2})}),
+              {x.data(), s.data()}, {y.data()});
+    std::vector<float> want;
+    for (int64_t i = 0; i < 12; ++i) {
+      float slope =
+          shape.empty() ? values[0] : (shape.size() == 1 ? values[i % 2] : values[(i / 2) % 3]);
+      want.push_back(x[i] < 0 ? slope * x[i] : x[i]);
+    }
+    expectNear(y.data(), want, 1e-6);
+  }
+  EXPECT_EQ(checkMsg(makeSpec("PRelu", {f32({2, 3}), f32({2, 3, 1})}, {f32({2, 3})})),
+            "node 'n0' (PRelu): slope [2,3,1] does not broadcast to X [2,3] (unidirectional "
+            "broadcasting)");
+  EXPECT_EQ(checkMsg(makeSpec("PRelu", {f32({2, 3}), f32({2})}, {f32({2, 3})})),
+            "node 'n0' (PRelu): slope [2] does not broadcast to X [2,3] (unidirectional "
+            "broadcasting)");
 }
 
 TEST(CpuUnary, EdgeValues) {

@@ -38,9 +38,10 @@ std::vector<double> doubles(const TensorDataPtr &t) { return *ops::elementsAsDou
 // --- unary ops --------------------------------------------------------------------------------
 
 TEST(ActivationUnary, SameShapeAndTypeWithSymbolicDims) {
-  for (const char *op :
-       {"Sqrt", "Exp", "Log", "Neg", "Abs", "Reciprocal", "Erf", "Relu", "LeakyRelu", "Sigmoid",
-        "Tanh", "HardSigmoid", "HardSwish", "Gelu", "Identity"}) {
+  for (const char *op : {"Sqrt",      "Exp",  "Log",       "Neg",      "Abs",      "Reciprocal",
+                         "Erf",       "Relu", "LeakyRelu", "Sigmoid",  "Tanh",     "HardSigmoid",
+                         "HardSwish", "Gelu", "Identity",  "Softplus", "Softsign", "Elu",
+                         "Selu",      "Celu", "Mish",      "Sin",      "Cos"}) {
     OneOp t(21);
     t.op(op, {t.in("x", ty("f32", {"N", "3", "?"}))});
     ASSERT_TRUE(t.run().isOk()) << op << ": " << errorOf(t.run());
@@ -69,7 +70,9 @@ TEST(ActivationUnary, OpsStartAtTheirFirstOpset) {
   struct Case {
     const char *op;
     int first;
-  } cases[] = {{"Erf", 9}, {"HardSwish", 14}, {"Gelu", 20}, {"Sqrt", 6}, {"Relu", 6}};
+  } cases[] = {{"Erf", 9},   {"HardSwish", 14}, {"Gelu", 20}, {"Sqrt", 6},
+               {"Relu", 6},  {"Elu", 6},        {"Selu", 6},  {"Celu", 12},
+               {"Mish", 18}, {"Sin", 7},        {"Cos", 7},   {"PRelu", 7}};
   for (const Case &c : cases) {
     const ops::OpDef *d = ops::lookupOp("", c.op);
     ASSERT_NE(d, nullptr) << c.op;

@@ -395,6 +395,56 @@ agraph (float[1, 4, 4] scores) => (float[1, 4, 4] y, int64[1, 4] pos) {
   EXPECT_EQ(*pos->initializer()->toInt64s(), (std::vector<int64_t>{0, 1, 2, 3}));
 }
 
+TEST(ExporterOps, FoldActivations) {
+  auto x = floats("x", {4}, {-2.f, -0.5f, 0.f, 1.5f});
+  auto near = [](const std::vector<double> &got, const std::vector<double> &want) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_NEAR(got[i], want[i], 1e-6) << i;
+  };
+  std::vector<double> want;
+  for (double v : {-2.0, -0.5, 0.0, 1.5})
+    want.push_back(std::log1p(std::exp(v)));
+  near(doublesOf(fold("Softplus", {x})), want);
+  near(doublesOf(fold("Softsign", {x})), {-2.0 / 3, -0.5 / 1.5, 0, 1.5 / 2.5});
+  near(doublesOf(fold("Elu", {x}, {{"alpha", ir::Attribute(0.5f)}})),
+       {0.5 * std::expm1(-2.0), 0.5 * std::expm1(-0.5), 0, 1.5});
+  const double a = 1.67326319217681884765625, g = 1.05070102214813232421875;
+  near(doublesOf(fold("Selu", {x})),
+       {g * a * std::expm1(-2.0), g * a * std::expm1(-0.5), 0, g * 1.5});
+  near(doublesOf(fold("Celu", {x}, {{"alpha", ir::Attribute(2.f)}})),
+       {2 * std::expm1(-1.0), 2 * std::expm1(-0.25), 0, 1.5});
+  want.clear();
+  for (double v : {-2.0, -0.5, 0.0, 1.5})
+    want.push_back(v * std::tanh(std::log1p(std::exp(v))));
+  near(doublesOf(fold("Mish", {x})), want);
+  near(doublesOf(fold("Sin", {x})), {std::sin(-2.0), std::sin(-0.5), 0, std::sin(1.5)});
+  near(doublesOf(fold("Cos", {x})), {std::cos(-2.0), std::cos(-0.5), 1, std::cos(1.5)});
+  // PRelu: slope [2] broadcast over X [2, 2]; i64 too.
+  near(doublesOf(fold(
+           "PRelu", {floats("x", {2, 2}, {-2.f, -1.f, 3.f, -4.f}), floats("s", {2}, {0.5f, 2.f})})),
+       {-1, -2, 3, -8});
+  EXPECT_EQ(intsOf(fold("PRelu", {ints("x", {3}, {-2, 0, 5}), ints("s", {}, {3})})),
+            (std::vector<int64_t>{-6, 0, 5}));
+}
+
+TEST(ExporterOps, FoldDepthToSpaceAndSpaceToDepth) {
+  // (1, 8, 1, 1) with b = 2: DCR puts channel (i * 2 + j) * 2 + c at (c, i, j), CRD channel
+  // c * 4 + i * 2 + j; SpaceToDepth undoes DCR.
+  auto x = floats("x", {1, 8, 1, 1}, {0, 1, 2, 3, 4, 5, 6, 7});
+  const ir::Attribute b(int64_t{2});
+  auto dcr = fold("DepthToSpace", {x}, {{"blocksize", b}});
+  EXPECT_EQ(doublesOf(dcr), (std::vector<double>{0, 2, 4, 6, 1, 3, 5, 7}));
+  EXPECT_EQ((*dcr)[0]->dims(), (std::vector<int64_t>{1, 2, 2, 2}));
+  EXPECT_EQ(
+      doublesOf(fold("DepthToSpace", {x}, {{"blocksize", b}, {"mode", ir::Attribute("CRD")}})),
+      (std::vector<double>{0, 1, 2, 3, 4, 5, 6, 7}));
+  auto back = fold("SpaceToDepth", {floats("d", {1, 2, 2, 2}, {0, 2, 4, 6, 1, 3, 5, 7})},
+                   {{"blocksize", b}});
+  EXPECT_EQ(doublesOf(back), (std::vector<double>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ((*back)[0]->dims(), (std::vector<int64_t>{1, 8, 1, 1}));
+}
+
 TEST(ExporterOps, BadInputsNameTheNode) {
   struct Case {
     const char *graph;
@@ -422,6 +472,21 @@ TEST(ExporterOps, BadInputsNameTheNode) {
       {"agraph (float[2, 3] x, int64[2, 3] i) => (float[2, 3] y) { y = GatherElements<axis = "
        "2>(x, i) }",
        "node 'GatherElements_0' (GatherElements): axis 2 is out of range"},
+      {"agraph (float[2, 3] x, float[2] s) => (float[2, 3] y) { y = PRelu(x, s) }",
+       "node 'PRelu_0' (PRelu): slope [2] cannot be broadcast to X [2,3] (unidirectional "
+       "broadcasting)"},
+      {"agraph (float[3] x, float[2, 3] s) => (float[3] y) { y = PRelu(x, s) }",
+       "node 'PRelu_0' (PRelu): slope [2,3] cannot be broadcast to X [3]"},
+      {"agraph (float[2, 3, 4] x, float[3, 1] s) => (float[2, 3, 4] y) { y = PRelu(x, s) }", ""},
+      {"agraph (float[1, 6, 2, 2] x) => (float[1, 1, 4, 4] y) { y = DepthToSpace<blocksize = "
+       "2>(x) }",
+       "node 'DepthToSpace_0' (DepthToSpace): channels 6 is not a multiple of 4"},
+      {"agraph (float[1, 2, 3, 4] x) => (float[1, 8, 1, 2] y) { y = SpaceToDepth<blocksize = "
+       "2>(x) }",
+       "node 'SpaceToDepth_0' (SpaceToDepth): height 3 is not a multiple of 2"},
+      {"agraph (float[1, 8, 2, 2] x) => (float[1, 2, 4, 4] y) { y = DepthToSpace<blocksize = 2, "
+       "mode = \"CRD\">(x) }",
+       ""},
   };
   for (const Case &c : cases) {
     auto g = test::compileText(std::string("<ir_version: 8, opset_import: [\"\" : 17]>\n") +

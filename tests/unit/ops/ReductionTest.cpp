@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <cmath>
 
 using namespace dtc;
 using namespace dtc::ir;
@@ -40,7 +41,8 @@ std::string reduceType(const std::string &op, std::optional<std::vector<int64_t>
 // --- Reduce inference ------------------------------------------------------------------------
 
 TEST(ReductionReduce, ConstantAxes) {
-  for (const char *op : {"ReduceMean", "ReduceSum", "ReduceMax"}) {
+  for (const char *op : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd",
+                         "ReduceL1", "ReduceL2", "ReduceLogSumExp", "ReduceSumSquare"}) {
     EXPECT_EQ(reduceType(op, std::vector<int64_t>{1}), "f32[N,1,4]") << op;
     EXPECT_EQ(reduceType(op, std::vector<int64_t>{1}, 0), "f32[N,4]") << op;
     EXPECT_EQ(reduceType(op, std::vector<int64_t>{-1, 0}, 0), "f32[3]") << op;
@@ -114,8 +116,10 @@ TEST(ReductionReduce, AxesAttributeBecomesInput) {
   struct Case {
     const char *op;
     int opset;
-  } cases[] = {{"ReduceMean", 11}, {"ReduceMean", 13}, {"ReduceMean", 17}, {"ReduceMax", 7},
-               {"ReduceMax", 17},  {"ReduceSum", 7},   {"ReduceSum", 12}};
+  } cases[] = {{"ReduceMean", 11},     {"ReduceMean", 13},     {"ReduceMean", 17}, {"ReduceMax", 7},
+               {"ReduceMax", 17},      {"ReduceSum", 7},       {"ReduceSum", 12},  {"ReduceMin", 7},
+               {"ReduceMin", 17},      {"ReduceProd", 13},     {"ReduceL1", 11},   {"ReduceL2", 17},
+               {"ReduceLogSumExp", 7}, {"ReduceSumSquare", 13}};
   for (const Case &c : cases) {
     OneOp t(c.opset);
     Node *n = t.op(c.op, {t.in("x", ty("f32", {"N", "3", "4"}))});
@@ -139,8 +143,15 @@ TEST(ReductionReduce, AxesAttributeBecomesInput) {
 }
 
 TEST(ReductionReduce, InputFormKeptFromItsOpset) {
-  for (auto [op, opset] :
-       {std::pair<const char *, int>{"ReduceMean", 18}, {"ReduceSum", 13}, {"ReduceMax", 21}}) {
+  for (auto [op, opset] : {std::pair<const char *, int>{"ReduceMean", 18},
+                           {"ReduceSum", 13},
+                           {"ReduceMax", 21},
+                           {"ReduceMin", 18},
+                           {"ReduceProd", 18},
+                           {"ReduceL1", 21},
+                           {"ReduceL2", 18},
+                           {"ReduceLogSumExp", 18},
+                           {"ReduceSumSquare", 20}}) {
     OneOp t(opset);
     Value *a = t.axes({0});
     Node *n = t.op(op, {t.in("x", ty("f32", {"N", "3"})), a});
@@ -250,4 +261,44 @@ TEST(ReductionLoss, Errors) {
          {nll.in("x", ty("f32", {"N", "3", "4"})), nll.in("t", ty("i64", {"N", "4", "1"}))});
   EXPECT_EQ(errorOf(nll.run()), "node 'n' (NegativeLogLikelihoodLoss): target must have shape "
                                 "(N, d1..dk) for input [N,3,4], got [N,4,1]");
+}
+
+// --- Folding of the reductions added for today's exporters ----------------------------------
+
+TEST(ReductionReduce, FoldMinProdNormsLogSumExpSumSquare) {
+  struct Case {
+    const char *op;
+    std::vector<double> overAxis1; // x = [[1, -2, 3], [0.5, 4, -1]] reduced over axis 1
+  };
+  const Case cases[] = {
+      {"ReduceMin", {-2, -1}},
+      {"ReduceProd", {-6, -2}},
+      {"ReduceL1", {6, 5.5}},
+      {"ReduceL2", {std::sqrt(14.0), std::sqrt(17.25)}},
+      {"ReduceLogSumExp",
+       {std::log(std::exp(1.0) + std::exp(-2.0) + std::exp(3.0)),
+        std::log(std::exp(0.5) + std::exp(4.0) + std::exp(-1.0))}},
+      {"ReduceSumSquare", {14, 17.25}},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.op);
+    Graph g;
+    auto x = TensorData::fromFloats("x", {2, 3}, {1.f, -2.f, 3.f, 0.5f, 4.f, -1.f});
+    auto a = TensorData::fromInt64s("a", {1}, {-1});
+    Node *n = g.addNode(c.op, {g.addConstant("x", x), g.addConstant("a", a)}, {"y"}, "", "n");
+    n->setAttr("keepdims", int64_t{0});
+    ops::FoldContext ctx(*n, {x, a});
+    auto r = ops::lookupOp("", c.op)->fold(ctx);
+    ASSERT_TRUE(r.hasValue()) << r.status().message();
+    EXPECT_EQ((*r)[0]->dims(), (std::vector<int64_t>{2}));
+    std::vector<double> got = *(*r)[0]->toDoubles();
+    for (size_t i = 0; i < 2; ++i)
+      EXPECT_NEAR(got[i], c.overAxis1[i], 1e-5) << i;
+    // Every axis (axes omitted), keepdims 1.
+    Node *all = g.addNode(c.op, {n->input(0)}, {"z"}, "", "all");
+    ops::FoldContext allCtx(*all, {x});
+    auto r2 = ops::lookupOp("", c.op)->fold(allCtx);
+    ASSERT_TRUE(r2.hasValue()) << r2.status().message();
+    EXPECT_EQ((*r2)[0]->dims(), (std::vector<int64_t>{1, 1}));
+  }
 }

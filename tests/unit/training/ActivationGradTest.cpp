@@ -24,21 +24,12 @@ namespace dtc {
 namespace {
 
 using ir::Attribute;
+using test::awayFromZero;
 using test::GradCheckOptions;
 using test::GradInput;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr double kPi = 3.14159265358979323846;
-
-/// n values with |x| in [0.1, 1] and a random sign (away from the kinks at 0).
-std::vector<float> awayFromZero(size_t n, uint32_t seed = 7) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(0.1f, 1.0f);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = u(rng) * (rng() % 2 ? 1.f : -1.f);
-  return v;
-}
 
 GradInput positive(std::string name, std::vector<int64_t> shape) {
   return GradInput::f32(std::move(name), std::move(shape)).range(0.5f, 2.f);

@@ -216,4 +216,20 @@ std::string gradCheck(const std::string &op, const std::vector<GradInput> &input
   return "";
 }
 
+std::vector<float> awayFromZero(size_t n, uint32_t seed, float lo, float hi) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = u(rng) * (rng() % 2 ? 1.f : -1.f);
+  return v;
+}
+
+std::vector<float> distinct(int64_t n) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    v[static_cast<size_t>(i)] = static_cast<float>((i * 37) % n) * 0.05f - 1.0f;
+  return v;
+}
+
 } // namespace dtc::test

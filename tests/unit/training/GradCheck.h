@@ -79,6 +79,15 @@ struct GradCheckOptions {
   bool channelsLast = false;
 };
 
+/// n values with |x| uniform in [lo, hi] and a random sign from `seed` (test data away from the
+/// kinks at 0 of Relu, Abs, PRelu, ...).
+std::vector<float> awayFromZero(size_t n, uint32_t seed = 7, float lo = 0.1f, float hi = 1.0f);
+
+/// n distinct values 0.05 apart in a scrambled order, in [-1, 1): no two elements closer than the
+/// finite-difference step (the maximum or minimum of a slice does not switch between x + h and
+/// x - h).
+std::vector<float> distinct(int64_t n);
+
 /// Returns "" when every checked gradient matches, else a description of the first failure
 /// (an autodiff, lowering or kernel error, or "input 'x' element 3: analytic 0.5 numeric 0.7").
 std::string gradCheck(const std::string &op, const std::vector<GradInput> &inputs,

@@ -19,6 +19,7 @@
 namespace dtc {
 namespace {
 
+using test::distinct;
 using test::gradCheck;
 using test::GradCheckOptions;
 using test::GradInput;
@@ -152,15 +153,6 @@ TEST(TensorGrad, ReduceMeanScalesByCount) {
   ASSERT_EQ(g.size(), 6u);
   for (float v : g)
     EXPECT_FLOAT_EQ(v, 1.0f / 6);
-}
-
-/// n distinct values 0.05 apart in a scrambled order, so that no two elements are closer than
-/// the finite-difference step (the max must not switch between x + h and x - h).
-std::vector<float> distinct(int64_t n) {
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i)
-    v[static_cast<size_t>(i)] = static_cast<float>((i * 37) % n) * 0.05f - 1.0f;
-  return v;
 }
 
 TEST(TensorGrad, ReduceMax) {
