@@ -18,7 +18,7 @@ namespace {
 
 /// Expanded programs may hold at most this many instructions and buffers each (a small file
 /// must not expand into gigabytes).
-constexpr int64_t kMaxExpandedItems = int64_t{1} << 24;
+constexpr int64_t kMaxExpandedItems = int64_t{1} << 22;
 
 /// `name` with its first "/microbatch<from>" (not followed by another digit) read as
 /// "/microbatch<to>"; unchanged when it has none.
@@ -69,7 +69,8 @@ Instruction repeatInstruction(const Instruction &t, const SlotMapping &m) {
     mapAll(c->mutable_outputs(), m);
     c->set_name(renameMicroBatch(t.collective().name(), m.fromMb, m.toMb));
     if (c->kind() == COLLECTIVE_SEND || c->kind() == COLLECTIVE_RECV)
-      c->set_tag(c->tag() + m.tagDelta);
+      c->set_tag(static_cast<int64_t>(static_cast<uint64_t>(c->tag()) +
+                                      static_cast<uint64_t>(m.tagDelta))); // hostile: wraps
     break;
   }
   case Instruction::kWait:
@@ -325,6 +326,8 @@ Status expandProgram(RankProgram &p, const std::string &where) {
   }
   // Instructions: stored ones in order, the repeated slots rebuilt from their templates.
   const int nSlots = p.schedule_size();
+  if (nSlots == 0)
+    return bad("compaction records in a program without a pipeline schedule");
   std::vector<const RepeatedSlot *> repOf(static_cast<size_t>(nSlots), nullptr);
   for (const RepeatedSlot &r : p.repeated_slots()) {
     if (r.slot() < 0 || r.slot() >= nSlots || r.like() < 0 || r.like() >= r.slot())

@@ -47,7 +47,7 @@ bool compactPlan(Plan &plan);
 /// Rebuilds a compacted program's instructions and buffers (the format-3 program) in place;
 /// a program without compaction records is left alone. Errors ("<where>: compacted program:
 /// ...") for records that do not fit the program: indices out of range, a slot repeating a
-/// later or repeated slot, too few or too many stored instructions, or more than 2^24
+/// later or repeated slot, too few or too many stored instructions, or more than 2^22
 /// instructions or buffers after expansion.
 Status expandProgram(RankProgram &program, const std::string &where);
 

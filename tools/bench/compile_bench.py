@@ -9,7 +9,7 @@
 #
 #     python3 tools/bench/compile_bench.py [--dtc build/tools/dtc-compile] [--bench-dir DIR]
 #         [--layers 12,24,48] [--strategies "single;dp=8;dp=1024;pp=8;dp=8,pp=4"]
-#         [--replica-batch 8] [--repeat 1]
+#         [--replica-batch 8] [--repeat 1] [--big]
 import argparse
 import os
 import statistics
@@ -26,7 +26,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 TARGET_WALL_S = 2.0
 TARGET_RSS_MIB = 1024.0
 TARGET_PLAN_MB = 10.0
-DEFAULT_STRATEGIES = ["single", "dp=8", "dp=1024", "pp=8", "dp=8,pp=4"]
+DEFAULT_STRATEGIES = ["single", "dp=8", "dp=1024", "pp=8", "dp=8,pp=4", "dp=8,pp=4,tp=8"]
 
 
 def run_child(cmd, timeout_s):
@@ -51,23 +51,27 @@ def run_child(cmd, timeout_s):
 
 
 def mesh_degrees(strategy):
-    """(dp, pp) of a --strategy text such as "dp=8,pp=4" (single: (1, 1))."""
-    dp = pp = 1
+    """(dp, pp, tp) of a --strategy text such as "dp=8,pp=4,tp=8" (single: (1, 1, 1))."""
+    deg = {"dp": 1, "pp": 1, "tp": 1}
     for part in strategy.split(","):
         key, _, value = part.partition("=")
-        if key == "dp":
-            dp = int(value)
-        elif key == "pp":
-            pp = int(value)
-    return dp, pp
+        if key in deg:
+            deg[key] = int(value)
+    return deg["dp"], deg["pp"], deg["tp"]
 
 
-def ensure_model(python, bench_dir, layers):
-    name = "gpt2_xl" if layers == 48 else f"gpt2_{layers}l"
+# The 6.6 B-parameter shape of issue 18: 48 layers, d_model 3328 (32 heads of 104), 2048 tokens.
+BIG_SHAPE = {"name": "gpt2_6b6", "layers": 48, "d_model": 3328, "heads": 32, "context": 2048}
+
+
+def ensure_model(python, bench_dir, layers, shape=None):
+    name = shape["name"] if shape else ("gpt2_xl" if layers == 48 else f"gpt2_{layers}l")
     model = os.path.join(bench_dir, name + ".onnx")
     if not (os.path.exists(model) and os.path.exists(os.path.join(bench_dir, name + ".weights"))):
+        extra = [] if not shape else ["--d-model", str(shape["d_model"]), "--heads",
+                                      str(shape["heads"]), "--context", str(shape["context"])]
         subprocess.run([python, os.path.join(HERE, "gen_gpt2_xl.py"), bench_dir, "--name", name,
-                        "--layers", str(layers)], check=True)
+                        "--layers", str(layers)] + extra, check=True)
     return model
 
 
@@ -81,13 +85,13 @@ def warm_page_cache(model):
                 pass
 
 
-def bench_case(dtc, model, strategy, replica_batch, repeat, timeout_s, workdir):
+def bench_case(dtc, model, strategy, replica_batch, repeat, timeout_s, workdir, context=1024):
     """Median wall, max peak RSS and the plan's bytes of `repeat` compiles, or an error."""
-    dp, pp = mesh_degrees(strategy)
+    dp, pp, tp = mesh_degrees(strategy)
     # --batch-size is the global batch: `replica_batch` samples per data-parallel replica (a
     # pipeline splits them into pp micro-batches by default).
     cmd = [dtc, model, "--strategy", strategy, "--batch-size", str(replica_batch * dp),
-           "--optimizer", "adam", "--class-axis", "-1", "--dim", "T=1024",
+           "--optimizer", "adam", "--class-axis", "-1", "--dim", f"T={context}",
            "-o", os.path.join(workdir, "plan.dtc")]
     walls, rss, plan_bytes = [], 0.0, 0
     for _ in range(repeat):
@@ -101,7 +105,14 @@ def bench_case(dtc, model, strategy, replica_batch, repeat, timeout_s, workdir):
         plan_bytes = os.path.getsize(os.path.join(workdir, "plan.dtc"))
         os.remove(os.path.join(workdir, "plan.dtc"))
     return {"wall": statistics.median(walls), "rss": rss, "plan_mb": plan_bytes / 1e6,
-            "world": dp * pp}, None
+            "world": dp * pp * tp}, None
+
+
+def print_row(label, strategy, r):
+    print(f"{label} {strategy:<12} {r['world']:>5} {r['wall']:8.2f} {r['rss']:9.1f} "
+          f"{r['plan_mb']:8.2f}   wall {verdict(r['wall'], TARGET_WALL_S)}, "
+          f"memory {verdict(r['rss'], TARGET_RSS_MIB)}, "
+          f"plan {verdict(r['plan_mb'], TARGET_PLAN_MB)}", flush=True)
 
 
 def verdict(value, target):
@@ -134,6 +145,8 @@ def main():
     ap.add_argument("--replica-batch", type=int, default=8,
                     help="samples per data-parallel replica; --batch-size is this times dp")
     ap.add_argument("--repeat", type=int, default=1, help="compiles per case (median time)")
+    ap.add_argument("--big", action="store_true",
+                    help="also the 6.6 B-parameter shape (48 layers, d_model 3328, T=2048)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per compile")
     args = ap.parse_args()
     if not os.access(args.dtc, os.X_OK):
@@ -161,10 +174,20 @@ def main():
                     print(f"{L:>6} {s:<12} {'-':>5} {'-':>8} {'-':>9} {'-':>8}   FAILED",
                           flush=True)
                     continue
-                print(f"{L:>6} {s:<12} {r['world']:>5} {r['wall']:8.2f} {r['rss']:9.1f} "
-                      f"{r['plan_mb']:8.2f}   wall {verdict(r['wall'], TARGET_WALL_S)}, "
-                      f"memory {verdict(r['rss'], TARGET_RSS_MIB)}, "
-                      f"plan {verdict(r['plan_mb'], TARGET_PLAN_MB)}", flush=True)
+                print_row(f"{L:>6}", s, r)
+        if args.big:
+            # Sparse weights (26 GB) are not read into the page cache: the checksum skips holes.
+            model = ensure_model(args.python, args.bench_dir, BIG_SHAPE["layers"], BIG_SHAPE)
+            print(f"6.6 B shape ({BIG_SHAPE['layers']} layers, d_model {BIG_SHAPE['d_model']}, "
+                  f"T={BIG_SHAPE['context']}):")
+            for s in strategies:
+                r, err = bench_case(args.dtc, model, s, args.replica_batch, args.repeat,
+                                    args.timeout, workdir, context=BIG_SHAPE["context"])
+                if err:
+                    failures.append(f"6.6 B shape, {s}: {err}")
+                    print(f"{'6.6B':>6} {s:<12}   FAILED", flush=True)
+                    continue
+                print_row(f"{'6.6B':>6}", s, r)
 
     def figure(L, s, key):
         r = results.get((L, s))
@@ -185,7 +208,7 @@ def main():
             by_world = {}
             for s in strategies:
                 r = results.get((L, s))
-                if r and mesh_degrees(s)[1] == 1:  # data parallelism only: same program per rank
+                if r and mesh_degrees(s)[1:] == (1, 1):  # data parallelism: one program for all
                     by_world[r["world"]] = r
             ws = sorted(by_world)
             if len(ws) < 2:

@@ -6,7 +6,8 @@
 # norms, Erf GELU, Shape->Gather->Unsqueeze->Concat->Reshape head splits, Constant nodes.
 #
 #     python3 tools/bench/gen_gpt2_xl.py [OUT_DIR=/tmp/dtc-bench] [--layers 48]
-#         [--qkv-split split|slice]
+#         [--qkv-split split|slice] [--d-model 1600 --heads 25 --context 1024]
+# (the 6.6 B-parameter shape of issue 18: --layers 48 --d-model 3328 --heads 32 --context 2048)
 # writes OUT_DIR/gpt2_xl.onnx and OUT_DIR/gpt2_xl.weights (sparse).
 import argparse
 import os
@@ -113,7 +114,7 @@ class Builder:
         k = self.split_heads(k, [0, 2, 3, 1])
         v = self.split_heads(v, [0, 2, 1, 3])
         att = self.op("MatMul", [q, k])
-        att = self.op("Div", [att, self.const(np.array(8.0, np.float32))])  # sqrt(head dim 64)
+        att = self.op("Div", [att, self.const(np.array(np.sqrt(D_MODEL // HEADS), np.float32))])
         # causal mask: bias[:, :, :T, :T] of the [1,1,1024,1024] bool buffer
         t = self.dim(q, 2)
         zeros = self.const(np.array([0, 0], np.int64))
@@ -176,7 +177,14 @@ def main():
     ap.add_argument("--name", default="gpt2_xl")
     ap.add_argument("--qkv-split", choices=["split", "slice"], default="split",
                     help="cut the fused QKV projection with one Split (default) or three Slices")
+    ap.add_argument("--d-model", type=int, default=D_MODEL)
+    ap.add_argument("--heads", type=int, default=HEADS)
+    ap.add_argument("--context", type=int, default=CONTEXT)
     args = ap.parse_args()
+    if args.d_model % args.heads:
+        sys.exit(f"error: --d-model {args.d_model} does not divide into {args.heads} heads")
+    global D_MODEL, HEADS, CONTEXT
+    D_MODEL, HEADS, CONTEXT = args.d_model, args.heads, args.context
     os.makedirs(args.out_dir, exist_ok=True)
     data_file = args.name + ".weights"
     model, total, params = build(args.layers, data_file, args.qkv_split)
