@@ -171,6 +171,7 @@ def build(layers, data_file, qkv_split="split"):
 
 
 def main():
+    global D_MODEL, HEADS, CONTEXT
     ap = argparse.ArgumentParser(description="generate a GPT-2-XL-shaped ONNX graph")
     ap.add_argument("out_dir", nargs="?", default="/tmp/dtc-bench")
     ap.add_argument("--layers", type=int, default=48)
@@ -183,7 +184,6 @@ def main():
     args = ap.parse_args()
     if args.d_model % args.heads:
         sys.exit(f"error: --d-model {args.d_model} does not divide into {args.heads} heads")
-    global D_MODEL, HEADS, CONTEXT
     D_MODEL, HEADS, CONTEXT = args.d_model, args.heads, args.context
     os.makedirs(args.out_dir, exist_ok=True)
     data_file = args.name + ".weights"
