@@ -2,6 +2,7 @@
 // of ChecksumPrefetch, which computes them on a background thread during a compile.
 #include "compiler/plan/ChecksumPrefetch.h"
 #include "compiler/plan/Plan.h"
+#include "tests/unit/plan/TempDirTest.h"
 
 #include <gtest/gtest.h>
 
@@ -22,23 +23,8 @@ constexpr const char *kAbcSha = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9
 constexpr const char *kAbcXxh = "06b05ab6733a618578af5f94892f3950";
 constexpr const char *kEmptyXxh = "99aa06d3014798d86001c324468d497f";
 
-class ChecksumFileTest : public ::testing::Test {
-protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "dtc_checksum_test_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string path(const std::string &name) const { return (dir_ / name).string(); }
-  void writeBytes(const std::string &p, const std::string &bytes) const {
-    std::ofstream(p, std::ios::binary) << bytes;
-  }
-  fs::path dir_;
-};
+/// A fresh temporary folder per test, removed afterwards.
+class ChecksumFileTest : public test::TempDirTest {};
 
 TEST(Sha256Test, KnownVectors) {
   EXPECT_EQ(sha256Hex("abc"), kAbcSha);

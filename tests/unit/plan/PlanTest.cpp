@@ -2,6 +2,7 @@
 // canonical text (golden), fingerprint sensitivity, checksum helpers, and every validation error
 // on a small hand-built plan. DTC_WRITE_PLAN_SEEDS=<folder> also writes the fuzz seeds there.
 #include "compiler/plan/Plan.h"
+#include "tests/unit/plan/TempDirTest.h"
 #include "runtime/Executor.h"
 
 #include <gtest/gtest.h>
@@ -127,23 +128,7 @@ program 0 ranks=[0] arena=320 no_reuse=384 alignment=64
 )";
 
 /// A fresh temporary folder per test, removed afterwards.
-class PlanFileTest : public ::testing::Test {
-protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "dtc_plan_test_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string path(const std::string &name) const { return (dir_ / name).string(); }
-  void writeBytes(const std::string &p, const std::string &bytes) const {
-    std::ofstream(p, std::ios::binary) << bytes;
-  }
-  fs::path dir_;
-};
+class PlanFileTest : public test::TempDirTest {};
 
 std::string validate(const Plan &plan, const KernelCheck &check = {}) {
   return validatePlan(plan, "t.dtc", check).message();
