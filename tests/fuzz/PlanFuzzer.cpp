@@ -50,6 +50,17 @@ void checkValidatedInvariants(const Plan &plan) {
         if (c.src() < 0 || c.src() >= n || c.dst() < 0 || c.dst() >= n ||
             r.buffers(c.src()).size_bytes() != r.buffers(c.dst()).size_bytes())
           __builtin_trap();
+      } else if (inst.has_collective()) {
+        for (int32_t i : inst.collective().inputs())
+          if (i < 0 || i >= n)
+            __builtin_trap();
+        for (int32_t o : inst.collective().outputs())
+          if (o < 0 || o >= n)
+            __builtin_trap();
+      } else if (inst.has_wait()) {
+        const int32_t c = inst.wait().collective();
+        if (c < 0 || c >= r.instructions_size() || !r.instructions(c).has_collective())
+          __builtin_trap();
       } else {
         __builtin_trap();
       }
