@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <optional>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 namespace dtc::plan {
@@ -285,23 +284,19 @@ Status expandProgram(RankProgram &p, const std::string &where) {
   const int64_t nBuffers = int64_t{p.buffers_size()} + nDerived;
   if (nBuffers > kMaxExpandedItems)
     return bad("more than " + std::to_string(kMaxExpandedItems) + " buffers");
-  // Buffers: stored ones fill the indices the derived list leaves free.
-  std::vector<int> storedAt; // expanded index of each stored buffer
+  // Buffers: stored ones fill the indices the derived list leaves free, in order.
+  std::vector<int> storedIndexOf(static_cast<size_t>(nBuffers), -1);
   {
-    int d = 0;
+    int d = 0, stored = 0;
     for (int64_t i = 0; i < nBuffers; ++i) {
-      if (d < nDerived && db.index(d) == i) {
+      if (d < nDerived && db.index(d) == i)
         ++d;
-        continue;
-      }
-      storedAt.push_back(static_cast<int>(i));
+      else
+        storedIndexOf[static_cast<size_t>(i)] = stored++;
     }
     if (d != nDerived)
       return bad("derived buffer indices not ascending or out of range");
   }
-  std::vector<int> storedIndexOf(static_cast<size_t>(nBuffers), -1);
-  for (size_t k = 0; k < storedAt.size(); ++k)
-    storedIndexOf[static_cast<size_t>(storedAt[k])] = static_cast<int>(k);
   google::protobuf::RepeatedPtrField<Buffer> buffers;
   buffers.Reserve(static_cast<int>(nBuffers));
   {
