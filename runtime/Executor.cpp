@@ -182,23 +182,29 @@ Status Executor::load() {
       return Status::error(where, "the plan reads parameters from " + modelFile +
                                       " but records no checksum of it; recompile the plan");
     DTC_RETURN_IF_ERROR(checkInputFile(modelFile, "the plan's model", kMaxModelFileBytes));
-    // The plan was validated: its checksums are XXH3-128 (plan::kChecksumAlgorithm).
-    DTC_ASSIGN_OR_RETURN(std::string checksum, plan::checksumFile(modelFile, "the plan's model", kMaxModelFileBytes));
+    // The plan was validated: its checksums are by an algorithm checksumFile knows.
+    const plan::ModelRef &ref = plan_.model();
+    DTC_ASSIGN_OR_RETURN(std::string checksum,
+                         plan::checksumFile(modelFile, "the plan's model", kMaxModelFileBytes,
+                                            ref.checksum_algorithm()));
     // The file's own checksum is not printed: a plan may name any file.
-    if (checksum != plan_.model().checksum())
-      return Status::error(modelFile, "is not the model the plan was compiled against (its "
-                                      "XXH3-128 checksum differs from the plan's " +
-                                          plan_.model().checksum().substr(0, 16) +
-                                          "...); recompile the plan");
+    if (checksum != ref.checksum())
+      return Status::error(modelFile, "is not the model the plan was compiled against (its " +
+                                          plan::checksumAlgorithmName(ref.checksum_algorithm()) +
+                                          " checksum differs from the plan's " +
+                                          ref.checksum().substr(0, 16) + "...); recompile the plan");
     // Its external data too: weights are read from those files.
     for (const plan::ExternalFile &x : plan_.model().external_data()) {
       const std::string file =
           (std::filesystem::path(modelFile).parent_path() / x.location()).string();
       DTC_RETURN_IF_ERROR(checkInputFile(file, "the model's external data", kMaxExternalDataBytes));
-      DTC_ASSIGN_OR_RETURN(std::string fileChecksum, plan::checksumFile(file, "the model's external data", kMaxExternalDataBytes));
+      DTC_ASSIGN_OR_RETURN(std::string fileChecksum,
+                           plan::checksumFile(file, "the model's external data",
+                                              kMaxExternalDataBytes, x.checksum_algorithm()));
       if (fileChecksum != x.checksum())
-        return Status::error(file, "is not the external data the plan was compiled against (its "
-                                   "XXH3-128 checksum differs from the plan's " +
+        return Status::error(file, "is not the external data the plan was compiled against (its " +
+                                       plan::checksumAlgorithmName(x.checksum_algorithm()) +
+                                       " checksum differs from the plan's " +
                                        x.checksum().substr(0, 16) + "...); recompile the plan");
     }
     Diagnostics diags;

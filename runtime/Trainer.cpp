@@ -558,7 +558,8 @@ Status Trainer::run() {
                              "no longer match it: export to another file");
       // The model is read again for its graph: it must still be the file the plan was made from
       // (replaced during training, it would export another graph with these weights).
-      DTC_ASSIGN_OR_RETURN(const std::string checksum, plan::checksumFile(ex_.modelFile(), "the plan's model", kMaxModelFileBytes));
+      DTC_ASSIGN_OR_RETURN(const std::string checksum, plan::checksumFile(ex_.modelFile(), "the plan's model", kMaxModelFileBytes,
+                                              plan_.model().checksum_algorithm()));
       if (checksum != plan_.model().checksum())
         return Status::error("--export " + opts_.exportPath,
                              ex_.modelFile() + " changed during training (it is no longer the "

@@ -20,7 +20,7 @@ ChecksumPrefetch::~ChecksumPrefetch() {
 void ChecksumPrefetch::run() {
   for (size_t i = 0; i < files_.size(); ++i) {
     Expected<std::string> sum =
-        checksumFile(files_[i].path, files_[i].what, files_[i].maxBytes, &cancel_);
+        checksumFile(files_[i].path, files_[i].what, files_[i].maxBytes, kChecksumAlgorithm, &cancel_);
     std::lock_guard<std::mutex> lock(mu_);
     results_[i].emplace(std::move(sum));
     done_.notify_all();

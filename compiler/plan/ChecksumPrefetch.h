@@ -16,7 +16,7 @@
 
 namespace dtc::plan {
 
-/// Checksums (checksumFile: XXH3-128, lowercase hex) of a list of files, hashed in list order
+/// Checksums (checksumFile by kChecksumAlgorithm, lowercase hex) of a list of files, hashed in list order
 /// on one thread started by the constructor. get() waits for a listed file's result; a file not
 /// on the list is hashed on the caller's thread. The destructor stops the thread at its next
 /// 1 MiB chunk (an early compile error does not wait for gigabytes of hashing) and joins it.

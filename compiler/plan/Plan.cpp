@@ -1,15 +1,11 @@
 // Plan files: binary protobuf reading (with the format-version and checksum-algorithm checks)
-// and atomic writing (temporary file + fsync + rename), and the checksum helpers: XXH3-128
-// (xxHash) for model files and the plan fingerprint, files hashed in chunks and never read
-// whole; SHA-256 (llvm/Support/SHA256.h) for checkpoints.
+// and atomic writing (temporary file + fsync + rename), and constants shared by content. The
+// checksum helpers are in Checksum.cpp.
 #include "compiler/plan/Plan.h"
 
 #include "compiler/support/FileIO.h"
 
 #include <google/protobuf/stubs/logging.h>
-#include <llvm/ADT/StringExtras.h>
-#include <llvm/Support/SHA256.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -123,57 +119,6 @@ Status writePlanFile(const Plan &plan, const std::string &path) {
   }
 
   return writeFileAtomically(path, bytes);
-}
-
-namespace {
-
-/// xxHash's canonical 16 bytes of a 128-bit hash, as lowercase hex.
-std::string canonicalHex(XXH128_hash_t hash) {
-  XXH128_canonical_t canonical;
-  XXH128_canonicalFromHash(&canonical, hash);
-  return llvm::toHex(llvm::ArrayRef<uint8_t>(canonical.digest, sizeof canonical.digest),
-                     /*LowerCase=*/true);
-}
-
-struct StateFree {
-  void operator()(XXH3_state_t *s) const { XXH3_freeState(s); }
-};
-
-} // namespace
-
-std::string checksumAlgorithmName(ChecksumAlgorithm algorithm) {
-  switch (algorithm) {
-  case CHECKSUM_UNSPECIFIED:
-    return "none";
-  case CHECKSUM_XXH3_128:
-    return "xxh3-128";
-  default:
-    return "algorithm(" + std::to_string(static_cast<int>(algorithm)) + ")";
-  }
-}
-
-Expected<std::string> checksumFile(const std::string &path, const std::string &what,
-                                   uint64_t maxBytes, const std::atomic<bool> *cancel) {
-  std::unique_ptr<XXH3_state_t, StateFree> state(XXH3_createState());
-  if (!state || XXH3_128bits_reset(state.get()) != XXH_OK)
-    return Status::error(path, "cannot checksum: out of memory");
-  DTC_RETURN_IF_ERROR(streamInputFile(path, what, maxBytes, [&](const char *data, size_t n) {
-    if (cancel && cancel->load(std::memory_order_relaxed))
-      return Status::error(path, "checksum cancelled");
-    XXH3_128bits_update(state.get(), data, n);
-    return Status::ok();
-  }));
-  return canonicalHex(XXH3_128bits_digest(state.get()));
-}
-
-std::string checksumHex(const std::string &bytes) {
-  return canonicalHex(XXH3_128bits(bytes.data(), bytes.size()));
-}
-
-std::string sha256Hex(const std::string &bytes) {
-  llvm::SHA256 hasher;
-  hasher.update(llvm::StringRef(bytes));
-  return llvm::toHex(hasher.final(), /*LowerCase=*/true);
 }
 
 void shareConstants(Plan &plan) {

@@ -64,24 +64,37 @@ std::string pipelineSlotText(const PipelineSlot &slot);
 std::string fingerprint(const Plan &plan);
 
 /// The algorithm dtc-compile records for model and external-data checksums.
-inline constexpr ChecksumAlgorithm kChecksumAlgorithm = CHECKSUM_XXH3_128;
-/// Its name in messages and plan text: "xxh3-128" (or "algorithm(N)" for an unknown number).
+inline constexpr ChecksumAlgorithm kChecksumAlgorithm = CHECKSUM_XXH3_128_CHUNKED;
+/// The chunk size of CHECKSUM_XXH3_128_CHUNKED: 64 MiB.
+inline constexpr uint64_t kChecksumChunkBytes = uint64_t{64} << 20;
+/// At most this many threads hash the chunks of one file.
+inline constexpr size_t kMaxChecksumThreads = 16;
+/// Its name in messages and plan text: "xxh3-128", "xxh3-128-chunked" (or "algorithm(N)" for
+/// an unknown number).
 std::string checksumAlgorithmName(ChecksumAlgorithm algorithm);
-/// XXH3-128 (xxHash 0.8, seed 0; Collet, xxHash specification, xxhash.com) of a file's bytes:
-/// 32 lowercase hex digits in xxHash's canonical order (the same text as `xxhsum -H2`). Reads
-/// the file in 1 MiB chunks through xxHash's streaming state, so memory stays constant and the
-/// cost is the read (several GB/s per core from the page cache); errors name the file. The file
-/// must be a regular file (a FIFO or device is refused, never read) of at most `maxBytes`
-/// (checked before and while reading); `what` names it in those errors ("the plan's model").
-/// Holes of a sparse file are hashed as the zeros they read as, without reading them. When
-/// `cancel` is given and becomes true, hashing stops at the next chunk with an error.
+/// Whether checksumFile computes `algorithm` (plans may record either XXH3 form).
+bool isKnownChecksumAlgorithm(ChecksumAlgorithm algorithm);
+/// A file's checksum, 32 lowercase hex digits, by `algorithm` (plan.proto defines both):
+/// - CHECKSUM_XXH3_128: XXH3-128 (xxHash 0.8, seed 0; Collet, xxHash specification,
+///   xxhash.com) of the bytes, in xxHash's canonical order (the same text as `xxhsum -H2`),
+///   through one streaming state: one core, several GB/s from the page cache.
+/// - CHECKSUM_XXH3_128_CHUNKED (the default): the file cut into kChecksumChunkBytes chunks, each
+///   hashed with XXH3-128 on up to min(cores, kMaxChecksumThreads) threads, then XXH3-128 of
+///   their canonical digests followed by the file size (8 bytes, little-endian). A chunk that
+///   is wholly a hole of a sparse file takes the digest of zeros without being read.
+/// Memory stays constant (1 MiB per thread); errors name the file. The file must be a regular
+/// file (a FIFO or device is refused, never read) of at most `maxBytes`, and must not change
+/// size while it is hashed; `what` names it in those errors ("the plan's model"). Holes are
+/// hashed as the zeros they read as, without reading them. When `cancel` is given and becomes
+/// true, hashing stops at the next 1 MiB with an error.
 Expected<std::string> checksumFile(const std::string &path, const std::string &what = "",
                                    uint64_t maxBytes = kMaxExternalDataBytes,
+                                   ChecksumAlgorithm algorithm = kChecksumAlgorithm,
                                    const std::atomic<bool> *cancel = nullptr);
 /// XXH3-128 of bytes, as checksumFile.
 std::string checksumHex(const std::string &bytes);
 /// Checks the checksums a plan records of its model: every one by an algorithm this dtc knows
-/// (kChecksumAlgorithm) and in its form (32 lowercase hex digits). The model's own may be absent
+/// (isKnownChecksumAlgorithm) and in its form (32 lowercase hex digits). The model's own may be absent
 /// (empty, CHECKSUM_UNSPECIFIED: a plan that reads no parameters); the external files' may not.
 /// Errors: "model checksum: ..." or "external data '<location>' checksum ...". readPlanFile and
 /// validatePlan both run it.

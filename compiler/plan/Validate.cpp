@@ -757,10 +757,12 @@ Status checkPlan(const Plan &plan, const KernelCheck &kernelCheck) {
 /// One recorded checksum: a known algorithm and its hex form.
 Status checkChecksum(const std::string &what, const std::string &checksum,
                      ChecksumAlgorithm algorithm) {
-  if (algorithm != CHECKSUM_XXH3_128)
+  if (!isKnownChecksumAlgorithm(algorithm))
     return Status::error(what + " checksum: algorithm " + checksumAlgorithmName(algorithm) +
                          " is not one this dtc knows (" +
-                         checksumAlgorithmName(kChecksumAlgorithm) + "); recompile the plan");
+                         checksumAlgorithmName(CHECKSUM_XXH3_128) + ", " +
+                         checksumAlgorithmName(CHECKSUM_XXH3_128_CHUNKED) +
+                         "); recompile the plan");
   if (!isLowerHex(checksum, 32))
     return Status::error(what + " checksum " + q(checksum) + " is not 32 lowercase hex digits");
   return Status::ok();

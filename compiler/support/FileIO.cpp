@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <utility>
 
 namespace dtc {
 
@@ -311,6 +312,101 @@ Status streamInputFile(const std::string &path, const std::string &what, uint64_
     DTC_RETURN_IF_ERROR(deliver(chunk.get(), static_cast<size_t>(r)));
     pos += static_cast<uint64_t>(r);
   }
+}
+
+Expected<InputFile> InputFile::open(const std::string &path, const std::string &what,
+                                    uint64_t maxBytes) {
+  DTC_ASSIGN_OR_RETURN(auto opened, openInput(path, what, maxBytes));
+  return InputFile(path, opened.first, static_cast<uint64_t>(opened.second.st_size));
+}
+
+InputFile::InputFile(InputFile &&other) noexcept
+    : path_(std::move(other.path_)), fd_(std::exchange(other.fd_, -1)), size_(other.size_) {}
+
+InputFile &InputFile::operator=(InputFile &&other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0)
+      ::close(fd_);
+    path_ = std::move(other.path_);
+    fd_ = std::exchange(other.fd_, -1);
+    size_ = other.size_;
+  }
+  return *this;
+}
+
+InputFile::~InputFile() {
+  if (fd_ >= 0)
+    ::close(fd_);
+}
+
+namespace {
+constexpr size_t kStreamChunk = size_t{1} << 20;
+/// Zeros delivered for holes (in .bss: costs no memory until read).
+const char kZeroChunk[kStreamChunk] = {};
+} // namespace
+
+bool InputFile::isHole(uint64_t offset, uint64_t length) const {
+  if (length == 0)
+    return false;
+  // lseek's SEEK_DATA result depends only on its offset argument, so concurrent calls on the
+  // shared descriptor do not interfere (reads use pread).
+  const off_t data = ::lseek(fd_, static_cast<off_t>(offset), SEEK_DATA);
+  if (data < 0)
+    return errno == ENXIO && offset + length <= size_;
+  return static_cast<uint64_t>(data) >= offset + length;
+}
+
+Status InputFile::streamRange(uint64_t offset, uint64_t length,
+                              const std::function<Status(const char *, size_t)> &sink) const {
+  std::unique_ptr<char[]> chunk;
+  const uint64_t end = offset + length;
+  uint64_t pos = offset;
+  while (pos < end) {
+    // The next data extent [dataStart, dataEnd) at or after pos; before it, a hole.
+    uint64_t dataStart = pos, dataEnd = end;
+    const off_t data = ::lseek(fd_, static_cast<off_t>(pos), SEEK_DATA);
+    if (data < 0 && errno == ENXIO) {
+      dataStart = end; // no data after pos: the rest is a hole
+    } else if (data >= 0) {
+      dataStart = std::min<uint64_t>(end, static_cast<uint64_t>(data));
+      const off_t hole = ::lseek(fd_, static_cast<off_t>(dataStart), SEEK_HOLE);
+      if (hole > static_cast<off_t>(dataStart))
+        dataEnd = std::min<uint64_t>(end, static_cast<uint64_t>(hole));
+    } // else: the file system reports no holes; read everything
+    for (; pos < dataStart;) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(kStreamChunk, dataStart - pos));
+      DTC_RETURN_IF_ERROR(sink(kZeroChunk, n));
+      pos += n;
+    }
+    if (pos < dataEnd && !chunk) {
+      chunk.reset(new (std::nothrow) char[kStreamChunk]);
+      if (!chunk)
+        return Status::error(path_, "out of memory reading the file");
+    }
+    while (pos < dataEnd) {
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(kStreamChunk, dataEnd - pos));
+      const ssize_t r = ::pread(fd_, chunk.get(), want, static_cast<off_t>(pos));
+      if (r < 0 && errno == EINTR)
+        continue;
+      if (r < 0)
+        return Status::error(path_, "cannot read: " + errnoText(errno));
+      if (r == 0)
+        return Status::error(path_, "shrank while being read");
+      DTC_RETURN_IF_ERROR(sink(chunk.get(), static_cast<size_t>(r)));
+      pos += static_cast<uint64_t>(r);
+    }
+  }
+  return Status::ok();
+}
+
+Status InputFile::checkUnchanged() const {
+  struct stat now {};
+  if (::fstat(fd_, &now) != 0)
+    return Status::error(path_, "cannot read: " + errnoText(errno));
+  if (static_cast<uint64_t>(now.st_size) != size_)
+    return Status::error(path_, "changed while being read (" + std::to_string(size_) + " bytes, "
+                                    "now " + std::to_string(now.st_size) + ")");
+  return Status::ok();
 }
 
 std::optional<FileId> fileIdOf(const std::string &path) {

@@ -82,6 +82,44 @@ Expected<std::string> readInputFile(const std::string &path, const std::string &
 Status streamInputFile(const std::string &path, const std::string &what, uint64_t maxBytes,
                        const std::function<Status(const char *data, size_t size)> &sink);
 
+/// An input file opened by checkInputFile's rules and kept open (closed by the destructor), for
+/// reading ranges of it from several threads at once (pread, never the shared file offset).
+class InputFile {
+public:
+  /// Opens `path` (checkInputFile's rules and errors; `what` names it in them).
+  static Expected<InputFile> open(const std::string &path, const std::string &what,
+                                  uint64_t maxBytes);
+  InputFile(InputFile &&other) noexcept;
+  InputFile &operator=(InputFile &&other) noexcept;
+  InputFile(const InputFile &) = delete;
+  InputFile &operator=(const InputFile &) = delete;
+  ~InputFile();
+
+  const std::string &path() const { return path_; }
+  /// The file's size in bytes when it was opened.
+  uint64_t size() const { return size_; }
+
+  /// Streams bytes [offset, offset + length) through `sink` in chunks of at most 1 MiB. Holes
+  /// of a sparse file (SEEK_DATA/SEEK_HOLE) go to the sink as zeros without being read. Safe to
+  /// call from several threads at once. Errors: "<path>: cannot read: <reason>", "<path>: shrank
+  /// while being read" (end of file before the range's end), or the sink's own.
+  Status streamRange(uint64_t offset, uint64_t length,
+                     const std::function<Status(const char *data, size_t size)> &sink) const;
+  /// True when [offset, offset + length) lies wholly in a hole (reads as zeros); false when it
+  /// holds data or the file system does not report holes.
+  bool isHole(uint64_t offset, uint64_t length) const;
+  /// An error when the file's size now differs from size() ("<path>: changed while being
+  /// read").
+  Status checkUnchanged() const;
+
+private:
+  InputFile(std::string path, int fd, uint64_t size)
+      : path_(std::move(path)), fd_(fd), size_(size) {}
+  std::string path_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
 /// Device and inode of the file `path` names (symbolic links followed); nullopt when it does
 /// not exist or cannot be stat'ed.
 struct FileId {

@@ -203,8 +203,8 @@ TEST_F(PlanFileTest, UnknownChecksumAlgorithmIsRejected) {
   ASSERT_FALSE(read);
   EXPECT_EQ(read.status().message(), path("algo.dtc") +
                                          ": external data 'w.bin' checksum: algorithm "
-                                         "algorithm(9) is not one this dtc knows (xxh3-128); "
-                                         "recompile the plan");
+                                         "algorithm(9) is not one this dtc knows (xxh3-128, "
+                                         "xxh3-128-chunked); recompile the plan");
   x->set_checksum_algorithm(CHECKSUM_XXH3_128);
   ASSERT_TRUE(writePlanFile(plan, path("algo.dtc")).isOk());
   EXPECT_TRUE(readPlanFile(path("algo.dtc")));
@@ -502,10 +502,10 @@ TEST(ValidateTest, PlanLevelErrors) {
   p = makePlan();
   p.mutable_model()->set_checksum_algorithm(static_cast<ChecksumAlgorithm>(7));
   EXPECT_EQ(validate(p), "plan t.dtc: model checksum: algorithm algorithm(7) is not one this "
-                         "dtc knows (xxh3-128); recompile the plan");
+                         "dtc knows (xxh3-128, xxh3-128-chunked); recompile the plan");
   p.mutable_model()->set_checksum_algorithm(CHECKSUM_UNSPECIFIED);
   EXPECT_EQ(validate(p), "plan t.dtc: model checksum: algorithm none is not one this dtc knows "
-                         "(xxh3-128); recompile the plan");
+                         "(xxh3-128, xxh3-128-chunked); recompile the plan");
   p.mutable_model()->clear_checksum(); // no checksum at all: a plan that reads no parameters
   EXPECT_TRUE(validatePlan(p, "t.dtc").isOk()) << validate(p);
   p = makePlan();
