@@ -186,13 +186,14 @@ TEST_F(PlanFileTest, OtherFormatVersionIsRejected) {
 
 TEST_F(PlanFileTest, UnknownChecksumAlgorithmIsRejected) {
   Plan plan = makePlan();
-  plan.mutable_model()->set_checksum_algorithm(static_cast<ChecksumAlgorithm>(2));
+  plan.mutable_model()->set_checksum_algorithm(static_cast<ChecksumAlgorithm>(3));
   ASSERT_TRUE(writePlanFile(plan, path("algo.dtc")).isOk());
   auto read = readPlanFile(path("algo.dtc"));
   ASSERT_FALSE(read);
   EXPECT_EQ(read.status().message(), path("algo.dtc") +
-                                         ": model checksum: algorithm algorithm(2) is not one "
-                                         "this dtc knows (xxh3-128); recompile the plan");
+                                         ": model checksum: algorithm algorithm(3) is not one "
+                                         "this dtc knows (xxh3-128, xxh3-128-chunked); recompile "
+                                         "the plan");
   plan = makePlan();
   ExternalFile *x = plan.mutable_model()->add_external_data();
   x->set_location("w.bin");
@@ -205,7 +206,11 @@ TEST_F(PlanFileTest, UnknownChecksumAlgorithmIsRejected) {
                                          ": external data 'w.bin' checksum: algorithm "
                                          "algorithm(9) is not one this dtc knows (xxh3-128, "
                                          "xxh3-128-chunked); recompile the plan");
+  // Both known algorithms are accepted: plans written before the chunked form stay readable.
   x->set_checksum_algorithm(CHECKSUM_XXH3_128);
+  ASSERT_TRUE(writePlanFile(plan, path("algo.dtc")).isOk());
+  EXPECT_TRUE(readPlanFile(path("algo.dtc")));
+  x->set_checksum_algorithm(CHECKSUM_XXH3_128_CHUNKED);
   ASSERT_TRUE(writePlanFile(plan, path("algo.dtc")).isOk());
   EXPECT_TRUE(readPlanFile(path("algo.dtc")));
 }
