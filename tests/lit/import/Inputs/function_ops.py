@@ -4,6 +4,11 @@ expands them into primitive ops at import) and compared with onnxruntime on rand
   function_ops.py DIR DTC_COMPILE DTC_RUN [CASE...]
 
 Prints "<case>: ok (max abs diff D)" per case, or "<case>: FAILED ..." and exits 1.
+
+  function_ops.py --exported EXPORTED.onnx ORIGINAL.onnx INPUTS.npz
+
+Checks dtc's export of an expanded model (ONNX checker, opset and IR version) and that
+onnxruntime computes the same outputs from it as from the original.
 """
 import os
 import subprocess
@@ -140,7 +145,23 @@ def cases():
             {"is_causal": 1, "qk_matmul_output_mode": mode, "softcap": 3.0})
 
 
+def check_export(exported, original, inputs):
+    m = onnx.load(exported)
+    onnx.checker.check_model(m, full_check=True)
+    opset = [o.version for o in m.opset_import if o.domain in ("", "ai.onnx")][0]
+    feeds = dict(np.load(inputs))
+    run = lambda model: ort.InferenceSession(  # noqa: E731
+        model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    diff = max(float(np.max(np.abs(a - b))) for a, b in zip(run(m), run(onnx.load(original))))
+    ok = diff < 1e-5
+    print(f"exported: opset {opset}, ir {m.ir_version}, ops {sorted({n.op_type for n in m.graph.node})}: "
+          f"{'same outputs' if ok else 'DIFFERENT outputs'} (max abs diff {diff:.1e})")
+    sys.exit(0 if ok else 1)
+
+
 def main():
+    if sys.argv[1] == "--exported":
+        check_export(*sys.argv[2:5])
     out, compile_, run = sys.argv[1:4]
     only = set(sys.argv[4:])
     os.makedirs(out, exist_ok=True)
