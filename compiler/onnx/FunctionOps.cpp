@@ -100,6 +100,10 @@ public:
       const onnx::NodeProto &n = g_.node(i);
       if (!isDefaultDomain(n.domain()) || !kFunctionOps.count(n.op_type())) {
         out.push_back(n);
+        // The name the importer would give it at its original position (messages stay the
+        // same whether or not an earlier node was expanded into several).
+        if (n.name().empty())
+          out.back().set_name(n.op_type() + "_" + std::to_string(i));
         continue;
       }
       const std::string name = n.name().empty() ? n.op_type() + "_" + std::to_string(i) : n.name();
