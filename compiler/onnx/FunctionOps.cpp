@@ -461,13 +461,17 @@ private:
     if (pastK.empty() != pastV.empty())
       return error("inputs 'past_key' and 'past_value' must be given together");
 
-    // Ranks and heads.
+    // Ranks: declared, else implied by the head-count attributes (3-D inputs need them; the
+    // reference implementation rejects them with 4-D inputs).
     auto rq = rank(q), rk = rank(k), rv = rank(v);
-    for (auto [name, val, rr] : {std::tuple{"Q", q, rq}, {"K", k, rk}, {"V", v, rv}})
-      if (!rr)
-        return error(std::string("the rank of input '") + name + "' ('" + val +
-                     "') is not declared; dtc expands Attention at import and needs it (give it "
-                     "a type in value_info)");
+    {
+      std::optional<size_t> known = rq ? rq : rk ? rk : rv;
+      if (!known)
+        known = at.has("q_num_heads") || at.has("kv_num_heads") ? 3 : 4;
+      for (auto *r : {&rq, &rk, &rv})
+        if (!*r)
+          *r = known;
+    }
     if (*rq != *rk || *rq != *rv || (*rq != 3 && *rq != 4))
       return error("inputs Q, K, V must all be 3-D or all 4-D, got ranks " + std::to_string(*rq) +
                    ", " + std::to_string(*rk) + ", " + std::to_string(*rv));
@@ -526,18 +530,14 @@ private:
         op("Identity", {v4}, presentV);
     }
 
-    // Grouped-query attention: each K/V head serves qHeads / kvHeads consecutive Q heads.
+    // Grouped-query attention: each K/V head serves qHeads / kvHeads consecutive Q heads. With
+    // static head counts and sizes the repeat uses constant shapes; otherwise the shapes are
+    // computed from Shape(Q) and Shape(K) (canonicalize folds them once shapes are known).
     std::string kRep = kAll, vRep = vAll;
-    if (qHeads < 0 || kvHeads < 0)
-      return error("the head counts of Q and K (dim 1) are not static; dtc needs them to "
-                   "decide whether K/V heads are repeated (grouped-query attention)");
-    if (qHeads != kvHeads) {
-      if (qHeads % kvHeads)
-        return error("q_num_heads = " + std::to_string(qHeads) +
-                     " is not a multiple of kv_num_heads = " + std::to_string(kvHeads));
-      if (headSize < 0 || vHeadSize < 0)
-        return error("the head sizes of K and V are not static; dtc needs them to repeat K/V "
-                     "heads (grouped-query attention)");
+    if (qHeads > 0 && kvHeads > 0 && qHeads != kvHeads && qHeads % kvHeads)
+      return error("q_num_heads = " + std::to_string(qHeads) +
+                   " is not a multiple of kv_num_heads = " + std::to_string(kvHeads));
+    if (qHeads > 0 && kvHeads > 0 && qHeads != kvHeads && headSize > 0 && vHeadSize > 0) {
       const int64_t group = qHeads / kvHeads;
       auto repeat = [&](const std::string &x, int64_t size) {
         std::string e = op("Expand", {unsqueeze(x, 2), ints({1, 1, group, 1, 1}, "group")});
@@ -545,6 +545,17 @@ private:
       };
       kRep = repeat(kAll, headSize);
       vRep = repeat(vAll, vHeadSize);
+    } else if (qHeads <= 0 || kvHeads <= 0 || qHeads != kvHeads) {
+      std::string qh = shapeSlice(q4, 1, 2), kvh = shapeSlice(kAll, 1, 2);
+      std::string group =
+          concat({ints({1, 1}, "ones"), op("Div", {qh, kvh}), ints({1, 1}, "ones")}, 0);
+      auto repeat = [&](const std::string &x) {
+        std::string e = op("Expand", {unsqueeze(x, 2), group});
+        std::string target = concat({ints({0}, "batch"), qh, shapeSlice(x, 2, 4)}, 0);
+        return op("Reshape", {e, target});
+      };
+      kRep = repeat(kAll);
+      vRep = repeat(vAll);
     }
 
     // Scores: (Q sqrt(s)) (K sqrt(s))^T.
@@ -554,13 +565,21 @@ private:
       if (!(scale > 0))
         return error("attribute 'scale' = " + std::to_string(scale) + " must be positive");
     } else {
-      if (headSize <= 0)
-        return error("attribute 'scale' is absent and the head size of Q (its last dim) is not "
-                     "static; dtc needs it for the default scale 1/sqrt(head size)");
-      scale = 1.0 / std::sqrt(static_cast<double>(headSize));
+      scale = headSize > 0 ? 1.0 / std::sqrt(static_cast<double>(headSize)) : 0.0;
     }
     elem_[q4] = elem(q);
-    std::string root = scalarLike(std::sqrt(scale), q4, "sqrt_scale");
+    std::string root;
+    if (scale > 0) {
+      root = scalarLike(std::sqrt(scale), q4, "sqrt_scale");
+    } else { // head size not declared: sqrt(1/sqrt(H)) = H^-0.25 from Shape(Q)
+      onnx::NodeProto &c = emit("Cast", {shapeSlice(q4, 3, 4)});
+      setInt(c, "to", onnx::TensorProto::FLOAT);
+      std::string h = c.output(0);
+      elem_[h] = onnx::TensorProto::FLOAT;
+      root = op("Pow", {h, scalarLike(-0.25, h, "minus_quarter")});
+      if (elem(q) != onnx::TensorProto::FLOAT)
+        root = op("CastLike", {root, q4});
+    }
     std::string qs = op("Mul", {q4, root});
     std::string ks = op("Mul", {kRep, root});
     std::string scores = op("MatMul", {qs, transpose(ks, {0, 1, 3, 2})});
@@ -592,8 +611,8 @@ private:
       int et = elem(mask);
       std::string bias;
       if (et == onnx::TensorProto::BOOL) {
-        bias = op("Where", {mask, scalarLike(0.0, scores, "zero"),
-                            scalarLike(-inf, scores, "minus_inf")});
+        bias = op("Where",
+                  {mask, scalarLike(0.0, scores, "zero"), scalarLike(-inf, scores, "minus_inf")});
       } else if (isFloatElem(et)) {
         bias = mask;
       } else {

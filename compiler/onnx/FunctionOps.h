@@ -34,10 +34,13 @@ namespace dtc::onnxio {
 ///    attention; Q and K are each scaled by sqrt(scale) (default scale 1/sqrt(head size));
 ///    softcap c gives c * tanh(QK / c); a bool mask adds 0 / -inf, a float mask adds itself;
 ///    is_causal adds -inf where key j > query i + past length; a query row masked everywhere
-///    gives zeros (the opset-23 errata), not NaN. Needs the ranks of Q, K, V, and the head
-///    sizes when `scale` is absent or heads are repeated.
-/// What cannot be expanded (an unknown rank or head size, an attribute value outside the spec,
-/// an integer attention mask) is an error naming the node and the input or attribute.
+///    gives zeros (the opset-23 errata), not NaN. The rank of Q/K/V is the declared one, else
+///    3 when q_num_heads/kv_num_heads are given and 4 otherwise; head counts and sizes not
+///    declared are read with Shape at run time (canonicalize folds them once shapes are known).
+///    A mask shorter than the keys is padded with -inf when the lengths are declared.
+/// What cannot be expanded (an undeclared rank or head size for RotaryEmbedding, an attribute
+/// value outside the spec, an integer or undeclared attention mask type) is an error naming
+/// the node and the input or attribute.
 Status expandFunctionOps(onnx::GraphProto &graph, int64_t opset);
 
 } // namespace dtc::onnxio

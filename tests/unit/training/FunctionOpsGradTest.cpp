@@ -71,17 +71,32 @@ g (float[2,2,3,4] q, float[2,2,5,4] k, float[2,2,5,3] v, float[3,5] m) => (float
 TEST(FunctionOpsGrad, AttentionGroupedQueryWithPast) {
   // 3-D Q/K/V, 4 query heads sharing 2 key/value heads, a KV cache; the present outputs enter
   // the loss too.
-  EXPECT_EQ(
-      check(R"(<ir_version: 11, opset_import: ["" : 23]>
+  EXPECT_EQ(check(R"(<ir_version: 11, opset_import: ["" : 23]>
 g (float[1,2,12] q, float[1,2,6] k, float[1,2,4] v, float[1,2,3,3] pk, float[1,2,3,2] pv)
   => (float[1,2,8] y, float[1,2,5,3] ok, float[1,2,5,2] ov) {
   y, ok, ov = Attention<q_num_heads = 4, kv_num_heads = 2, is_causal = 1, scale = 0.5>(q, k, v, , pk, pv)
 })",
-            {"y", "ok", "ov"},
-            {GradInput::f32("q", {1, 2, 12}), GradInput::f32("k", {1, 2, 6}),
-             GradInput::f32("v", {1, 2, 4}), GradInput::f32("pk", {1, 2, 3, 3}),
-             GradInput::f32("pv", {1, 2, 3, 2})}),
-      "");
+                  {"y", "ok", "ov"},
+                  {GradInput::f32("q", {1, 2, 12}), GradInput::f32("k", {1, 2, 6}),
+                   GradInput::f32("v", {1, 2, 4}), GradInput::f32("pk", {1, 2, 3, 3}),
+                   GradInput::f32("pv", {1, 2, 3, 2})}),
+            "");
+}
+
+TEST(FunctionOpsGrad, AttentionUndeclaredTypes) {
+  // Q, K, V without declared types: head counts, the K/V repeat and the default scale are
+  // computed from Shape(Q) and Shape(K), which carry no gradient.
+  EXPECT_EQ(check(R"(<ir_version: 11, opset_import: ["" : 23]>
+g (float[1,4,3,4] q, float[1,2,5,4] k, float[1,2,5,3] v) => (float[1,4,3,3] y) {
+  qi = Identity(q)
+  ki = Identity(k)
+  vi = Identity(v)
+  y = Attention<is_causal = 1>(qi, ki, vi)
+})",
+                  {"y"},
+                  {GradInput::f32("q", {1, 4, 3, 4}), GradInput::f32("k", {1, 2, 5, 4}),
+                   GradInput::f32("v", {1, 2, 5, 3})}),
+            "");
 }
 
 } // namespace

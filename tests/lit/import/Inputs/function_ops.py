@@ -40,6 +40,19 @@ def make(name, op, inputs, outputs, attrs, opset=23):
     return model, {n: a for n, a in inputs if a is not None}
 
 
+def make_hidden(name, op, inputs, outputs, attrs):
+    """As make, but the op reads Q, K, V through Identity nodes: their types are not declared
+    (no value_info), as in an export without shape information."""
+    model, feeds = make(name, op, inputs, outputs, attrs)
+    g = model.graph
+    node = g.node[0]
+    for i, n in enumerate(node.input):
+        if n in ("q", "k", "v"):
+            g.node.insert(0, helper.make_node("Identity", [n], [n + "_hidden"]))
+            node.input[i] = n + "_hidden"
+    return model, feeds
+
+
 def make_nodes(name, nodes, inputs, outputs, opset):
     g = helper.make_graph(
         nodes, name,
@@ -136,6 +149,13 @@ def cases():
                              {"q_num_heads": 6, "kv_num_heads": 2})
     yield "attn3d_gqa_causal", make("attn", "Attention", qkv3, ["y"],
                                     {"q_num_heads": 6, "kv_num_heads": 2, "is_causal": 1})
+    # Undeclared types: the rank comes from the head-count attributes (3-D) or their absence
+    # (4-D); head counts, head sizes and the default scale come from Shape at run time.
+    yield "attn4d_gqa_causal_undeclared", make_hidden(
+        "attn", "Attention", [("q", rand(B, 4, S, H)), ("k", rand(B, 2, 6, H)),
+                              ("v", rand(B, 2, 6, 5)), ("m", fmask)], ["y"], {"is_causal": 1})
+    yield "attn3d_gqa_undeclared", make_hidden(
+        "attn", "Attention", qkv3, ["y"], {"q_num_heads": 6, "kv_num_heads": 2})
     # KV cache: past keys/values, present outputs, causal with the past offset, qk output.
     cache = [("q", rand(B, 4, 2, H)), ("k", rand(B, 2, 2, H)), ("v", rand(B, 2, 2, H)),
              ("m", None), ("pk", rand(B, 2, 3, H)), ("pv", rand(B, 2, 3, H))]
