@@ -1,5 +1,6 @@
 """Opset-23 RMSNormalization, RotaryEmbedding and Attention models, run through dtc (which
-expands them into primitive ops at import) and compared with onnxruntime on random inputs.
+expands them into primitive ops at import) and compared with onnxruntime on random inputs
+(cases named *_ref: with ONNX's reference evaluator).
 
   function_ops.py DIR DTC_COMPILE DTC_RUN [CASE...]
 
@@ -156,6 +157,9 @@ def cases():
                               ("v", rand(B, 2, 6, 5)), ("m", fmask)], ["y"], {"is_causal": 1})
     yield "attn3d_gqa_undeclared", make_hidden(
         "attn", "Attention", qkv3, ["y"], {"q_num_heads": 6, "kv_num_heads": 2})
+    # A mask shorter than the keys: padded with -inf as in ONNX's reference implementation
+    # (onnxruntime refuses it), so the reference evaluator is the oracle (a "_ref" case).
+    yield "attn4d_short_mask_ref", make("attn", "Attention", qkv + [("m", rand(S, 4))], ["y"], {})
     # KV cache: past keys/values, present outputs, causal with the past offset, qk output.
     cache = [("q", rand(B, 4, 2, H)), ("k", rand(B, 2, 2, H)), ("v", rand(B, 2, 2, H)),
              ("m", None), ("pk", rand(B, 2, 3, H)), ("pv", rand(B, 2, 3, H))]
@@ -191,10 +195,14 @@ def main():
             continue
         path = os.path.join(out, name + ".onnx")
         onnx.save(model, path)
-        sess = ort.InferenceSession(model.SerializeToString(),
-                                    providers=["CPUExecutionProvider"])
-        names = [o.name for o in sess.get_outputs()]
-        want = dict(zip(names, sess.run(None, feeds)))
+        names = [o.name for o in model.graph.output]
+        if name.endswith("_ref"):
+            from onnx.reference import ReferenceEvaluator
+            want = dict(zip(names, ReferenceEvaluator(model).run(None, feeds)))
+        else:
+            sess = ort.InferenceSession(model.SerializeToString(),
+                                        providers=["CPUExecutionProvider"])
+            want = dict(zip(names, sess.run(None, feeds)))
         np.savez(os.path.join(out, name + "_in.npz"), **feeds)
         plan = os.path.join(out, name + ".dtc")
         got_path = os.path.join(out, name + "_out.npz")
