@@ -178,7 +178,8 @@ def check_export(exported, original, inputs):
         model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
     diff = max(float(np.max(np.abs(a - b))) for a, b in zip(run(m), run(onnx.load(original))))
     ok = diff < 1e-5
-    print(f"exported: opset {opset}, ir {m.ir_version}, ops {sorted({n.op_type for n in m.graph.node})}: "
+    ops = sorted({n.op_type for n in m.graph.node})
+    print(f"exported: opset {opset}, ir {m.ir_version}, ops {ops}: "
           f"{'same outputs' if ok else 'DIFFERENT outputs'} (max abs diff {diff:.1e})")
     sys.exit(0 if ok else 1)
 
