@@ -372,45 +372,48 @@ private:
       return error("needs exactly one output (Y)");
     const std::string x = n.input(0), cosCache = n.input(1), sinCache = n.input(2);
     const std::string positions = input(n, 3);
+    const int64_t numHeads = at.i("num_heads", 0);
+    // Rank: declared, else 4 when num_heads is absent (a 3-D input needs it).
     auto r = rank(x);
+    if (!r && numHeads <= 0)
+      r = 4;
     if (!r || (*r != 3 && *r != 4))
       return error(r ? "input 'X' must have rank 3 or 4, got " + std::to_string(*r)
                      : "the rank of input 'X' ('" + x +
                            "') is not declared; dtc expands RotaryEmbedding at import and needs "
                            "it (give it a type in value_info)");
-    const int64_t numHeads = at.i("num_heads", 0);
-    int64_t headSize = -1;
-    std::string x4; // (B, S, heads, H)
+    int64_t headSize = -1; // -1: not declared
+    std::string x4;        // (B, S, heads, H)
     if (*r == 3) {
       if (numHeads <= 0)
         return error("attribute 'num_heads' must be given (> 0) for a 3-D input 'X'");
       int64_t hidden = dim(x, 2);
-      if (hidden < 0)
-        return error("the last dim of input 'X' ('" + x + "') is not static");
-      if (hidden % numHeads)
+      if (hidden >= 0 && hidden % numHeads)
         return error("the hidden size " + std::to_string(hidden) +
                      " of input 'X' is not a multiple of attribute 'num_heads' = " +
                      std::to_string(numHeads));
-      headSize = hidden / numHeads;
+      headSize = hidden >= 0 ? hidden / numHeads : -1;
       x4 = reshape(x, {0, 0, numHeads, -1});
     } else {
       headSize = dim(x, 3);
-      if (headSize < 0)
-        return error("the head size (dim 3) of input 'X' ('" + x + "') is not static");
       if (numHeads > 0 && dim(x, 1) >= 0 && dim(x, 1) != numHeads)
         return error("attribute 'num_heads' = " + std::to_string(numHeads) +
                      " differs from dim 1 of input 'X' (" + std::to_string(dim(x, 1)) + ")");
       x4 = transpose(x, {0, 2, 1, 3});
     }
+    // rd < 0: every feature of a head whose size is not declared.
     int64_t rd = at.i("rotary_embedding_dim", 0);
+    if (rd != 0 && headSize < 0)
+      return error("attribute 'rotary_embedding_dim' needs the head size of input 'X' ('" + x +
+                   "'), which is not declared (give it a type in value_info)");
     if (rd == 0)
       rd = headSize;
-    if (rd < 0 || rd > headSize || rd % 2)
+    if ((headSize >= 0 && rd < 0) || rd > headSize || (rd > 0 && rd % 2))
       return error("attribute 'rotary_embedding_dim' = " + std::to_string(rd) +
                    " must be even and at most the head size " + std::to_string(headSize));
-    const int64_t half = rd / 2;
+    const int64_t half = rd / 2, end = rd < 0 ? std::numeric_limits<int64_t>::max() : rd;
     for (const std::string &c : {cosCache, sinCache})
-      if (int64_t last = rank(c) ? dim(c, *rank(c) - 1) : -1; last >= 0 && last != half)
+      if (int64_t last = rank(c) ? dim(c, *rank(c) - 1) : -1; rd >= 0 && last >= 0 && last != half)
         return error("the last dim of cache '" + c + "' is " + std::to_string(last) +
                      ", expected rotary_embedding_dim / 2 = " + std::to_string(half));
     std::string cosv = cosCache, sinv = sinCache;
@@ -422,13 +425,23 @@ private:
     sinv = unsqueeze(sinv, 2);
     const bool interleaved = at.i("interleaved", 0) != 0;
     std::string xr = rd < headSize ? slice(x4, 0, rd, 3) : x4;
-    std::string x1 = interleaved ? slice(xr, 0, rd, 3, 2) : slice(xr, 0, half, 3);
-    std::string x2 = interleaved ? slice(xr, 1, rd, 3, 2) : slice(xr, half, rd, 3);
+    std::string x1, x2;
+    if (interleaved) {
+      x1 = slice(xr, 0, end, 3, 2);
+      x2 = slice(xr, 1, end, 3, 2);
+    } else {
+      onnx::NodeProto &sp = emit("Split", {xr});
+      sp.add_output(fresh("Split_out"));
+      setInt(sp, "axis", 3);
+      setInt(sp, "num_outputs", 2);
+      x1 = sp.output(0);
+      x2 = sp.output(1);
+    }
     std::string real = op("Sub", {op("Mul", {cosv, x1}), op("Mul", {sinv, x2})});
     std::string imag = op("Add", {op("Mul", {sinv, x1}), op("Mul", {cosv, x2})});
     std::string rotated;
     if (interleaved)
-      rotated = reshape(concat({unsqueeze(real, 4), unsqueeze(imag, 4)}, 4), {0, 0, 0, rd});
+      rotated = reshape(concat({unsqueeze(real, 4), unsqueeze(imag, 4)}, 4), {0, 0, 0, -1});
     else
       rotated = concat({real, imag}, 3);
     if (rd < headSize)

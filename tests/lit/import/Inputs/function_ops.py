@@ -41,14 +41,14 @@ def make(name, op, inputs, outputs, attrs, opset=23):
     return model, {n: a for n, a in inputs if a is not None}
 
 
-def make_hidden(name, op, inputs, outputs, attrs):
-    """As make, but the op reads Q, K, V through Identity nodes: their types are not declared
-    (no value_info), as in an export without shape information."""
+def make_hidden(name, op, inputs, outputs, attrs, hide=("q", "k", "v")):
+    """As make, but the op reads the inputs named in `hide` through Identity nodes: their types
+    are not declared (no value_info), as in an export without shape information."""
     model, feeds = make(name, op, inputs, outputs, attrs)
     g = model.graph
     node = g.node[0]
     for i, n in enumerate(node.input):
-        if n in ("q", "k", "v"):
+        if n in hide:
             g.node.insert(0, helper.make_node("Identity", [n], [n + "_hidden"]))
             node.input[i] = n + "_hidden"
     return model, feeds
@@ -116,6 +116,9 @@ def cases():
         yield f"rope4d_interleaved{inter}", make(
             "rope", "RotaryEmbedding", [("x", x), ("cos", cos), ("sin", sin)], ["y"],
             {"interleaved": inter})
+        yield f"rope4d_undeclared_interleaved{inter}", make_hidden(
+            "rope", "RotaryEmbedding", [("x", x), ("cos", cos), ("sin", sin)], ["y"],
+            {"interleaved": inter}, hide=("x",))
     x = rand(B, S, heads * H)
     pos = rng.integers(0, 10, size=(B, S)).astype(np.int64)
     ang = np.arange(10)[:, None] * (1.0 / 10000 ** (np.arange(0, H // 2) / (H // 2)))
