@@ -25,8 +25,8 @@ namespace dtc::onnxio {
 ///  - RotaryEmbedding(X, cos_cache, sin_cache[, position_ids]; interleaved, num_heads,
 ///    rotary_embedding_dim): X is (B, heads, S, H), or (B, S, heads * H) with num_heads; the
 ///    first rotary_embedding_dim (default H) features of each head are rotated, in halves or
-///    interleaved pairs, by the caches (gathered at position_ids when given). Needs X's rank
-///    and H (declared types).
+///    interleaved pairs, by the caches (gathered at position_ids when given). X's rank is the
+///    declared one, else 4 when num_heads is absent; rotary_embedding_dim needs H declared.
 ///  - Attention(Q, K, V[, attn_mask, past_key, past_value]; is_causal, q_num_heads,
 ///    kv_num_heads, scale, softcap, softmax_precision, qk_matmul_output_mode) -> Y[,
 ///    present_key, present_value, qk_matmul_output]: 3-D inputs are split into heads; past
