@@ -90,7 +90,7 @@ Status setAttribute(onnx::AttributeProto *ap, const std::string &name, const ir:
 /// were normalized from an old opset may need a newer one (ReduceMean axes as an input: 18).
 /// Softmax/LogSoftmax changed meaning at 13 without changing form: they need 13.
 int64_t exportOpset(const ir::Graph &g, int64_t floor) {
-  constexpr int64_t kNewest = 21;
+  constexpr int64_t kNewest = 23; // the newest opset the importer accepts
   for (int64_t opset = std::max<int64_t>(floor, 7); opset <= kNewest; ++opset) {
     bool valid = true;
     for (const ir::Node *n : g.nodes()) {
@@ -114,6 +114,8 @@ int64_t exportOpset(const ir::Graph &g, int64_t floor) {
 
 /// IR version the ONNX checker requires for an ai.onnx opset (onnx/docs/Versioning.md).
 int64_t irVersionFor(int64_t opset) {
+  if (opset >= 23)
+    return 11;
   if (opset >= 21)
     return 10;
   if (opset >= 19)

@@ -4,6 +4,7 @@
 // Reading model files (binary, text syntax, and the diagnosis of bad files) is in ModelFile.cpp.
 #include "compiler/onnx/Importer.h"
 
+#include "compiler/onnx/FunctionOps.h"
 #include "compiler/onnx/ModelFile.h"
 #include "compiler/onnx/SequenceRewrite.h"
 #include "compiler/onnx/TensorImport.h"
@@ -21,7 +22,7 @@ namespace dtc::onnxio {
 namespace {
 
 constexpr int64_t kMinOnnxOpset = 7;
-constexpr int64_t kMaxOnnxOpset = 21;
+constexpr int64_t kMaxOnnxOpset = 23;
 
 std::string normDomain(const std::string &d) { return d == "ai.onnx" ? "" : d; }
 std::string domainText(const std::string &d) { return d.empty() ? "ai.onnx" : d; }
@@ -125,6 +126,7 @@ public:
   Expected<std::unique_ptr<ir::Graph>> run() {
     DTC_RETURN_IF_ERROR(readModelHeader());
     DTC_RETURN_IF_ERROR(rewriteSequences(graphProto_, opsets_.at("")));
+    DTC_RETURN_IF_ERROR(expandFunctionOps(graphProto_, opsets_.at("")));
     collectNames();
     DTC_RETURN_IF_ERROR(importInputs());
     DTC_RETURN_IF_ERROR(importInitializers());

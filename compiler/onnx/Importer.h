@@ -26,10 +26,12 @@ namespace dtc::onnxio {
 ///  - initializers also listed as graph inputs become inputs with a default value;
 ///  - sequence operators are rewritten into tensor operators when their lengths and positions
 ///    are static (compiler/onnx/SequenceRewrite.h), otherwise an error naming the node;
+///  - the opset-23 function ops RMSNormalization, RotaryEmbedding and Attention are expanded
+///    into primitive ops (compiler/onnx/FunctionOps.h);
 ///  - Constant nodes (every value_* form) become constant initializers;
 ///  - nodes are sorted topologically (a cycle, or an input nobody produces, is an error naming
 ///    the node);
-///  - every node is checked against its op's form for the model's opset (7 to 21) and rewritten
+///  - every node is checked against its op's form for the model's opset (7 to 23) and rewritten
 ///    into the canonical form (ops/OpDef.h); an unsupported op is an error naming the node,
 ///    op type and domain and listing the supported ops;
 ///  - declared types (graph inputs/outputs, value_info) are attached; unnamed dims of graph

@@ -26,10 +26,11 @@ from onnx import numpy_helper
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 CACHE_FORMAT = 1
-MIN_OPSET, MAX_OPSET = 7, 21  # the ai.onnx opsets dtc's importer accepts
+MIN_OPSET, MAX_OPSET = 7, 23  # the ai.onnx opsets dtc's importer accepts
 TIMEOUT_S = 30
-# Ops that never need a kernel: the importer turns Constant nodes into constants.
-COMPILE_TIME_OPS = {"Constant"}
+# Ops that never need a kernel: the importer turns Constant nodes into constants, and expands
+# the opset-23 function ops into primitive ops (compiler/onnx/FunctionOps.h).
+COMPILE_TIME_OPS = {"Constant", "RMSNormalization", "RotaryEmbedding", "Attention"}
 # ONNX element types dtc can take in and give back through .npz files (runtime/io/Npy.cpp).
 NPZ_TYPES = {
     onnx.TensorProto.FLOAT, onnx.TensorProto.UINT8, onnx.TensorProto.INT8,
@@ -175,14 +176,14 @@ def _types(schema):
 # Element types no test input of a runnable case can have (NPZ_TYPES excludes them).
 EXOTIC_TYPES = re.compile(r"(bfloat16|float[468]\w*|u?int[24]|complex\d+|string)\)")
 # Attributes a newer opset added that only act on exotic types (their documentation says so):
-# a node that leaves them unset means the same at opset 21.
+# a node that leaves them unset means the same at opset 23.
 EXOTIC_ONLY_ATTRS = {"Cast": {"round_mode"}, "CastLike": {"round_mode"}}
 
 
 def type_only_bump(op, opset, node_attrs=()):
-    """The opset-<=21 schema when `op`'s schema at `opset` has the same inputs, outputs and
-    attributes and differs from it only by added exotic element types (bfloat16, float8,
-    float4, int4/int2: most opset 22-25 bumps, e.g. Conv-22, Reshape-23); else None."""
+    """The opset-<=MAX_OPSET schema when `op`'s schema at `opset` has the same inputs, outputs
+    and attributes and differs from it only by added exotic element types (bfloat16, float8,
+    float4, int4/int2: most opset 24-25 bumps, e.g. Reshape-24); else None."""
     new = onnx.defs.get_schema(op, opset, "")
     try:
         old = onnx.defs.get_schema(op, MAX_OPSET, "")
@@ -205,7 +206,7 @@ def type_only_bump(op, opset, node_attrs=()):
 
 
 def prepare_model(model, known_ops, kernel_ops, skip_kernel_check):
-    """Checks types, domains, opsets and kernels; returns (model rewritten to opset <= 21,
+    """Checks types, domains, opsets and kernels; returns (model rewritten to opset <= MAX_OPSET,
     op types). Raises Unsupported."""
     g = model.graph
     ops = sorted({n.op_type for n in g.node})

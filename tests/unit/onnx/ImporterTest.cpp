@@ -289,13 +289,13 @@ g (float[2] x) => (float[2] y) { y = Clip(x, , ) }
 // --- opsets, domains and operators --------------------------------------------------------------
 
 TEST(Importer, OpsetOutOfRangeIsAnError) {
-  for (int v : {6, 22}) {
+  for (int v : {6, 24}) {
     auto g = importText("<ir_version: 8, opset_import: [\"\" : " + std::to_string(v) +
                         "]>\ng (float[2] x) => (float[2] y) { y = Relu(x) }");
     EXPECT_EQ(errorOf(g), "model.onnx: opset_import: ai.onnx version " + std::to_string(v) +
-                              " is not supported; dtc supports ai.onnx opsets 7 to 21");
+                              " is not supported; dtc supports ai.onnx opsets 7 to 23");
   }
-  for (int v : {7, 21}) {
+  for (int v : {7, 21, 22, 23}) {
     auto g = importText("<ir_version: 8, opset_import: [\"\" : " + std::to_string(v) +
                         "]>\ng (float[2] x) => (float[2] y) { y = Relu(x) }");
     EXPECT_TRUE(g) << errorOf(g);
@@ -307,7 +307,7 @@ TEST(Importer, MissingOpsetAndIrVersionAreErrors) {
             "model.onnx: ir_version is missing (is this an ONNX model?)");
   EXPECT_EQ(errorOf(importText("<ir_version: 8>\ng (float[2] x) => (float[2] y) { y = Relu(x) }")),
             "model.onnx: opset_import has no entry for ai.onnx (the default domain); dtc "
-            "supports ai.onnx opsets 7 to 21");
+            "supports ai.onnx opsets 7 to 23");
 }
 
 TEST(Importer, UnknownDomainsAreErrors) {

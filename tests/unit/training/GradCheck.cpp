@@ -54,12 +54,9 @@ int64_t count(const std::vector<int64_t> &shape) {
   return n;
 }
 
-} // namespace
-
-std::string gradCheck(const std::string &op, const std::vector<GradInput> &inputs,
-                      const std::map<std::string, ir::Attribute> &attrs, size_t numOutputs,
-                      const GradCheckOptions &opts, const std::string &domain) {
-  std::mt19937 rng(opts.seed);
+/// The f32 contents of every input: given, or uniform random in [lo, hi].
+std::vector<std::vector<float>> inputValues(const std::vector<GradInput> &inputs,
+                                            std::mt19937 &rng) {
   std::vector<std::vector<float>> values(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     const GradInput &in = inputs[i];
@@ -73,6 +70,22 @@ std::string gradCheck(const std::string &op, const std::vector<GradInput> &input
         v = u(rng);
     }
   }
+  return values;
+}
+
+std::string checkGraph(ir::Graph &g, const std::vector<ir::Value *> &outputs,
+                       const std::vector<GradInput> &inputs, std::vector<std::vector<float>> values,
+                       const std::vector<ir::Value *> &wrt, const std::vector<size_t> &wrtIndex,
+                       std::mt19937 &rng, const GradCheckOptions &opts, const std::string &op,
+                       Diagnostics &diags);
+
+} // namespace
+
+std::string gradCheck(const std::string &op, const std::vector<GradInput> &inputs,
+                      const std::map<std::string, ir::Attribute> &attrs, size_t numOutputs,
+                      const GradCheckOptions &opts, const std::string &domain) {
+  std::mt19937 rng(opts.seed);
+  std::vector<std::vector<float>> values = inputValues(inputs, rng);
 
   ir::Graph g;
   g.setOpset("", 21);
@@ -105,11 +118,55 @@ std::string gradCheck(const std::string &op, const std::vector<GradInput> &input
     n->setAttr(k, a);
   if (Status s = ops::inferNode(*n, diags); !s.isOk())
     return "infer: " + s.message();
+  std::vector<ir::Value *> outs;
+  for (size_t o = 0; o < numOutputs; ++o)
+    outs.push_back(n->output(o));
+  return checkGraph(g, outs, inputs, std::move(values), wrt, wrtIndex, rng, opts, op, diags);
+}
 
+std::string gradCheckGraph(ir::Graph &g, const std::vector<std::string> &outputs,
+                           const std::vector<GradInput> &inputs, const GradCheckOptions &opts,
+                           const std::string &label) {
+  std::mt19937 rng(opts.seed);
+  std::vector<std::vector<float>> values = inputValues(inputs, rng);
+  Diagnostics diags;
+  std::vector<ir::Value *> wrt, outs;
+  std::vector<size_t> wrtIndex;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const GradInput &in = inputs[i];
+    ir::Value *v = g.findValue(in.name);
+    if (!v || v->producer() || v->isInitializer())
+      return "'" + in.name + "' is not a graph input";
+    if (v->shape() != ir::Shape::ofStatic(in.shape) || v->dtype() != in.dtype)
+      return "graph input '" + in.name + "' has type " + v->type().str();
+    if (in.differentiable && in.dtype == ir::DType::kFloat32) {
+      wrt.push_back(v);
+      wrtIndex.push_back(i);
+    }
+  }
+  for (const std::string &o : outputs) {
+    ir::Value *v = g.findValue(o);
+    if (!v)
+      return "no value '" + o + "'";
+    outs.push_back(v);
+  }
+  // The graph's own outputs are replaced by the loss and the gradients.
+  g.setOutputs({});
+  return checkGraph(g, outs, inputs, std::move(values), wrt, wrtIndex, rng, opts, label, diags);
+}
+
+namespace {
+
+std::string checkGraph(ir::Graph &g, const std::vector<ir::Value *> &outputs,
+                       const std::vector<GradInput> &inputs, std::vector<std::vector<float>> values,
+                       const std::vector<ir::Value *> &wrt, const std::vector<size_t> &wrtIndex,
+                       std::mt19937 &rng, const GradCheckOptions &opts, const std::string &op,
+                       Diagnostics &diags) {
+  const size_t numOutputs = outputs.size();
   // L = sum_o ReduceSum(Y_o * R_o).
   ir::Value *loss = nullptr;
   for (size_t o = 0; o < numOutputs; ++o) {
-    ir::Value *y = n->output(o);
+    ir::Value *y = outputs[o];
     bool wanted = opts.lossOutputs.empty()
                       ? y->dtype() == ir::DType::kFloat32
                       : std::find(opts.lossOutputs.begin(), opts.lossOutputs.end(), o) !=
@@ -215,6 +272,8 @@ std::string gradCheck(const std::string &op, const std::vector<GradInput> &input
   }
   return "";
 }
+
+} // namespace
 
 std::vector<float> awayFromZero(size_t n, uint32_t seed, float lo, float hi) {
   std::mt19937 rng(seed);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "compiler/ir/Attribute.h"
+#include "compiler/ir/Graph.h"
 #include "compiler/ir/Types.h"
 
 #include <cstdint>
@@ -93,5 +94,12 @@ std::vector<float> distinct(int64_t n);
 std::string gradCheck(const std::string &op, const std::vector<GradInput> &inputs,
                       const std::map<std::string, ir::Attribute> &attrs, size_t numOutputs = 1,
                       const GradCheckOptions &opts = {}, const std::string &domain = "");
+
+/// gradCheck on a whole graph (for example an imported model after shape inference): `inputs`
+/// name its graph inputs (static f32 inputs are checked); the loss is built from the values
+/// named `outputs`, which replace the graph's outputs. `label` prefixes failure messages.
+std::string gradCheckGraph(ir::Graph &g, const std::vector<std::string> &outputs,
+                           const std::vector<GradInput> &inputs, const GradCheckOptions &opts = {},
+                           const std::string &label = "graph");
 
 } // namespace dtc::test
