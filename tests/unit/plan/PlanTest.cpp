@@ -837,7 +837,7 @@ TEST(ValidateTest, ExternalDataStaysInTheModelFolder) {
   x->set_checksum(kAbcXxh);
   x->clear_checksum_algorithm(); // unlike the model's, an external file's checksum is required
   EXPECT_EQ(validate(p), "plan t.dtc: external data 'weights.bin' checksum: algorithm none is not "
-                         "one this dtc knows (xxh3-128); recompile the plan");
+                         "one this dtc knows (xxh3-128, xxh3-128-chunked); recompile the plan");
 }
 
 TEST(ShareConstantsTest, EqualLargeConstantsAreStoredOnce) {
