@@ -16,7 +16,9 @@ namespace {
 /// Opset 18's per-group scale and bias become per-channel ones by normalizing a view of X with one
 /// channel per group: Y = Reshape(GroupNormalization-21(Reshape(X, [0, G, -1]), scale, bias,
 /// num_groups=G), Shape(X)). This is exactly the opset-18 definition (each group's scale and bias
-/// apply to all of its channels) and needs no knowledge of C at import.
+/// apply to all of its channels) and needs no knowledge of C at import. With one channel per group
+/// the node means the same under opset 18 and 21, so an exported graph stays valid at the model's
+/// opset (no stash_type is set: it is opset 21's).
 Status normalizeGroupNorm(ir::Node &node, NormalizeContext &ctx) {
   if (ctx.opset() >= 21)
     return Status::ok();
@@ -38,7 +40,6 @@ Status normalizeGroupNorm(ir::Node &node, NormalizeContext &ctx) {
                                        {g.uniqueName(yName + ".grouped_norm")}, "", base + "/norm");
   inner->setAttr("num_groups", ir::Attribute(groups));
   inner->setAttr("epsilon", ir::Attribute(node.attrFloat("epsilon", 1e-5f)));
-  inner->setAttr("stash_type", ir::Attribute(int64_t{1}));
   ir::Node *reshape = g.insertNodeBefore(&node, "Reshape", {inner->output(0), shape->output(0)}, {},
                                          "", base + "/reshape");
   g.transferOutputs(&node, reshape);

@@ -34,8 +34,8 @@ Status normalizeTopK(ir::Node &node, NormalizeContext &ctx) {
 Expected<int64_t> constantK(InferenceContext &ctx) {
   const std::vector<ir::Dim> *k = ctx.shapeValue(1);
   if (!k || k->size() != 1 || !(*k)[0].isStatic())
-    return ctx.error("K must be a compile-time constant (one int64 value); it is computed at "
-                     "run time");
+    return ctx.error("K must be a compile-time constant (one int64 value): a K computed at run "
+                     "time is not supported (plans are static)");
   const int64_t v = (*k)[0].value();
   if (v < 0)
     return ctx.error("K must be >= 0, got " + std::to_string(v));
