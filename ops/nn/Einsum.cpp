@@ -87,8 +87,9 @@ staticEquation(const ir::Node &node, const std::vector<std::vector<int64_t>> &di
 // (each product term's partial derivative), with the ellipsis written out as letters (shapes are
 // static here): an ellipsis dim that an operand broadcasts (size 1 against n) gets a letter of its
 // own, so it is summed over. Letters of operand i that occur in no other term (summed away in the
-// forward) are absent from that Einsum: its result is then expanded along them. An operand with a
-// repeated index (a diagonal) has no rule: the gradient would have to be written back onto the
+// forward) are absent from that Einsum: its result is then expanded along them. For an operand
+// with a repeated index (a diagonal, "ii->i"), each repeat gets a letter of its own tied to the
+// first by an identity-matrix operand ("i,ij->ij" with eye), which writes the gradient onto the
 // diagonal.
 Status einsumGrad(GradientContext &ctx) {
   ir::Value *dy = ctx.outputGrad(0);
@@ -142,11 +143,31 @@ Status einsumGrad(GradientContext &ctx) {
   for (size_t i = 0; i < n; ++i) {
     if (!ctx.needsGrad(i))
       continue;
-    const std::string &t = terms[i];
-    if (std::set<char>(t.begin(), t.end()).size() != t.size())
-      return ctx.error("no gradient for input " + std::to_string(i) + " of equation '" +
-                       node.attrString("equation", "") +
-                       "': its term repeats an index (a diagonal)");
+    // A repeated index (a diagonal) gets a fresh letter for each repeat, tied to the first by an
+    // identity matrix operand: the gradient lands on the diagonal and is zero elsewhere.
+    std::string t;
+    std::string eyes;
+    std::vector<ir::Value *> eyeInputs;
+    for (size_t a = 0; a < terms[i].size(); ++a) {
+      const char c = terms[i][a];
+      if (terms[i].find(c) == a) {
+        t += c;
+        continue;
+      }
+      const int l = fresh();
+      if (l < 0)
+        return ctx.error("the gradient's equation needs more than 52 letters");
+      if (ctx.input(i)->dtype() != ir::DType::kFloat32)
+        return ctx.error("the gradient of input " + std::to_string(i) +
+                         " (a diagonal) is implemented for f32 only");
+      const int64_t size = dims[i][a];
+      std::vector<float> eye(static_cast<size_t>(size * size), 0.0f);
+      for (int64_t k = 0; k < size; ++k)
+        eye[static_cast<size_t>(k * size + k)] = 1.0f;
+      eyeInputs.push_back(ctx.constantF32s(eye, {size, size}));
+      t += einsum::kLetters[l];
+      eyes += std::string(",") + c + einsum::kLetters[l];
+    }
     std::string others = outTerm;
     std::vector<ir::Value *> inputs = {dy};
     for (size_t j = 0; j < n; ++j)
@@ -154,11 +175,14 @@ Status einsumGrad(GradientContext &ctx) {
         others += "," + terms[j];
         inputs.push_back(ctx.input(j));
       }
+    others += eyes;
+    inputs.insert(inputs.end(), eyeInputs.begin(), eyeInputs.end());
     std::string kept;
     std::vector<int64_t> keptShape;
     bool expand = false;
     for (size_t a = 0; a < t.size(); ++a) {
       const bool elsewhere = outTerm.find(t[a]) != std::string::npos ||
+                             eyes.find(t[a]) != std::string::npos ||
                              std::any_of(terms.begin(), terms.end(), [&](const std::string &o) {
                                return &o != &terms[i] && o.find(t[a]) != std::string::npos;
                              });

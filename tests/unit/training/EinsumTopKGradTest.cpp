@@ -1,6 +1,7 @@
 // Gradient rules of Einsum (an Einsum per operand, expanded along indices summed away in the
-// forward; ellipsis broadcasting undone) and TopK (dValues scattered back to the selected
-// positions), checked by finite differences; the forward kernels run in the same plans.
+// forward; diagonals written back through identity matrices; ellipsis broadcasting undone) and TopK
+// (dValues scattered back to the selected positions), checked by finite differences; the forward
+// kernels run in the same plans.
 #include "tests/unit/training/GradCheck.h"
 
 #include <gtest/gtest.h>
@@ -35,11 +36,12 @@ TEST(EinsumGrad, TransposeOuterReductionAndThreeOperands) {
   EXPECT_EQ(einsum("ij,kl->i", {{2, 3}, {4, 2}}), ""); // both operands summed privately
 }
 
-TEST(EinsumGrad, DiagonalInputHasNoRule) {
-  std::string err = einsum("ii->i", {{3, 3}});
-  EXPECT_NE(err.find("no gradient for input 0 of equation 'ii->i': its term repeats an index"),
-            std::string::npos)
-      << err;
+TEST(EinsumGrad, DiagonalsAndTraces) {
+  EXPECT_EQ(einsum("ii->i", {{3, 3}}), "");
+  EXPECT_EQ(einsum("ii", {{4, 4}}), ""); // trace
+  EXPECT_EQ(einsum("bii->bi", {{2, 3, 3}}), "");
+  EXPECT_EQ(einsum("iij,jk->ik", {{3, 3, 2}, {2, 4}}), ""); // diagonal feeding a matmul
+  EXPECT_EQ(einsum("iii->", {{2, 2, 2}}), "");
 }
 
 TEST(TopKGrad, ValuesScatterBack) {
