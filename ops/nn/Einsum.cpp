@@ -9,6 +9,7 @@
 #include "ops/Sharding.h"
 #include "ops/nn/EinsumEquation.h"
 
+#include <algorithm>
 #include <set>
 
 namespace dtc::ops {
@@ -206,6 +207,46 @@ Status einsumGrad(GradientContext &ctx) {
   return Status::ok();
 }
 
+// Sharding: the first split input leads. When its split axis carries an index that the output
+// keeps (a batch or head index: "bhqd,bhkd->bhqk" split on h), every operand with that index is
+// split along it, the others are replicated, and the output is split at the index's place; the
+// work divides with no communication. An index summed over (a split contraction) or repeated in
+// an operand, or an ellipsis dim that an operand broadcasts, falls back to replicated inputs.
+Status einsumSharding(ShardingContext &ctx) {
+  const ir::Node &node = ctx.node();
+  int lead = -1;
+  for (size_t i = 0; i < ctx.numInputs() && lead < 0; ++i)
+    if (ctx.hasInput(i) && ctx.input(i).isSplit())
+      lead = static_cast<int>(i);
+  if (lead < 0)
+    return Status::ok();
+  std::vector<std::vector<int64_t>> dims;
+  for (size_t i = 0; i < ctx.numInputs(); ++i)
+    dims.push_back(ctx.inputDims(i));
+  DTC_ASSIGN_OR_RETURN(auto parsed, staticEquation(node, dims));
+  const einsum::Equation &eq = parsed.first;
+  const ir::Sharding &s = ctx.input(static_cast<size_t>(lead));
+  const int label = eq.inputs[static_cast<size_t>(lead)][static_cast<size_t>(s.axis)];
+  const int64_t size = parsed.second[static_cast<size_t>(label)];
+  auto outPos = std::find(eq.output.begin(), eq.output.end(), label);
+  if (outPos == eq.output.end())
+    return Status::ok();
+  std::vector<int64_t> axisOf(ctx.numInputs(), -1);
+  for (size_t i = 0; i < eq.inputs.size(); ++i)
+    for (size_t a = 0; a < eq.inputs[i].size(); ++a) {
+      if (eq.inputs[i][a] != label)
+        continue;
+      if (axisOf[i] >= 0 || dims[i][a] != size)
+        return Status::ok(); // repeated in one operand, or broadcast along the split
+      axisOf[i] = static_cast<int64_t>(a);
+    }
+  for (size_t i = 0; i < ctx.numInputs(); ++i)
+    ctx.require(i, axisOf[i] >= 0 ? ir::Sharding::split(axisOf[i], s.parts, s.blocks)
+                                  : ir::Sharding::replicated());
+  ctx.setOutput(0, ir::Sharding::split(outPos - eq.output.begin(), s.parts, s.blocks));
+  return Status::ok();
+}
+
 } // namespace
 
 OpDef defineEinsum() {
@@ -237,7 +278,7 @@ OpDef defineEinsum() {
         points *= static_cast<double>(parsed->second[l]);
     return ctx.withFlops(static_cast<double>(ctx.numInputs()) * points);
   };
-  d.sharding = replicatedSharding();
+  d.sharding = einsumSharding;
   return d;
 }
 

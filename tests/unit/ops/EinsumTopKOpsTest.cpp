@@ -1,8 +1,10 @@
 // Unit tests of Einsum and TopK (issue 12): inference with symbolic dims (ellipsis, implicit
 // outputs, diagonals), TopK's opset 1 attribute k moved into a K input, folding, cost, and the
 // errors for bad equations or a run-time K, each naming the node.
+#include "compiler/ir/Sharding.h"
 #include "ops/Cost.h"
 #include "ops/OpDef.h"
+#include "ops/Sharding.h"
 #include "tests/unit/ops/TestUtil.h"
 
 #include <gtest/gtest.h>
@@ -51,6 +53,46 @@ agraph (float[2, 3, 4] a, float[2, 4, 5] b) => (float[2, 3, 5] c) {
   auto c = ops::nodeCost(*(*g)->nodes().front());
   ASSERT_TRUE(c.hasValue()) << c.status().message();
   EXPECT_DOUBLE_EQ(c->flops, 2.0 * 2 * 3 * 4 * 5);
+}
+
+/// Einsum's sharding rule on a node with the given input layouts and global dims (two ranks).
+ops::ShardingContext askEinsum(ir::Graph &g, const std::string &equation,
+                               const std::vector<std::vector<int64_t>> &ins,
+                               const std::vector<ir::Sharding> &layouts, std::vector<int64_t> out) {
+  std::vector<ir::Value *> values;
+  for (const auto &d : ins) {
+    ir::Value *v = g.createValue(g.uniqueName("x"), {ir::DType::kFloat32, ir::Shape::ofStatic(d)});
+    g.addInput(v);
+    values.push_back(v);
+  }
+  ir::Node *n = g.addNode("Einsum", values, {g.uniqueName("y")}, "", g.uniqueNodeName("e"));
+  n->setAttr("equation", ir::Attribute(equation));
+  ops::ShardingContext ctx(*n, layouts, std::vector<bool>(ins.size(), false), ins, {out}, 2,
+                           [](const ir::Value *, const ir::Sharding &) { return true; });
+  Status st = ops::lookupOp("", "Einsum")->sharding(ctx);
+  EXPECT_TRUE(st.isOk()) << st.message();
+  return ctx;
+}
+
+TEST(EinsumOps, ShardingFollowsAKeptIndex) {
+  using ir::Sharding;
+  ir::Graph g;
+  // Attention scores split by head: both operands split on h, the output too.
+  auto c = askEinsum(g, "bhqd,bhkd->bhqk", {{2, 4, 3, 8}, {2, 4, 5, 8}},
+                     {Sharding::split(1, 2), Sharding::replicated()}, {2, 4, 3, 5});
+  EXPECT_EQ(c.required(0), Sharding::split(1, 2));
+  EXPECT_EQ(c.required(1), Sharding::split(1, 2));
+  EXPECT_EQ(c.output(0), Sharding::split(1, 2));
+  // A transpose moves the split; an operand without the index stays replicated.
+  auto t = askEinsum(g, "ij,j->ji", {{4, 6}, {6}}, {Sharding::split(0, 2), Sharding::replicated()},
+                     {6, 4});
+  EXPECT_TRUE(t.required(1).isReplicated());
+  EXPECT_EQ(t.output(0), Sharding::split(1, 2));
+  // A split contraction index: everything replicated.
+  auto k = askEinsum(g, "ij,jk->ik", {{4, 6}, {6, 2}},
+                     {Sharding::split(1, 2), Sharding::replicated()}, {4, 2});
+  EXPECT_TRUE(k.required(0).isReplicated());
+  EXPECT_TRUE(k.output(0).isReplicated());
 }
 
 TEST(TopKOps, FormsAndInference) {
