@@ -2,14 +2,17 @@
 // operand is seen through one stride per label (the sum of the strides of its axes carrying that
 // label, which walks a diagonal; 0 for a label it lacks or broadcasts), so repeated indices and
 // broadcast ellipsis dims need no copies of their own. Operands are contracted left to right:
-// each pair is gathered into [batch, m, k] and [batch, k, n] (labels an operand alone carries and
-// nothing later needs are summed while gathering) and multiplied per batch (oneDNN sgemm for f32,
-// a loop for f64); a single operand is gathered straight into the output. f32, f64.
+// each pair is multiplied per batch as [batch, m, k] x [batch, k, n] (oneDNN sgemm for f32, a
+// loop for f64), read in place when an operand already has that layout or its transpose, else
+// gathered into it (labels an operand alone carries and nothing later needs are summed while
+// gathering); the last product is written into the output when its axes are the output's. A
+// single operand is gathered straight into the output. f32, f64.
 #include "ops/cpu/OneDnnUtil.h"
 #include "ops/nn/EinsumEquation.h"
 
 #include <algorithm>
 #include <cstring>
+#include <initializer_list>
 
 namespace dtc::ops::cpu {
 
@@ -88,18 +91,52 @@ void gather(const View<T> &v, const std::vector<int> &out, const std::vector<int
   }
 }
 
-/// C[m, n] = A[m, k] * B[k, n], row-major.
-void gemm(const float *a, const float *b, float *c, int64_t m, int64_t n, int64_t k) {
-  dnnl_sgemm('N', 'N', m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
+/// C[m, n] = op(A) * op(B), row-major, op = transpose for 'T' (BLAS conventions).
+void gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+          const float *b, int64_t ldb, float *c) {
+  dnnl_sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, n);
 }
-void gemm(const double *a, const double *b, double *c, int64_t m, int64_t n, int64_t k) {
+void gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const double *a, int64_t lda,
+          const double *b, int64_t ldb, double *c) {
   std::fill(c, c + m * n, 0.0);
   for (int64_t i = 0; i < m; ++i)
     for (int64_t p = 0; p < k; ++p) {
-      const double x = a[i * k + p];
+      const double x = ta == 'N' ? a[i * lda + p] : a[p * lda + i];
       for (int64_t j = 0; j < n; ++j)
-        c[i * n + j] += x * b[p * n + j];
+        c[i * n + j] += x * (tb == 'N' ? b[p * ldb + j] : b[j * ldb + p]);
     }
+}
+
+/// Whether v is a dense row-major tensor with axes `order` (a size-1 axis may have any stride),
+/// so a gather into that order would copy it unchanged.
+template <typename T>
+bool denseIn(const View<T> &v, const std::vector<int> &order, const std::vector<int64_t> &sizes) {
+  size_t count = 0;
+  for (bool h : v.has)
+    count += h;
+  if (count != order.size())
+    return false;
+  int64_t expect = 1;
+  for (size_t j = order.size(); j-- > 0;) {
+    const size_t l = static_cast<size_t>(order[j]);
+    if (!v.has[l] || (sizes[l] != 1 && v.stride[l] != expect))
+      return false;
+    expect *= sizes[l];
+  }
+  return true;
+}
+
+/// `labels` sorted by their first place in `term`.
+void sortBy(std::vector<int> &labels, const std::vector<int> &term) {
+  auto at = [&](int l) { return std::find(term.begin(), term.end(), l) - term.begin(); };
+  std::stable_sort(labels.begin(), labels.end(), [&](int x, int y) { return at(x) < at(y); });
+}
+
+std::vector<int> concat(std::initializer_list<const std::vector<int> *> parts) {
+  std::vector<int> out;
+  for (const std::vector<int> *p : parts)
+    out.insert(out.end(), p->begin(), p->end());
+  return out;
 }
 
 int64_t product(const std::vector<int> &labels, const std::vector<int64_t> &sizes) {
@@ -118,6 +155,7 @@ public:
     const size_t n = eq_.inputs.size();
     T *y = static_cast<T *>(args.outputs[0]);
     View<T> cur = viewOf(static_cast<const T *>(args.inputs[0]), eq_.inputs[0], dims_[0], sizes_);
+    std::vector<int> curTerm = eq_.inputs[0];
     Dense<T> held;
     for (size_t i = 1; i < n; ++i) {
       View<T> next =
@@ -140,30 +178,58 @@ public:
         else if (b)
           (keep ? nn : sumB).push_back(l);
       }
+      // Group orders follow the operands' own axis orders, so that an operand often is already
+      // [batch, m, k] or [batch, k, m] (A) and [batch, k, n] or [batch, n, k] (B) and is read in
+      // place (sgemm's transpose flags), without a gather.
+      sortBy(batch, curTerm);
+      sortBy(m, curTerm);
+      sortBy(k, curTerm);
+      sortBy(nn, eq_.inputs[i]);
       const int64_t pb = product(batch, sizes_), pm = product(m, sizes_), pn = product(nn, sizes_),
                     pk = product(k, sizes_);
-      std::vector<int> aOut = batch, bOut = batch;
-      aOut.insert(aOut.end(), m.begin(), m.end());
-      aOut.insert(aOut.end(), k.begin(), k.end());
-      bOut.insert(bOut.end(), k.begin(), k.end());
-      bOut.insert(bOut.end(), nn.begin(), nn.end());
-      std::vector<T> a(static_cast<size_t>(pb * pm * pk)), b(static_cast<size_t>(pb * pk * pn));
-      gather(cur, aOut, sumA, sizes_, a.data());
-      gather(next, bOut, sumB, sizes_, b.data());
+      std::vector<T> a, b;
+      const T *pa = cur.data, *pbData = next.data;
+      char ta = 'N', tb = 'N';
+      int64_t lda = pk, ldb = pn;
+      if (sumA.empty() && denseIn(cur, concat({&batch, &k, &m}), sizes_)) {
+        ta = 'T';
+        lda = pm;
+      } else if (!(sumA.empty() && denseIn(cur, concat({&batch, &m, &k}), sizes_))) {
+        a.resize(static_cast<size_t>(pb * pm * pk));
+        gather(cur, concat({&batch, &m, &k}), sumA, sizes_, a.data());
+        pa = a.data();
+      }
+      if (sumB.empty() && denseIn(next, concat({&batch, &nn, &k}), sizes_)) {
+        tb = 'T';
+        ldb = pk;
+      } else if (!(sumB.empty() && denseIn(next, concat({&batch, &k, &nn}), sizes_))) {
+        b.resize(static_cast<size_t>(pb * pk * pn));
+        gather(next, concat({&batch, &k, &nn}), sumB, sizes_, b.data());
+        pbData = b.data();
+      }
       Dense<T> c;
-      c.data.assign(static_cast<size_t>(pb * pm * pn), T(0));
-      c.labels = batch;
-      c.labels.insert(c.labels.end(), m.begin(), m.end());
-      c.labels.insert(c.labels.end(), nn.begin(), nn.end());
+      c.labels = concat({&batch, &m, &nn});
+      // The last product lands in the output directly when its axes are the output's.
+      const bool direct = i + 1 == n && c.labels == eq_.output;
+      T *dst = y;
+      if (!direct) {
+        c.data.assign(static_cast<size_t>(pb * pm * pn), T(0));
+        dst = c.data.data();
+      } else if (pk == 0) {
+        std::fill(y, y + pb * pm * pn, T(0));
+      }
       if (pk > 0 && pm > 0 && pn > 0)
         for (int64_t q = 0; q < pb; ++q)
-          gemm(a.data() + q * pm * pk, b.data() + q * pk * pn, c.data.data() + q * pm * pn, pm, pn,
-               pk);
+          gemm(ta, tb, pm, pn, pk, pa + q * pm * pk, lda, pbData + q * pk * pn, ldb,
+               dst + q * pm * pn);
+      if (direct)
+        return Status::ok();
       held = std::move(c);
       std::vector<int64_t> heldDims;
       for (int l : held.labels)
         heldDims.push_back(sizes_[static_cast<size_t>(l)]);
       cur = viewOf<T>(held.data.data(), held.labels, heldDims, sizes_);
+      curTerm = held.labels;
     }
     std::vector<int> sum;
     for (int l = 0; l < static_cast<int>(sizes_.size()); ++l)
