@@ -31,4 +31,6 @@ target_sources(dtc_ops_cpu PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/Bitwise.cpp
   ${CMAKE_CURRENT_LIST_DIR}/GatherElements.cpp
   ${CMAKE_CURRENT_LIST_DIR}/GatherND.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Einsum.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/TopK.cpp
 )

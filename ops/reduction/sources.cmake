@@ -17,4 +17,5 @@ target_sources(dtc_ops_defs PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/ReduceSum.cpp
   ${CMAKE_CURRENT_LIST_DIR}/ReduceSumSquare.cpp
   ${CMAKE_CURRENT_LIST_DIR}/SoftmaxCrossEntropyLoss.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/TopK.cpp
 )

@@ -2,4 +2,5 @@
 target_sources(dtc_ops_defs PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/NNGradMatMul.cpp
   ${CMAKE_CURRENT_LIST_DIR}/NNGradNorm.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/NNGradGroupNorm.cpp
 )

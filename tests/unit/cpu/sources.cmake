@@ -12,4 +12,5 @@ set(DTC_CPU_KERNEL_TEST_SOURCES
   unit/cpu/ResizeTest.cpp
   unit/cpu/LayoutUnetTest.cpp
   unit/cpu/NanSemanticsTest.cpp
+  unit/cpu/NormEinsumTopKTest.cpp
 )

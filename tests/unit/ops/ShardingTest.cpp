@@ -31,6 +31,7 @@ TEST(ShardingFacet, EveryForwardOpHasARule) {
                                                      "MatMulT",
                                                      "BatchNormGrad",
                                                      "LayerNormGrad",
+                                                     "GroupNormGrad",
                                                      "SGD",
                                                      "Adam",
                                                      "AdamW",

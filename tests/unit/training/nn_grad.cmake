@@ -4,4 +4,5 @@
 dtc_unit_test(dtc_nn_grad_tests
   SOURCES unit/training/NNGradTest.cpp unit/training/NNGradKernelTest.cpp
           unit/training/SyncBatchNormTest.cpp
+          unit/training/NormGradTest.cpp unit/training/EinsumTopKGradTest.cpp
   LIBS dtc_gradcheck)
