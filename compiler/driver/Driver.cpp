@@ -33,7 +33,7 @@ Expected<std::unique_ptr<ir::Graph>> compileModel(const CompileOptions &opts, Di
 
   DTC_ASSIGN_OR_RETURN(std::unique_ptr<ir::Graph> graph,
                        onnxio::importModelFile(opts.modelPath, diags,
-                                                {/*untieInitializers=*/opts.untieInitializers}));
+                                               {/*untieInitializers=*/opts.untieInitializers}));
   if (opts.verifyEach) {
     Status s = ir::verifyGraph(*graph);
     if (!s.isOk())

@@ -6,8 +6,8 @@
 
 #include "compiler/onnx/ModelFile.h"
 #include "compiler/onnx/SequenceRewrite.h"
-#include "compiler/onnx/UntieInitializers.h"
 #include "compiler/onnx/TensorImport.h"
+#include "compiler/onnx/UntieInitializers.h"
 #include "ops/OpDef.h"
 
 #include <onnx/onnx_pb.h>
@@ -676,11 +676,9 @@ private:
 
 } // namespace
 
-Expected<std::unique_ptr<ir::Graph>> importModelProto(onnx::ModelProto &model,
-                                                      const std::string &modelDir,
-                                                      const std::string &displayName,
-                                                      Diagnostics &diags,
-                                                      const ImportOptions &options) {
+Expected<std::unique_ptr<ir::Graph>>
+importModelProto(onnx::ModelProto &model, const std::string &modelDir,
+                 const std::string &displayName, Diagnostics &diags, const ImportOptions &options) {
   Importer importer(model, modelDir, displayName, diags, options);
   return importer.run();
 }

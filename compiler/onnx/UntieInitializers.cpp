@@ -95,7 +95,7 @@ Expected<std::vector<UntiedInitializer>> untieInitializers(onnx::GraphProto &gra
     excluded.insert(v.name());
   for (const onnx::NodeProto &n : graph.node())
     collectSubgraphReads(n, excluded);
-  std::set<std::string> taken; // every name in the graph, for fresh copy names
+  std::set<std::string> taken;           // every name in the graph, for fresh copy names
   std::map<std::string, int> candidates; // name -> index in graph.initializer()
   for (int i = 0; i < graph.initializer_size(); ++i) {
     const onnx::TensorProto &t = graph.initializer(i);

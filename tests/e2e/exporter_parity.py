@@ -174,6 +174,15 @@ def main():
             c.report(err <= args.train_rtol, f"{model}_merged --untie-initializers --export",
                      f"trained logits vs the trained _noopt export's, max relative error "
                      f"{err:.2e}")
+            moved = rel_err(outs[1], ref["output"])
+            c.report(moved > 10 * args.infer_rtol, f"{model}_merged --untie-initializers --export",
+                     f"the exported weights are the trained ones (logits moved {moved:.2e} "
+                     f"from the initial model's)")
+            import onnx
+            names = [t.name for t in onnx.load(merged_export).graph.initializer]
+            copies = [n for n in names if ".untied." in n]
+            c.report(bool(copies), f"{model}_merged --untie-initializers --export",
+                     f"{len(copies)} untied copies among {len(names)} initializers")
     if args.keep:
         print("kept", tmp)
     else:
