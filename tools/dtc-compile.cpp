@@ -304,6 +304,7 @@ int main(int argc, char **argv) {
     if (app.count("--clip-grad-norm")) cfg.clipGradNorm = flags.clipGradNorm;
     if (app.count("--grad-accum-steps")) cfg.gradAccumSteps = flags.gradAccumSteps;
     if (app.count("--freeze")) cfg.freeze = flags.freeze;
+    if (app.count("--untie-initializers")) cfg.untieInitializers = true;
     if (app.count("--batch-size")) cfg.batchSize = batchSize;
     if (app.count("--betas")) {
       std::vector<std::string> parts = splitComma(betas);
@@ -396,8 +397,8 @@ int main(int argc, char **argv) {
 
   dtc::driver::CompileOptions opts;
   opts.modelPath = model;
-  opts.untieInitializers = untieInitializers;
-  lowerOpts.untieInitializers = untieInitializers;
+  opts.untieInitializers = training && cfg.untieInitializers;
+  lowerOpts.untieInitializers = opts.untieInitializers;
   if (app.count("--passes")) {
     opts.useDefaultPipeline = false;
     opts.passes = splitComma(passes);
