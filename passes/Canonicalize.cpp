@@ -55,7 +55,10 @@ public:
     graph.removeDeadValues();
     if (changed) // stopped by the round limit: bring the types up to date
       DTC_RETURN_IF_ERROR(inferShapes(graph, ctx.diags));
-    warnHardCodedBatch(graph, ctx.diags);
+    // bind-dims re-runs canonicalize on the bound graph, where the first run (on the graph as
+    // exported) already warned and every batch now looks fixed: it turns the warning off.
+    if (!ctx.options.count("no-batch-warnings"))
+      warnHardCodedBatch(graph, ctx.diags);
     return Status::ok();
   }
 
