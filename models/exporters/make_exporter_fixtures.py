@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-# Makes the issue-12 fixtures: tiny random-init Hugging Face GPT-2, BERT and ViT exported by
+# Makes the issue-12 fixtures: tiny random-init Hugging Face GPT-2, BERT and ViT and
+# torchvision's VisionTransformer ("tvvit", its zero-initialized head re-drawn) exported by
 # today's torch.onnx.export (its default, dynamo-based path, opset 18), each twice: with the
 # exporter's default optimizer (which merges initializers of equal value, e.g. every LayerNorm's
 # ones and every zero bias) and with optimize=False. Beside each pair it records what PyTorch
@@ -18,9 +19,11 @@
 #
 # Run once, in a virtual environment outside the repository (CI does not install torch):
 #     python3 -m venv /work/venv-export
-#     /work/venv-export/bin/pip install torch transformers onnx onnxscript onnxruntime
+#     /work/venv-export/bin/pip install torch torchvision transformers onnx onnxscript onnxruntime
 #     /work/venv-export/bin/python models/exporters/make_exporter_fixtures.py [--out DIR]
 # It checks each export with onnxruntime against the PyTorch output and prints the error.
+# Re-running it gives byte-identical files (checked with torch 2.15.0, torchvision 0.29.2,
+# transformers 5.25.0, onnx 1.23.2, onnxscript 0.7.2, onnx_ir 1.1.0, onnxruntime 1.32.0).
 import argparse
 import json
 import os
@@ -43,8 +46,11 @@ class Logits(torch.nn.Module):
         self.model = model
 
     def forward(self, x):
-        return self.model(x, return_dict=False)[0] if not hasattr(self.model, "vit") else \
-            self.model(pixel_values=x, return_dict=False)[0]
+        if not hasattr(self.model, "config"):  # torchvision: the logits already
+            return self.model(x)
+        if hasattr(self.model, "vit"):
+            return self.model(pixel_values=x, return_dict=False)[0]
+        return self.model(x, return_dict=False)[0]
 
 
 def gpt2():
@@ -85,7 +91,19 @@ def vit():
     return model, "pixel_values", x, label, cfg.num_labels
 
 
-MODELS = {"gpt2": gpt2, "bert": bert, "vit": vit}
+def tvvit():
+    from torchvision.models import VisionTransformer
+    model = VisionTransformer(image_size=16, patch_size=4, num_layers=2, num_heads=2,
+                              hidden_dim=32, mlp_dim=64, num_classes=5, dropout=0.0,
+                              attention_dropout=0.0)
+    torch.nn.init.normal_(model.heads.head.weight, std=0.2)  # zero-initialized: logits all 0
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn((BATCH, 3, 16, 16), generator=g)
+    label = torch.randint(0, 5, (BATCH,), generator=g)
+    return model, "pixel_values", x, label, 5
+
+
+MODELS = {"gpt2": gpt2, "bert": bert, "vit": vit, "tvvit": tvvit}
 
 
 def loss_of(logits, label, classes):

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Today's exporters end to end: the Hugging Face GPT-2, BERT and ViT fixtures of
+"""Today's exporters end to end: the Hugging Face GPT-2, BERT and ViT and torchvision's
+VisionTransformer (tvvit) fixtures of
 models/exporters/ (made by make_exporter_fixtures.py with torch.onnx.export's dynamo path,
 opset 18; numpy and onnxruntime only here, no torch) through dtc.
 
@@ -21,7 +22,7 @@ For the exports whose initializers are the model's parameters:
             model, whose trained logits (onnxruntime) match those of the trained _noopt export.
 Prints one line per check; exits 1 if any fails.
 
-Usage: exporter_parity.py --build BUILD_DIR [--models gpt2,bert,vit] [--keep]
+Usage: exporter_parity.py --build BUILD_DIR [--models gpt2,bert,vit,tvvit] [--keep]
 """
 import argparse
 import json
@@ -36,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 FIXTURES = os.path.join(ROOT, "models", "exporters")
 MODELS = {"gpt2": ("input_ids", ["--class-axis", "-1"]), "bert": ("input_ids", []),
-          "vit": ("pixel_values", [])}
+          "vit": ("pixel_values", []), "tvvit": ("pixel_values", [])}
 BATCH = 4
 STEPS = 5
 LR = "0.1"
