@@ -6,6 +6,7 @@
 # ones and every zero bias) and with optimize=False. Beside each pair it records what PyTorch
 # itself computes, so tests need neither torch nor transformers:
 #   <name>.onnx, <name>_noopt.onnx   the two exports (weights embedded, static shapes)
+#   gpt2_dyn.onnx                    GPT-2's optimize=False export with a dynamic batch axis
 #   <name>_merged.onnx               the optimize=False export after the default optimizer's
 #                                    DeduplicateInitializersPass alone (onnx_ir): equal
 #                                    initializers merged, nothing folded
@@ -136,6 +137,15 @@ def make(name, out):
                           external_data=False)
         strip_metadata(path)
         paths[suffix] = path
+    if name == "gpt2":
+        # A dynamic batch axis (the mask chains then fold only once dtc binds the batch).
+        path = os.path.join(out, f"{name}_dyn.onnx")
+        torch.onnx.export(wrapped, (x,), path, dynamo=True, opset_version=18, optimize=False,
+                          input_names=[input_name], output_names=["logits"],
+                          external_data=False,
+                          dynamic_shapes={"x": {0: torch.export.Dim("batch", min=1, max=64)}})
+        strip_metadata(path)
+        paths["_dyn"] = path
     # What the default optimizer's DeduplicateInitializersPass alone does to the plain export.
     import onnx_ir
     from onnx_ir.passes.common import DeduplicateInitializersPass

@@ -20,6 +20,7 @@ For the exports whose initializers are the model's parameters:
             train as one tied parameter);
             with --untie-initializers they match PyTorch's, and --export writes the untied
             model, whose trained logits (onnxruntime) match those of the trained _noopt export.
+``gpt2_dyn.onnx`` (optimize=False, dynamic batch axis): infer at batch 4 and 2, train as above.
 Prints one line per check; exits 1 if any fails.
 
 Usage: exporter_parity.py --build BUILD_DIR [--models gpt2,bert,vit,tvvit] [--keep]
@@ -131,6 +132,24 @@ def main():
             return read_losses(log), warnings, exported
 
         torch_losses = ref["losses"].astype(np.float64)
+        dyn = os.path.join(FIXTURES, f"{model}_dyn.onnx")
+        if os.path.exists(dyn):
+            # A dynamic batch axis: bound at compile time, at the export's batch and another.
+            for batch in (BATCH, 2):
+                plan = os.path.join(tmp, f"{model}_dyn_b{batch}.dtc")
+                out = os.path.join(tmp, f"{model}_dyn_b{batch}.npz")
+                sub = os.path.join(tmp, f"{model}_dyn_in{batch}.npz")
+                np.savez(sub, **{input_name: np.load(data)[input_name][:batch]})
+                r = run([compile_, dyn, "--inference", "--batch-size", str(batch), "-o", plan])
+                if r.returncode == 0:
+                    r = run([run_, plan, "--infer", "--inputs", sub, "--outputs", out,
+                             "--threads", "1"])
+                if not c.report(r.returncode == 0, f"{model}_dyn infer batch {batch}",
+                                "ran" if r.returncode == 0 else r.stderr.strip()):
+                    continue
+                err = rel_err(np.load(out)["logits"], ref["output"][:batch])
+                c.report(err <= args.infer_rtol, f"{model}_dyn infer batch {batch}",
+                         f"max relative error {err:.2e} (tolerance {args.infer_rtol:g})")
 
         def loss_err(losses):
             if losses is None or losses.shape != torch_losses.shape:
@@ -154,6 +173,14 @@ def main():
             err = loss_err(losses)
             c.report(err > args.tied_min, f"{model}_merged train (tied)",
                      f"losses leave PyTorch's: max relative error {err:.2e} (> {args.tied_min:g})")
+
+        if os.path.exists(dyn):
+            losses, _, _ = train("_dyn", [], "")
+            if losses is not None:
+                err = loss_err(losses)
+                c.report(err <= args.train_rtol, f"{model}_dyn train",
+                         f"5 SGD losses, max relative error {err:.2e} (tolerance "
+                         f"{args.train_rtol:g})")
 
         losses, warnings, merged_export = train("_merged", ["--untie-initializers"], "_untied")
         if losses is not None:
