@@ -440,8 +440,9 @@ private:
                         std::to_string(nodes.size()) + " " + slot.first + " nodes (" + names +
                         ") and is trained as one tied parameter; exporters that merge equal "
                         "initializers (torch.onnx.export's default optimizer) make this from "
-                        "separate weights: re-export with optimize=False to train them "
-                        "separately");
+                        "separate weights: to train them separately, re-export with "
+                        "optimize=False, or compile with --untie-initializers (every use of a "
+                        "constant-filled initializer gets its own copy)");
     }
   }
 

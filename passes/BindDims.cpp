@@ -97,6 +97,7 @@ Status bindDims(ir::Graph &graph, std::map<std::string, int64_t> &dims,
   for (ir::Value *v : graph.values())
     substituteType(v->type(), dims);
   PassContext ctx;
+  ctx.options["no-batch-warnings"] = "1"; // given by the canonicalize run before binding
   Status s = createCanonicalizePass()->run(graph, ctx);
   for (const Diagnostic &d : ctx.diags.items())
     if (d.severity == Severity::kWarning)

@@ -55,15 +55,24 @@ public:
     graph.removeDeadValues();
     if (changed) // stopped by the round limit: bring the types up to date
       DTC_RETURN_IF_ERROR(inferShapes(graph, ctx.diags));
-    warnHardCodedBatch(graph, ctx.diags);
+    // bind-dims re-runs canonicalize on the bound graph, where the first run (on the graph as
+    // exported) already warned and every batch now looks fixed: it turns the warning off.
+    if (!ctx.options.count("no-batch-warnings"))
+      warnHardCodedBatch(graph, ctx.diags);
     return Status::ok();
   }
 
 private:
-  /// Identity(x) -> x, unless the Identity defines a graph output (its name is the model's
-  /// interface) fed by another graph output or input.
+  /// Identity(x) -> x, and so is a Cast to the type x already has (torch.onnx.export's dynamo
+  /// path casts every Softmax output to float), unless it defines a graph output (its name is
+  /// the model's interface) fed by another graph output or input.
   static bool removeIdentity(ir::Graph &, ir::Node *n) {
-    if (n->opType() != "Identity" || !n->domain().empty() || !n->input(0))
+    if (!n->domain().empty() || n->numInputs() < 1 || !n->input(0))
+      return false;
+    const bool sameTypeCast = n->opType() == "Cast" &&
+                              n->input(0)->dtype() != ir::DType::kUndefined &&
+                              n->attrInt("to", -1) == static_cast<int64_t>(n->input(0)->dtype());
+    if (n->opType() != "Identity" && !sameTypeCast)
       return false;
     ir::Value *in = n->input(0);
     ir::Value *out = n->output(0);

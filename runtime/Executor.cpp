@@ -208,7 +208,8 @@ Status Executor::load() {
                                        x.checksum().substr(0, 16) + "...); recompile the plan");
     }
     Diagnostics diags;
-    DTC_ASSIGN_OR_RETURN(model, onnxio::importModelFile(modelFile, diags));
+    DTC_ASSIGN_OR_RETURN(
+        model, onnxio::importModelFile(modelFile, diags, {plan_.model().untie_initializers()}));
     modelFile_ = modelFile;
   }
 

@@ -2,6 +2,7 @@
 #include "runtime/ExportModel.h"
 
 #include "compiler/onnx/ModelFile.h"
+#include "compiler/onnx/UntieInitializers.h"
 #include "compiler/support/FileIO.h"
 
 #include <onnx/onnx_pb.h>
@@ -12,9 +13,12 @@
 namespace dtc::rt {
 
 Status exportTrainedModel(const std::string &modelPath, const std::vector<HostArray> &initializers,
-                          const std::string &outPath) {
+                          const std::string &outPath, bool untieInitializers) {
   onnx::ModelProto model;
   DTC_RETURN_IF_ERROR(onnxio::readModelFile(modelPath, model));
+  if (untieInitializers) {
+    DTC_RETURN_IF_ERROR(onnxio::untieInitializers(*model.mutable_graph()).status());
+  }
   std::map<std::string, onnx::TensorProto *> byName;
   for (onnx::TensorProto &t : *model.mutable_graph()->mutable_initializer())
     byName.emplace(t.name(), &t);

@@ -15,7 +15,10 @@ namespace dtc::rt {
 /// references are cleared), keeps everything else as it was, and writes the binary model to
 /// `outPath` atomically. Errors: "<model>: initializer 'x': ..." for a name the model lacks or
 /// another dtype/shape, "<outPath>: ..." for write failures (no partial file).
+/// With `untieInitializers` (a plan compiled with --untie-initializers) the model's merged
+/// initializers are untied first, as import did (compiler/onnx/UntieInitializers.h), so the
+/// written model has the copies, each with its own trained values, in the form that trained.
 Status exportTrainedModel(const std::string &modelPath, const std::vector<HostArray> &initializers,
-                          const std::string &outPath);
+                          const std::string &outPath, bool untieInitializers = false);
 
 } // namespace dtc::rt

@@ -565,7 +565,8 @@ Status Trainer::run() {
                              ex_.modelFile() + " changed during training (it is no longer the "
                                                "model the plan was compiled against); nothing "
                                                "exported");
-      DTC_RETURN_IF_ERROR(exportTrainedModel(ex_.modelFile(), params, opts_.exportPath));
+      DTC_RETURN_IF_ERROR(exportTrainedModel(ex_.modelFile(), params, opts_.exportPath,
+                                             plan_.model().untie_initializers()));
     }
   }
   DTC_RETURN_IF_ERROR(log_.close());

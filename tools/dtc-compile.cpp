@@ -71,7 +71,7 @@ int main(int argc, char **argv) {
   int64_t batchSize = 0;
   int rank = -1;
   bool verifyEach = false, timePasses = false, inference = false, noMemoryReuse = false;
-  bool noFusion = false, noChannelsLast = false;
+  bool noFusion = false, noChannelsLast = false, untieInitializers = false;
   // Training options: parsed into `flags`, applied over the --config file's values.
   dtc::TrainingConfig flags;
   std::string strategy = "single", configPath, betas;
@@ -147,6 +147,10 @@ int main(int argc, char **argv) {
                     "micro-batches per optimizer step (default 1)");
   train->add_option("--freeze", flags.freeze,
                     "do not train parameters whose name matches this regular expression");
+  train->add_flag("--untie-initializers", untieInitializers,
+                  "give every use of a constant-filled floating-point initializer its own copy "
+                  "(weights an exporter merged because they were equal, e.g. torch.onnx.export's "
+                  "default optimizer: every LayerNorm's ones, every zero bias)");
   app.add_option("-o,--output", output, "output file (default: standard output for ir/dot)");
   app.add_option("--emit", emit,
                  "what to write: ir, onnx, dot, summary, plan (binary, the default with "
@@ -240,6 +244,7 @@ int main(int argc, char **argv) {
                                                    "--clip-grad-norm",
                                                    "--grad-accum-steps",
                                                    "--freeze",
+                                                   "--untie-initializers",
                                                    "--loss-output",
                                                    "--label-name",
                                                    "--ignore-index",
@@ -299,6 +304,7 @@ int main(int argc, char **argv) {
     if (app.count("--clip-grad-norm")) cfg.clipGradNorm = flags.clipGradNorm;
     if (app.count("--grad-accum-steps")) cfg.gradAccumSteps = flags.gradAccumSteps;
     if (app.count("--freeze")) cfg.freeze = flags.freeze;
+    if (app.count("--untie-initializers")) cfg.untieInitializers = true;
     if (app.count("--batch-size")) cfg.batchSize = batchSize;
     if (app.count("--betas")) {
       std::vector<std::string> parts = splitComma(betas);
@@ -391,6 +397,8 @@ int main(int argc, char **argv) {
 
   dtc::driver::CompileOptions opts;
   opts.modelPath = model;
+  opts.untieInitializers = training && cfg.untieInitializers;
+  lowerOpts.untieInitializers = opts.untieInitializers;
   if (app.count("--passes")) {
     opts.useDefaultPipeline = false;
     opts.passes = splitComma(passes);

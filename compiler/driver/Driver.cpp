@@ -32,7 +32,8 @@ Expected<std::unique_ptr<ir::Graph>> compileModel(const CompileOptions &opts, Di
       return Status::error("--print-after", "unknown pass '" + n + "'");
 
   DTC_ASSIGN_OR_RETURN(std::unique_ptr<ir::Graph> graph,
-                       onnxio::importModelFile(opts.modelPath, diags));
+                       onnxio::importModelFile(opts.modelPath, diags,
+                                               {/*untieInitializers=*/opts.untieInitializers}));
   if (opts.verifyEach) {
     Status s = ir::verifyGraph(*graph);
     if (!s.isOk())

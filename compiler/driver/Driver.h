@@ -15,6 +15,8 @@ namespace dtc::driver {
 
 struct CompileOptions {
   std::string modelPath;
+  /// Import with each use of a constant-filled initializer its own copy (--untie-initializers).
+  bool untieInitializers = false;
   /// Pass names to run in order; empty means the default pipeline.
   std::vector<std::string> passes;
   bool useDefaultPipeline = true;

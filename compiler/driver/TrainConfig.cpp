@@ -146,6 +146,8 @@ Status readTrainConfigFile(const std::string &path, TrainingConfig &cfg,
       s = integer(cfg.gradAccumSteps);
     else if (key == "freeze")
       s = get(path, key, v, cfg.freeze);
+    else if (key == "untie-initializers")
+      s = get(path, key, v, cfg.untieInitializers);
     else if (key == "batch-size")
       s = integer(cfg.batchSize);
     else if (key == "bucket-mb")
@@ -175,8 +177,8 @@ Status readTrainConfigFile(const std::string &path, TrainingConfig &cfg,
                       "dashes: strategy, loss, loss-output, label-name, ignore-index, optimizer, "
                       "lr, momentum, nesterov, weight-decay, betas, eps, lr-schedule, "
                       "warmup-steps, step-size, gamma, total-steps, min-lr, clip-grad-norm, "
-                      "grad-accum-steps, freeze, batch-size, bucket-mb, sync-batchnorm, pp-cuts, "
-                      "device-memory, staleness, ps-min-shard-bytes)");
+                      "grad-accum-steps, freeze, untie-initializers, batch-size, bucket-mb, "
+                      "sync-batchnorm, pp-cuts, device-memory, staleness, ps-min-shard-bytes)");
     DTC_RETURN_IF_ERROR(s);
   }
   return Status::ok();

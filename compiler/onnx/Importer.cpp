@@ -8,6 +8,7 @@
 #include "compiler/onnx/ModelFile.h"
 #include "compiler/onnx/SequenceRewrite.h"
 #include "compiler/onnx/TensorImport.h"
+#include "compiler/onnx/UntieInitializers.h"
 #include "ops/OpDef.h"
 
 #include <onnx/onnx_pb.h>
@@ -118,13 +119,20 @@ bool shapesCompatible(const ir::Shape &a, const ir::Shape &b) {
 class Importer {
 public:
   Importer(onnx::ModelProto &model, const std::string &modelDir, const std::string &displayName,
-           Diagnostics &diags)
+           Diagnostics &diags, const ImportOptions &options)
       : model_(model), graphProto_(*model.mutable_graph()), modelDir_(modelDir),
         display_(displayName.empty() ? "<model>" : displayName), diags_(diags),
-        graph_(std::make_unique<ir::Graph>()) {}
+        graph_(std::make_unique<ir::Graph>()), options_(options) {}
 
   Expected<std::unique_ptr<ir::Graph>> run() {
     DTC_RETURN_IF_ERROR(readModelHeader());
+    if (options_.untieInitializers) {
+      DTC_ASSIGN_OR_RETURN(std::vector<UntiedInitializer> untied, untieInitializers(graphProto_));
+      for (const UntiedInitializer &u : untied)
+        diags_.note("initializer '" + u.name + "'",
+                    "untied: " + std::to_string(u.copies.size() + 1) +
+                        " uses, each with its own copy (" + u.name + ".untied.1...)");
+    }
     DTC_RETURN_IF_ERROR(rewriteSequences(graphProto_, opsets_.at("")));
     DTC_RETURN_IF_ERROR(expandFunctionOps(graphProto_, opsets_.at("")));
     collectNames();
@@ -659,6 +667,7 @@ private:
   std::set<std::string> functionDomains_;
   std::unordered_set<std::string> modelNames_;
   std::unordered_set<std::string> symbols_;
+  ImportOptions options_;
   size_t nextSymbol_ = 0;
   std::unordered_set<std::string> initializerNames_;
   std::unordered_set<std::string> seenInitializers_;
@@ -669,19 +678,20 @@ private:
 
 } // namespace
 
-Expected<std::unique_ptr<ir::Graph>> importModelProto(onnx::ModelProto &model,
-                                                      const std::string &modelDir,
-                                                      const std::string &displayName,
-                                                      Diagnostics &diags) {
-  Importer importer(model, modelDir, displayName, diags);
+Expected<std::unique_ptr<ir::Graph>>
+importModelProto(onnx::ModelProto &model, const std::string &modelDir,
+                 const std::string &displayName, Diagnostics &diags, const ImportOptions &options) {
+  Importer importer(model, modelDir, displayName, diags, options);
   return importer.run();
 }
 
-Expected<std::unique_ptr<ir::Graph>> importModelFile(const std::string &path, Diagnostics &diags) {
+Expected<std::unique_ptr<ir::Graph>> importModelFile(const std::string &path, Diagnostics &diags,
+                                                     const ImportOptions &options) {
   onnx::ModelProto model;
   DTC_RETURN_IF_ERROR(readModelFile(path, model));
   std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  return importModelProto(model, dir.empty() ? std::string(".") : dir.string(), path, diags);
+  return importModelProto(model, dir.empty() ? std::string(".") : dir.string(), path, diags,
+                          options);
 }
 
 } // namespace dtc::onnxio

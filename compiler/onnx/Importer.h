@@ -15,6 +15,13 @@ class ModelProto;
 
 namespace dtc::onnxio {
 
+/// What import may change in the model before it becomes a graph.
+struct ImportOptions {
+  /// Give every use of a constant-filled floating-point initializer its own copy
+  /// (compiler/onnx/UntieInitializers.h; dtc-compile --untie-initializers).
+  bool untieInitializers = false;
+};
+
 /// Reads and imports the model at `path`. The format is chosen by content: ONNX text syntax
 /// when the file is text starting with `<` or a graph/model header, binary protobuf otherwise
 /// (`.onnxtxt`/`.onnxtext` always parse as text).
@@ -24,6 +31,7 @@ namespace dtc::onnxio {
 ///    locations escaping that folder, missing files and ranges past the end are errors naming
 ///    the tensor; the bytes are not read (TensorData loads them on first use);
 ///  - initializers also listed as graph inputs become inputs with a default value;
+///  - with `options.untieInitializers`, merged initializers are untied (UntieInitializers.h);
 ///  - sequence operators are rewritten into tensor operators when their lengths and positions
 ///    are static (compiler/onnx/SequenceRewrite.h), otherwise an error naming the node;
 ///  - the opset-23 function ops RMSNormalization, RotaryEmbedding and Attention are expanded
@@ -37,13 +45,15 @@ namespace dtc::onnxio {
 ///  - declared types (graph inputs/outputs, value_info) are attached; unnamed dims of graph
 ///    inputs get fresh symbols (unk__0, ...).
 /// Errors are "<file or node>: <what>".
-Expected<std::unique_ptr<ir::Graph>> importModelFile(const std::string &path, Diagnostics &diags);
+Expected<std::unique_ptr<ir::Graph>> importModelFile(const std::string &path, Diagnostics &diags,
+                                                     const ImportOptions &options = {});
 
 /// Imports an already parsed model; `modelDir` is the folder external data is resolved
 /// against and `displayName` names the model in messages. Weights are moved out of `model`.
 Expected<std::unique_ptr<ir::Graph>> importModelProto(onnx::ModelProto &model,
                                                       const std::string &modelDir,
                                                       const std::string &displayName,
-                                                      Diagnostics &diags);
+                                                      Diagnostics &diags,
+                                                      const ImportOptions &options = {});
 
 } // namespace dtc::onnxio

@@ -32,6 +32,8 @@ struct LowerOptions {
   std::string modelPath;
   /// The model file whose checksum and size go into the plan.
   std::string modelFile;
+  /// The model was imported with --untie-initializers (recorded in the plan's ModelRef).
+  bool untieInitializers = false;
   /// Checksums of the model file and its external data started earlier (dtc-compile starts
   /// them after import); null: computed when the plan is finished.
   ChecksumPrefetch *checksums = nullptr;

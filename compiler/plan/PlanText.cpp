@@ -468,7 +468,8 @@ std::string planText(const Plan &plan, std::optional<int> rank) {
   const ModelRef &m = plan.model();
   out += "model " + quote(m.path()) +
          " checksum=" + checksumText(m.checksum(), m.checksum_algorithm()) +
-         " size=" + std::to_string(m.size_bytes()) + "\n";
+         " size=" + std::to_string(m.size_bytes()) +
+         (m.untie_initializers() ? " untie_initializers" : "") + "\n";
   for (const ExternalFile &x : m.external_data())
     out += "  external " + quote(x.location()) +
            " checksum=" + checksumText(x.checksum(), x.checksum_algorithm()) +

@@ -89,6 +89,7 @@ Status detail::finishPlan(Plan &plan, const ir::Graph &graph, const LowerOptions
   }
   ModelRef *model = plan.mutable_model();
   model->set_path(opts.modelPath);
+  model->set_untie_initializers(opts.untieInitializers);
   if (!opts.modelFile.empty()) {
     auto checksumOf = [&](const std::string &path, const char *what, uint64_t maxBytes) {
       return opts.checksums ? opts.checksums->get(path, what, maxBytes)

@@ -49,6 +49,9 @@ struct TrainingConfig {
   std::vector<std::pair<std::string, int64_t>> tpShard;
   /// Parameters whose name matches this ECMAScript regex are frozen ("" = none).
   std::string freeze;
+  /// --untie-initializers: import gives every use of a constant-filled floating-point
+  /// initializer its own copy (compiler/onnx/UntieInitializers.h).
+  bool untieInitializers = false;
   /// The global batch: with data parallelism each rank computes batchSize / dataParallel()
   /// samples of it.
   int64_t batchSize = 0;
