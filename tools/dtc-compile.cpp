@@ -110,6 +110,11 @@ int main(int argc, char **argv) {
   train->add_option("--bucket-mb", flags.bucketMb,
                     "dp: gradient all-reduce bucket size in MiB (default 25; the first bucket "
                     "is at most 1 MiB)");
+  train->add_option("--zero", flags.zero,
+                    "dp: ZeRO stage (Rajbhandari et al. 2020): 1 shards the optimizer state "
+                    "over the dp ranks (each updates its 1/N of every gradient bucket, then the "
+                    "parameters are all-gathered), 2 also reduce-scatters the gradients; 0 "
+                    "(default) replicates both");
   train->add_flag("--sync-batchnorm", flags.syncBatchNorm,
                   "dp: BatchNormalization statistics over all ranks (default: per rank)");
   train->add_option("--config", configPath,
@@ -246,6 +251,7 @@ int main(int argc, char **argv) {
                                                    "--class-axis",
                                                    "--bucket-mb",
                                                    "--sync-batchnorm",
+                                                   "--zero",
                                                    "--pp-cuts",
                                                    "--device-memory",
                                                    "--tp-shard",
@@ -315,6 +321,7 @@ int main(int argc, char **argv) {
     }
     if (app.count("--bucket-mb")) cfg.bucketMb = flags.bucketMb;
     if (app.count("--sync-batchnorm")) cfg.syncBatchNorm = flags.syncBatchNorm;
+    if (app.count("--zero")) cfg.zero = flags.zero;
     if (app.count("--staleness")) cfg.staleness = flags.staleness;
     if (app.count("--ps-min-shard-bytes")) cfg.psMinShardBytes = flags.psMinShardBytes;
     if (app.count("--pp-cuts")) {

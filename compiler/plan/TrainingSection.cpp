@@ -31,6 +31,7 @@ Status fillTraining(Plan &plan, RankProgram &program, const ir::Graph &graph,
   hp->set_clip_grad_norm(cfg.clipGradNorm);
   hp->set_grad_accum_steps(cfg.gradAccumSteps);
   hp->set_freeze(cfg.freeze);
+  hp->set_zero(static_cast<int32_t>(cfg.zero));
   Training *t = program.mutable_training();
   // Pipelines: only the last stage computes the loss (and the prediction, and reads labels).
   if (st.loss)
@@ -70,6 +71,8 @@ Status fillTraining(Plan &plan, RankProgram &program, const ir::Graph &graph,
     t->set_rng_input(st.rng->name());
   if (st.tpRank)
     t->set_tp_rank_input(st.tpRank->name());
+  if (st.dpRank)
+    t->set_dp_rank_input(st.dpRank->name());
   std::unordered_set<const ir::Value *> trained(st.parameters.begin(), st.parameters.end());
   for (const auto &states : st.optimizerState)
     for (const ir::Value *s : states)
@@ -79,7 +82,8 @@ Status fillTraining(Plan &plan, RankProgram &program, const ir::Graph &graph,
       t->add_state_buffers(bufferOfValue(u.state));
   // Every input but the runtime-fed ones comes from the dataset, split along the sample axis.
   for (const ir::Value *v : graph.inputs()) {
-    if (v->isInitializer() || v == st.lr || v == st.step || v == st.rng || v == st.tpRank)
+    if (v->isInitializer() || v == st.lr || v == st.step || v == st.rng || v == st.tpRank ||
+        v == st.dpRank)
       continue;
     DataBinding *d = program.add_data_bindings();
     d->set_array(v->name());
