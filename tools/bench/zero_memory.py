@@ -69,7 +69,7 @@ def main():
     dps = [int(x) for x in args.dp.split(",")]
     rows = measure(os.path.join(args.build, "tools", "dtc-compile"), args.model, flags, dps)
     single = rows[("single", 0)]
-    psi = single["parameters"] / 4  # fp32 elements
+    psi = single["gradients"] / 4  # trained fp32 elements (one gradient each)
     opt = flags[flags.index("--optimizer") + 1] if "--optimizer" in flags else "sgd"
     k = 8 if opt in ("adam", "adamw") else (4 if "--momentum" in flags else 0)
     print(f"model {os.path.basename(args.model)}: Ψ = {psi:.0f} fp32 parameters, "
