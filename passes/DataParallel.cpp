@@ -215,8 +215,7 @@ namespace {
 Expected<ir::Node *> place(ir::Graph &graph, ir::Node *before, const std::string &op,
                            const std::vector<ir::Value *> &inputs, const std::string &out,
                            const std::string &domain, ir::Phase phase, int stage,
-                           const std::map<std::string, ir::Attribute> &attrs,
-                           Diagnostics &diags) {
+                           const std::map<std::string, ir::Attribute> &attrs, Diagnostics &diags) {
   const std::vector<std::string> names{graph.uniqueName(out)};
   ir::Node *n = before ? graph.insertNodeBefore(before, op, inputs, names, domain, names[0])
                        : graph.addNode(op, inputs, names, domain, names[0]);
@@ -231,8 +230,8 @@ Expected<ir::Node *> place(ir::Graph &graph, ir::Node *before, const std::string
 } // namespace
 
 Expected<ir::Value *> flattenBucket(ir::Graph &graph, const std::vector<ir::Value *> &values,
-                                   int64_t padded, const std::string &prefix, ir::Node *before,
-                                   ir::Phase phase, Diagnostics &diags) {
+                                    int64_t padded, const std::string &prefix, ir::Node *before,
+                                    ir::Phase phase, Diagnostics &diags) {
   const int stage = values[0]->producer() ? values[0]->producer()->stage() : -1;
   std::vector<ir::Value *> parts;
   int64_t total = 0;
@@ -253,20 +252,20 @@ Expected<ir::Value *> flattenBucket(ir::Graph &graph, const std::vector<ir::Valu
                                                         " elements");
   if (padded > total) {
     const std::string name = prefix + "/padding";
-    parts.push_back(graph.addConstant(
-        name, ir::TensorData::zeros(name, values[0]->dtype(), {padded - total})));
+    parts.push_back(
+        graph.addConstant(name, ir::TensorData::zeros(name, values[0]->dtype(), {padded - total})));
   }
   if (parts.size() == 1)
     return parts[0];
-  DTC_ASSIGN_OR_RETURN(ir::Node * c, place(graph, before, "Concat", parts, prefix, "", phase,
-                                           stage, {{"axis", ir::Attribute(int64_t{0})}}, diags));
+  DTC_ASSIGN_OR_RETURN(ir::Node * c, place(graph, before, "Concat", parts, prefix, "", phase, stage,
+                                           {{"axis", ir::Attribute(int64_t{0})}}, diags));
   return c->output(0);
 }
 
 Expected<ir::Value *> addBucketReduceScatter(ir::Graph &graph,
-                                            const std::vector<ir::Value *> &bucket, size_t index,
-                                            int64_t parts, ir::Node *before, ir::Phase phase,
-                                            Diagnostics &diags) {
+                                             const std::vector<ir::Value *> &bucket, size_t index,
+                                             int64_t parts, ir::Node *before, ir::Phase phase,
+                                             Diagnostics &diags) {
   const std::string prefix = "dp/bucket" + std::to_string(index);
   DTC_ASSIGN_OR_RETURN(ir::Value * flat,
                        flattenBucket(graph, bucket, paddedBucketSize(bucket, parts),

@@ -194,8 +194,7 @@ public:
     for (size_t i : trained) {
       ir::Value *p = st.parameters[i];
       std::vector<ir::Value *> state;
-      DTC_ASSIGN_OR_RETURN(ir::Node * update,
-                           addUpdate(cfg, p, grads[i], scale, p->name(), state));
+      DTC_ASSIGN_OR_RETURN(ir::Node * update, addUpdate(cfg, p, grads[i], scale, p->name(), state));
       st.updates.push_back({p, update->output(0)});
       for (size_t s = 0; s < state.size(); ++s)
         st.updates.push_back({state[s], update->output(s + 1)});
@@ -242,14 +241,14 @@ private:
     std::vector<ir::Value *> ins = {p, g, st.lr, st.step, state[0], state[1]};
     if (scale)
       ins.push_back(scale);
-    return emit(op, base + "/" + op, ins,
-                {p->name() + "/updated", state[0]->name() + "/updated",
-                 state[1]->name() + "/updated"},
-                ir::kDtcDomain,
-                {{"beta1", ir::Attribute(cfg.beta1)},
-                 {"beta2", ir::Attribute(cfg.beta2)},
-                 {"epsilon", ir::Attribute(cfg.eps)},
-                 {"weight_decay", ir::Attribute(cfg.weightDecay)}});
+    return emit(
+        op, base + "/" + op, ins,
+        {p->name() + "/updated", state[0]->name() + "/updated", state[1]->name() + "/updated"},
+        ir::kDtcDomain,
+        {{"beta1", ir::Attribute(cfg.beta1)},
+         {"beta2", ir::Attribute(cfg.beta2)},
+         {"epsilon", ir::Attribute(cfg.eps)},
+         {"weight_decay", ir::Attribute(cfg.weightDecay)}});
   }
 
   /// Sets first_ to the first node appended since the graph had `before` nodes (helpers of
@@ -266,8 +265,9 @@ private:
     ir::Value *shape = constI64(name + "/blocks_shape", {parts, s});
     DTC_ASSIGN_OR_RETURN(ir::Node * r,
                          emit("Reshape", name + "/blocks", {flat, shape}, {name + "/blocks"}, ""));
-    DTC_ASSIGN_OR_RETURN(ir::Node * g, emit("Gather", name, {r->output(0), graph_->training().dpRank},
-                                            {name}, "", {{"axis", ir::Attribute(int64_t{0})}}));
+    DTC_ASSIGN_OR_RETURN(ir::Node * g,
+                         emit("Gather", name, {r->output(0), graph_->training().dpRank}, {name}, "",
+                              {{"axis", ir::Attribute(int64_t{0})}}));
     return g->output(0);
   }
 
@@ -346,8 +346,8 @@ private:
                                 {part->output(0)}, {"optimizer/grad_sum_squares"}, ir::kDtcDomain,
                                 {{"op", ir::Attribute("sum")}, {"group", ir::Attribute("dp")}}));
       DTC_ASSIGN_OR_RETURN(ir::Node * clip,
-                           emit("ClipGradNormScale", "optimizer/grad_clip_scale", {total->output(0)},
-                                {"optimizer/grad_clip_scale"}, ir::kDtcDomain,
+                           emit("ClipGradNormScale", "optimizer/grad_clip_scale",
+                                {total->output(0)}, {"optimizer/grad_clip_scale"}, ir::kDtcDomain,
                                 {{"max_norm", ir::Attribute(cfg.clipGradNorm)},
                                  {"input_scale", ir::Attribute(invK)}}));
       scale = clip->output(0);
@@ -410,11 +410,10 @@ private:
       for (size_t j = 0; j < members.size(); ++j) {
         const size_t i = members[j];
         ir::Value *p = st.parameters[i];
-        DTC_ASSIGN_OR_RETURN(
-            ir::Node * r,
-            emit("Reshape", p->name() + "/Reshape",
-                 {pieces[j], constI64(p->name() + "/shape", p->shape().staticSizes())},
-                 {p->name() + "/updated"}, ""));
+        DTC_ASSIGN_OR_RETURN(ir::Node * r, emit("Reshape", p->name() + "/Reshape",
+                                                {pieces[j], constI64(p->name() + "/shape",
+                                                                     p->shape().staticSizes())},
+                                                {p->name() + "/updated"}, ""));
         st.updates.push_back({p, r->output(0)});
         std::vector<ir::Value *> kept = j == 0 ? state : std::vector<ir::Value *>{};
         if (accums[i]) {

@@ -321,7 +321,8 @@ int main(int argc, char **argv) {
     }
     if (app.count("--bucket-mb")) cfg.bucketMb = flags.bucketMb;
     if (app.count("--sync-batchnorm")) cfg.syncBatchNorm = flags.syncBatchNorm;
-    if (app.count("--zero")) cfg.zero = flags.zero;
+    if (app.count("--zero"))
+      cfg.zero = flags.zero;
     if (app.count("--staleness")) cfg.staleness = flags.staleness;
     if (app.count("--ps-min-shard-bytes")) cfg.psMinShardBytes = flags.psMinShardBytes;
     if (app.count("--pp-cuts")) {
@@ -504,18 +505,25 @@ int main(int argc, char **argv) {
                                           std::to_string(r.training().parameters_size()) +
                                           " parameter shard(s)");
         }
-        int allReduces = 0, transfers = 0;
+        int allReduces = 0, transfers = 0, scatters = 0, gathers = 0;
         for (const auto &ins : r.instructions())
           if (ins.has_collective()) {
             const auto kind = ins.collective().kind();
-            (kind == dtc::plan::COLLECTIVE_SEND || kind == dtc::plan::COLLECTIVE_RECV
-                 ? transfers
-                 : allReduces) += 1;
+            (kind == dtc::plan::COLLECTIVE_SEND || kind == dtc::plan::COLLECTIVE_RECV ? transfers
+             : kind == dtc::plan::COLLECTIVE_REDUCE_SCATTER                           ? scatters
+             : kind == dtc::plan::COLLECTIVE_ALL_GATHER                               ? gathers
+                                                        : allReduces) += 1;
           }
         std::string comm;
         if (allReduces)
           comm += std::to_string(allReduces) + " gradient all-reduce bucket" +
                   (allReduces == 1 ? "" : "s");
+        if (scatters)
+          comm += (comm.empty() ? "" : ", ") + std::to_string(scatters) +
+                  " gradient reduce-scatter bucket" + (scatters == 1 ? "" : "s");
+        if (gathers)
+          comm += (comm.empty() ? "" : ", ") + std::to_string(gathers) + " all-gather" +
+                  (gathers == 1 ? "" : "s");
         if (transfers)
           comm += (comm.empty() ? "" : ", ") + std::to_string(transfers) + " send/recv";
         std::fprintf(stderr,

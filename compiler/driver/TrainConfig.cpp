@@ -327,8 +327,8 @@ Status validateTrainConfig(const TrainingConfig &c) {
     // Not yet: the optimizer shards would have to follow the pipeline's stages and the
     // tensor-parallel shards of the weights.
     if (c.mesh.pp > 1 || c.mesh.tp > 1 || !c.tpShard.empty())
-      return bad("--zero", "is not supported with --strategy " + c.mesh.text() +
-                               " yet (only dp=N alone)");
+      return bad("--zero",
+                 "is not supported with --strategy " + c.mesh.text() + " yet (only dp=N alone)");
   }
   if (c.bucketMb != kDefaultBucketMb && c.dataParallel() == 0)
     return bad("--bucket-mb", "applies to --strategy dp=N");

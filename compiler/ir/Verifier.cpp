@@ -22,10 +22,9 @@ Status verifyTraining(const Graph &g, const std::unordered_set<const Value *> &d
   for (const GradientShard &b : t.gradientShards)
     for (size_t m : b.members)
       if (m >= t.parameters.size())
-        return Status::error("gradient shard '" + (b.shard ? b.shard->name() : std::string("?")) +
-                                 "'",
-                             "names parameter " + std::to_string(m) + " of " +
-                                 std::to_string(t.parameters.size()));
+        return Status::error(
+            "gradient shard '" + (b.shard ? b.shard->name() : std::string("?")) + "'",
+            "names parameter " + std::to_string(m) + " of " + std::to_string(t.parameters.size()));
   for (const Value *v : {t.label, t.lr, t.step, t.rng, t.tpRank, t.dpRank})
     if (v && !v->isGraphInput())
       return Status::error("training input '" + v->name() + "'", "is not a graph input");
