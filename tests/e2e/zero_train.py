@@ -12,7 +12,8 @@ Groups (--only takes a comma-separated subset; all by default):
                the 10-element bias padded to 12), --clip-grad-norm (global norm from the shards'
                squares all-reduced over dp), --grad-accum-steps 2 (the accumulated gradients
                sharded once per step); the GPT with Adam and with SGD + momentum (--zero 1, 2;
-               dp=2, 4).
+               dp=2, 4); the tied-embedding GPT (one weight used twice); the CNN with
+               --sync-batchnorm (running statistics compared too).
   plans        --emit plan-text: --zero 2 reduce-scatters every gradient bucket and all-gathers
                the updated parameters, both on group "dp", and keeps no whole-gradient
                all-reduce; --zero 1 all-reduces as dp and all-gathers; optimizer-state bytes per
@@ -43,6 +44,9 @@ def cases():
     gpt_data = os.path.join(GOLDEN, "gpt_data.npz")
     mlp = os.path.join(MODELS, "mlp_digits.onnx")
     gpt = os.path.join(MODELS, "gpt_train.onnx")
+    tied = os.path.join(MODELS, "gpt_tied_train.onnx")
+    cnn = os.path.join(MODELS, "cnn_train.onnx")
+    cnn_data = os.path.join(GOLDEN, "cnn_data.npz")
     sgd = ["--batch-size", "16", "--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9"]
     adam = ["--batch-size", "16", "--optimizer", "adam", "--lr", "0.01"]
     gpt_adam = ["--batch-size", "8", "--class-axis", "-1", "--optimizer", "adam", "--lr", "1e-3"]
@@ -65,6 +69,9 @@ def cases():
                     False))
         out.append((f"gpt-adam/dp=2/zero={z}", gpt, gpt_data, gpt_adam, [], 2, z, True))
     out.append(("gpt-sgd/dp=4/zero=2", gpt, gpt_data, gpt_sgd, [], 4, 2, False))
+    out.append(("gpt_tied-sgd/dp=2/zero=2", tied, gpt_data, gpt_sgd, [], 2, 2, False))
+    out.append(("cnn-syncbn-sgd/dp=2/zero=2", cnn, cnn_data, sgd, ["--sync-batchnorm"], 2, 2,
+                False))
     out.append(("gpt-adam/dp=4/zero=1", gpt, gpt_data, gpt_adam, [], 4, 1, True))
     return out
 
