@@ -594,15 +594,8 @@ Status train(plan::Plan plan, const TrainOptions &opts) {
     return Status::error("--checkpoint-dir", "checkpoints of tensor-parallel plans (tp=" +
                                                  std::to_string(plan.mesh().tp()) +
                                                  ") are not supported yet");
-  // ZeRO: data-parallel peers share one program but each holds its own optimizer-state shard,
-  // and under stage 2 no rank keeps whole gradients after their bucket's reduce-scatter.
-  const int zero = plan.hyperparameters().zero();
-  if (zero > 0 && !opts.checkpointDir.empty())
-    return Status::error("--checkpoint-dir", "checkpoints of ZeRO plans (--zero " +
-                                                 std::to_string(zero) +
-                                                 ": sharded optimizer state) are not supported "
-                                                 "yet; --save-params and --export work");
-  if (zero == 2 && !opts.dumpGradientsPath.empty())
+  // ZeRO stage 2: no rank keeps whole gradients after their bucket's reduce-scatter.
+  if (plan.hyperparameters().zero() == 2 && !opts.dumpGradientsPath.empty())
     return Status::error("--dump-gradients", "no rank holds whole gradients under --zero 2 (each "
                                              "keeps its shard of every bucket)");
   // Rank 0 alone writes the outputs (on another host, their folders need not exist).
