@@ -14,6 +14,10 @@
 // a parameter used by several nodes (whose contributions autodiff already summed), is reduced
 // once. --sync-batchnorm marks BatchNormTraining / BatchNormGrad with sync = 1: their kernels
 // reduce the batch statistics over the group (torch.nn.SyncBatchNorm).
+//
+// ZeRO stage 2 (--zero 2; Rajbhandari et al. 2020): each bucket is instead flattened, zero-padded
+// to a multiple of N and reduce-scattered (ai.dtc.ReduceScatter, mean over dp) at the same place;
+// the shards go to TrainingRoles::gradientShards for the optimizer pass.
 #include "ops/Gradient.h"
 #include "ops/OpDef.h"
 #include "passes/DataParallel.h"

@@ -21,6 +21,10 @@
 // Clipping (clipGradNorm > 0): S = SumSquares(all update gradients), c = ClipGradNormScale(S,
 // max_norm, input_scale = 1/K), and every update op takes c as grad_scale: no scaled copy of a
 // gradient is made.
+//
+// ZeRO (TrainingConfig::zero 1 or 2, --strategy dp=N): one update per bucket of parameters on
+// the rank's 1/N block of the flattened, zero-padded bucket, with state for that block only,
+// then an all-gather of the updated blocks over dp (shardedStep below).
 #include "ops/OpDef.h"
 #include "passes/DataParallel.h"
 #include "passes/Pass.h"
