@@ -257,8 +257,8 @@ Status Trainer::writeCheckpointAt(int64_t step, int64_t epoch, int64_t stepInEpo
   const int program = programIndex();
   ShardRecord mine;
   Status wrote = Status::ok();
-  // ZeRO (data parallelism alone, one program): every replica holds its own optimizer-state
-  // shard; the writer (rank 0) receives them all and stores "<buffer>@dp<r>" for each rank r.
+  // ZeRO: every data-parallel replica of a program holds its own optimizer-state shard; the
+  // program's writer receives them all and stores "<buffer>@dp<d>" for each replica's dp index d.
   const std::vector<int> sharded = zeroShardedState();
   if (!sharded.empty() && shardWriter(program) != rank_) {
     Status sent = Status::ok();
@@ -286,8 +286,10 @@ Status Trainer::writeCheckpointAt(int64_t step, int64_t epoch, int64_t stepInEpo
           a.name = zeroShardName(a.name, 0);
         arrays.push_back(std::move(a));
       }
-      for (int r = 1; r < world_ && !sharded.empty(); ++r)
+      for (int r = 0; r < world_ && !sharded.empty(); ++r)
         for (int b : sharded) {
+          if (r == rank_ || plan_.ranks(r).program() != program)
+            continue;
           const plan::Buffer &buf = program_.buffers(b);
           HostArray a;
           a.name = zeroShardName(buf.name(), plan_.ranks(r).dp());

@@ -13,16 +13,19 @@ Groups (--only takes a comma-separated subset; all by default):
                squares all-reduced over dp), --grad-accum-steps 2 (the accumulated gradients
                sharded once per step); the GPT with Adam and with SGD + momentum (--zero 1, 2;
                dp=2, 4); the tied-embedding GPT (one weight used twice); the CNN with
-               --sync-batchnorm (running statistics compared too).
+               --sync-batchnorm (running statistics compared too); dp=2,pp=2 (the MLP with Adam,
+               the GPT with 2 micro-batches; each stage's dp group shards its buckets).
   plans        --emit plan-text: --zero 2 reduce-scatters every gradient bucket and all-gathers
                the updated parameters, both on group "dp", and keeps no whole-gradient
                all-reduce; --zero 1 all-reduces as dp and all-gathers; optimizer-state bytes per
                rank are 1/N of single's (plus padding).
-  checkpoints  --checkpoint-dir/--resume (--zero 1 dp=2, --zero 2 dp=4, Adam): stopped at step 2
-               and resumed to 6, parameters and checkpoint arrays bit-identical to 6 steps in
-               one run; the shard holds every rank's optimizer state ("<buffer>@dp<r>").
-  errors       --zero without dp, with tp or pp, --zero 3; --dump-gradients under --zero 2 is
-               refused with a clear error; --export writes whole tensors.
+  checkpoints  --checkpoint-dir/--resume (--zero 1 dp=2, --zero 2 dp=4 and dp=2,pp=2, Adam):
+               stopped at step 2 and resumed to 6, parameters and checkpoint arrays
+               bit-identical to 6 steps in one run; each program's shard holds every replica's
+               optimizer state ("<buffer>@dp<d>").
+  errors       --zero without dp, with tp, with a pipeline and clipping, --zero 3;
+               --dump-gradients under --zero 2 is refused with a clear error; --export writes
+               whole tensors.
 
 Usage: zero_train.py --build BUILD_DIR [--only equivalence,plans,checkpoints,errors]
        [--cases REGEX] [--keep]
@@ -77,6 +80,11 @@ def cases():
     out.append(("cnn-syncbn-sgd/dp=2/zero=2", cnn, cnn_data, sgd, ["--sync-batchnorm"], 2, 2,
                 False))
     out.append(("gpt-adam/dp=4/zero=1", gpt, gpt_data, gpt_adam, [], 4, 1, True))
+    # Pipelines: one dp group per stage, each shards its stage's buckets.
+    for z in (1, 2):
+        out.append((f"mlp-adam/dp=2,pp=2/zero={z}", mlp, digits, adam, [], "dp=2,pp=2", z, True))
+        out.append((f"gpt-sgd/dp=2,pp=2,microbatches=2/zero={z}", gpt, gpt_data, gpt_sgd, [],
+                    "dp=2,pp=2,microbatches=2", z, False))
     return out
 
 
@@ -96,9 +104,10 @@ def run_equivalence(r, only=None):
                 grad1 = r.gradients(plan, data) if adam else None
                 baselines[key] = (params, rows, grad1)
             single, single_rows, grad1 = baselines[key]
-            plan = r.compile(model, ["--strategy", f"dp={dp}", "--zero", str(zero)] + flags +
-                             extra)
-            params, rows = r.train(plan, data, dp, run_args)
+            strategy = dp if isinstance(dp, str) else f"dp={dp}"
+            nproc = 4 if isinstance(dp, str) else dp
+            plan = r.compile(model, ["--strategy", strategy, "--zero", str(zero)] + flags + extra)
+            params, rows = r.train(plan, data, nproc, run_args)
             same_losses(single_rows, rows)
             return assert_law(single, params, grad1)
 
@@ -163,38 +172,46 @@ def run_checkpoints(r):
     import numpy as np
     digits = os.path.join(MODELS, "data", "digits_train.npz")
     model = os.path.join(MODELS, "mlp_digits.onnx")
-    for zero, dp in ((1, 2), (2, 4)):
-        def case(zero=zero, dp=dp):
+    for zero, strategy, nproc, programs in ((1, "dp=2", 2, 1), (2, "dp=4", 4, 1),
+                                             (2, "dp=2,pp=2", 4, 2)):
+        def case(zero=zero, strategy=strategy, nproc=nproc, programs=programs):
             flags = ["--batch-size", "16", "--optimizer", "adam", "--lr", "0.01", "--strategy",
-                     f"dp={dp}", "--zero", str(zero)]
+                     strategy, "--zero", str(zero)]
             plan = r.compile(model, flags)
             ck_full, ck = r.unique("ck-full", ""), r.unique("ck", "")
-            full, _ = r.train(plan, digits, dp, ["--steps", "6", "--checkpoint-dir", ck_full,
-                                                 "--checkpoint-every", "6"])
-            r.train(plan, digits, dp, ["--steps", "2", "--checkpoint-dir", ck,
-                                       "--checkpoint-every", "2"])
-            resumed, _ = r.train(plan, digits, dp, ["--steps", "6", "--checkpoint-dir", ck,
-                                                    "--checkpoint-every", "2", "--resume"])
+            full, _ = r.train(plan, digits, nproc, ["--steps", "6", "--checkpoint-dir", ck_full,
+                                                    "--checkpoint-every", "6"])
+            r.train(plan, digits, nproc, ["--steps", "2", "--checkpoint-dir", ck,
+                                          "--checkpoint-every", "2"])
+            resumed, _ = r.train(plan, digits, nproc, ["--steps", "6", "--checkpoint-dir", ck,
+                                                       "--checkpoint-every", "2", "--resume"])
             for k in full:
                 if not np.array_equal(full[k], resumed[k]):
-                    raise CheckFailed(f"{k}: resumed differs by {np.abs(full[k] - resumed[k]).max()}")
-            f = "ckpt-00000006.shard-0.npz"
-            with np.load(os.path.join(ck_full, f)) as a, np.load(os.path.join(ck, f)) as b:
-                shards = [k for k in a.files if "@dp" in k]
-                if len(shards) != 2 * dp or sorted(a.files) != sorted(b.files):
-                    raise CheckFailed(f"arrays {sorted(a.files)} / {sorted(b.files)}")
-                for k in a.files:
-                    if k != "__meta__" and not np.array_equal(a[k], b[k]):
-                        raise CheckFailed(f"checkpoint array {k} differs after resume")
-                # Different blocks of the parameters: rank 0's and rank 1's state differ.
-                s0 = sorted(k for k in shards if k.endswith("@dp0"))[0]
-                s1 = s0[:-1] + "1"
-                if np.array_equal(a[s0], a[s1]):
-                    raise CheckFailed(f"{s0} and {s1} are equal")
-            return (f"{len(full)} parameters and {len(shards)} optimizer-state shards "
-                    f"bit-identical after resume")
+                    raise CheckFailed(f"{k}: resumed differs by "
+                                      f"{np.abs(full[k] - resumed[k]).max()}")
+            replicas = nproc // programs
+            count = 0
+            for p in range(programs):
+                f = f"ckpt-00000006.shard-{p}.npz"
+                with np.load(os.path.join(ck_full, f)) as a, np.load(os.path.join(ck, f)) as b:
+                    shards = [k for k in a.files if "@dp" in k]
+                    # Adam's two moments of at least one bucket, for every replica.
+                    if len(shards) < 2 * replicas or len(shards) % replicas or \
+                            sorted(a.files) != sorted(b.files):
+                        raise CheckFailed(f"arrays {sorted(a.files)} / {sorted(b.files)}")
+                    for k in a.files:
+                        if k != "__meta__" and not np.array_equal(a[k], b[k]):
+                            raise CheckFailed(f"checkpoint array {k} differs after resume")
+                    # Different blocks of the parameters: replica 0's and 1's state differ.
+                    s0 = sorted(k for k in shards if k.endswith("@dp0"))[0]
+                    s1 = s0[:-1] + "1"
+                    if np.array_equal(a[s0], a[s1]):
+                        raise CheckFailed(f"{s0} and {s1} are equal")
+                    count += len(shards)
+            return (f"{len(full)} parameters and {count} optimizer-state shards in {programs} "
+                    f"program shard(s) bit-identical after resume")
 
-        r.check(f"checkpoints/zero={zero}/dp={dp}", case)
+        r.check(f"checkpoints/zero={zero}/{strategy}", case)
 
 
 def run_errors(r):
@@ -215,8 +232,11 @@ def run_errors(r):
         ["--zero", "1"], r"error: --zero: shards over data-parallel ranks"))
     r.check("errors/zero-tp", lambda: expect_compile_error(
         ["--strategy", "dp=2,tp=2", "--zero", "1"], r"error: --zero: is not supported with"))
-    r.check("errors/zero-pp", lambda: expect_compile_error(
-        ["--strategy", "dp=2,pp=2", "--zero", "2"], r"error: --zero: is not supported with"))
+    r.check("errors/zero-pp-without-dp", lambda: expect_compile_error(
+        ["--strategy", "pp=2", "--zero", "2"], r"error: --zero: shards over data-parallel ranks"))
+    r.check("errors/zero-pp-clip", lambda: expect_compile_error(
+        ["--strategy", "dp=2,pp=2", "--zero", "1", "--clip-grad-norm", "1"],
+        r"error: --clip-grad-norm: is not supported with --zero and pipelines"))
     r.check("errors/zero-3", lambda: expect_compile_error(
         ["--strategy", "dp=2", "--zero", "3"], r"error: --zero: must be 0"))
 

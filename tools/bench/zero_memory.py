@@ -4,7 +4,8 @@
 # and plain dp, and next to the figures of Rajbhandari et al. 2020 (ZeRO, SC'20, figure 1) for
 # fp32 training: params 4Ψ, gradients 4Ψ, optimizer state KΨ (K = 8 for Adam's two moments, 4
 # for SGD's momentum; the paper's mixed-precision 2Ψ + 2Ψ + 12Ψ counts fp16 copies and an fp32
-# master copy that fp32 training does not have). Stage 1: 4Ψ + 4Ψ + KΨ/N; stage 2: 4Ψ + (4+K)Ψ/N.
+# master copy that fp32 training does not have). Stage 1: 4Ψ + 4Ψ + KΨ/N; stage 2:
+# 4Ψ + (4+K)Ψ/N.
 #
 # "gradients held" are the gradient bytes alive when the optimizer runs: the whole (all-reduced)
 # gradients for single, dp and --zero 1; the reduce-scattered shards for --zero 2 (each rank's
