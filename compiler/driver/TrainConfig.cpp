@@ -324,16 +324,14 @@ Status validateTrainConfig(const TrainingConfig &c) {
   if (c.zero > 0) {
     if (c.dataParallel() == 0 || c.mesh.hasParameterHost())
       return bad("--zero", "shards over data-parallel ranks: it needs --strategy dp=N");
-    // Not yet: the optimizer shards would have to follow the tensor-parallel shards of the
-    // weights, and a pipeline's global gradient norm would sum over its stages too.
-    if (c.mesh.tp > 1 || !c.tpShard.empty())
-      return bad("--zero", "is not supported with --strategy " + c.mesh.text() +
-                               " yet (dp=N alone, or with pp=S)");
-    if (c.mesh.pp > 1 && c.mesh.dp < 2)
+    if ((c.mesh.pp > 1 || c.mesh.tp > 1) && c.mesh.dp < 2)
       return bad("--zero",
                  "shards over data-parallel ranks: --strategy " + c.mesh.text() + " has dp=1");
-    if (c.mesh.pp > 1 && c.clipGradNorm > 0)
-      return bad("--clip-grad-norm", "is not supported with --zero and pipelines yet");
+    // Not yet: the global norm would also sum over the pipeline's stages, or the tensor-parallel
+    // shards.
+    if ((c.mesh.pp > 1 || c.mesh.tp > 1 || !c.tpShard.empty()) && c.clipGradNorm > 0)
+      return bad("--clip-grad-norm", "is not supported with --zero and --strategy " +
+                                         c.mesh.text() + " yet (dp=N alone only)");
   }
   if (c.bucketMb != kDefaultBucketMb && c.dataParallel() == 0)
     return bad("--bucket-mb", "applies to --strategy dp=N");

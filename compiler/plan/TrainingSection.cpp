@@ -2,6 +2,7 @@
 // what dtc-run needs beyond the instructions, from the graph's training roles.
 #include "compiler/plan/Lowering.h"
 
+#include <algorithm>
 #include <unordered_set>
 
 namespace dtc::plan {
@@ -52,13 +53,17 @@ Status fillTraining(Plan &plan, RankProgram &program, const ir::Graph &graph,
     if (i < st.optimizerState.size())
       for (const ir::Value *s : st.optimizerState[i])
         p->add_state(bufferOfValue(s));
-    // A split parameter's gradient and optimizer state are split alike.
+    // A split parameter's gradient and optimizer state are split alike (ZeRO's bucket state,
+    // listed with the bucket's first parameter, is a flat block of local shards: not a split of
+    // one whole tensor).
     const Buffer &pb = program.buffers(p->buffer());
     if (pb.has_shard()) {
       std::vector<int> same{p->gradient()};
       same.insert(same.end(), p->state().begin(), p->state().end());
       for (int b : same)
-        if (b >= 0)
+        if (b >= 0 &&
+            std::equal(program.buffers(b).shape().begin(), program.buffers(b).shape().end(),
+                       pb.shape().begin(), pb.shape().end()))
           *program.mutable_buffers(b)->mutable_shard() = pb.shard();
     }
   }

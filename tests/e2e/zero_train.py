@@ -14,7 +14,9 @@ Groups (--only takes a comma-separated subset; all by default):
                sharded once per step); the GPT with Adam and with SGD + momentum (--zero 1, 2;
                dp=2, 4); the tied-embedding GPT (one weight used twice); the CNN with
                --sync-batchnorm (running statistics compared too); dp=2,pp=2 (the MLP with Adam,
-               the GPT with 2 micro-batches; each stage's dp group shards its buckets).
+               the GPT with 2 micro-batches; each stage's dp group shards its buckets);
+               dp=2,tp=2 (MLP, GPT: each tp rank's dp group shards its local weights); the tied
+               GPT on the full mesh dp=2,pp=2,tp=2 (8 ranks).
   plans        --emit plan-text: --zero 2 reduce-scatters every gradient bucket and all-gathers
                the updated parameters, both on group "dp", and keeps no whole-gradient
                all-reduce; --zero 1 all-reduces as dp and all-gathers; optimizer-state bytes per
@@ -23,7 +25,7 @@ Groups (--only takes a comma-separated subset; all by default):
                stopped at step 2 and resumed to 6, parameters and checkpoint arrays
                bit-identical to 6 steps in one run; each program's shard holds every replica's
                optimizer state ("<buffer>@dp<d>").
-  errors       --zero without dp, with tp, with a pipeline and clipping, --zero 3;
+  errors       --zero without dp (tp=2, pp=2), clipping with a pipeline or tp, --zero 3;
                --dump-gradients under --zero 2 is refused with a clear error; --export writes
                whole tensors.
 
@@ -80,6 +82,13 @@ def cases():
     out.append(("cnn-syncbn-sgd/dp=2/zero=2", cnn, cnn_data, sgd, ["--sync-batchnorm"], 2, 2,
                 False))
     out.append(("gpt-adam/dp=4/zero=1", gpt, gpt_data, gpt_adam, [], 4, 1, True))
+    # Tensor parallelism: each tp rank's dp group shards its local (split or replicated) weights.
+    for z in (1, 2):
+        out.append((f"mlp-sgd/dp=2,tp=2/zero={z}", mlp, digits, sgd, [], "dp=2,tp=2", z, False))
+        out.append((f"gpt-sgd/dp=2,tp=2/zero={z}", gpt, gpt_data, gpt_sgd, [], "dp=2,tp=2", z,
+                    False))
+    out.append(("gpt_tied-sgd/dp=2,pp=2,tp=2/zero=2", tied, gpt_data, gpt_sgd, [],
+                "dp=2,pp=2,tp=2,microbatches=2", 2, False))
     # Pipelines: one dp group per stage, each shards its stage's buckets.
     for z in (1, 2):
         out.append((f"mlp-adam/dp=2,pp=2/zero={z}", mlp, digits, adam, [], "dp=2,pp=2", z, True))
@@ -105,7 +114,7 @@ def run_equivalence(r, only=None):
                 baselines[key] = (params, rows, grad1)
             single, single_rows, grad1 = baselines[key]
             strategy = dp if isinstance(dp, str) else f"dp={dp}"
-            nproc = 4 if isinstance(dp, str) else dp
+            nproc = dp if isinstance(dp, int) else (8 if "tp=2" in dp and "pp=2" in dp else 4)
             plan = r.compile(model, ["--strategy", strategy, "--zero", str(zero)] + flags + extra)
             params, rows = r.train(plan, data, nproc, run_args)
             same_losses(single_rows, rows)
@@ -230,13 +239,16 @@ def run_errors(r):
 
     r.check("errors/zero-single", lambda: expect_compile_error(
         ["--zero", "1"], r"error: --zero: shards over data-parallel ranks"))
-    r.check("errors/zero-tp", lambda: expect_compile_error(
-        ["--strategy", "dp=2,tp=2", "--zero", "1"], r"error: --zero: is not supported with"))
+    r.check("errors/zero-tp-without-dp", lambda: expect_compile_error(
+        ["--strategy", "tp=2", "--zero", "1"], r"error: --zero: shards over data-parallel ranks"))
+    r.check("errors/zero-tp-clip", lambda: expect_compile_error(
+        ["--strategy", "dp=2,tp=2", "--zero", "2", "--clip-grad-norm", "1"],
+        r"error: --clip-grad-norm: is not supported with --zero and --strategy dp=2,tp=2"))
     r.check("errors/zero-pp-without-dp", lambda: expect_compile_error(
         ["--strategy", "pp=2", "--zero", "2"], r"error: --zero: shards over data-parallel ranks"))
     r.check("errors/zero-pp-clip", lambda: expect_compile_error(
         ["--strategy", "dp=2,pp=2", "--zero", "1", "--clip-grad-norm", "1"],
-        r"error: --clip-grad-norm: is not supported with --zero and pipelines"))
+        r"error: --clip-grad-norm: is not supported with --zero and --strategy dp=2,pp=2"))
     r.check("errors/zero-3", lambda: expect_compile_error(
         ["--strategy", "dp=2", "--zero", "3"], r"error: --zero: must be 0"))
 
