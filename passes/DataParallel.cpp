@@ -14,6 +14,10 @@
 // a parameter used by several nodes (whose contributions autodiff already summed), is reduced
 // once. --sync-batchnorm marks BatchNormTraining / BatchNormGrad with sync = 1: their kernels
 // reduce the batch statistics over the group (torch.nn.SyncBatchNorm).
+//
+// ZeRO stage 2 (--zero 2; Rajbhandari et al. 2020): each bucket is instead flattened, zero-padded
+// to a multiple of N and reduce-scattered (ai.dtc.ReduceScatter, mean over dp) at the same place;
+// the shards go to TrainingRoles::gradientShards for the optimizer pass.
 #include "ops/Gradient.h"
 #include "ops/OpDef.h"
 #include "passes/DataParallel.h"
@@ -21,6 +25,7 @@
 #include "passes/Passes.h"
 
 #include <algorithm>
+#include <map>
 #include <unordered_map>
 
 namespace dtc::passes {
@@ -58,6 +63,8 @@ public:
     const std::vector<ir::Node *> nodes = graph.nodes();
     for (size_t i = 0; i < nodes.size(); ++i)
       position[nodes[i]] = i;
+    if (cfg.zero == 2)
+      return reduceScatter(graph, cfg, ctx.diags, nodes, position);
     // Distinct gradients in the order backward completes them (ties: parameter order).
     struct Ready {
       ir::Value *gradient;
@@ -101,6 +108,50 @@ public:
     for (ir::Value *&g : st.gradients)
       if (g)
         g = reduced.at(g);
+    return Status::ok();
+  }
+
+private:
+  /// ZeRO stage 2: the trained parameters' gradients in the order backward completes them, in
+  /// buckets as above, each flattened, zero-padded and reduce-scattered right after its last
+  /// gradient is computed; the shards are recorded in TrainingRoles::gradientShards for the
+  /// optimizer pass (the gradients themselves stay the rank's own, unreduced).
+  Status reduceScatter(ir::Graph &graph, const TrainingConfig &cfg, Diagnostics &diags,
+                       const std::vector<ir::Node *> &nodes,
+                       const std::unordered_map<const ir::Node *, size_t> &position) {
+    ir::TrainingRoles &st = graph.training();
+    struct Ready {
+      size_t parameter;
+      int64_t at; // position of the gradient's producer, -1 when none
+    };
+    std::vector<Ready> ready;
+    for (size_t i = 0; i < st.parameters.size(); ++i)
+      if (ir::Value *g = st.gradients[i]) {
+        const ir::Node *p = g->producer();
+        ready.push_back({i, p ? static_cast<int64_t>(position.at(p)) : -1});
+      }
+    std::stable_sort(ready.begin(), ready.end(),
+                     [](const Ready &a, const Ready &b) { return a.at < b.at; });
+    std::vector<ir::Value *> order;
+    for (const Ready &r : ready)
+      order.push_back(st.gradients[r.parameter]);
+    DTC_ASSIGN_OR_RETURN(std::vector<std::vector<ir::Value *>> buckets,
+                         bucketGradients(order, cfg.bucketMb));
+    size_t next = 0; // index into `ready` of the bucket's first member
+    for (size_t k = 0; k < buckets.size(); ++k) {
+      ir::GradientShard shard;
+      int64_t last = -1;
+      for (size_t j = 0; j < buckets[k].size(); ++j, ++next) {
+        shard.members.push_back(ready[next].parameter);
+        last = std::max(last, ready[next].at);
+      }
+      const size_t after = static_cast<size_t>(last + 1);
+      DTC_ASSIGN_OR_RETURN(shard.shard,
+                           addBucketReduceScatter(graph, buckets[k], k, cfg.mesh.dp,
+                                                  after < nodes.size() ? nodes[after] : nullptr,
+                                                  ir::Phase::kBackward, diags));
+      st.gradientShards.push_back(std::move(shard));
+    }
     return Status::ok();
   }
 };
@@ -152,6 +203,87 @@ Expected<ir::Node *> addBucketAllReduce(ir::Graph &graph, const std::vector<ir::
   n->setAttr("bucket", ir::Attribute(static_cast<int64_t>(index)));
   DTC_RETURN_IF_ERROR(ops::inferNode(*n, diags));
   return n;
+}
+
+int64_t paddedBucketSize(const std::vector<ir::Value *> &values, int64_t parts) {
+  int64_t total = 0;
+  for (const ir::Value *v : values)
+    total += *v->shape().numElements();
+  return (total + parts - 1) / parts * parts;
+}
+
+namespace {
+
+/// Inserts node `op` before `before` (appended when null) with one output named
+/// uniqueName(out), in `phase` and `stage`, and infers its types.
+Expected<ir::Node *> place(ir::Graph &graph, ir::Node *before, const std::string &op,
+                           const std::vector<ir::Value *> &inputs, const std::string &out,
+                           const std::string &domain, ir::Phase phase, int stage,
+                           const std::map<std::string, ir::Attribute> &attrs, Diagnostics &diags) {
+  const std::vector<std::string> names{graph.uniqueName(out)};
+  ir::Node *n = before ? graph.insertNodeBefore(before, op, inputs, names, domain, names[0])
+                       : graph.addNode(op, inputs, names, domain, names[0]);
+  n->setPhase(phase);
+  n->setStage(stage);
+  for (const auto &[key, a] : attrs)
+    n->setAttr(key, a);
+  DTC_RETURN_IF_ERROR(ops::inferNode(*n, diags));
+  return n;
+}
+
+} // namespace
+
+Expected<ir::Value *> flattenBucket(ir::Graph &graph, const std::vector<ir::Value *> &values,
+                                    int64_t padded, const std::string &prefix, ir::Node *before,
+                                    ir::Phase phase, Diagnostics &diags) {
+  const int stage = values[0]->producer() ? values[0]->producer()->stage() : -1;
+  std::vector<ir::Value *> parts;
+  int64_t total = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    ir::Value *v = values[i];
+    const int64_t n = *v->shape().numElements();
+    total += n;
+    const std::string name = prefix + "/flat" + std::to_string(i);
+    ir::Value *shape =
+        graph.addConstant(name + "/shape", ir::TensorData::fromInt64s(name + "/shape", {1}, {n}));
+    DTC_ASSIGN_OR_RETURN(ir::Node * r, place(graph, before, "Reshape", {v, shape}, name, "", phase,
+                                             stage, {}, diags));
+    parts.push_back(r->output(0));
+  }
+  if (padded < total)
+    return Status::error("bucket '" + prefix + "'", "padded size " + std::to_string(padded) +
+                                                        " is below its " + std::to_string(total) +
+                                                        " elements");
+  if (padded > total) {
+    const std::string name = prefix + "/padding";
+    parts.push_back(
+        graph.addConstant(name, ir::TensorData::zeros(name, values[0]->dtype(), {padded - total})));
+  }
+  if (parts.size() == 1)
+    return parts[0];
+  DTC_ASSIGN_OR_RETURN(ir::Node * c, place(graph, before, "Concat", parts, prefix, "", phase, stage,
+                                           {{"axis", ir::Attribute(int64_t{0})}}, diags));
+  return c->output(0);
+}
+
+Expected<ir::Value *> addBucketReduceScatter(ir::Graph &graph,
+                                             const std::vector<ir::Value *> &bucket, size_t index,
+                                             int64_t parts, ir::Node *before, ir::Phase phase,
+                                             Diagnostics &diags) {
+  const std::string prefix = "dp/bucket" + std::to_string(index);
+  DTC_ASSIGN_OR_RETURN(ir::Value * flat,
+                       flattenBucket(graph, bucket, paddedBucketSize(bucket, parts),
+                                     prefix + "/gradients", before, phase, diags));
+  const int stage = bucket[0]->producer() ? bucket[0]->producer()->stage() : -1;
+  DTC_ASSIGN_OR_RETURN(ir::Node * rs,
+                       place(graph, before, "ReduceScatter", {flat}, prefix + "/grad_shard",
+                             ir::kDtcDomain, phase, stage,
+                             {{"op", ir::Attribute("mean")},
+                              {"group", ir::Attribute("dp")},
+                              {"parts", ir::Attribute(parts)},
+                              {"bucket", ir::Attribute(static_cast<int64_t>(index))}},
+                             diags));
+  return rs->output(0);
 }
 
 std::unique_ptr<Pass> createDataParallelPass() { return std::make_unique<DataParallelPass>(); }

@@ -26,4 +26,25 @@ Expected<ir::Node *> addBucketAllReduce(ir::Graph &graph, const std::vector<ir::
                                         size_t index, ir::Node *before, ir::Phase phase,
                                         Diagnostics &diags);
 
+/// ZeRO (Rajbhandari et al. 2020): the elements of `values` (static shapes) in total, rounded
+/// up to a multiple of `parts` (the flat bucket is zero-padded to it; never truncated).
+int64_t paddedBucketSize(const std::vector<ir::Value *> &values, int64_t parts);
+
+/// ZeRO: the flat bucket [padded]: every value of `values` (static shapes, one dtype) reshaped to
+/// one dimension and concatenated in order, then zeros up to `padded` elements (>= their total).
+/// Nodes named "<prefix>/..." (output "<prefix>") are inserted before `before` (appended when
+/// null) in `phase` and the stage of values[0]'s producer; their types are inferred.
+Expected<ir::Value *> flattenBucket(ir::Graph &graph, const std::vector<ir::Value *> &values,
+                                    int64_t padded, const std::string &prefix, ir::Node *before,
+                                    ir::Phase phase, Diagnostics &diags);
+
+/// ZeRO stage 2: flattenBucket(bucket, paddedBucketSize(bucket, parts)) reduced by
+/// ai.dtc.ReduceScatter {op = "mean", group = "dp", parts, bucket = index} named
+/// "dp/bucket<index>/ReduceScatter": returns this rank's shard f32[padded / parts] (block r for
+/// dp rank r of the mean over the group).
+Expected<ir::Value *> addBucketReduceScatter(ir::Graph &graph,
+                                             const std::vector<ir::Value *> &bucket, size_t index,
+                                             int64_t parts, ir::Node *before, ir::Phase phase,
+                                             Diagnostics &diags);
+
 } // namespace dtc::passes

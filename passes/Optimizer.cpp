@@ -21,6 +21,10 @@
 // Clipping (clipGradNorm > 0): S = SumSquares(all update gradients), c = ClipGradNormScale(S,
 // max_norm, input_scale = 1/K), and every update op takes c as grad_scale: no scaled copy of a
 // gradient is made.
+//
+// ZeRO (TrainingConfig::zero 1 or 2, --strategy dp=N): one update per bucket of parameters on
+// the rank's 1/N block of the flattened, zero-padded bucket, with state for that block only,
+// then an all-gather of the updated blocks over dp (shardedStep below).
 #include "ops/OpDef.h"
 #include "passes/DataParallel.h"
 #include "passes/Pass.h"
@@ -124,7 +128,7 @@ public:
 
     phase_ = ir::Phase::kOptimizer;
     const bool allReduced = cfg.dataParallel() > 0 && (cfg.mesh.pp == 1 || cfg.mesh.dp > 1);
-    if (k > 1 && allReduced && !trained.empty()) {
+    if (k > 1 && allReduced && !trained.empty() && cfg.zero != 2) {
       // Data parallelism with accumulation: all-reduce the accumulated gradients once per step,
       // first thing in the optimizer phase (DDP's no_sync() for all micro-batches but the last;
       // the data-parallel pass leaves them alone). Buckets in reverse parameter order, as DDP.
@@ -145,6 +149,11 @@ public:
         grads[i] = reduced.at(grads[i]);
     }
     const float invK = 1.f / static_cast<float>(k);
+    if (cfg.zero > 0 && !trained.empty()) {
+      DTC_RETURN_IF_ERROR(shardedStep(cfg, trained, grads, accums, invK));
+      st.optimizerBegin = first_;
+      return Status::ok();
+    }
     ir::Value *scale = nullptr;
     if (cfg.clipGradNorm > 0.f && !trained.empty()) {
       // Tensor parallelism: a split gradient's squares are summed over the tp group (each
@@ -189,39 +198,7 @@ public:
     for (size_t i : trained) {
       ir::Value *p = st.parameters[i];
       std::vector<ir::Value *> state;
-      ir::Node *update = nullptr;
-      if (cfg.optimizer == "sgd") {
-        std::map<std::string, ir::Attribute> attrs = {
-            {"momentum", ir::Attribute(cfg.momentum)},
-            {"nesterov", ir::Attribute(int64_t{cfg.nesterov ? 1 : 0})},
-            {"weight_decay", ir::Attribute(cfg.weightDecay)}};
-        std::vector<std::string> outs = {p->name() + "/updated"};
-        if (cfg.momentum != 0.f) {
-          state.push_back(zeros(p->name() + ".momentum", *p));
-          outs.push_back(state.back()->name() + "/updated");
-        }
-        std::vector<ir::Value *> ins = {p, grads[i], st.lr, state.empty() ? nullptr : state[0],
-                                        scale};
-        while (!ins.back())
-          ins.pop_back();
-        DTC_ASSIGN_OR_RETURN(update,
-                             emit("SGD", p->name() + "/SGD", ins, outs, ir::kDtcDomain, attrs));
-      } else {
-        const std::string op = cfg.optimizer == "adam" ? "Adam" : "AdamW";
-        state.push_back(zeros(p->name() + ".exp_avg", *p));
-        state.push_back(zeros(p->name() + ".exp_avg_sq", *p));
-        std::vector<ir::Value *> ins = {p, grads[i], st.lr, st.step, state[0], state[1]};
-        if (scale)
-          ins.push_back(scale);
-        DTC_ASSIGN_OR_RETURN(update, emit(op, p->name() + "/" + op, ins,
-                                          {p->name() + "/updated", state[0]->name() + "/updated",
-                                           state[1]->name() + "/updated"},
-                                          ir::kDtcDomain,
-                                          {{"beta1", ir::Attribute(cfg.beta1)},
-                                           {"beta2", ir::Attribute(cfg.beta2)},
-                                           {"epsilon", ir::Attribute(cfg.eps)},
-                                           {"weight_decay", ir::Attribute(cfg.weightDecay)}}));
-      }
+      DTC_ASSIGN_OR_RETURN(ir::Node * update, addUpdate(cfg, p, grads[i], scale, p->name(), state));
       st.updates.push_back({p, update->output(0)});
       for (size_t s = 0; s < state.size(); ++s)
         st.updates.push_back({state[s], update->output(s + 1)});
@@ -239,6 +216,225 @@ public:
   }
 
 private:
+  /// The update node of parameter (or parameter shard) `p` with gradient `g` (grad_scale
+  /// `scale`, or none), named after `base` ("<base>/SGD"; state "<base>.momentum",
+  /// "<base>.exp_avg", "<base>.exp_avg_sq", zeros of p's type, appended to `state`). Output 0 is
+  /// the new p, output 1 + s the new state[s].
+  Expected<ir::Node *> addUpdate(const TrainingConfig &cfg, ir::Value *p, ir::Value *g,
+                                 ir::Value *scale, const std::string &base,
+                                 std::vector<ir::Value *> &state) {
+    const ir::TrainingRoles &st = graph_->training();
+    if (cfg.optimizer == "sgd") {
+      std::map<std::string, ir::Attribute> attrs = {
+          {"momentum", ir::Attribute(cfg.momentum)},
+          {"nesterov", ir::Attribute(int64_t{cfg.nesterov ? 1 : 0})},
+          {"weight_decay", ir::Attribute(cfg.weightDecay)}};
+      std::vector<std::string> outs = {p->name() + "/updated"};
+      if (cfg.momentum != 0.f) {
+        state.push_back(zeros(base + ".momentum", *p));
+        outs.push_back(state.back()->name() + "/updated");
+      }
+      std::vector<ir::Value *> ins = {p, g, st.lr, state.empty() ? nullptr : state[0], scale};
+      while (!ins.back())
+        ins.pop_back();
+      return emit("SGD", base + "/SGD", ins, outs, ir::kDtcDomain, attrs);
+    }
+    const std::string op = cfg.optimizer == "adam" ? "Adam" : "AdamW";
+    state.push_back(zeros(base + ".exp_avg", *p));
+    state.push_back(zeros(base + ".exp_avg_sq", *p));
+    std::vector<ir::Value *> ins = {p, g, st.lr, st.step, state[0], state[1]};
+    if (scale)
+      ins.push_back(scale);
+    return emit(
+        op, base + "/" + op, ins,
+        {p->name() + "/updated", state[0]->name() + "/updated", state[1]->name() + "/updated"},
+        ir::kDtcDomain,
+        {{"beta1", ir::Attribute(cfg.beta1)},
+         {"beta2", ir::Attribute(cfg.beta2)},
+         {"epsilon", ir::Attribute(cfg.eps)},
+         {"weight_decay", ir::Attribute(cfg.weightDecay)}});
+  }
+
+  /// Sets first_ to the first node appended since the graph had `before` nodes (helpers of
+  /// passes/DataParallel.h append without emit()).
+  void markFirst(size_t before) {
+    if (!first_ && graph_->nodes().size() > before)
+      first_ = graph_->nodes()[before];
+  }
+
+  /// Rank r's block of the flat bucket `flat` [parts * s]: Gather(Reshape(flat, [parts, s]),
+  /// dtc::dp_rank) -> [s].
+  Expected<ir::Value *> ownBlock(ir::Value *flat, int64_t parts, const std::string &name) {
+    const int64_t s = *flat->shape().numElements() / parts;
+    ir::Value *shape = constI64(name + "/blocks_shape", {parts, s});
+    DTC_ASSIGN_OR_RETURN(ir::Node * r,
+                         emit("Reshape", name + "/blocks", {flat, shape}, {name + "/blocks"}, ""));
+    DTC_ASSIGN_OR_RETURN(ir::Node * g,
+                         emit("Gather", name, {r->output(0), graph_->training().dpRank}, {name}, "",
+                              {{"axis", ir::Attribute(int64_t{0})}}));
+    return g->output(0);
+  }
+
+  ir::Value *constI64(const std::string &base, const std::vector<int64_t> &values) {
+    const std::string name = graph_->uniqueName(base);
+    return graph_->addConstant(
+        name, ir::TensorData::fromInt64s(name, {static_cast<int64_t>(values.size())}, values));
+  }
+
+  /// ZeRO stages 1 and 2 (Rajbhandari et al., SC 2020; DeepSpeed's partitioned optimizer,
+  /// PyTorch's ZeroRedundancyOptimizer and FSDP SHARD_GRAD_OP): the trained parameters go in
+  /// buckets (stage 2 without accumulation: the data-parallel pass's reduce-scattered ones;
+  /// otherwise bucketGradients over them in reverse order, as DDP). Per bucket of L elements,
+  /// padded to Lp = N * s (N = dp): the flat gradient's block r on dp rank r (stage 1: of the
+  /// all-reduced gradients, Gather of block dtc::dp_rank; stage 2: the reduce-scatter's result),
+  /// the flat parameters' block r, one update with state of s elements ("zero/bucket<b>.*",
+  /// listed as the optimizer state of the bucket's first parameter), then AllGather over dp of
+  /// the updated blocks, split back into the parameters (their state updates). Clipping sums
+  /// the squares of the shards and all-reduces the sum over dp (padding is zeros in both).
+  Status shardedStep(const TrainingConfig &cfg, const std::vector<size_t> &trained,
+                     const std::vector<ir::Value *> &grads, const std::vector<ir::Value *> &accums,
+                     float invK) {
+    ir::TrainingRoles &st = graph_->training();
+    const int64_t parts = cfg.mesh.dp;
+    DTC_ASSIGN_OR_RETURN(st.dpRank, runtimeInput(ir::kDpRankInput, ir::DType::kInt64));
+    std::vector<ir::GradientShard> buckets;
+    if (cfg.zero == 2 && cfg.gradAccumSteps == 1) {
+      buckets = st.gradientShards;
+      size_t members = 0;
+      for (const ir::GradientShard &b : buckets)
+        members += b.members.size();
+      if (members != trained.size())
+        return Status::error("optimizer", "--zero 2: the data-parallel pass reduce-scattered " +
+                                              std::to_string(members) + " gradients of " +
+                                              std::to_string(trained.size()) +
+                                              " trained parameters (it must run first)");
+    } else {
+      std::vector<size_t> order(trained.rbegin(), trained.rend());
+      std::vector<ir::Value *> ready;
+      for (size_t i : order)
+        ready.push_back(grads[i]);
+      DTC_ASSIGN_OR_RETURN(auto groups, bucketGradients(ready, cfg.bucketMb));
+      size_t next = 0;
+      for (size_t b = 0; b < groups.size(); ++b) {
+        ir::GradientShard shard;
+        for (size_t j = 0; j < groups[b].size(); ++j)
+          shard.members.push_back(order[next++]);
+        const size_t before = graph_->nodes().size();
+        if (cfg.zero == 2) {
+          // Accumulated gradients, reduce-scattered once per step.
+          DTC_ASSIGN_OR_RETURN(shard.shard,
+                               addBucketReduceScatter(*graph_, groups[b], b, parts, nullptr,
+                                                      ir::Phase::kOptimizer, *diags_));
+          markFirst(before);
+        } else {
+          const std::string name = "zero/bucket" + std::to_string(b) + "/gradients";
+          DTC_ASSIGN_OR_RETURN(ir::Value * flat,
+                               flattenBucket(*graph_, groups[b], paddedBucketSize(groups[b], parts),
+                                             name, nullptr, ir::Phase::kOptimizer, *diags_));
+          markFirst(before);
+          DTC_ASSIGN_OR_RETURN(shard.shard, ownBlock(flat, parts, name + "/shard"));
+        }
+        buckets.push_back(std::move(shard));
+      }
+    }
+
+    ir::Value *scale = nullptr;
+    if (cfg.clipGradNorm > 0.f) {
+      std::vector<ir::Value *> shards;
+      for (const ir::GradientShard &b : buckets)
+        shards.push_back(b.shard);
+      DTC_ASSIGN_OR_RETURN(ir::Node * part, emit("SumSquares", "optimizer/grad_sum_squares_shard",
+                                                 shards, {"optimizer/grad_sum_squares_shard"}));
+      DTC_ASSIGN_OR_RETURN(ir::Node * total,
+                           emit("AllReduce", "optimizer/grad_sum_squares_dp/AllReduce",
+                                {part->output(0)}, {"optimizer/grad_sum_squares"}, ir::kDtcDomain,
+                                {{"op", ir::Attribute("sum")}, {"group", ir::Attribute("dp")}}));
+      DTC_ASSIGN_OR_RETURN(ir::Node * clip,
+                           emit("ClipGradNormScale", "optimizer/grad_clip_scale",
+                                {total->output(0)}, {"optimizer/grad_clip_scale"}, ir::kDtcDomain,
+                                {{"max_norm", ir::Attribute(cfg.clipGradNorm)},
+                                 {"input_scale", ir::Attribute(invK)}}));
+      scale = clip->output(0);
+    } else if (cfg.gradAccumSteps > 1) {
+      const std::string name = graph_->uniqueName("optimizer/grad_scale");
+      scale = graph_->addConstant(name, ir::TensorData::fromFloats(name, {}, {invK}));
+    }
+
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      const std::vector<size_t> &members = buckets[b].members;
+      const std::string base = "zero/bucket" + std::to_string(b);
+      std::vector<ir::Value *> params;
+      for (size_t i : members)
+        params.push_back(st.parameters[i]);
+      const int64_t padded = paddedBucketSize(params, parts);
+      const size_t before = graph_->nodes().size();
+      DTC_ASSIGN_OR_RETURN(ir::Value * flat,
+                           flattenBucket(*graph_, params, padded, base + "/parameters", nullptr,
+                                         ir::Phase::kOptimizer, *diags_));
+      markFirst(before);
+      DTC_ASSIGN_OR_RETURN(ir::Value * own, ownBlock(flat, parts, base + "/parameters/shard"));
+      std::vector<ir::Value *> state;
+      DTC_ASSIGN_OR_RETURN(ir::Node * update,
+                           addUpdate(cfg, own, buckets[b].shard, scale, base, state));
+      for (size_t s = 0; s < state.size(); ++s)
+        st.updates.push_back({state[s], update->output(s + 1)});
+      DTC_ASSIGN_OR_RETURN(ir::Node * gathered,
+                           emit("AllGather", base + "/parameters/AllGather", {update->output(0)},
+                                {base + "/parameters/gathered"}, ir::kDtcDomain,
+                                {{"group", ir::Attribute("dp")}, {"parts", ir::Attribute(parts)}}));
+      DTC_ASSIGN_OR_RETURN(ir::Node * whole,
+                           emit("Reshape", base + "/parameters/updated",
+                                {gathered->output(0), constI64(base + "/padded_shape", {padded})},
+                                {base + "/parameters/updated"}, ""));
+      // Back into the parameters: split off each one's elements (and the padding).
+      std::vector<ir::Value *> pieces;
+      int64_t total = 0;
+      for (const ir::Value *p : params)
+        total += *p->shape().numElements();
+      if (params.size() == 1 && padded == total) {
+        pieces.push_back(whole->output(0));
+      } else {
+        std::vector<int64_t> sizes;
+        std::vector<std::string> outs;
+        for (const ir::Value *p : params) {
+          sizes.push_back(*p->shape().numElements());
+          outs.push_back(p->name() + "/updated_flat");
+        }
+        if (padded > total) {
+          sizes.push_back(padded - total);
+          outs.push_back(base + "/padding/updated");
+        }
+        DTC_ASSIGN_OR_RETURN(ir::Node * split,
+                             emit("Split", base + "/parameters/Split",
+                                  {whole->output(0), constI64(base + "/split", sizes)}, outs, "",
+                                  {{"axis", ir::Attribute(int64_t{0})}}));
+        for (size_t j = 0; j < params.size(); ++j)
+          pieces.push_back(split->output(j));
+      }
+      for (size_t j = 0; j < members.size(); ++j) {
+        const size_t i = members[j];
+        ir::Value *p = st.parameters[i];
+        DTC_ASSIGN_OR_RETURN(ir::Node * r, emit("Reshape", p->name() + "/Reshape",
+                                                {pieces[j], constI64(p->name() + "/shape",
+                                                                     p->shape().staticSizes())},
+                                                {p->name() + "/updated"}, ""));
+        st.updates.push_back({p, r->output(0)});
+        std::vector<ir::Value *> kept = j == 0 ? state : std::vector<ir::Value *>{};
+        if (accums[i]) {
+          DTC_ASSIGN_OR_RETURN(ir::Node * reset,
+                               emit("ZeroGradient", p->name() + ".grad_accum/ZeroGradient",
+                                    {grads[i], r->output(0)}, {p->name() + ".grad_accum/zero"}));
+          st.updates.push_back({accums[i], reset->output(0)});
+          kept.push_back(accums[i]);
+        }
+        st.optimizerState[i] = std::move(kept);
+      }
+    }
+    if (cfg.zero == 2)
+      st.gradientShards = std::move(buckets);
+    return Status::ok();
+  }
+
   /// The graph input `name` (f32[] or i64[] scalar), created when absent.
   Expected<ir::Value *> runtimeInput(const std::string &name, ir::DType dtype) {
     const ir::TensorType want{dtype, ir::Shape(std::vector<ir::Dim>{})};

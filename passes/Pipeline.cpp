@@ -46,7 +46,7 @@ namespace {
 
 bool isRuntimeFed(const ir::Value *v) {
   return v->name() == ir::kLrInput || v->name() == ir::kStepInput || v->name() == ir::kRngInput ||
-         v->name() == ir::kTpRankInput;
+         v->name() == ir::kTpRankInput || v->name() == ir::kDpRankInput;
 }
 
 /// Estimated time of a node in arbitrary units, for balancing: the larger of its FLOPs and 8x

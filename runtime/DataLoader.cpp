@@ -31,8 +31,9 @@ bool isIndexType(ir::DType t) { return t == ir::DType::kInt32 || t == ir::DType:
 Expected<std::vector<DataInput>> dataInputsOf(const plan::Plan &plan, int rank) {
   const plan::RankProgram &rp = plan::programOf(plan, rank);
   std::set<std::string> runtimeFed;
-  for (const std::string &n : {rp.training().lr_input(), rp.training().step_input(),
-                               rp.training().rng_input(), rp.training().tp_rank_input()})
+  for (const std::string &n :
+       {rp.training().lr_input(), rp.training().step_input(), rp.training().rng_input(),
+        rp.training().tp_rank_input(), rp.training().dp_rank_input()})
     if (!n.empty())
       runtimeFed.insert(n);
   std::map<std::string, std::string> arrayOf;

@@ -363,6 +363,9 @@ Status Executor::load() {
         if (c.inputs_size() == 0) // recv: the size it receives
           step.operandBytes.push_back(rp.buffers(c.outputs(j)).size_bytes());
       }
+      // A reduce-scatter's operand size is its block, this rank's share (CommRequest).
+      if (c.kind() == plan::COLLECTIVE_REDUCE_SCATTER && c.outputs_size() == 1)
+        step.operandBytes.assign(1, rp.buffers(c.outputs(0)).size_bytes());
       const int typed = c.inputs_size() > 0 ? c.inputs(0) : c.outputs(0);
       step.dtype = rp.buffers(typed).dtype();
       step.mean = c.op() == plan::REDUCE_MEAN;

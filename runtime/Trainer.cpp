@@ -157,6 +157,11 @@ Status Trainer::setScalars(int64_t step, int64_t rngCounter, double lr) {
     DTC_RETURN_IF_ERROR(
         ex_.setInput(scalarArray(tr.tp_rank_input(), ir::DType::kInt64, {}, &tp, 8)));
   }
+  if (!tr.dp_rank_input().empty()) {
+    const int64_t dp = plan_.ranks(rank_).dp();
+    DTC_RETURN_IF_ERROR(
+        ex_.setInput(scalarArray(tr.dp_rank_input(), ir::DType::kInt64, {}, &dp, 8)));
+  }
   if (!tr.rng_input().empty()) {
     // Tensor-parallel peers compute the same replicated values: they share one key (the rank
     // of their group's first member), so their dropout masks agree.
@@ -590,6 +595,10 @@ Status train(plan::Plan plan, const TrainOptions &opts) {
     return Status::error("--checkpoint-dir", "checkpoints of tensor-parallel plans (tp=" +
                                                  std::to_string(plan.mesh().tp()) +
                                                  ") are not supported yet");
+  // ZeRO stage 2: no rank keeps whole gradients after their bucket's reduce-scatter.
+  if (plan.hyperparameters().zero() == 2 && !opts.dumpGradientsPath.empty())
+    return Status::error("--dump-gradients", "no rank holds whole gradients under --zero 2 (each "
+                                             "keeps its shard of every bucket)");
   // Rank 0 alone writes the outputs (on another host, their folders need not exist).
   if ((!opts.comm && (!opts.parameters || opts.workerRank == 0)) ||
       (opts.comm && opts.comm->rank() == 0)) {

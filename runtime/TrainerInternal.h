@@ -94,6 +94,11 @@ private:
   Expected<Manifest> pickCheckpoint();
   /// Reads this rank's program's shard of `manifest` and writes it into its persistent buffers.
   Status restoreShard(const Manifest &manifest);
+  /// ZeRO plans (Hyperparameters.zero > 0, dp > 1): the persistent optimizer-state buffers, which
+  /// differ between data-parallel replicas; empty otherwise. Checkpoints keep every replica's,
+  /// named zeroShardName(buffer, dp index).
+  std::vector<int> zeroShardedState() const;
+  static std::string zeroShardName(const std::string &buffer, int64_t dp);
   Status logLine(const nlohmann::json &j);
   Status epochEnd(int64_t epoch, int64_t stepsDone, Totals &t, bool partial);
 

@@ -177,6 +177,20 @@ Status Trainer::gather(Part part, std::vector<HostArray> &out) {
 
 int Trainer::programIndex() const { return plan_.ranks(rank_).program(); }
 
+std::vector<int> Trainer::zeroShardedState() const {
+  std::vector<int> out;
+  if (plan_.hyperparameters().zero() <= 0 || plan_.mesh().dp() <= 1 || !comm_)
+    return out;
+  for (int b : l_.persistent)
+    if (program_.buffers(b).kind() == plan::BUFFER_OPTIMIZER_STATE)
+      out.push_back(b);
+  return out;
+}
+
+std::string Trainer::zeroShardName(const std::string &buffer, int64_t dp) {
+  return buffer + "@dp" + std::to_string(dp);
+}
+
 int Trainer::shardWriter(int program) const {
   for (int r = 0; r < plan_.ranks_size(); ++r)
     if (plan_.ranks(r).program() == program)
@@ -243,14 +257,50 @@ Status Trainer::writeCheckpointAt(int64_t step, int64_t epoch, int64_t stepInEpo
   const int program = programIndex();
   ShardRecord mine;
   Status wrote = Status::ok();
+  // ZeRO: every data-parallel replica of a program holds its own optimizer-state shard; the
+  // program's writer receives them all and stores "<buffer>@dp<d>" for each replica's dp index d.
+  const std::vector<int> sharded = zeroShardedState();
+  if (!sharded.empty() && shardWriter(program) != rank_) {
+    Status sent = Status::ok();
+    for (int b : sharded) {
+      Expected<HostArray> a = ex_.readBuffer(b);
+      if (!a) {
+        sent = a.status();
+        break;
+      }
+      sent = comm_->send(a->bytes.data(), a->bytes.size(), shardWriter(program), kStateTag,
+                         "optimizer-state shard '" + program_.buffers(b).name() + "' to rank " +
+                             std::to_string(shardWriter(program)) + " for the " + what);
+      if (!sent.isOk())
+        break;
+    }
+    wrote = sent;
+  }
   if (shardWriter(program) == rank_) {
     wrote = [&]() -> Status {
       std::vector<HostArray> arrays;
       arrays.reserve(l_.persistent.size());
       for (int b : l_.persistent) {
         DTC_ASSIGN_OR_RETURN(HostArray a, ex_.readBuffer(b));
+        if (std::find(sharded.begin(), sharded.end(), b) != sharded.end())
+          a.name = zeroShardName(a.name, 0);
         arrays.push_back(std::move(a));
       }
+      for (int r = 0; r < world_ && !sharded.empty(); ++r)
+        for (int b : sharded) {
+          if (r == rank_ || plan_.ranks(r).program() != program)
+            continue;
+          const plan::Buffer &buf = program_.buffers(b);
+          HostArray a;
+          a.name = zeroShardName(buf.name(), plan_.ranks(r).dp());
+          a.dtype = static_cast<ir::DType>(buf.dtype());
+          a.shape.assign(buf.shape().begin(), buf.shape().end());
+          a.bytes.resize(buf.size_bytes());
+          DTC_RETURN_IF_ERROR(comm_->recv(a.bytes.data(), a.bytes.size(), r, kStateTag,
+                                          "optimizer-state shard '" + buf.name() + "' from rank " +
+                                              std::to_string(r) + " for the " + what));
+          arrays.push_back(std::move(a));
+        }
       DTC_ASSIGN_OR_RETURN(ShardRef ref,
                            writeShard(opts_.checkpointDir, meta, program, std::move(arrays)));
       mine.written = 1;
@@ -345,13 +395,22 @@ Status Trainer::restoreShard(const Manifest &manifest) {
     byName[a.name] = &a;
   const std::string of =
       "program " + std::to_string(program) + " (rank " + std::to_string(rank_) + ")";
-  if (byName.size() != l_.persistent.size())
-    return Status::error(path, "holds " + std::to_string(byName.size()) + " arrays, " + of +
-                                   " has " + std::to_string(l_.persistent.size()) +
-                                   " buffers to restore (parameters, optimizer state, running "
-                                   "statistics)");
+  // ZeRO: the shard holds every data-parallel rank's optimizer-state shard; this rank takes its
+  // own ("<buffer>@dp<r>").
+  const std::vector<int> sharded = zeroShardedState();
+  const int64_t replicas = sharded.empty() ? 1 : plan_.mesh().dp();
+  const size_t expected = l_.persistent.size() + sharded.size() * static_cast<size_t>(replicas - 1);
+  if (byName.size() != expected)
+    return Status::error(
+        path,
+        "holds " + std::to_string(byName.size()) + " arrays, " + of + " has " +
+            std::to_string(expected) + " buffers to restore (parameters, optimizer state" +
+            (sharded.empty() ? std::string() : " of " + std::to_string(replicas) + " ZeRO shards") +
+            ", running statistics)");
   for (int b : l_.persistent) {
-    const std::string &name = program_.buffers(b).name();
+    std::string name = program_.buffers(b).name();
+    if (std::find(sharded.begin(), sharded.end(), b) != sharded.end())
+      name = zeroShardName(name, plan_.ranks(rank_).dp());
     auto it = byName.find(name);
     if (it == byName.end())
       return Status::error(path, "has no array '" + name + "', a buffer of " + of);

@@ -77,7 +77,8 @@ Status checkTrainingPlan(const plan::Plan &plan, const std::string &where) {
     for (const Fed &f :
          {Fed{tr.lr_input(), ir::DType::kFloat32, {}}, Fed{tr.step_input(), ir::DType::kInt64, {}},
           Fed{tr.rng_input(), ir::DType::kInt64, {3}},
-          Fed{tr.tp_rank_input(), ir::DType::kInt64, {}}}) {
+          Fed{tr.tp_rank_input(), ir::DType::kInt64, {}},
+          Fed{tr.dp_rank_input(), ir::DType::kInt64, {}}}) {
       if (f.name.empty())
         continue;
       const int b = findBinding(rp.inputs(), f.name);

@@ -110,6 +110,11 @@ int main(int argc, char **argv) {
   train->add_option("--bucket-mb", flags.bucketMb,
                     "dp: gradient all-reduce bucket size in MiB (default 25; the first bucket "
                     "is at most 1 MiB)");
+  train->add_option("--zero", flags.zero,
+                    "dp: ZeRO stage (Rajbhandari et al. 2020): 1 shards the optimizer state "
+                    "over the dp ranks (each updates its 1/N of every gradient bucket, then the "
+                    "parameters are all-gathered), 2 also reduce-scatters the gradients; 0 "
+                    "(default) replicates both");
   train->add_flag("--sync-batchnorm", flags.syncBatchNorm,
                   "dp: BatchNormalization statistics over all ranks (default: per rank)");
   train->add_option("--config", configPath,
@@ -251,6 +256,7 @@ int main(int argc, char **argv) {
                                                    "--class-axis",
                                                    "--bucket-mb",
                                                    "--sync-batchnorm",
+                                                   "--zero",
                                                    "--pp-cuts",
                                                    "--device-memory",
                                                    "--tp-shard",
@@ -321,6 +327,8 @@ int main(int argc, char **argv) {
     }
     if (app.count("--bucket-mb")) cfg.bucketMb = flags.bucketMb;
     if (app.count("--sync-batchnorm")) cfg.syncBatchNorm = flags.syncBatchNorm;
+    if (app.count("--zero"))
+      cfg.zero = flags.zero;
     if (app.count("--staleness")) cfg.staleness = flags.staleness;
     if (app.count("--ps-min-shard-bytes")) cfg.psMinShardBytes = flags.psMinShardBytes;
     if (app.count("--pp-cuts")) {
@@ -505,18 +513,25 @@ int main(int argc, char **argv) {
                                           std::to_string(r.training().parameters_size()) +
                                           " parameter shard(s)");
         }
-        int allReduces = 0, transfers = 0;
+        int allReduces = 0, transfers = 0, scatters = 0, gathers = 0;
         for (const auto &ins : r.instructions())
           if (ins.has_collective()) {
             const auto kind = ins.collective().kind();
-            (kind == dtc::plan::COLLECTIVE_SEND || kind == dtc::plan::COLLECTIVE_RECV
-                 ? transfers
-                 : allReduces) += 1;
+            (kind == dtc::plan::COLLECTIVE_SEND || kind == dtc::plan::COLLECTIVE_RECV ? transfers
+             : kind == dtc::plan::COLLECTIVE_REDUCE_SCATTER                           ? scatters
+             : kind == dtc::plan::COLLECTIVE_ALL_GATHER                               ? gathers
+                                                        : allReduces) += 1;
           }
         std::string comm;
         if (allReduces)
           comm += std::to_string(allReduces) + " gradient all-reduce bucket" +
                   (allReduces == 1 ? "" : "s");
+        if (scatters)
+          comm += (comm.empty() ? "" : ", ") + std::to_string(scatters) +
+                  " gradient reduce-scatter bucket" + (scatters == 1 ? "" : "s");
+        if (gathers)
+          comm += (comm.empty() ? "" : ", ") + std::to_string(gathers) + " all-gather" +
+                  (gathers == 1 ? "" : "s");
         if (transfers)
           comm += (comm.empty() ? "" : ", ") + std::to_string(transfers) + " send/recv";
         std::fprintf(stderr,

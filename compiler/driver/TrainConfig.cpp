@@ -154,6 +154,8 @@ Status readTrainConfigFile(const std::string &path, TrainingConfig &cfg,
       s = number(cfg.bucketMb);
     else if (key == "sync-batchnorm")
       s = get(path, key, v, cfg.syncBatchNorm);
+    else if (key == "zero")
+      s = integer(cfg.zero);
     else if (key == "pp-cuts" && v.is_string()) // "a,b" as on the command line, or ["a", "b"]
       s = get(path, key, json(splitCuts(v.get<std::string>())), cfg.ppCuts);
     else if (key == "pp-cuts")
@@ -178,7 +180,8 @@ Status readTrainConfigFile(const std::string &path, TrainingConfig &cfg,
                       "lr, momentum, nesterov, weight-decay, betas, eps, lr-schedule, "
                       "warmup-steps, step-size, gamma, total-steps, min-lr, clip-grad-norm, "
                       "grad-accum-steps, freeze, untie-initializers, batch-size, bucket-mb, "
-                      "sync-batchnorm, pp-cuts, device-memory, staleness, ps-min-shard-bytes)");
+                      "sync-batchnorm, zero, pp-cuts, device-memory, staleness, "
+                      "ps-min-shard-bytes)");
     DTC_RETURN_IF_ERROR(s);
   }
   return Status::ok();
@@ -318,6 +321,21 @@ Status validateTrainConfig(const TrainingConfig &c) {
   }
   if (c.syncBatchNorm && c.dataParallel() == 0)
     return bad("--sync-batchnorm", "applies to --strategy dp=N");
+  if (c.zero < 0 || c.zero > 2)
+    return bad("--zero", "must be 0 (off), 1 (optimizer state sharded) or 2 (gradients too), got " +
+                             std::to_string(c.zero));
+  if (c.zero > 0) {
+    if (c.dataParallel() == 0 || c.mesh.hasParameterHost())
+      return bad("--zero", "shards over data-parallel ranks: it needs --strategy dp=N");
+    if ((c.mesh.pp > 1 || c.mesh.tp > 1) && c.mesh.dp < 2)
+      return bad("--zero",
+                 "shards over data-parallel ranks: --strategy " + c.mesh.text() + " has dp=1");
+    // Not yet: the global norm would also sum over the pipeline's stages, or the tensor-parallel
+    // shards.
+    if ((c.mesh.pp > 1 || c.mesh.tp > 1 || !c.tpShard.empty()) && c.clipGradNorm > 0)
+      return bad("--clip-grad-norm", "is not supported with --zero and --strategy " +
+                                         c.mesh.text() + " yet (dp=N alone only)");
+  }
   if (c.bucketMb != kDefaultBucketMb && c.dataParallel() == 0)
     return bad("--bucket-mb", "applies to --strategy dp=N");
   if (c.lrSchedule == "cosine" && c.minLr > c.lr)

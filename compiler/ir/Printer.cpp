@@ -160,6 +160,15 @@ void printTraining(const TrainingRoles &t, std::ostream &os) {
   line("step", t.step);
   line("rng", t.rng);
   line("tp-rank", t.tpRank);
+  line("dp-rank", t.dpRank);
+  for (const ir::GradientShard &b : t.gradientShards) {
+    os << "    gradient-shard " << valueRef(b.shard) << " of (";
+    for (size_t k = 0; k < b.members.size(); ++k)
+      os << (k ? ", " : "")
+         << (b.members[k] < t.parameters.size() ? valueRef(t.parameters[b.members[k]])
+                                                : std::string("?"));
+    os << ")\n";
+  }
   for (size_t i = 0; i < t.parameters.size(); ++i) {
     os << "    parameter " << valueRef(t.parameters[i]);
     if (i < t.gradients.size())

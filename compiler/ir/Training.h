@@ -6,6 +6,7 @@
 // deleted as dead.
 #pragma once
 
+#include <cstddef>
 #include <vector>
 
 namespace dtc::ir {
@@ -19,12 +20,24 @@ inline constexpr const char *kStepInput = "dtc::step"; ///< i64[], optimizer ste
 inline constexpr const char *kRngInput = "dtc::rng";   ///< i64[3], {seed, step, rank}
 /// i64[], the rank's index in its tensor-parallel group (tp plans only).
 inline constexpr const char *kTpRankInput = "dtc::tp_rank";
+/// i64[], the rank's index in its data-parallel group (ZeRO plans only: --zero 1 or 2).
+inline constexpr const char *kDpRankInput = "dtc::dp_rank";
 
 /// A state tensor the step overwrites: `state` (a parameter, optimizer state or running
 /// statistic) takes the value of `next` at the end of the step.
 struct StateUpdate {
   Value *state = nullptr;
   Value *next = nullptr;
+};
+
+/// ZeRO stage 2 (--zero 2; Rajbhandari et al. 2020): one gradient bucket reduce-scattered over
+/// the data-parallel group. The gradients of `members` (indices into
+/// TrainingRoles::parameters) are flattened and concatenated in this order, zero-padded to a
+/// multiple of the group size N, and reduced (mean); `shard` is this rank's slice of the result
+/// (f32[padded / N]): slice r belongs to dp rank r.
+struct GradientShard {
+  std::vector<std::size_t> members;
+  Value *shard = nullptr;
 };
 
 /// Everything the training passes record about the step. Empty (no loss) in inference graphs.
@@ -45,6 +58,10 @@ struct TrainingRoles {
   Value *step = nullptr;
   Value *rng = nullptr;
   Value *tpRank = nullptr; ///< graph input kTpRankInput, or nullptr
+  Value *dpRank = nullptr; ///< graph input kDpRankInput, or nullptr
+  /// ZeRO stage 2: the reduce-scattered gradient buckets (the data-parallel pass fills them, the
+  /// optimizer pass updates each rank's shard from them). Empty otherwise.
+  std::vector<GradientShard> gradientShards;
   /// First node of the optimizer phase (nullptr: none). Nodes before it run once per
   /// micro-batch, the rest once per step.
   Node *optimizerBegin = nullptr;
@@ -52,7 +69,8 @@ struct TrainingRoles {
   /// True when no pass recorded anything (an inference graph, or before training-mode).
   bool empty() const {
     return !loss && !prediction && !label && parameters.empty() && gradients.empty() &&
-           optimizerState.empty() && updates.empty() && !lr && !step && !rng && !tpRank && !optimizerBegin;
+           optimizerState.empty() && updates.empty() && !lr && !step && !rng && !tpRank &&
+           !dpRank && gradientShards.empty() && !optimizerBegin;
   }
   /// Calls `fn(Value *&)` on every value slot (null slots included), so callers can repoint
   /// them; the const form calls `fn(Value *const &)`.
@@ -74,6 +92,9 @@ private:
     fn(s.step);
     fn(s.rng);
     fn(s.tpRank);
+    fn(s.dpRank);
+    for (auto &b : s.gradientShards)
+      fn(b.shard);
     for (auto &v : s.parameters)
       fn(v);
     for (auto &v : s.gradients)

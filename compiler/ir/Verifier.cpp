@@ -19,7 +19,13 @@ Status verifyTraining(const Graph &g, const std::unordered_set<const Value *> &d
                           "is not defined in the graph");
   });
   DTC_RETURN_IF_ERROR(bad);
-  for (const Value *v : {t.label, t.lr, t.step, t.rng, t.tpRank})
+  for (const GradientShard &b : t.gradientShards)
+    for (size_t m : b.members)
+      if (m >= t.parameters.size())
+        return Status::error(
+            "gradient shard '" + (b.shard ? b.shard->name() : std::string("?")) + "'",
+            "names parameter " + std::to_string(m) + " of " + std::to_string(t.parameters.size()));
+  for (const Value *v : {t.label, t.lr, t.step, t.rng, t.tpRank, t.dpRank})
     if (v && !v->isGraphInput())
       return Status::error("training input '" + v->name() + "'", "is not a graph input");
   if (!t.gradients.empty() && t.gradients.size() != t.parameters.size())

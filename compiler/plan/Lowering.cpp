@@ -570,11 +570,15 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
         break;
       }
   }
-  std::unordered_set<const ir::Value *> gradientValues;
+  std::unordered_set<const ir::Value *> gradientValues, pinnedGradients;
   if (st)
     for (const ir::Value *g : st->gradients)
       if (g)
         gradientValues.insert(g);
+  // Gradients stay readable after the step (--dump-gradients), except under ZeRO stage 2,
+  // whose point is that no rank keeps whole gradients past their bucket's reduce-scatter.
+  if (st && st->gradientShards.empty())
+    pinnedGradients = gradientValues;
   const int64_t numInstr = static_cast<int64_t>(instrs.size());
 
   // Live ranges over the final instruction list: defined by the producing instruction (-1 for
@@ -618,7 +622,7 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
     s.persistent = original && v->isInitializer();
     s.external = original && (v->isGraphInput() || v->isGraphOutput());
     // Gradients stay readable after the step (--dump-gradients).
-    if (original && gradientValues.count(v))
+    if (original && pinnedGradients.count(v))
       s.last = MemoryRequest::kForever;
     // Weights are never written; graph inputs stay intact so that a plan can run again on the
     // same inputs (benchmarks, --repeat).
@@ -634,7 +638,7 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
     const ir::Value *v = buffers[b].value;
     const bool original = v && pb.bufferOfValue.at(v) == static_cast<int>(b);
     st.external = st.external || (original && v->isGraphOutput());
-    if (original && gradientValues.count(v)) // readable after the step (--dump-gradients)
+    if (original && pinnedGradients.count(v)) // readable after the step (--dump-gradients)
       st.last = MemoryRequest::kForever;
   };
   for (size_t b = 0; b < buffers.size(); ++b)
@@ -839,6 +843,18 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
         c->add_outputs(b);
       continue;
     }
+    if (in.isCollective && in.node && in.node->opType() == "ReduceScatter") {
+      // ZeRO stage 2: a flattened gradient bucket, rank r keeps block r of the mean.
+      collectiveAt[in.collective] = rp->instructions_size();
+      Collective *c = rp->add_instructions()->mutable_collective();
+      c->set_kind(COLLECTIVE_REDUCE_SCATTER);
+      c->set_op(in.node->attrString("op", "mean") == "sum" ? REDUCE_SUM : REDUCE_MEAN);
+      c->set_group(in.node->attrString("group", "dp"));
+      c->set_name("bucket " + std::to_string(in.node->attrInt("bucket", 0)) + " shard");
+      c->add_inputs(in.inputs.at(0));
+      c->add_outputs(in.outputs.at(0));
+      continue;
+    }
     if (in.isCollective && in.node && in.node->opType() == "AllGather") {
       collectiveAt[in.collective] = rp->instructions_size();
       Collective *c = rp->add_instructions()->mutable_collective();
@@ -856,7 +872,9 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
       const std::string op = in.node ? in.node->attrString("op", "mean") : "mean";
       c->set_op(op == "sum" ? REDUCE_SUM : REDUCE_MEAN);
       c->set_group(in.node ? in.node->attrString("group", "dp") : "dp");
-      if (in.node && in.node->attrString("group", "dp") == "tp")
+      // Gradient buckets are named by index; other all-reduces (tp, the global gradient norm
+      // of ZeRO) by their result.
+      if (in.node && (in.node->attrString("group", "dp") == "tp" || !in.node->hasAttr("bucket")))
         c->set_name(buffers[in.outputs.at(0)].name);
       else
         c->set_name("bucket " + std::to_string(in.node ? in.node->attrInt("bucket", 0) : 0));

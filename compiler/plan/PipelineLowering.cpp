@@ -87,10 +87,13 @@ Expected<std::unique_ptr<ir::Graph>> extractStage(const ir::Graph &graph, int s,
   t.step = mapped(st.step);
   t.rng = mapped(st.rng);
   t.tpRank = mapped(st.tpRank);
+  t.dpRank = mapped(st.dpRank);
+  std::unordered_map<size_t, size_t> index; // parameter index in st -> in t
   for (size_t i = 0; i < st.parameters.size(); ++i) {
     ir::Value *p = mapped(st.parameters[i]);
     if (!p)
       continue;
+    index[i] = t.parameters.size();
     ir::Value *grad = st.gradients[i] ? mapped(st.gradients[i]) : nullptr;
     if (st.gradients[i] && !grad)
       return Status::error("parameter '" + p->name() + "'", "lives on stage " + std::to_string(s) +
@@ -112,6 +115,19 @@ Expected<std::unique_ptr<ir::Graph>> extractStage(const ir::Graph &graph, int s,
                              "lives on stage " + std::to_string(s) + ", its new value '" +
                                  u.next->name() + "' on another stage");
       t.updates.push_back({state, next});
+    }
+  // ZeRO stage 2: this stage's reduce-scattered buckets (a bucket holds one stage's gradients).
+  for (const ir::GradientShard &b : st.gradientShards)
+    if (ir::Value *shard = mapped(b.shard)) {
+      ir::GradientShard local{{}, shard};
+      for (size_t m : b.members) {
+        if (!index.count(m))
+          return Status::error("gradient shard '" + b.shard->name() + "'",
+                               "lives on stage " + std::to_string(s) + ", parameter '" +
+                                   st.parameters[m]->name() + "' on another stage");
+        local.members.push_back(index.at(m));
+      }
+      t.gradientShards.push_back(std::move(local));
     }
   for (ir::Node *n : g.nodes())
     if (n->phase() == ir::Phase::kOptimizer) {

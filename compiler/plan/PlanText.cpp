@@ -323,7 +323,8 @@ void appendTraining(std::string &out, const Training &t) {
          (t.forward_end() ? " forward_end=" + std::to_string(t.forward_end()) : "") +
          " lr_input=" + quote(t.lr_input()) + " step_input=" + quote(t.step_input()) +
          " rng_input=" + quote(t.rng_input()) +
-         (t.tp_rank_input().empty() ? "" : " tp_rank_input=" + quote(t.tp_rank_input())) + "\n";
+         (t.tp_rank_input().empty() ? "" : " tp_rank_input=" + quote(t.tp_rank_input())) +
+         (t.dp_rank_input().empty() ? "" : " dp_rank_input=" + quote(t.dp_rank_input())) + "\n";
   for (const TrainedParameter &p : t.parameters()) {
     out += "    trains " + quote(p.name()) + " buffer=" + std::to_string(p.buffer()) +
            " gradient=" + std::to_string(p.gradient()) + " state=[";
@@ -515,6 +516,8 @@ std::string planText(const Plan &plan, std::optional<int> rank) {
       if (plan.world_size() > 1 || h.bucket_mb() != 0 || h.sync_batchnorm())
         out += " bucket_mb=" + floatText(h.bucket_mb()) +
                " sync_batchnorm=" + (h.sync_batchnorm() ? "1" : "0");
+      if (h.zero())
+        out += " zero=" + std::to_string(h.zero());
     }
     out += "\n";
   }

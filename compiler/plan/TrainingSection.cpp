@@ -2,6 +2,7 @@
 // what dtc-run needs beyond the instructions, from the graph's training roles.
 #include "compiler/plan/Lowering.h"
 
+#include <algorithm>
 #include <unordered_set>
 
 namespace dtc::plan {
@@ -31,6 +32,7 @@ Status fillTraining(Plan &plan, RankProgram &program, const ir::Graph &graph,
   hp->set_clip_grad_norm(cfg.clipGradNorm);
   hp->set_grad_accum_steps(cfg.gradAccumSteps);
   hp->set_freeze(cfg.freeze);
+  hp->set_zero(static_cast<int32_t>(cfg.zero));
   Training *t = program.mutable_training();
   // Pipelines: only the last stage computes the loss (and the prediction, and reads labels).
   if (st.loss)
@@ -51,13 +53,17 @@ Status fillTraining(Plan &plan, RankProgram &program, const ir::Graph &graph,
     if (i < st.optimizerState.size())
       for (const ir::Value *s : st.optimizerState[i])
         p->add_state(bufferOfValue(s));
-    // A split parameter's gradient and optimizer state are split alike.
+    // A split parameter's gradient and optimizer state are split alike (ZeRO's bucket state,
+    // listed with the bucket's first parameter, is a flat block of local shards: not a split of
+    // one whole tensor).
     const Buffer &pb = program.buffers(p->buffer());
     if (pb.has_shard()) {
       std::vector<int> same{p->gradient()};
       same.insert(same.end(), p->state().begin(), p->state().end());
       for (int b : same)
-        if (b >= 0)
+        if (b >= 0 &&
+            std::equal(program.buffers(b).shape().begin(), program.buffers(b).shape().end(),
+                       pb.shape().begin(), pb.shape().end()))
           *program.mutable_buffers(b)->mutable_shard() = pb.shard();
     }
   }
@@ -70,6 +76,8 @@ Status fillTraining(Plan &plan, RankProgram &program, const ir::Graph &graph,
     t->set_rng_input(st.rng->name());
   if (st.tpRank)
     t->set_tp_rank_input(st.tpRank->name());
+  if (st.dpRank)
+    t->set_dp_rank_input(st.dpRank->name());
   std::unordered_set<const ir::Value *> trained(st.parameters.begin(), st.parameters.end());
   for (const auto &states : st.optimizerState)
     for (const ir::Value *s : states)
@@ -79,7 +87,8 @@ Status fillTraining(Plan &plan, RankProgram &program, const ir::Graph &graph,
       t->add_state_buffers(bufferOfValue(u.state));
   // Every input but the runtime-fed ones comes from the dataset, split along the sample axis.
   for (const ir::Value *v : graph.inputs()) {
-    if (v->isInitializer() || v == st.lr || v == st.step || v == st.rng || v == st.tpRank)
+    if (v->isInitializer() || v == st.lr || v == st.step || v == st.rng || v == st.tpRank ||
+        v == st.dpRank)
       continue;
     DataBinding *d = program.add_data_bindings();
     d->set_array(v->name());

@@ -439,7 +439,8 @@ Status checkTraining(const Plan &plan, const RankProgram &r, bool server) {
   for (const Runtime &rt : {Runtime{t.lr_input(), ir::DType::kFloat32, {}},
                             Runtime{t.step_input(), ir::DType::kInt64, {}},
                             Runtime{t.rng_input(), ir::DType::kInt64, {3}},
-                            Runtime{t.tp_rank_input(), ir::DType::kInt64, {}}}) {
+                            Runtime{t.tp_rank_input(), ir::DType::kInt64, {}},
+                            Runtime{t.dp_rank_input(), ir::DType::kInt64, {}}}) {
     if (rt.name.empty())
       continue;
     const Buffer *b = inputNamed(rt.name);
@@ -489,6 +490,8 @@ Status checkHyperparameters(const Hyperparameters &h) {
                          " is not in [1, 1048576]");
   if (h.batch_size() < 1 || h.batch_size() > (int64_t{1} << 31))
     return Status::error("batch size " + str(h.batch_size()) + " is not in [1, 2^31]");
+  if (h.zero() < 0 || h.zero() > 2)
+    return Status::error("zero " + str(h.zero()) + " is not 0, 1 or 2");
   return Status::ok();
 }
 

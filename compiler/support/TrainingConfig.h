@@ -66,6 +66,13 @@ struct TrainingConfig {
   /// dp: BatchNormalization statistics over all ranks (torch.nn.SyncBatchNorm) instead of per
   /// rank (DDP's default).
   bool syncBatchNorm = false;
+  /// dp: ZeRO stage (--zero; Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training
+  /// Trillion Parameter Models", SC 2020). 0: off. 1: optimizer state sharded: every gradient
+  /// bucket is flattened and zero-padded to a multiple of N, rank r keeps the optimizer state of
+  /// block r and updates only that block of the parameters, and the updated blocks are
+  /// all-gathered. 2: gradients sharded too: each bucket is reduce-scattered instead of
+  /// all-reduced.
+  int64_t zero = 0;
   /// pp: user-chosen stage boundaries (node or tensor names, pp - 1 of them in topological
   /// order); empty: stages balanced by estimated time.
   std::vector<std::string> ppCuts;

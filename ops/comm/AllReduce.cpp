@@ -11,8 +11,8 @@
 namespace dtc::ops {
 
 bool isCollectiveOp(const std::string &domain, const std::string &op) {
-  return domain == ir::kDtcDomain &&
-         (op == "AllReduce" || op == "AllGather" || op == "Send" || op == "Recv");
+  return domain == ir::kDtcDomain && (op == "AllReduce" || op == "AllGather" ||
+                                      op == "ReduceScatter" || op == "Send" || op == "Recv");
 }
 
 /// AllReduce(X1..Xk) -> (Y1..Yk): Yi = the reduction over the group of Xi (same type).

@@ -43,3 +43,12 @@ add_test(NAME e2e_ps
   COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/ps_train.py
           --build ${CMAKE_BINARY_DIR})
 set_tests_properties(e2e_ps PROPERTIES LABELS "e2e" TIMEOUT 600 RUN_SERIAL TRUE)
+# ZeRO stages 1 and 2 (--strategy dp=N --zero 1|2): the equivalence law against single-device
+# training (digits MLP and GPT, SGD with momentum and Adam, dp=2 and 4, padding, clipping,
+# accumulation), the reduce-scatter/all-gather collectives on group dp, the optimizer-state and
+# gradient bytes per rank, checkpoints with every rank's optimizer shard, and the refused
+# combinations. See e2e/zero_train.py.
+add_test(NAME e2e_zero
+  COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/zero_train.py
+          --build ${CMAKE_BINARY_DIR})
+set_tests_properties(e2e_zero PROPERTIES LABELS "e2e" TIMEOUT 900 RUN_SERIAL TRUE)

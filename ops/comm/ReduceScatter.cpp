@@ -1,0 +1,52 @@
+// ai.dtc.ReduceScatter: the gradient reduce-scatter of ZeRO stage 2 (--zero 2; Rajbhandari et
+// al. 2020, passes/DataParallel.cpp and passes/Optimizer.cpp), one node per flattened gradient
+// bucket. Like AllReduce it has no CPU kernel: lowering turns it into an asynchronous
+// REDUCE_SCATTER Collective instruction and a Wait before the first instruction that needs it.
+#include "ops/comm/Collective.h"
+
+#include "ops/OpDef.h"
+#include "ops/Sharding.h"
+
+namespace dtc::ops {
+
+/// ReduceScatter(X[parts * s]) -> Y[s]: X is `parts` equal blocks of s elements; rank r of the
+/// group gets block r of the reduction over the group (MPI_Reduce_scatter_block order).
+/// Attributes: op "sum" | "mean" (default mean), group (mesh axis, default "dp"), parts (the
+/// group size, required), bucket (index, for names). X is one-dimensional and its length a
+/// multiple of parts (the passes pad buckets with zeros). Not differentiable: it is inserted
+/// after autodiff.
+OpDef defineReduceScatter() {
+  OpDef d;
+  d.name = "ReduceScatter";
+  d.domain = ir::kDtcDomain;
+  d.version(1)
+      .in("X", "T")
+      .out("Y", "T")
+      .attr("op", ir::AttrKind::kString)
+      .attr("group", ir::AttrKind::kString)
+      .attr("parts", ir::AttrKind::kInt, true)
+      .attr("bucket", ir::AttrKind::kInt)
+      .type("T", bit(ir::DType::kFloat32) | bit(ir::DType::kFloat64));
+  d.infer = [](InferenceContext &ctx) -> Status {
+    const std::string op = ctx.node().attrString("op", "mean");
+    if (op != "sum" && op != "mean")
+      return ctx.error("op '" + op + "' is not sum or mean");
+    const int64_t parts = ctx.node().attrInt("parts", 0);
+    if (parts < 1)
+      return ctx.error("parts " + std::to_string(parts) + " is not positive");
+    const ir::Shape &x = ctx.inputShape(0);
+    if (!x.hasRank() || x.rank() != 1 || !x[0].isStatic())
+      return ctx.error("input must be one-dimensional with a static length, got " + x.str());
+    if (x[0].value() % parts != 0)
+      return ctx.error("input length " + std::to_string(x[0].value()) +
+                       " is not a multiple of parts " + std::to_string(parts));
+    ctx.setOutputDType(0, ctx.inputDType(0));
+    ctx.setOutputShape(0, ir::Shape({ir::Dim::fixed(x[0].value() / parts)}));
+    return Status::ok();
+  };
+  d.cost = dataMovementCost();
+  d.sharding = replicatedSharding();
+  return d;
+}
+
+} // namespace dtc::ops
