@@ -185,6 +185,16 @@ def val_accuracy(rows):
     return acc[-1]
 
 
+def digit_images(src, dst):
+    """The 8x8 digits as 3x32x32 images (each pixel a 4x4 block, on 3 channels) for the CNN."""
+    import numpy as np
+    with np.load(src) as z:
+        x, y = z["input"].reshape(-1, 1, 8, 8), z["label"]
+    x = np.repeat(np.repeat(x, 4, axis=2), 4, axis=3)
+    np.savez(dst, input=(np.repeat(x, 3, axis=1) / 16.0).astype(np.float32), label=y)
+    return dst
+
+
 def run_async(r):
     def accuracy():
         args = ["--epochs", "3", "--val-data", DIGITS_VAL]
