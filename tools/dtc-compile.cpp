@@ -98,10 +98,10 @@ int main(int argc, char **argv) {
                     "(default) is fully asynchronous (each gradient applied as it arrives, "
                     "by the --async-rule)");
   train->add_option("--async-rule", flags.asyncRule,
-                    "ps=S:W, asynchronous: aggregate (default: each optimizer step the mean of "
-                    "the next pushes, one per live worker, whoever sent them; as many steps per "
-                    "epoch as dp=W) or scaled (each push one step on its gradient scaled by "
-                    "1/W)");
+                    "ps=S:W, asynchronous: scaled (default: each push one optimizer step on its "
+                    "gradient scaled by 1/W) or aggregate (each step the mean of the next "
+                    "pushes, one per live worker, whoever sent them: as many steps per epoch as "
+                    "dp=W)");
   train->add_option("--ps-min-shard-bytes", flags.psMinShardBytes,
                     "ps=S:W: split a parameter larger than this along axis 0 into up to S "
                     "shards of at least this size (default 262144)");

@@ -302,7 +302,7 @@ Status validateTrainConfig(const TrainingConfig &c) {
     return bad("--staleness", "applies to --strategy ps=S:W");
   if (c.asyncRule != "aggregate" && c.asyncRule != "scaled")
     return bad("--async-rule", "must be aggregate or scaled, got '" + c.asyncRule + "'");
-  if (c.asyncRule != "aggregate" && c.mesh.psServers == 0)
+  if (c.asyncRule != "scaled" && c.mesh.psServers == 0)
     return bad("--async-rule", "applies to --strategy ps=S:W");
   if (c.psMinShardBytes < 1024 || c.psMinShardBytes > (int64_t{1} << 40))
     return bad("--ps-min-shard-bytes", "must be in [1024, 2^40], got " +

@@ -540,7 +540,7 @@ std::string planText(const Plan &plan, std::optional<int> rank) {
                                                               : "kind=" + std::to_string(h.kind())) +
            " workers=" + std::to_string(h.workers()) +
            " staleness=" + std::to_string(h.staleness()) +
-           (h.async_rule() == ParameterHostInfo::SCALED ? " async_rule=scaled" : "") + "\n";
+           (h.async_rule() == ParameterHostInfo::AGGREGATE ? " async_rule=aggregate" : "") + "\n";
     for (int s = 0; s < h.servers_size(); ++s) {
       out += "  server " + std::to_string(s) + " program=" + std::to_string(h.servers(s).program()) +
              " shards=[";

@@ -73,11 +73,11 @@ struct TrainingConfig {
   /// 0: synchronous, each update the mean of the W workers' gradients; -1: unbounded, fully
   /// asynchronous, each gradient applied scaled by 1/W as it arrives, TensorFlow's default).
   int64_t staleness = -1;
-  /// ps=S:W, asynchronous (--async-rule): "aggregate" (default), each optimizer step the mean of
-  /// the next (live workers) pushes, whoever sent them, so that an epoch takes as many steps as
-  /// dp's (TensorFlow's SyncReplicasOptimizer, replicas_to_aggregate = W, without its barrier);
-  /// "scaled", each push one optimizer step on its gradient scaled by 1/W.
-  std::string asyncRule = "aggregate";
+  /// ps=S:W, asynchronous (--async-rule): "scaled" (default), each push one optimizer step on
+  /// its gradient scaled by 1/W; "aggregate", each optimizer step the mean of the next (live
+  /// workers) pushes, whoever sent them, so that an epoch takes as many steps as dp's
+  /// (TensorFlow's SyncReplicasOptimizer, replicas_to_aggregate = W, without its barrier).
+  std::string asyncRule = "scaled";
   /// ps=S:W: a parameter of more bytes than this is split along axis 0 into up to S shards of
   /// at least this many bytes (TensorFlow's MinSizePartitioner, min_shard_bytes 256 KiB).
   int64_t psMinShardBytes = 256 << 10;

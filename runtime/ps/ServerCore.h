@@ -11,7 +11,9 @@
 // - staleness K > 0 or -1 (asynchronous): no worker waits for another's push; a worker may
 //   pull for step t once t - (steps done by the slowest live worker) <= K (-1: always). How the
 //   pushes update the parameters is the plan's async_rule:
-//   - AGGREGATE (default): the pushes are summed as they arrive, whoever sent them (a fast worker
+//   - SCALED (default): every push is one optimizer step on its gradient scaled by 1/W
+//     (TensorFlow's ParameterServerStrategy, which applies every push, with dp's scale).
+//   - AGGREGATE: the pushes are summed as they arrive, whoever sent them (a fast worker
 //     may add several), and once there are as many as live workers their mean is one optimizer
 //     step; lost or finished workers are not waited for (their share is filled by the others, and
 //     the last partial sum is applied when no live worker is left). This is TensorFlow's
@@ -21,8 +23,9 @@
 //     as large, as dp=W, which matters for Adam (invariant to a gradient's scale, so 1/W scaling
 //     cannot stop W pushes from being W full Adam steps) and for momentum, which compounds
 //     staleness (Mitliagkas, Zhang, Hadjis, Re 2016, "Asynchrony begets Momentum").
-//   - SCALED: every push is one optimizer step on its gradient scaled by 1/W (TensorFlow's
-//     ParameterServerStrategy, which applies every push, with dp's scale).
+//     Measured on the bundled CNN it did not beat SCALED (README, "Parameter servers"): its
+//     gradients are still computed on parameters about one update old, so it is an option, not
+//     the default.
 // A worker is live while it sent anything within the heartbeat timeout (counted from the
 // server's start for a worker not seen yet) and has not said it is done.
 #pragma once
@@ -153,7 +156,7 @@ private:
   const std::chrono::duration<double> timeout_;
   const Clock::time_point started_;
   int64_t staleness_ = -1;
-  bool aggregate_ = true; ///< asynchronous rule AGGREGATE (false: SCALED)
+  bool aggregate_ = false; ///< asynchronous rule AGGREGATE (false: SCALED)
   std::vector<int32_t> shardIds_;
   std::vector<Local> local_;
   std::string lrInput_, stepInput_;

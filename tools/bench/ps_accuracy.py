@@ -2,9 +2,9 @@
 """Validation accuracy of asynchronous parameter-server training against single-device training.
 
 For each model (the digits MLP; the CNN on the digits as 3x32x32 images) and optimizer (Adam;
-SGD with momentum 0.9), trains single-device and ps=2:3 asynchronous under each --async-rule,
---runs times each (shuffling differs between runs: the seed is the run's index), and prints the
-last epoch's validation accuracy as min-max over the runs (the README's parameter-server table).
+SGD with momentum 0.9), trains single-device, ps=2:3 synchronous ("sync": --staleness 0, dp's
+law) and ps=2:3 asynchronous under each --async-rule, --runs times each (the data order differs
+between runs: --seed is the run's index), and prints the last epoch's validation accuracy as min-max over the runs (the README's parameter-server table).
 
 Usage: ps_accuracy.py --build BUILD_DIR [--runs 3] [--only mlp,cnn] [--rules aggregate,scaled]
 """
@@ -33,14 +33,26 @@ CASES = {
 }
 
 
+def override(flags, extra):
+    """`flags` (pairs of option and value) with the options that `extra` names replaced."""
+    keep = []
+    for i in range(0, len(flags), 2):
+        if flags[i] not in extra[0::2]:
+            keep += flags[i:i + 2]
+    return keep + extra
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--only", default="mlp,cnn")
     ap.add_argument("--optimizers", default="adam,sgd")
-    ap.add_argument("--rules", default="aggregate,scaled")
+    ap.add_argument("--rules", default="sync,aggregate,scaled")
     ap.add_argument("--strategy", default="ps=2:3")
+    ap.add_argument("--ps-flags", default="",
+                    help="extra dtc-compile flags for the ps plans (space-separated), e.g. "
+                         "'--momentum 0.5'")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="dtc-psacc-")
     r = Runner(args.build, tmp)
@@ -55,11 +67,14 @@ def main():
                 model, epochs, flags = CASES[(model_name, opt)]
                 train, val = data[model_name]
                 variants = [("single", ["--strategy", "single"], [])]
-                variants += [(f"{args.strategy} {rule}",
-                              ["--strategy", args.strategy, "--async-rule", rule],
+                variants += [(f"{args.strategy} {rule} {args.ps_flags}".strip(),
+                              ["--strategy", args.strategy] +
+                              (["--staleness", "0"] if rule == "sync" else
+                               ["--async-rule", rule]),
                               ["--local-cluster"]) for rule in args.rules.split(",")]
+                ps_flags = args.ps_flags.split()
                 for name, cflags, rflags in variants:
-                    plan = r.compile(model, cflags + flags)
+                    plan = r.compile(model, cflags + override(flags, ps_flags if rflags else []))
                     accs, t0 = [], time.time()
                     for run in range(args.runs):
                         _, rows = r.train(plan, train, 0,

@@ -41,7 +41,7 @@ struct Compiled {
   Expected<plan::Plan> plan = Status::error("not compiled");
 };
 
-Compiled compilePs(int64_t staleness, const std::string &asyncRule = "aggregate") {
+Compiled compilePs(int64_t staleness, const std::string &asyncRule = "scaled") {
   Compiled c;
   c.dir =
       (std::filesystem::temp_directory_path() / ("dtc-ps-test-" + std::to_string(::getpid()) + "-" +
