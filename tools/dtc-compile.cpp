@@ -101,7 +101,8 @@ int main(int argc, char **argv) {
                     "ps=S:W, asynchronous: scaled (default: each push one optimizer step on its "
                     "gradient scaled by 1/W) or aggregate (each step the mean of the next "
                     "pushes, one per live worker, whoever sent them: as many steps per epoch as "
-                    "dp=W)");
+                    "dp=W) or staleness-lr (each push one step on its unscaled gradient at lr / "
+                    "its staleness, the updates since the worker pulled; Zhang et al. 2016)");
   train->add_option("--ps-min-shard-bytes", flags.psMinShardBytes,
                     "ps=S:W: split a parameter larger than this along axis 0 into up to S "
                     "shards of at least this size (default 262144)");

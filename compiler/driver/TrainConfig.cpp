@@ -300,8 +300,9 @@ Status validateTrainConfig(const TrainingConfig &c) {
                               "1000000], got " + std::to_string(c.staleness));
   if (c.staleness != -1 && c.mesh.psServers == 0)
     return bad("--staleness", "applies to --strategy ps=S:W");
-  if (c.asyncRule != "aggregate" && c.asyncRule != "scaled")
-    return bad("--async-rule", "must be aggregate or scaled, got '" + c.asyncRule + "'");
+  if (c.asyncRule != "aggregate" && c.asyncRule != "scaled" && c.asyncRule != "staleness-lr")
+    return bad("--async-rule",
+               "must be scaled, aggregate or staleness-lr, got '" + c.asyncRule + "'");
   if (c.asyncRule != "scaled" && c.mesh.psServers == 0)
     return bad("--async-rule", "applies to --strategy ps=S:W");
   if (c.psMinShardBytes < 1024 || c.psMinShardBytes > (int64_t{1} << 40))

@@ -540,7 +540,10 @@ std::string planText(const Plan &plan, std::optional<int> rank) {
                                                               : "kind=" + std::to_string(h.kind())) +
            " workers=" + std::to_string(h.workers()) +
            " staleness=" + std::to_string(h.staleness()) +
-           (h.async_rule() == ParameterHostInfo::AGGREGATE ? " async_rule=aggregate" : "") + "\n";
+           (h.async_rule() == ParameterHostInfo::AGGREGATE      ? " async_rule=aggregate"
+            : h.async_rule() == ParameterHostInfo::STALENESS_LR ? " async_rule=staleness-lr"
+                                                                : "") +
+           "\n";
     for (int s = 0; s < h.servers_size(); ++s) {
       out += "  server " + std::to_string(s) + " program=" + std::to_string(h.servers(s).program()) +
              " shards=[";

@@ -90,6 +90,7 @@ Expected<std::unique_ptr<ServerCore>> ServerCore::create(const plan::Plan &plan,
       new ServerCore(server, std::move(ex), heartbeatTimeoutSeconds, host.workers()));
   core->staleness_ = host.staleness();
   core->aggregate_ = host.async_rule() == plan::ParameterHostInfo::AGGREGATE;
+  core->stalenessLr_ = host.async_rule() == plan::ParameterHostInfo::STALENESS_LR;
   const plan::RankProgram &rp = core->ex_->program();
   core->lrInput_ = rp.training().lr_input();
   core->stepInput_ = rp.training().step_input();
@@ -236,6 +237,7 @@ Status ServerCore::pull(int worker, int64_t step, std::chrono::milliseconds wait
   values.clear();
   if (!ready)
     return Status::ok();
+  self.pulled = version_;
   for (const Local &l : local_) {
     DTC_ASSIGN_OR_RETURN(HostArray a, ex_->readBuffer(l.paramBuffer));
     values.push_back({l.shard, std::move(a.bytes)});
@@ -540,6 +542,12 @@ Status ServerCore::push(int worker, int64_t step, float lr,
     pendingLr_ = lr;
     w.pushed = std::max(w.pushed, step + 1);
     DTC_RETURN_IF_ERROR(maybeApplyLocked(now));
+    DTC_RETURN_IF_ERROR(saveLocked());
+  } else if (stalenessLr_) {
+    // Asynchronous, STALENESS_LR: lr divided by the updates since this worker's pull.
+    const int64_t tau = std::max<int64_t>(1, version_ - w.pulled);
+    DTC_RETURN_IF_ERROR(applyLocked(grads, lr / static_cast<float>(tau), version_));
+    w.pushed = std::max(w.pushed, step + 1);
     DTC_RETURN_IF_ERROR(saveLocked());
   } else {
     // Asynchronous, SCALED: applied on arrival, scaled by 1/W (TensorFlow's ParameterServerStrategy

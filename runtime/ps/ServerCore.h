@@ -26,6 +26,9 @@
 //     Measured on the bundled CNN it did not beat SCALED (README, "Parameter servers"): its
 //     gradients are still computed on parameters about one update old, so it is an option, not
 //     the default.
+//   - STALENESS_LR: every push is one optimizer step on its gradient, unscaled, at learning rate
+//     lr / max(1, tau), tau the updates this server applied since the worker's last pull (Zhang,
+//     Gupta, Lian, Liu 2016, "Staleness-aware Async-SGD for Distributed Deep Learning").
 // A worker is live while it sent anything within the heartbeat timeout (counted from the
 // server's start for a worker not seen yet) and has not said it is done.
 #pragma once
@@ -129,6 +132,7 @@ private:
     Clock::time_point lastSeen;
     bool lost = false, done = false;
     int64_t pushed = 0;       ///< steps whose gradient this server has from the worker
+    int64_t pulled = 0;       ///< the version its latest pull returned (STALENESS_LR)
     uint64_t incarnation = 0; ///< of its latest join
     bool everSeen = false;
   };
@@ -156,7 +160,8 @@ private:
   const std::chrono::duration<double> timeout_;
   const Clock::time_point started_;
   int64_t staleness_ = -1;
-  bool aggregate_ = false; ///< asynchronous rule AGGREGATE (false: SCALED)
+  bool aggregate_ = false;   ///< asynchronous rule AGGREGATE
+  bool stalenessLr_ = false; ///< asynchronous rule STALENESS_LR (neither: SCALED)
   std::vector<int32_t> shardIds_;
   std::vector<Local> local_;
   std::string lrInput_, stepInput_;

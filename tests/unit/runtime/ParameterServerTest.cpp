@@ -2,8 +2,9 @@
 // server's rules on a compiled ps=2:2 plan: malformed pushes are refused, the synchronous
 // update is the mean of the live workers' gradients, a lost worker does not stop a step, a late
 // push is dropped, the staleness bound holds a fast worker back, the job ends when the chief is
-// done, and the asynchronous rules: scaled (each push one step, gradient / W) and aggregate (the
-// mean of each live-worker count of pushes one step, whoever pushed; kept in checkpoints).
+// done, and the asynchronous rules: scaled (each push one step, gradient / W), aggregate (the
+// mean of each live-worker count of pushes one step, whoever pushed; kept in checkpoints) and
+// staleness-lr (lr / the updates since the worker's pull).
 #include "compiler/driver/ParameterHost.h"
 #include "compiler/driver/TrainConfig.h"
 #include "compiler/plan/Lowering.h"
@@ -366,6 +367,32 @@ TEST(ServerCore, AsynchronousAggregateCheckpoint) {
   std::vector<ShardBytes> values;
   ASSERT_TRUE(core->pull(0, 1, std::chrono::milliseconds(0), ready, values, version).isOk());
   EXPECT_FLOAT_EQ(first(values), 1.0f - 0.5f * 2.0f);
+}
+
+// Asynchronous, staleness-lr: each push one SGD step on its unscaled gradient at lr / max(1,
+// updates since the worker's pull) (w starts at 1, lr 0.5).
+TEST(ServerCore, AsynchronousStalenessLr) {
+  Compiled c = compilePs(-1, "staleness-lr");
+  auto core = serverOf(c, 0, 10);
+  ASSERT_TRUE(core);
+  const int32_t id = core->shards()[0];
+  const size_t n = core->shardBytes(id) / 4;
+  int64_t version = 0, next = 0;
+  bool ready = false;
+  std::vector<ShardBytes> values;
+  for (int w = 0; w < 2; ++w)
+    ASSERT_TRUE(core->pull(w, 0, std::chrono::milliseconds(0), ready, values, version).isOk());
+  ASSERT_TRUE(core->push(0, 0, 0.5f, {filled(id, n, 2)}, version, next).isOk());
+  EXPECT_EQ(version, 1); // staleness 0: lr 0.5, w = 1 - 0.5 * 2
+  ASSERT_TRUE(core->pull(0, 1, std::chrono::milliseconds(0), ready, values, version).isOk());
+  EXPECT_FLOAT_EQ(first(values), 0.0f);
+  ASSERT_TRUE(core->push(0, 1, 0.5f, {filled(id, n, 2)}, version, next).isOk());
+  EXPECT_EQ(version, 2); // staleness 0 again: w = 0 - 0.5 * 2
+  // Worker 1 pulled at version 0: two updates since, lr / 2.
+  ASSERT_TRUE(core->push(1, 0, 0.5f, {filled(id, n, 4)}, version, next).isOk());
+  EXPECT_EQ(version, 3);
+  ASSERT_TRUE(core->pull(1, 1, std::chrono::milliseconds(0), ready, values, version).isOk());
+  EXPECT_FLOAT_EQ(first(values), -1.0f - 0.25f * 4.0f);
 }
 
 } // namespace
