@@ -4,9 +4,11 @@
 For each model (the digits MLP; the CNN on the digits as 3x32x32 images) and optimizer (Adam;
 SGD with momentum 0.9), trains single-device, ps=2:3 synchronous ("sync": --staleness 0, dp's
 law) and ps=2:3 asynchronous under each --async-rule, --runs times each (the data order differs
-between runs: --seed is the run's index), and prints the last epoch's validation accuracy as min-max over the runs (the README's parameter-server table).
+between runs: --seed is the run's index), and prints the last epoch's validation accuracy as
+min-max over the runs (the README's parameter-server table).
 
-Usage: ps_accuracy.py --build BUILD_DIR [--runs 3] [--only mlp,cnn] [--rules aggregate,scaled]
+Usage: ps_accuracy.py --build BUILD_DIR [--runs 3] [--only mlp,cnn] [--optimizers adam,sgd]
+                      [--rules sync,aggregate,scaled,staleness-lr] [--ps-flags '--momentum 0.5']
 """
 import argparse
 import os
@@ -48,7 +50,7 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--only", default="mlp,cnn")
     ap.add_argument("--optimizers", default="adam,sgd")
-    ap.add_argument("--rules", default="sync,aggregate,scaled")
+    ap.add_argument("--rules", default="sync,scaled,aggregate,staleness-lr")
     ap.add_argument("--strategy", default="ps=2:3")
     ap.add_argument("--ps-flags", default="",
                     help="extra dtc-compile flags for the ps plans (space-separated), e.g. "
