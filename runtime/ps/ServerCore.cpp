@@ -360,8 +360,10 @@ Status ServerCore::enableCheckpoints(const std::string &dir, const std::string &
   DTC_ASSIGN_OR_RETURN(const HostArray *ver, need("dtc::version"));
   DTC_ASSIGN_OR_RETURN(const HostArray *pushed, need("dtc::pushed"));
   const std::vector<int64_t> v = int64Values(*ver), p = int64Values(*pushed);
-  if (ver->dtype != ir::DType::kInt64 || v.size() != 3 || v[0] < 0 || v[2] < 0 ||
-      pushed->dtype != ir::DType::kInt64 || p.size() != workers_.size())
+  // {version, pending lr bits, held aggregate count}; checkpoints before --async-rule: 2 values.
+  if (ver->dtype != ir::DType::kInt64 || (v.size() != 2 && v.size() != 3) || v[0] < 0 ||
+      (v.size() == 3 && v[2] < 0) || pushed->dtype != ir::DType::kInt64 ||
+      p.size() != workers_.size())
     return Status::error(checkpointPath_, "holds a malformed step record");
   for (int b : stateBuffers_) {
     DTC_ASSIGN_OR_RETURN(const HostArray *a, need("state/" + ex_->program().buffers(b).name()));
@@ -393,7 +395,7 @@ Status ServerCore::enableCheckpoints(const std::string &dir, const std::string &
     workers_[w].everSeen = incs[w] != 0;
   }
   pending_.clear();
-  aggregated_ = v[2];
+  aggregated_ = v.size() == 3 ? v[2] : 0;
   aggSum_.assign(aggregated_ > 0 ? local_.size() : 0, {});
   for (size_t k = 0; k < aggSum_.size(); ++k) {
     DTC_ASSIGN_OR_RETURN(const HostArray *a, need("aggregate/" + std::to_string(k)));
