@@ -96,7 +96,13 @@ int main(int argc, char **argv) {
                     "ps=S:W: steps a worker may run ahead of the slowest live worker; 0 is "
                     "synchronous (each update the mean of the W gradients, as dp=W); -1 "
                     "(default) is fully asynchronous (each gradient applied as it arrives, "
-                    "scaled by 1/W)");
+                    "by the --async-rule)");
+  train->add_option("--async-rule", flags.asyncRule,
+                    "ps=S:W, asynchronous: scaled (default: each push one optimizer step on its "
+                    "gradient scaled by 1/W) or aggregate (each step the mean of the next "
+                    "pushes, one per live worker, whoever sent them: as many steps per epoch as "
+                    "dp=W) or staleness-lr (each push one step on its unscaled gradient at lr / "
+                    "its staleness, the updates since the worker pulled; Zhang et al. 2016)");
   train->add_option("--ps-min-shard-bytes", flags.psMinShardBytes,
                     "ps=S:W: split a parameter larger than this along axis 0 into up to S "
                     "shards of at least this size (default 262144)");
@@ -261,6 +267,7 @@ int main(int argc, char **argv) {
                                                    "--device-memory",
                                                    "--tp-shard",
                                                    "--staleness",
+                                                   "--async-rule",
                                                    "--ps-min-shard-bytes"};
   bool anyTrainingFlag = false;
   for (const char *f : trainingFlags) {
@@ -330,6 +337,7 @@ int main(int argc, char **argv) {
     if (app.count("--zero"))
       cfg.zero = flags.zero;
     if (app.count("--staleness")) cfg.staleness = flags.staleness;
+    if (app.count("--async-rule")) cfg.asyncRule = flags.asyncRule;
     if (app.count("--ps-min-shard-bytes")) cfg.psMinShardBytes = flags.psMinShardBytes;
     if (app.count("--pp-cuts")) {
       cfg.ppCuts = splitComma(ppCuts);

@@ -171,6 +171,8 @@ Status readTrainConfigFile(const std::string &path, TrainingConfig &cfg,
       cfg.deviceMemory = *bytes;
     } else if (key == "staleness")
       s = integer(cfg.staleness);
+    else if (key == "async-rule")
+      s = get(path, key, v, cfg.asyncRule);
     else if (key == "ps-min-shard-bytes")
       s = integer(cfg.psMinShardBytes);
     else
@@ -180,7 +182,7 @@ Status readTrainConfigFile(const std::string &path, TrainingConfig &cfg,
                       "lr, momentum, nesterov, weight-decay, betas, eps, lr-schedule, "
                       "warmup-steps, step-size, gamma, total-steps, min-lr, clip-grad-norm, "
                       "grad-accum-steps, freeze, untie-initializers, batch-size, bucket-mb, "
-                      "sync-batchnorm, zero, pp-cuts, device-memory, staleness, "
+                      "sync-batchnorm, zero, pp-cuts, device-memory, staleness, async-rule, "
                       "ps-min-shard-bytes)");
     DTC_RETURN_IF_ERROR(s);
   }
@@ -303,6 +305,11 @@ Status validateTrainConfig(const TrainingConfig &c) {
                               "1000000], got " + std::to_string(c.staleness));
   if (c.staleness != -1 && c.mesh.psServers == 0)
     return bad("--staleness", "applies to --strategy ps=S:W");
+  if (c.asyncRule != "aggregate" && c.asyncRule != "scaled" && c.asyncRule != "staleness-lr")
+    return bad("--async-rule",
+               "must be scaled, aggregate or staleness-lr, got '" + c.asyncRule + "'");
+  if (c.asyncRule != "scaled" && c.mesh.psServers == 0)
+    return bad("--async-rule", "applies to --strategy ps=S:W");
   if (c.psMinShardBytes < 1024 || c.psMinShardBytes > (int64_t{1} << 40))
     return bad("--ps-min-shard-bytes", "must be in [1024, 2^40], got " +
                                            std::to_string(c.psMinShardBytes));

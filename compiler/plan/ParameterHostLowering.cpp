@@ -23,6 +23,9 @@ Expected<Plan> detail::lowerParameterHost(const ir::Graph &graph, const ir::Para
                                         : ParameterHostInfo::CENTRAL_STORAGE);
   info->set_workers(static_cast<int32_t>(cfg.mesh.dp));
   info->set_staleness(cfg.mesh.psServers > 0 ? cfg.staleness : 0);
+  info->set_async_rule(cfg.asyncRule == "aggregate"      ? ParameterHostInfo::AGGREGATE
+                       : cfg.asyncRule == "staleness-lr" ? ParameterHostInfo::STALENESS_LR
+                                                         : ParameterHostInfo::SCALED);
   for (const ir::ParameterShardInfo &sh : host.shards) {
     ParameterShard *ps = info->add_shards();
     ps->set_parameter(sh.parameter);

@@ -543,7 +543,11 @@ std::string planText(const Plan &plan, std::optional<int> rank) {
             : h.kind() == ParameterHostInfo::CENTRAL_STORAGE ? "cs"
                                                               : "kind=" + std::to_string(h.kind())) +
            " workers=" + std::to_string(h.workers()) +
-           " staleness=" + std::to_string(h.staleness()) + "\n";
+           " staleness=" + std::to_string(h.staleness()) +
+           (h.async_rule() == ParameterHostInfo::AGGREGATE      ? " async_rule=aggregate"
+            : h.async_rule() == ParameterHostInfo::STALENESS_LR ? " async_rule=staleness-lr"
+                                                                : "") +
+           "\n";
     for (int s = 0; s < h.servers_size(); ++s) {
       out += "  server " + std::to_string(s) + " program=" + std::to_string(h.servers(s).program()) +
              " shards=[";

@@ -83,6 +83,13 @@ struct TrainingConfig {
   /// 0: synchronous, each update the mean of the W workers' gradients; -1: unbounded, fully
   /// asynchronous, each gradient applied scaled by 1/W as it arrives, TensorFlow's default).
   int64_t staleness = -1;
+  /// ps=S:W, asynchronous (--async-rule): "scaled" (default), each push one optimizer step on
+  /// its gradient scaled by 1/W; "aggregate", each optimizer step the mean of the next (live
+  /// workers) pushes, whoever sent them, so that an epoch takes as many steps as dp's
+  /// (TensorFlow's SyncReplicasOptimizer, replicas_to_aggregate = W, without its barrier).
+  /// "staleness-lr", each push one optimizer step on its unscaled gradient at lr / max(1, the
+  /// updates applied since the worker pulled) (Zhang, Gupta, Lian, Liu 2016).
+  std::string asyncRule = "scaled";
   /// ps=S:W: a parameter of more bytes than this is split along axis 0 into up to S shards of
   /// at least this many bytes (TensorFlow's MinSizePartitioner, min_shard_bytes 256 KiB).
   int64_t psMinShardBytes = 256 << 10;

@@ -89,6 +89,8 @@ Expected<std::unique_ptr<ServerCore>> ServerCore::create(const plan::Plan &plan,
   std::unique_ptr<ServerCore> core(
       new ServerCore(server, std::move(ex), heartbeatTimeoutSeconds, host.workers()));
   core->staleness_ = host.staleness();
+  core->aggregate_ = host.async_rule() == plan::ParameterHostInfo::AGGREGATE;
+  core->stalenessLr_ = host.async_rule() == plan::ParameterHostInfo::STALENESS_LR;
   const plan::RankProgram &rp = core->ex_->program();
   core->lrInput_ = rp.training().lr_input();
   core->stepInput_ = rp.training().step_input();
@@ -235,6 +237,7 @@ Status ServerCore::pull(int worker, int64_t step, std::chrono::milliseconds wait
   values.clear();
   if (!ready)
     return Status::ok();
+  self.pulled = version_;
   for (const Local &l : local_) {
     DTC_ASSIGN_OR_RETURN(HostArray a, ex_->readBuffer(l.paramBuffer));
     values.push_back({l.shard, std::move(a.bytes)});
@@ -301,7 +304,7 @@ Status ServerCore::saveLocked() {
   arrays.push_back(int64Array("dtc::incarnation", incarnations));
   int32_t lrBits = 0;
   std::memcpy(&lrBits, &pendingLr_, 4);
-  arrays.push_back(int64Array("dtc::version", {version_, lrBits}));
+  arrays.push_back(int64Array("dtc::version", {version_, lrBits, aggregated_}));
   arrays.push_back(int64Array("dtc::pushed", pushed));
   HostArray fp{"dtc::fingerprint",
                ir::DType::kUInt8,
@@ -313,6 +316,13 @@ Status ServerCore::saveLocked() {
       HostArray g{"pending/" + std::to_string(w) + "/" + std::to_string(k), ir::DType::kFloat32,
                   local_[k].shape, std::string()};
       g.bytes.assign(reinterpret_cast<const char *>(grads[k].data()), grads[k].size() * 4);
+      arrays.push_back(std::move(g));
+    }
+  if (aggregated_ > 0)
+    for (size_t k = 0; k < aggSum_.size(); ++k) {
+      HostArray g{"aggregate/" + std::to_string(k), ir::DType::kFloat32, local_[k].shape,
+                  std::string()};
+      g.bytes.assign(reinterpret_cast<const char *>(aggSum_[k].data()), aggSum_[k].size() * 4);
       arrays.push_back(std::move(g));
     }
   Status s = writeNpz(checkpointPath_, arrays);
@@ -350,8 +360,10 @@ Status ServerCore::enableCheckpoints(const std::string &dir, const std::string &
   DTC_ASSIGN_OR_RETURN(const HostArray *ver, need("dtc::version"));
   DTC_ASSIGN_OR_RETURN(const HostArray *pushed, need("dtc::pushed"));
   const std::vector<int64_t> v = int64Values(*ver), p = int64Values(*pushed);
-  if (ver->dtype != ir::DType::kInt64 || v.size() != 2 || v[0] < 0 ||
-      pushed->dtype != ir::DType::kInt64 || p.size() != workers_.size())
+  // {version, pending lr bits, held aggregate count}; checkpoints before --async-rule: 2 values.
+  if (ver->dtype != ir::DType::kInt64 || (v.size() != 2 && v.size() != 3) || v[0] < 0 ||
+      (v.size() == 3 && v[2] < 0) || pushed->dtype != ir::DType::kInt64 ||
+      p.size() != workers_.size())
     return Status::error(checkpointPath_, "holds a malformed step record");
   for (int b : stateBuffers_) {
     DTC_ASSIGN_OR_RETURN(const HostArray *a, need("state/" + ex_->program().buffers(b).name()));
@@ -383,6 +395,15 @@ Status ServerCore::enableCheckpoints(const std::string &dir, const std::string &
     workers_[w].everSeen = incs[w] != 0;
   }
   pending_.clear();
+  aggregated_ = v.size() == 3 ? v[2] : 0;
+  aggSum_.assign(aggregated_ > 0 ? local_.size() : 0, {});
+  for (size_t k = 0; k < aggSum_.size(); ++k) {
+    DTC_ASSIGN_OR_RETURN(const HostArray *a, need("aggregate/" + std::to_string(k)));
+    if (a->dtype != ir::DType::kFloat32 || a->bytes.size() != local_[k].bytes)
+      return Status::error(checkpointPath_, "holds a malformed aggregate '" + a->name + "'");
+    aggSum_[k].resize(local_[k].bytes / 4);
+    std::memcpy(aggSum_[k].data(), a->bytes.data(), local_[k].bytes);
+  }
   for (const auto &[name, a] : byName) {
     if (name.rfind("pending/", 0) != 0)
       continue;
@@ -405,8 +426,25 @@ Status ServerCore::enableCheckpoints(const std::string &dir, const std::string &
   return Status::ok();
 }
 
-Status ServerCore::maybeApplySyncLocked(Clock::time_point now) {
-  if (staleness_ != 0 || pending_.empty())
+Status ServerCore::maybeApplyLocked(Clock::time_point now) {
+  if (staleness_ != 0) {
+    if (aggregated_ == 0)
+      return Status::ok();
+    int64_t live = 0;
+    for (const Worker &w : workers_)
+      live += liveLocked(w, now) ? 1 : 0;
+    if (aggregated_ < live)
+      return Status::ok();
+    const float n = static_cast<float>(aggregated_);
+    for (auto &g : aggSum_)
+      for (float &v : g)
+        v /= n;
+    std::vector<std::vector<float>> mean = std::move(aggSum_);
+    aggSum_.clear();
+    aggregated_ = 0;
+    return applyLocked(mean, pendingLr_, version_);
+  }
+  if (pending_.empty())
     return Status::ok();
   for (size_t w = 0; w < workers_.size(); ++w)
     if (liveLocked(workers_[w], now) && !pending_.count(static_cast<int>(w)))
@@ -488,14 +526,33 @@ Status ServerCore::push(int worker, int64_t step, float lr,
     pending_[worker] = std::move(grads);
     pendingLr_ = lr;
     w.pushed = step + 1;
-    DTC_RETURN_IF_ERROR(maybeApplySyncLocked(now));
+    DTC_RETURN_IF_ERROR(maybeApplyLocked(now));
     DTC_RETURN_IF_ERROR(saveLocked());
   } else if (step < w.pushed) {
     // A push retried after a restart of this server that had applied it already.
     version = version_;
     return Status::ok();
+  } else if (aggregate_) {
+    // Asynchronous, AGGREGATE: summed in arrival order; one step per live worker's worth.
+    if (aggregated_ == 0)
+      aggSum_ = std::move(grads);
+    else
+      for (size_t k = 0; k < grads.size(); ++k)
+        for (size_t i = 0; i < grads[k].size(); ++i)
+          aggSum_[k][i] += grads[k][i];
+    ++aggregated_;
+    pendingLr_ = lr;
+    w.pushed = std::max(w.pushed, step + 1);
+    DTC_RETURN_IF_ERROR(maybeApplyLocked(now));
+    DTC_RETURN_IF_ERROR(saveLocked());
+  } else if (stalenessLr_) {
+    // Asynchronous, STALENESS_LR: lr divided by the updates since this worker's pull.
+    const int64_t tau = std::max<int64_t>(1, version_ - w.pulled);
+    DTC_RETURN_IF_ERROR(applyLocked(grads, lr / static_cast<float>(tau), version_));
+    w.pushed = std::max(w.pushed, step + 1);
+    DTC_RETURN_IF_ERROR(saveLocked());
   } else {
-    // Asynchronous: applied on arrival, scaled by 1/W (TensorFlow's ParameterServerStrategy
+    // Asynchronous, SCALED: applied on arrival, scaled by 1/W (TensorFlow's ParameterServerStrategy
     // sums the workers' updates; dtc scales so that W workers together take one dp step).
     const float scale = 1.0f / static_cast<float>(workers_.size());
     for (auto &g : grads)
@@ -518,7 +575,7 @@ Status ServerCore::heartbeat(int worker, bool done) {
   w.lost = false;
   if (done)
     w.done = true;
-  Status s = maybeApplySyncLocked(Clock::now());
+  Status s = maybeApplyLocked(Clock::now());
   if (s.isOk() && done)
     s = saveLocked();
   changed_.notify_all();
@@ -540,7 +597,7 @@ void ServerCore::checkLiveness() {
     }
   }
   if (changed) {
-    if (maybeApplySyncLocked(now).isOk()) // a failure is kept in failed_
+    if (maybeApplyLocked(now).isOk()) // a failure is kept in failed_
       (void)saveLocked();
     changed_.notify_all();
   }

@@ -8,8 +8,27 @@
 // - staleness 0 (synchronous): the update of step t is applied once every live worker pushed
 //   its gradient of step t: the mean of those gradients (summed in worker order), i.e. dp's
 //   update; a worker may pull for step t once the update of step t - 1 is applied.
-// - staleness K > 0 or -1 (asynchronous): every push is applied on arrival, scaled by 1/W; a
-//   worker may pull for step t once t - (steps done by the slowest live worker) <= K (-1: always).
+// - staleness K > 0 or -1 (asynchronous): no worker waits for another's push; a worker may
+//   pull for step t once t - (steps done by the slowest live worker) <= K (-1: always). How the
+//   pushes update the parameters is the plan's async_rule:
+//   - SCALED (default): every push is one optimizer step on its gradient scaled by 1/W
+//     (TensorFlow's ParameterServerStrategy, which applies every push, with dp's scale).
+//   - AGGREGATE: the pushes are summed as they arrive, whoever sent them (a fast worker
+//     may add several), and once there are as many as live workers their mean is one optimizer
+//     step; lost or finished workers are not waited for (their share is filled by the others, and
+//     the last partial sum is applied when no live worker is left). This is TensorFlow's
+//     SyncReplicasOptimizer (replicas_to_aggregate = W, stale gradients accepted) without its
+//     barrier, and Chen, Pan, Monga, Bengio, Jozefowicz 2016, "Revisiting Distributed Synchronous
+//     SGD" (aggregating K of N pushes): an epoch takes as many optimizer steps, on global batches
+//     as large, as dp=W, which matters for Adam (invariant to a gradient's scale, so 1/W scaling
+//     cannot stop W pushes from being W full Adam steps) and for momentum, which compounds
+//     staleness (Mitliagkas, Zhang, Hadjis, Re 2016, "Asynchrony begets Momentum").
+//     Measured on the bundled CNN it did not beat SCALED (README, "Parameter servers"): its
+//     gradients are still computed on parameters about one update old, so it is an option, not
+//     the default.
+//   - STALENESS_LR: every push is one optimizer step on its gradient, unscaled, at learning rate
+//     lr / max(1, tau), tau the updates this server applied since the worker's last pull (Zhang,
+//     Gupta, Lian, Liu 2016, "Staleness-aware Async-SGD for Distributed Deep Learning").
 // A worker is live while it sent anything within the heartbeat timeout (counted from the
 // server's start for a worker not seen yet) and has not said it is done.
 #pragma once
@@ -113,6 +132,7 @@ private:
     Clock::time_point lastSeen;
     bool lost = false, done = false;
     int64_t pushed = 0;       ///< steps whose gradient this server has from the worker
+    int64_t pulled = 0;       ///< the version its latest pull returned (STALENESS_LR)
     uint64_t incarnation = 0; ///< of its latest join
     bool everSeen = false;
   };
@@ -128,7 +148,10 @@ private:
   bool pullAllowedLocked(int64_t step, Clock::time_point now) const;
   /// Runs the program on `grads` (one per shard, in shards() order, already scaled).
   Status applyLocked(const std::vector<std::vector<float>> &grads, float lr, int64_t step);
-  Status maybeApplySyncLocked(Clock::time_point now);
+  /// Synchronous: applies the pending step once every live worker pushed it. Asynchronous with
+  /// AGGREGATE: applies the mean of the summed pushes once there are at least as many as live
+  /// workers (or any, when none is live).
+  Status maybeApplyLocked(Clock::time_point now);
   Status checkWorker(int worker) const;
   Status saveLocked();
 
@@ -137,6 +160,8 @@ private:
   const std::chrono::duration<double> timeout_;
   const Clock::time_point started_;
   int64_t staleness_ = -1;
+  bool aggregate_ = false;   ///< asynchronous rule AGGREGATE
+  bool stalenessLr_ = false; ///< asynchronous rule STALENESS_LR (neither: SCALED)
   std::vector<int32_t> shardIds_;
   std::vector<Local> local_;
   std::string lrInput_, stepInput_;
@@ -150,6 +175,10 @@ private:
   /// Synchronous: the pending step's gradients per worker (in shards() order), and its lr.
   std::map<int, std::vector<std::vector<float>>> pending_;
   float pendingLr_ = 0;
+  /// Asynchronous AGGREGATE: the sum of the pushes since the last update (in shards() order;
+  /// empty when none), their count, and the lr of the latest.
+  std::vector<std::vector<float>> aggSum_;
+  int64_t aggregated_ = 0;
   Status failed_ = Status::ok(); ///< a failed update: every later call reports it
 };
 

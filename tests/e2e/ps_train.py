@@ -14,7 +14,9 @@ Groups (--only takes a comma-separated subset; all by default):
                cs=2 against dp=2.
   async        The default (asynchronous, each gradient applied scaled by 1/W) trains: ps=2:3 on
                the digits MLP for 3 epochs reaches the validation accuracy of single-device
-               training within 0.05.
+               training within 0.05; the CNN (digits as 3x32x32 images, 6 epochs, Adam) trains to
+               within 0.25 of single device (a stable margin: asynchrony costs this CNN
+               accuracy, see the README).
   faults       Tasks started one by one from a cluster file: a worker killed with SIGKILL does
                not stop synchronous training (the others finish after the heartbeat timeout);
                restarted, it rejoins and finishes; a killed server ends the workers within
@@ -185,6 +187,16 @@ def val_accuracy(rows):
     return acc[-1]
 
 
+def digit_images(src, dst):
+    """The 8x8 digits as 3x32x32 images (each pixel a 4x4 block, on 3 channels) for the CNN."""
+    import numpy as np
+    with np.load(src) as z:
+        x, y = z["input"].reshape(-1, 1, 8, 8), z["label"]
+    x = np.repeat(np.repeat(x, 4, axis=2), 4, axis=3)
+    np.savez(dst, input=(np.repeat(x, 3, axis=1) / 16.0).astype(np.float32), label=y)
+    return dst
+
+
 def run_async(r):
     def accuracy():
         args = ["--epochs", "3", "--val-data", DIGITS_VAL]
@@ -197,6 +209,28 @@ def run_async(r):
         return f"val accuracy {a:.3f} (single {s:.3f}, margin 0.05)"
 
     r.check("async/mlp ps=2:3 accuracy", accuracy)
+
+    def cnn_accuracy(rule):
+        # Asynchrony costs the CNN accuracy under either rule (README, "Parameter servers":
+        # 0.61-0.75 against single's 0.73-0.82 over seeds), so this checks that it trains, with
+        # a margin wide enough to be stable over runs (the worst measured run of the default,
+        # scaled, 0.61, lies 0.16 below single's 0.765 at seed 0), not parity. aggregate, worse
+        # on this CNN (0.56-0.70 measured), is left to the unit tests.
+        cnn = os.path.join(MODELS, "cnn_train.onnx")
+        train = digit_images(DIGITS, r.unique("digits_img", ".npz"))
+        val = digit_images(DIGITS_VAL, r.unique("digits_img_val", ".npz"))
+        flags = ["--batch-size", "48", "--optimizer", "adam", "--lr", "0.01"]
+        args = ["--epochs", "6", "--val-data", val, "--seed", "0"]
+        _, single_rows = r.train(r.compile(cnn, ["--strategy", "single"] + flags), train, 0, args)
+        _, rows = r.train(r.compile(cnn, ["--strategy", "ps=2:3", "--async-rule", rule] + flags),
+                          train, 0, args + ["--local-cluster"])
+        a, s = val_accuracy(rows), val_accuracy(single_rows)
+        if not a >= s - 0.25:
+            raise CheckFailed(f"asynchronous ps=2:3 ({rule}) val accuracy {a:.3f}, single {s:.3f}")
+        return f"val accuracy {a:.3f} (single {s:.3f}, margin 0.25)"
+
+    r.check("async/cnn ps=2:3 accuracy (digits as 3x32x32 images)",
+            lambda: cnn_accuracy("scaled"))
 
 
 

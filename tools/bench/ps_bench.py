@@ -2,8 +2,9 @@
 # Parameter-server and central-storage benchmark (issue 16), on the bundled digits MLP:
 #   1. a slow worker: W = 3 workers whose step costs --compute seconds (--step-delay stands in
 #      for the compute of a bigger model), one of them 5x slower. Samples/s of the fast workers
-#      (the chief's log) under ps=1:3 asynchronous, ps=1:3 with --staleness 2, ps=1:3
-#      synchronous (--staleness 0), and dp=3 over MPI (which waits for the slowest every step):
+#      (the chief's log) under ps=1:3 asynchronous (--async-rule scaled and aggregate), ps=1:3
+#      with --staleness 2, ps=1:3 synchronous (--staleness 0), and dp=3 over MPI (which waits
+#      for the slowest every step):
 #      the point of asynchronous training, in numbers;
 #   2. server throughput: ps=1:W asynchronous without delays for W = 1, 2, 4, 8 (workers
 #      oversubscribe the 2 cores beyond 2): pushes/s and MB/s the server absorbs, beside the
@@ -80,6 +81,7 @@ def slow_section(args, plan, run_tool, tmp, cluster_steps):
           f"{args.compute * 1000:.0f} ms; steps/s of a fast worker (16 samples each):")
     results = {}
     for name, strategy, extra in [("ps async", "ps=1:3", []),
+                                  ("ps async agg", "ps=1:3", ["--async-rule", "aggregate"]),
                                   ("ps staleness 2", "ps=1:3", ["--staleness", "2"]),
                                   ("ps sync", "ps=1:3", ["--staleness", "0"]),
                                   ("dp=3", "dp=3", [])]:

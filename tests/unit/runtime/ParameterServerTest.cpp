@@ -1,8 +1,10 @@
 // Parameter servers (runtime/ps): TF_CONFIG parsing, shard counts and placement, and the
 // server's rules on a compiled ps=2:2 plan: malformed pushes are refused, the synchronous
 // update is the mean of the live workers' gradients, a lost worker does not stop a step, a late
-// push is dropped, the staleness bound holds a fast worker back, and the job ends when the
-// chief is done.
+// push is dropped, the staleness bound holds a fast worker back, the job ends when the chief is
+// done, and the asynchronous rules: scaled (each push one step, gradient / W), aggregate (the
+// mean of each live-worker count of pushes one step, whoever pushed; kept in checkpoints) and
+// staleness-lr (lr / the updates since the worker's pull).
 #include "compiler/driver/ParameterHost.h"
 #include "compiler/driver/TrainConfig.h"
 #include "compiler/plan/Lowering.h"
@@ -40,11 +42,12 @@ struct Compiled {
   Expected<plan::Plan> plan = Status::error("not compiled");
 };
 
-Compiled compilePs(int64_t staleness) {
+Compiled compilePs(int64_t staleness, const std::string &asyncRule = "scaled") {
   Compiled c;
-  c.dir = (std::filesystem::temp_directory_path() /
-           ("dtc-ps-test-" + std::to_string(::getpid()) + "-" + std::to_string(staleness)))
-              .string();
+  c.dir =
+      (std::filesystem::temp_directory_path() / ("dtc-ps-test-" + std::to_string(::getpid()) + "-" +
+                                                 std::to_string(staleness) + "-" + asyncRule))
+          .string();
   std::filesystem::create_directories(c.dir);
   const std::string modelFile = c.dir + "/model.onnxtxt";
   EXPECT_TRUE(writeFileAtomically(modelFile, kModel).isOk());
@@ -59,6 +62,7 @@ Compiled compilePs(int64_t staleness) {
   cfg.lr = 0.5f;
   cfg.batchSize = 4;
   cfg.staleness = staleness;
+  cfg.asyncRule = asyncRule;
   EXPECT_TRUE(driver::parseStrategy("ps=2:2", cfg).isOk());
   Diagnostics diags;
   plan::LowerOptions opts;
@@ -257,7 +261,7 @@ TEST(ServerCore, SynchronousMeanLostWorkerAndLatePush) {
 }
 
 TEST(ServerCore, AsynchronousScaledAndBoundedStaleness) {
-  Compiled c = compilePs(1);
+  Compiled c = compilePs(1, "scaled");
   auto core = serverOf(c, 0, 10);
   ASSERT_TRUE(core);
   const int32_t id = core->shards()[0];
@@ -283,6 +287,112 @@ TEST(ServerCore, AsynchronousScaledAndBoundedStaleness) {
   slow.join();
   EXPECT_TRUE(ready);
   EXPECT_EQ(version, 3);
+}
+
+// Asynchronous, aggregate: pushes are summed whoever sends them (a fast worker may fill the
+// aggregate alone), and the mean of as many as live workers is one SGD step (w starts at 1,
+// lr 0.5); a lost worker is not waited for, a finished one neither.
+TEST(ServerCore, AsynchronousAggregate) {
+  Compiled c = compilePs(-1, "aggregate");
+  auto core = serverOf(c, 0, /*timeout=*/0.3);
+  ASSERT_TRUE(core);
+  const int32_t id = core->shards()[0];
+  const size_t n = core->shardBytes(id) / 4;
+  uint64_t inc = 0;
+  ASSERT_EQ(*core->join(0, inc), 0);
+  ASSERT_EQ(*core->join(1, inc), 0);
+  int64_t version = -1, next = 0;
+  bool ready = false;
+  std::vector<ShardBytes> values;
+  ASSERT_TRUE(core->push(0, 0, 0.5f, {filled(id, n, 1)}, version, next).isOk());
+  EXPECT_EQ(version, 0); // held: 1 of 2 pushes
+  EXPECT_EQ(next, 1);
+  ASSERT_TRUE(core->pull(0, 1, std::chrono::milliseconds(0), ready, values, version).isOk());
+  ASSERT_TRUE(ready); // asynchronous: worker 0 does not wait for worker 1
+  EXPECT_FLOAT_EQ(first(values), 1.0f);
+  ASSERT_TRUE(core->push(0, 1, 0.5f, {filled(id, n, 3)}, version, next).isOk());
+  EXPECT_EQ(version, 1); // worker 0's two pushes make one step
+  ASSERT_TRUE(core->pull(0, 2, std::chrono::milliseconds(0), ready, values, version).isOk());
+  EXPECT_FLOAT_EQ(first(values), 1.0f - 0.5f * 2.0f); // w - lr * mean(1, 3): not scaled by 1/W
+  ASSERT_TRUE(core->push(1, 0, 0.5f, {filled(id, n, 5)}, version, next).isOk());
+  EXPECT_EQ(version, 1);
+  // Worker 1 goes silent (worker 0 keeps beating): its push is applied alone once it is lost.
+  for (int i = 0; i < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(110));
+    ASSERT_TRUE(core->heartbeat(0, false).isOk());
+  }
+  core->checkLiveness();
+  EXPECT_EQ(core->workerState(1), "lost");
+  EXPECT_EQ(core->version(), 2);
+  // One live worker: each of its pushes is a step.
+  ASSERT_TRUE(core->push(0, 2, 0.5f, {filled(id, n, 2)}, version, next).isOk());
+  EXPECT_EQ(version, 3);
+  ASSERT_TRUE(core->pull(0, 3, std::chrono::milliseconds(0), ready, values, version).isOk());
+  EXPECT_FLOAT_EQ(first(values), 0.0f - 0.5f * 5.0f - 0.5f * 2.0f);
+  // Worker 1 is back: two live workers again, its push is held until worker 0 finishes.
+  ASSERT_TRUE(core->push(1, 1, 0.5f, {filled(id, n, 4)}, version, next).isOk());
+  EXPECT_EQ(version, 3);
+  ASSERT_TRUE(core->heartbeat(0, /*done=*/true).isOk());
+  EXPECT_EQ(core->version(), 4);
+  ASSERT_TRUE(core->pull(1, 2, std::chrono::milliseconds(0), ready, values, version).isOk());
+  EXPECT_FLOAT_EQ(first(values), -3.5f - 0.5f * 4.0f);
+}
+
+// A held aggregate survives a server restart from its checkpoint.
+TEST(ServerCore, AsynchronousAggregateCheckpoint) {
+  Compiled c = compilePs(-1, "aggregate");
+  const std::string dir = c.dir + "/ckpt";
+  std::filesystem::remove_all(dir);
+  int64_t version = 0, next = 0;
+  bool restored = true;
+  {
+    auto core = serverOf(c, 0, 10);
+    ASSERT_TRUE(core);
+    ASSERT_TRUE(core->enableCheckpoints(dir, "fp", restored).isOk());
+    EXPECT_FALSE(restored);
+    const int32_t id = core->shards()[0];
+    ASSERT_TRUE(
+        core->push(0, 0, 0.5f, {filled(id, core->shardBytes(id) / 4, 1)}, version, next).isOk());
+    EXPECT_EQ(version, 0);
+  }
+  auto core = serverOf(c, 0, 10);
+  ASSERT_TRUE(core);
+  ASSERT_TRUE(core->enableCheckpoints(dir, "fp", restored).isOk());
+  EXPECT_TRUE(restored);
+  const int32_t id = core->shards()[0];
+  ASSERT_TRUE(
+      core->push(1, 0, 0.5f, {filled(id, core->shardBytes(id) / 4, 3)}, version, next).isOk());
+  EXPECT_EQ(version, 1);
+  bool ready = false;
+  std::vector<ShardBytes> values;
+  ASSERT_TRUE(core->pull(0, 1, std::chrono::milliseconds(0), ready, values, version).isOk());
+  EXPECT_FLOAT_EQ(first(values), 1.0f - 0.5f * 2.0f);
+}
+
+// Asynchronous, staleness-lr: each push one SGD step on its unscaled gradient at lr / max(1,
+// updates since the worker's pull) (w starts at 1, lr 0.5).
+TEST(ServerCore, AsynchronousStalenessLr) {
+  Compiled c = compilePs(-1, "staleness-lr");
+  auto core = serverOf(c, 0, 10);
+  ASSERT_TRUE(core);
+  const int32_t id = core->shards()[0];
+  const size_t n = core->shardBytes(id) / 4;
+  int64_t version = 0, next = 0;
+  bool ready = false;
+  std::vector<ShardBytes> values;
+  for (int w = 0; w < 2; ++w)
+    ASSERT_TRUE(core->pull(w, 0, std::chrono::milliseconds(0), ready, values, version).isOk());
+  ASSERT_TRUE(core->push(0, 0, 0.5f, {filled(id, n, 2)}, version, next).isOk());
+  EXPECT_EQ(version, 1); // staleness 0: lr 0.5, w = 1 - 0.5 * 2
+  ASSERT_TRUE(core->pull(0, 1, std::chrono::milliseconds(0), ready, values, version).isOk());
+  EXPECT_FLOAT_EQ(first(values), 0.0f);
+  ASSERT_TRUE(core->push(0, 1, 0.5f, {filled(id, n, 2)}, version, next).isOk());
+  EXPECT_EQ(version, 2); // staleness 0 again: w = 0 - 0.5 * 2
+  // Worker 1 pulled at version 0: two updates since, lr / 2.
+  ASSERT_TRUE(core->push(1, 0, 0.5f, {filled(id, n, 4)}, version, next).isOk());
+  EXPECT_EQ(version, 3);
+  ASSERT_TRUE(core->pull(1, 1, std::chrono::milliseconds(0), ready, values, version).isOk());
+  EXPECT_FLOAT_EQ(first(values), -1.0f - 0.25f * 4.0f);
 }
 
 } // namespace
