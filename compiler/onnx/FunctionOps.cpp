@@ -416,10 +416,19 @@ private:
       if (int64_t last = rank(c) ? dim(c, *rank(c) - 1) : -1; rd >= 0 && last >= 0 && last != half)
         return error("the last dim of cache '" + c + "' is " + std::to_string(last) +
                      ", expected rotary_embedding_dim / 2 = " + std::to_string(half));
+    if (int et = positions.empty() ? 0 : elem(positions); et && et != onnx::TensorProto::INT64)
+      return error("input 'position_ids' ('" + positions + "') has type " + elemTypeName(et) +
+                   "; int64 expected");
     std::string cosv = cosCache, sinv = sinCache;
     if (!positions.empty()) { // (max_pos, half)[position_ids] -> (B, S, half)
-      cosv = op("Gather", {cosCache, positions});
-      sinv = op("Gather", {sinCache, positions});
+      // position_ids must lie in [0, max_pos): a negative one, which Gather would count from the
+      // end, is moved below -max_pos, so that Gather refuses it at run time as out of range.
+      std::string maxPos = op("CastLike", {shapeSlice(cosCache, 0, 1), positions});
+      std::string pos = op(
+          "Where", {op("Less", {positions, op("CastLike", {ints({0}, "zero", true), positions})}),
+                    op("Sub", {positions, maxPos}), positions});
+      cosv = op("Gather", {cosCache, pos});
+      sinv = op("Gather", {sinCache, pos});
     }
     cosv = unsqueeze(cosv, 2); // (B, S, 1, half)
     sinv = unsqueeze(sinv, 2);

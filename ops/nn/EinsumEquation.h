@@ -84,9 +84,17 @@ inline std::string parse(const std::string &text, const std::vector<int64_t> &ra
         continue;
       }
       int l = letterLabel(t[i]);
-      if (l < 0)
-        return "term '" + t + "' has the character '" + std::string(1, t[i]) +
-               "' (letters and '...' only)";
+      if (l < 0) {
+        // A byte of a multi-byte UTF-8 letter or a control character is printed as \xNN (one
+        // byte alone would make the message invalid UTF-8).
+        const unsigned char c = static_cast<unsigned char>(t[i]);
+        std::string shown(1, t[i]);
+        if (c < 0x20 || c >= 0x7f) {
+          static const char *const kHex = "0123456789abcdef";
+          shown = std::string("\\x") + kHex[c >> 4] + kHex[c & 15];
+        }
+        return "term '" + t + "' has the character '" + shown + "' (letters and '...' only)";
+      }
       out.letters.push_back(l);
       ++i;
     }

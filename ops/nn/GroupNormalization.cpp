@@ -27,6 +27,13 @@ Status normalizeGroupNorm(ir::Node &node, NormalizeContext &ctx) {
     return Status::error(node.where(), "num_groups must be >= 1, got " + std::to_string(groups));
   ir::Graph &g = ctx.graph();
   ir::Value *x = node.input(0);
+  // The grouped view below cannot tell a channel count that num_groups does not divide (C = 3,
+  // G = 2 and 2 spatial elements reshape to [N, 2, 3]): check the declared C here.
+  if (x && x->shape().hasRank() && x->shape().rank() >= 2 && x->shape()[1].isStatic() &&
+      x->shape()[1].value() % groups != 0)
+    return Status::error(node.where(),
+                         "the channel count " + std::to_string(x->shape()[1].value()) +
+                             " is not a multiple of num_groups " + std::to_string(groups));
   ir::Value *y = node.output(0);
   const std::string base = node.name().empty() ? node.opType() : node.name();
   const std::string yName = y ? y->name() : base;
