@@ -4,8 +4,10 @@
 // max, min, mul, norm_lp_sum with p = 1 and 2, norm_lp_power_p_sum with p = 2), hand loops for
 // int64, empty inputs and ReduceLogSumExp (no oneDNN algorithm; max-shifted, two passes). The
 // axes arrive at run time; the reduced axes implied by the static shapes are checked against
-// them on every run. oneDNN's reduction_max/min skip NaN: an f32 ReduceMax/ReduceMin whose input
-// holds a NaN runs the loop, which gives NaN (numpy's max and min).
+// them on every run. oneDNN's reduction_max/min skip NaN and start from -FLT_MAX/FLT_MAX (a
+// slice of -inf alone, a fully masked attention row, comes out as -FLT_MAX): an f32
+// ReduceMax/ReduceMin whose input holds a NaN or an infinity runs the loop, which gives NaN and
+// the infinities as numpy's max and min do.
 #include "ops/cpu/NanPropagation.h"
 
 #include <cmath>
@@ -399,7 +401,7 @@ public:
     }
     ReduceImpl *impl = it->second.get();
     if (selectsElement(op_) && dtype_ == ir::DType::kFloat32 &&
-        anyNan(static_cast<const float *>(args.inputs[0]), inCount_)) {
+        anyNonFinite(static_cast<const float *>(args.inputs[0]), inCount_)) {
       auto &loop = nanLoops_[eff];
       if (!loop)
         loop = std::make_unique<ReduceLoop<float>>(op_, in_, eff);
@@ -474,7 +476,7 @@ private:
   int64_t numAxes_;
   size_t bytes_;
   std::map<std::vector<bool>, std::unique_ptr<ReduceImpl>> impls_;
-  /// f32 ReduceMax/ReduceMin loops for inputs holding NaN (made on first need).
+  /// f32 ReduceMax/ReduceMin loops for inputs holding NaN or an infinity (made on first need).
   std::map<std::vector<bool>, std::unique_ptr<ReduceImpl>> nanLoops_;
   int64_t inCount_ = 0;
 };
