@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Today's exporters end to end: the Hugging Face GPT-2, BERT and ViT and torchvision's
-VisionTransformer (tvvit) fixtures of
-models/exporters/ (made by make_exporter_fixtures.py with torch.onnx.export's dynamo path,
-opset 18; numpy and onnxruntime only here, no torch) through dtc.
+VisionTransformer (tvvit) fixtures and the Keras U-Net (unet, tf2onnx) of
+models/exporters/ (the PyTorch ones made by make_exporter_fixtures.py with torch.onnx.export's
+dynamo path, opset 18; the U-Net by make_keras_fixtures.py; numpy and onnxruntime only here, no
+torch or TensorFlow) through dtc.
 
-For every model and every export (default optimizer ``<m>.onnx``, ``optimize=False``
+For every PyTorch model and every export (default optimizer ``<m>.onnx``, ``optimize=False``
 ``<m>_noopt.onnx``, and ``<m>_merged.onnx``: the plain export with equal initializers merged by
 the default optimizer's DeduplicateInitializersPass):
   infer  dtc-compile --inference, dtc-run --infer on the recorded input; the logits must match
@@ -21,9 +22,22 @@ For the exports whose initializers are the model's parameters:
             with --untie-initializers they match PyTorch's, and --export writes the untied
             model, whose trained logits (onnxruntime) match those of the trained _noopt export.
 ``gpt2_dyn.onnx`` (optimize=False, dynamic batch axis): infer at batch 4 and 2, train as above.
+
+The Keras U-Net (``unet``: made by make_keras_fixtures.py with TensorFlow 2.15 and tf2onnx 1.16,
+opset 15; channels-last (N, 16, 16, 3) images, per-pixel logits over 3 classes) in its three
+exports, ``unet.onnx`` (tf2onnx's optimizers on), ``unet_noopt.onnx`` (optimizers off: every
+Conv/MaxPool/Resize between NHWC<->NCHW Transposes) and ``unet_nchw.onnx`` (inputs_as_nchw and
+outputs_as_nchw: (N, 3, 16, 16) in and out, the recorded arrays transposed to match):
+  infer  as above, against TensorFlow's eval logits.
+  train  --loss softmax-cross-entropy over every pixel, --class-axis -1 (channels-last logits)
+         or 1 (unet_nchw), SGD lr 0.1, batch 4, 5 steps --no-shuffle; the losses must match
+         TensorFlow's (tf.keras.optimizers.SGD on the same batch) within --train-rtol.
+         tf2onnx writes every constant as an initializer, Resize's float ``scales`` too, which
+         a training compile would take for a parameter (and stop: Resize has no gradient with
+         respect to its scales), so these compiles pass --freeze '^scales__'.
 Prints one line per check; exits 1 if any fails.
 
-Usage: exporter_parity.py --build BUILD_DIR [--models gpt2,bert,vit,tvvit] [--keep]
+Usage: exporter_parity.py --build BUILD_DIR [--models gpt2,bert,vit,tvvit,unet] [--keep]
 """
 import argparse
 import json
@@ -39,6 +53,8 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 FIXTURES = os.path.join(ROOT, "models", "exporters")
 MODELS = {"gpt2": ("input_ids", ["--class-axis", "-1"]), "bert": ("input_ids", []),
           "vit": ("pixel_values", []), "tvvit": ("pixel_values", [])}
+# Keras exports (make_keras_fixtures.py): name -> (input name, {variant: channels-first?}).
+KERAS = {"unet": ("image", {"": False, "_noopt": False, "_nchw": True})}
 BATCH = 4
 STEPS = 5
 LR = "0.1"
@@ -74,10 +90,59 @@ class Checker:
         return ok
 
 
+def check_keras(model, args, compile_, run_, tmp, c):
+    """Infers and trains each tf2onnx export of a Keras model against TensorFlow's records."""
+    input_name, variants = KERAS[model]
+    data = np.load(os.path.join(FIXTURES, f"{model}_data.npz"))
+    ref = np.load(os.path.join(FIXTURES, f"{model}_ref.npz"))
+    tf_losses = ref["losses"].astype(np.float64)
+    for variant, nchw in variants.items():
+        name = f"{model}{variant}"
+        onnx_path = os.path.join(FIXTURES, f"{name}.onnx")
+        x = data[input_name].transpose(0, 3, 1, 2) if nchw else data[input_name]
+        inputs = os.path.join(tmp, f"{name}_in.npz")
+        batch = os.path.join(tmp, f"{name}_data.npz")
+        np.savez(inputs, **{input_name: x})
+        np.savez(batch, **{input_name: x, "label": data["label"]})
+        plan = os.path.join(tmp, f"{name}_inf.dtc")
+        out = os.path.join(tmp, f"{name}_out.npz")
+        r = run([compile_, onnx_path, "--inference", "--batch-size", str(BATCH), "-o", plan])
+        if r.returncode == 0:
+            r = run([run_, plan, "--infer", "--inputs", inputs, "--outputs", out,
+                     "--threads", "1"])
+        if c.report(r.returncode == 0, f"{name} infer",
+                    "ran" if r.returncode == 0 else r.stderr.strip()):
+            got = np.load(out)["logits"]
+            if nchw:
+                got = got.transpose(0, 2, 3, 1)
+            err = rel_err(got, ref["output"]) if got.shape == ref["output"].shape else np.inf
+            c.report(err <= args.infer_rtol, f"{name} infer",
+                     f"max relative error {err:.2e} (tolerance {args.infer_rtol:g})")
+
+        plan = os.path.join(tmp, f"{name}.dtc")
+        log = os.path.join(tmp, f"{name}.jsonl")
+        r = run([compile_, onnx_path, "-o", plan, "--strategy", "single", "--loss",
+                 "softmax-cross-entropy", "--class-axis", "1" if nchw else "-1", "--optimizer",
+                 "sgd", "--lr", LR, "--batch-size", str(BATCH), "--freeze", "^scales__"])
+        what = "dtc-compile: "
+        if r.returncode == 0:
+            what = "dtc-run: "
+            r = run([run_, plan, "--data", batch, "--steps", str(STEPS), "--no-shuffle",
+                     "--threads", "1", "--print-every", "1", "--log", log])
+        if not c.report(r.returncode == 0, f"{name} train",
+                        "ran" if r.returncode == 0 else what + r.stderr.strip()):
+            continue
+        losses = read_losses(log)
+        err = (float(np.max(np.abs(losses - tf_losses) / np.abs(tf_losses)))
+               if losses.shape == tf_losses.shape else float("inf"))
+        c.report(err <= args.train_rtol, f"{name} train",
+                 f"5 SGD losses, max relative error {err:.2e} (tolerance {args.train_rtol:g})")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
-    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--models", default=",".join(list(MODELS) + list(KERAS)))
     ap.add_argument("--infer-rtol", type=float, default=1e-4)
     ap.add_argument("--train-rtol", type=float, default=2e-3)
     ap.add_argument("--tied-min", type=float, default=1e-5,
@@ -90,6 +155,9 @@ def main():
     c = Checker()
     tmp = tempfile.mkdtemp(prefix="dtc-exporters-")
     for model in args.models.split(","):
+        if model in KERAS:
+            check_keras(model, args, compile_, run_, tmp, c)
+            continue
         input_name, loss_flags = MODELS[model]
         data = os.path.join(FIXTURES, f"{model}_data.npz")
         ref = np.load(os.path.join(FIXTURES, f"{model}_ref.npz"))
