@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <unordered_map>
+#include <tuple>
 #include <unordered_set>
 
 namespace dtc::passes {
@@ -68,7 +69,8 @@ int zeroSizedDim(const ir::Value *v) {
 
 Expected<std::vector<ir::Value *>>
 buildGradients(ir::Graph &graph, ir::Value *loss, const std::vector<ir::Value *> &wrt,
-               Diagnostics &diags, const std::unordered_set<const ir::Value *> &stop) {
+               Diagnostics &diags, const std::unordered_set<const ir::Value *> &stop,
+               std::vector<const ir::Value *> *constants) {
   if (!loss || !ir::isFloat(loss->dtype()) || !loss->shape().isStatic())
     return Status::error("autodiff", "the loss '" + (loss ? loss->name() : std::string("?")) +
                                          "' must be a float tensor with a static shape");
@@ -195,6 +197,8 @@ buildGradients(ir::Graph &graph, ir::Value *loss, const std::vector<ir::Value *>
     }
   }
 
+  // Trained initializers read by an input without a gradient: (value, node, input index).
+  std::vector<std::tuple<ir::Value *, const ir::Node *, size_t>> nonDifferentiableUses;
   for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
     ir::Node *n = *it;
     std::vector<bool> needInput(n->numInputs(), false);
@@ -226,6 +230,14 @@ buildGradients(ir::Graph &graph, ir::Value *loss, const std::vector<ir::Value *>
         continue;
       ir::Value *g = gctx.inputGrad(i);
       ir::Value *in = n->input(i);
+      if (!g && sources.count(in) && in->isParameter()) {
+        // A trained initializer read directly by an input without a gradient (a Resize's
+        // scales or roi that tf2onnx stores as initializers): that use does not train it. It
+        // must have no other, differentiable use either (checked below), or its gradient would
+        // silently miss a part.
+        nonDifferentiableUses.emplace_back(in, n, i);
+        continue;
+      }
       if (!g)
         return Status::error(n->where(), "no gradient with respect to input " + std::to_string(i) +
                                              " ('" + in->name() + "'); the loss depends on " +
@@ -236,6 +248,20 @@ buildGradients(ir::Graph &graph, ir::Value *loss, const std::vector<ir::Value *>
                                              "'), which is " + in->type().str());
       contributions[in].push_back(g);
     }
+  }
+
+  for (const auto &[param, n, i] : nonDifferentiableUses) {
+    if (!contributions[param].empty())
+      return Status::error(n->where(), "no gradient with respect to input " + std::to_string(i) +
+                                           " ('" + param->name() +
+                                           "'), which other nodes train; the loss depends on " +
+                                           pathTo(*n, sources, varying) + " through it");
+    diags.warning("parameter '" + param->name() + "'",
+                  "read only where no gradient flows (input " + std::to_string(i) + " of " +
+                      n->where() + "): a constant stored as an initializer, not trained (--freeze "
+                      "it to silence this)");
+    if (constants)
+      constants->push_back(param);
   }
 
   std::vector<ir::Value *> grads;
@@ -406,10 +432,12 @@ public:
             stop.insert(n->output(o));
     for (const ir::Value *p : st.parameters)
       warnIfMerged(*p, ctx.diags);
-    DTC_ASSIGN_OR_RETURN(st.gradients,
-                         buildGradients(graph, st.loss, st.parameters, ctx.diags, stop));
+    std::vector<const ir::Value *> constants;
+    DTC_ASSIGN_OR_RETURN(st.gradients, buildGradients(graph, st.loss, st.parameters, ctx.diags,
+                                                      stop, &constants));
     for (size_t i = 0; i < st.parameters.size(); ++i)
-      if (!st.gradients[i])
+      if (!st.gradients[i] && std::find(constants.begin(), constants.end(),
+                                        st.parameters[i]) == constants.end())
         ctx.diags.warning("parameter '" + st.parameters[i]->name() + "'",
                           "no gradient reaches it (the loss does not depend on it, or only through "
                           "integer or bool values); it is not trained");

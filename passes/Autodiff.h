@@ -25,9 +25,14 @@ namespace dtc::passes {
 /// needed input without a gradient, or one whose gradient has the wrong type.
 /// Values in `stop` carry no gradient (torch.no_grad: running statistics a step computes, which
 /// a pipeline's next micro-batch reads).
+/// A parameter (an initializer in `wrt`) read only by inputs whose rule gives no gradient (a
+/// Resize's scales that an exporter stored as an initializer) gets a null gradient and a warning
+/// naming the node; one also read where a gradient flows is an error, as above. When `constants`
+/// is given, such parameters are appended to it.
 Expected<std::vector<ir::Value *>>
 buildGradients(ir::Graph &graph, ir::Value *loss, const std::vector<ir::Value *> &wrt,
-               Diagnostics &diags, const std::unordered_set<const ir::Value *> &stop = {});
+               Diagnostics &diags, const std::unordered_set<const ir::Value *> &stop = {},
+               std::vector<const ir::Value *> *constants = nullptr);
 
 /// The --freeze matcher: compiles `pattern` (the ECMAScript-style syntax the README documents)
 /// into a predicate that is true when the pattern matches anywhere in a name (a search, as
