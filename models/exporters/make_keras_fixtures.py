@@ -56,8 +56,9 @@ STEPS = 5
 LR = 0.1
 OPSET = 15
 # Keras' UpSampling2D "nearest" exports Resize with coordinate_transformation_mode
-# "tf_half_pixel_for_nn" (an opset-11 mode tf2onnx still writes at opset 15), which dtc rejects;
-# "bilinear" exports Resize linear half_pixel, as the seed U-Net's nn.Upsample does.
+# "tf_half_pixel_for_nn" (an opset-11 mode tf2onnx still writes at opset 15; dtc accepts it with
+# a warning, tests/lit/ops/nn/resize-tf-half-pixel-for-nn.onnxtxt); the fixture uses "bilinear",
+# which exports Resize linear half_pixel, as the seed U-Net's nn.Upsample does.
 UPSAMPLING = "bilinear"
 
 

@@ -30,10 +30,12 @@ const std::vector<std::string> kNearestModes = {"round_prefer_floor", "round_pre
 const std::vector<std::string> kPolicies = {"stretch", "not_larger", "not_smaller"};
 
 std::vector<std::string> transformModes(int64_t opset) {
-  std::vector<std::string> m = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
-                                "tf_crop_and_resize"};
-  if (opset < 13)
-    m.push_back("tf_half_pixel_for_nn"); // removed in Resize-13
+  // tf_half_pixel_for_nn was removed in Resize-13, but tf2onnx still writes it (Keras'
+  // UpSampling2D with nearest interpolation) at opset 13 and later, and onnxruntime runs it with
+  // a deprecation warning: accepted at every opset, with a warning from 13 on (normalizeResize).
+  std::vector<std::string> m = {"half_pixel",         "pytorch_half_pixel",
+                                "align_corners",      "asymmetric",
+                                "tf_crop_and_resize", "tf_half_pixel_for_nn"};
   if (opset >= 19)
     m.push_back("half_pixel_symmetric");
   return m;
@@ -53,6 +55,12 @@ Status normalizeResize(ir::Node &node, NormalizeContext &ctx) {
     DTC_RETURN_IF_ERROR(nn::checkStringAttr(node, "mode", kModes));
     DTC_RETURN_IF_ERROR(
         nn::checkStringAttr(node, "coordinate_transformation_mode", transformModes(opset)));
+    if (opset >= 13 &&
+        node.attrString("coordinate_transformation_mode", "") == "tf_half_pixel_for_nn")
+      ctx.diags().warning(node.where(),
+                          "coordinate_transformation_mode=\"tf_half_pixel_for_nn\" was removed "
+                          "in Resize-13; accepted with its Resize-11 meaning (x_original = "
+                          "(x_resized + 0.5) / scale), as onnxruntime does");
   }
   for (size_t i = 1; i <= 3; ++i)
     if (nn::isEmptyTensor(node.input(i)))
