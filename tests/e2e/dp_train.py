@@ -142,6 +142,17 @@ class Runner:
             self.plans[key] = out
         return self.plans[key]
 
+    def expect_compile_error(self, model, flags, pattern):
+        """dtc-compile must fail with stderr matching `pattern` and write no plan; returns the
+        first line of its stderr."""
+        out = self.unique("bad", ".dtc")
+        res = self.exec([self.compile_tool, model, "-o", out] + flags)
+        if res.returncode == 0 or not re.search(pattern, res.stderr):
+            raise CheckFailed(f"exit {res.returncode}, stderr: {res.stderr.strip()}")
+        if os.path.exists(out):
+            raise CheckFailed("a plan was written")
+        return res.stderr.strip().splitlines()[0]
+
     def plan_text(self, model, flags):
         cmd = [self.compile_tool, model, "--emit", "plan-text", "--rank", "0"] + flags
         r = self.exec(cmd)
