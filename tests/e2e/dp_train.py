@@ -142,6 +142,21 @@ class Runner:
             self.plans[key] = out
         return self.plans[key]
 
+    def run_groups(self, runs, keep=False):
+        """Calls each of `runs` (functions of this runner), removes the scratch folder unless
+        `keep`, prints the count of passed checks and exits 1 when any failed."""
+        try:
+            for run in runs:
+                run(self)
+        finally:
+            if not keep:
+                shutil.rmtree(self.tmp, ignore_errors=True)
+        failed = [n for n, ok in self.results if not ok]
+        print(f"{len(self.results) - len(failed)}/{len(self.results)} checks passed")
+        if failed:
+            print("failed: " + ", ".join(failed))
+            sys.exit(1)
+
     def expect_compile_error(self, model, flags, pattern):
         """dtc-compile must fail with stderr matching `pattern` and write no plan; returns the
         first line of its stderr."""

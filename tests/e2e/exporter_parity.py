@@ -80,6 +80,18 @@ def read_losses(path):
     return np.array(rows, dtype=np.float64)
 
 
+def infer(c, compile_, run_, onnx_path, inputs, stem, batch, what):
+    """dtc-compile --inference at `batch`, then dtc-run --infer on `inputs` (files under
+    `stem`); reports the run as `what` and returns the logits, or None when either failed."""
+    plan, out = stem + "_inf.dtc", stem + "_out.npz"
+    r = run([compile_, onnx_path, "--inference", "--batch-size", str(batch), "-o", plan])
+    if r.returncode == 0:
+        r = run([run_, plan, "--infer", "--inputs", inputs, "--outputs", out, "--threads", "1"])
+    if not c.report(r.returncode == 0, what, "ran" if r.returncode == 0 else r.stderr.strip()):
+        return None
+    return np.load(out)["logits"]
+
+
 class Checker:
     def __init__(self):
         self.failures = 0
@@ -105,15 +117,9 @@ def check_keras(model, args, compile_, run_, tmp, c):
         batch = os.path.join(tmp, f"{name}_data.npz")
         np.savez(inputs, **{input_name: x})
         np.savez(batch, **{input_name: x, "label": data["label"]})
-        plan = os.path.join(tmp, f"{name}_inf.dtc")
-        out = os.path.join(tmp, f"{name}_out.npz")
-        r = run([compile_, onnx_path, "--inference", "--batch-size", str(BATCH), "-o", plan])
-        if r.returncode == 0:
-            r = run([run_, plan, "--infer", "--inputs", inputs, "--outputs", out,
-                     "--threads", "1"])
-        if c.report(r.returncode == 0, f"{name} infer",
-                    "ran" if r.returncode == 0 else r.stderr.strip()):
-            got = np.load(out)["logits"]
+        got = infer(c, compile_, run_, onnx_path, inputs, os.path.join(tmp, name), BATCH,
+                    f"{name} infer")
+        if got is not None:
             if nchw:
                 got = got.transpose(0, 2, 3, 1)
             err = rel_err(got, ref["output"]) if got.shape == ref["output"].shape else np.inf
@@ -173,16 +179,11 @@ def main():
         for variant in ("", "_noopt", "_merged"):
             onnx_path = os.path.join(FIXTURES, f"{model}{variant}.onnx")
             name = f"{model}{variant}"
-            plan = os.path.join(tmp, f"{name}_inf.dtc")
-            out = os.path.join(tmp, f"{name}_out.npz")
-            r = run([compile_, onnx_path, "--inference", "--batch-size", str(BATCH), "-o", plan])
-            if r.returncode == 0:
-                r = run([run_, plan, "--infer", "--inputs", inputs, "--outputs", out,
-                         "--threads", "1"])
-            if not c.report(r.returncode == 0, f"{name} infer", "ran" if r.returncode == 0 else
-                            r.stderr.strip()):
+            got = infer(c, compile_, run_, onnx_path, inputs, os.path.join(tmp, name), BATCH,
+                        f"{name} infer")
+            if got is None:
                 continue
-            err = rel_err(np.load(out)["logits"], ref["output"])
+            err = rel_err(got, ref["output"])
             c.report(err <= args.infer_rtol, f"{name} infer",
                      f"max relative error {err:.2e} (tolerance {args.infer_rtol:g})")
 
@@ -210,18 +211,13 @@ def main():
         if os.path.exists(dyn):
             # A dynamic batch axis: bound at compile time, at the export's batch and another.
             for batch in (BATCH, 2):
-                plan = os.path.join(tmp, f"{model}_dyn_b{batch}.dtc")
-                out = os.path.join(tmp, f"{model}_dyn_b{batch}.npz")
                 sub = os.path.join(tmp, f"{model}_dyn_in{batch}.npz")
                 np.savez(sub, **{input_name: np.load(data)[input_name][:batch]})
-                r = run([compile_, dyn, "--inference", "--batch-size", str(batch), "-o", plan])
-                if r.returncode == 0:
-                    r = run([run_, plan, "--infer", "--inputs", sub, "--outputs", out,
-                             "--threads", "1"])
-                if not c.report(r.returncode == 0, f"{model}_dyn infer batch {batch}",
-                                "ran" if r.returncode == 0 else r.stderr.strip()):
+                got = infer(c, compile_, run_, dyn, sub, os.path.join(tmp, f"{model}_dyn_b{batch}"),
+                            batch, f"{model}_dyn infer batch {batch}")
+                if got is None:
                     continue
-                err = rel_err(np.load(out)["logits"], ref["output"][:batch])
+                err = rel_err(got, ref["output"][:batch])
                 c.report(err <= args.infer_rtol, f"{model}_dyn infer batch {batch}",
                          f"max relative error {err:.2e} (tolerance {args.infer_rtol:g})")
 

@@ -29,7 +29,6 @@ Usage: tp_train.py --build BUILD_DIR [--only equivalence,plans,errors] [--keep]
 import argparse
 import os
 import re
-import shutil
 import sys
 import tempfile
 
@@ -186,17 +185,8 @@ def main():
             sys.exit(f"unknown group '{g}' (known: {', '.join(GROUPS)})")
     tmp = tempfile.mkdtemp(prefix="dtc-tp-")
     r = Runner(os.path.abspath(args.build), tmp)
-    try:
-        for g in groups:
-            {"equivalence": run_equivalence, "plans": run_plans, "errors": run_errors}[g](r)
-    finally:
-        if not args.keep:
-            shutil.rmtree(tmp, ignore_errors=True)
-    failed = [n for n, ok in r.results if not ok]
-    print(f"{len(r.results) - len(failed)}/{len(r.results)} checks passed")
-    if failed:
-        print("failed: " + ", ".join(failed))
-        sys.exit(1)
+    runs = {"equivalence": run_equivalence, "plans": run_plans, "errors": run_errors}
+    r.run_groups([runs[g] for g in groups], args.keep)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,6 @@ Usage: zero_train.py --build BUILD_DIR [--only equivalence,plans,checkpoints,err
 import argparse
 import os
 import re
-import shutil
 import sys
 import tempfile
 
@@ -289,21 +288,9 @@ def main():
             sys.exit(f"unknown group '{g}' (known: {', '.join(GROUPS)})")
     tmp = tempfile.mkdtemp(prefix="dtc-zero-")
     r = Runner(os.path.abspath(args.build), tmp)
-    try:
-        for g in groups:
-            if g == "equivalence":
-                run_equivalence(r, args.cases)
-            else:
-                {"plans": run_plans, "checkpoints": run_checkpoints,
-                 "errors": run_errors}[g](r)
-    finally:
-        if not args.keep:
-            shutil.rmtree(tmp, ignore_errors=True)
-    failed = [n for n, ok in r.results if not ok]
-    print(f"{len(r.results) - len(failed)}/{len(r.results)} checks passed")
-    if failed:
-        print("failed: " + ", ".join(failed))
-        sys.exit(1)
+    runs = {"equivalence": lambda r: run_equivalence(r, args.cases), "plans": run_plans,
+            "checkpoints": run_checkpoints, "errors": run_errors}
+    r.run_groups([runs[g] for g in groups], args.keep)
 
 
 if __name__ == "__main__":
