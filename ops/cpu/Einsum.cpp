@@ -187,7 +187,7 @@ public:
       sortBy(nn, eq_.inputs[i]);
       const int64_t pb = product(batch, sizes_), pm = product(m, sizes_), pn = product(nn, sizes_),
                     pk = product(k, sizes_);
-      std::vector<T> a, b;
+      std::vector<T> &a = scratchA_, &b = scratchB_;
       const T *pa = cur.data, *pbData = next.data;
       char ta = 'N', tb = 'N';
       int64_t lda = pk, ldb = pn;
@@ -244,6 +244,9 @@ private:
   Equation eq_;
   std::vector<int64_t> sizes_;
   std::vector<std::vector<int64_t>> dims_;
+  /// Gathered operands of a pair that cannot be read in place; kept between runs (the shapes
+  /// are static) so a step allocates nothing for them after the first.
+  std::vector<T> scratchA_, scratchB_;
 };
 
 Status parseSpec(const KernelSpec &spec, Equation &eq, std::vector<int64_t> &sizes,
