@@ -174,6 +174,11 @@ int main(int argc, char **argv) {
   app.add_option("--rank", rank, "with --emit plan-text: print only this rank's program");
   app.add_flag("--no-memory-reuse", noMemoryReuse,
                "give every buffer its own arena bytes (for debugging the memory planner)");
+  std::string device = "cpu";
+  app.add_option("--device", device,
+                 "device the plan runs on: cpu (oneDNN kernels, the default) or cuda (cuBLAS, "
+                 "cuDNN and CUDA kernels, NCCL); an op without a kernel there is an error")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_flag("--no-fusion", noFusion,
                "do not fuse Conv+Relu / Conv+Add(+Relu) into ai.dtc.FusedConv");
   app.add_flag(
@@ -406,6 +411,13 @@ int main(int argc, char **argv) {
   lowerOpts.reuseMemory = !noMemoryReuse;
   lowerOpts.fuse = !noFusion;
   lowerOpts.channelsLast = !noChannelsLast;
+  lowerOpts.device = *dtc::ops::parseDeviceKind(device);
+  if (lowerOpts.device == dtc::ops::DeviceKind::kCuda && training &&
+      cfg.mesh.hasParameterHost()) {
+    std::fprintf(stderr, "error: --device cuda: parameter servers and central storage (ps=S:W, "
+                         "cs=N) run on the CPU only so far\n");
+    return 2;
+  }
 
   if (!checkPassNames(splitComma(passes), "--passes", false) ||
       !checkPassNames(splitComma(printAfter), "--print-after", true))

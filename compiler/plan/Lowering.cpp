@@ -7,7 +7,7 @@
 #include "compiler/plan/LoweringInternal.h"
 #include "compiler/plan/MemoryPlanner.h"
 #include "ops/comm/Collective.h"
-#include "ops/cpu/Kernel.h"
+#include "ops/kernel/Target.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -63,7 +63,7 @@ Expected<Attr> toPlanAttr(const std::string &name, const ir::Attribute &a) {
   return out;
 }
 
-using CpuLayout = ops::cpu::Layout;
+using CpuLayout = ops::Layout;
 
 /// A buffer of the program being built: an IR value, or a value converted to another layout.
 struct LBuffer {
@@ -79,7 +79,7 @@ struct LBuffer {
 
 /// One instruction of the program being built.
 struct LInstr {
-  ops::cpu::KernelSpec spec;
+  ops::KernelSpec spec;
   std::vector<int> inputs;  ///< buffer ids, -1 for an omitted optional input
   std::vector<int> outputs; ///< buffer ids
   /// A Copy instruction (inputs[0] -> outputs[0]) instead of a kernel call: a state update whose
@@ -107,14 +107,12 @@ bool layoutIsTrivial(const std::vector<int64_t> &shape) {
   return true;
 }
 
-/// Ops that prefer channels-last activations (oneDNN's fastest kernels on AVX-512 use it).
-bool prefersChannelsLast(const std::string &op) { return op == "Conv" || op == "FusedConv"; }
-
 /// Builds the program: buffers and instructions in schedule order, with Conv+Relu and
 /// Conv+Add(+Relu) fused, layouts assigned and Reorder instructions at layout boundaries.
 class ProgramBuilder {
 public:
-  ProgramBuilder(const ir::Graph &graph, const LowerOptions &opts) : graph_(graph), opts_(opts) {}
+  ProgramBuilder(const ir::Graph &graph, const LowerOptions &opts)
+      : graph_(graph), opts_(opts), target_(ops::targetFor(opts.device)) {}
 
   Status build() {
     for (const ir::Value *v : graph_.inputs())
@@ -133,7 +131,7 @@ public:
     // Add's other operand is computed by then).
     std::unordered_map<const ir::Node *, const ir::Node *> fusedInto; // Conv -> last node
     std::unordered_map<const ir::Node *, const ir::Node *> groupOf;   // last node -> Conv
-    if (opts_.fuse)
+    if (opts_.fuse && target_.hasKernel("ai.dtc", "FusedConv"))
       for (const ir::Node *n : order)
         if (const ir::Node *last = fusionGroupEnd(n); last && !groupOf.count(last)) {
           // Two Convs may feed one Add (a residual with a projection): the first one fuses.
@@ -213,8 +211,8 @@ private:
     return id;
   }
 
-  ops::cpu::TensorDesc descOf(int b) const {
-    ops::cpu::TensorDesc d;
+  ops::TensorDesc descOf(int b) const {
+    ops::TensorDesc d;
     if (b < 0)
       return d;
     d.dtype = buffers[b].dtype;
@@ -333,14 +331,14 @@ private:
     auto trySpec = [&](const std::vector<CpuLayout> &inLayouts, CpuLayout outLayout) -> Status {
       in.spec.inputs.clear();
       for (size_t i = 0; i < inBufs.size(); ++i) {
-        ops::cpu::TensorDesc d = descOf(inBufs[i]);
+        ops::TensorDesc d = descOf(inBufs[i]);
         if (inBufs[i] >= 0)
           d.layout = inLayouts[i];
         in.spec.inputs.push_back(d);
       }
       in.spec.outputs.clear();
       for (const ir::Value *v : outs) {
-        ops::cpu::TensorDesc d;
+        ops::TensorDesc d;
         if (v) {
           d.dtype = v->dtype();
           d.shape = v->shape().staticSizes();
@@ -348,7 +346,7 @@ private:
         }
         in.spec.outputs.push_back(d);
       }
-      return ops::cpu::checkKernel(in.spec);
+      return target_.checkKernel(in.spec);
     };
 
     std::vector<CpuLayout> current;
@@ -361,7 +359,7 @@ private:
     const bool firstIsChannelsLast =
         !inBufs.empty() && inBufs[0] >= 0 && buffers[inBufs[0]].layout == CpuLayout::kChannelsLast;
     CpuLayout preferred =
-        opts_.channelsLast && (prefersChannelsLast(in.spec.op) || firstIsChannelsLast)
+        opts_.channelsLast && (target_.prefersChannelsLast(in.spec.op) || firstIsChannelsLast)
             ? CpuLayout::kChannelsLast
             : CpuLayout::kRowMajor;
     Status s = trySpec(current, preferred);
@@ -403,6 +401,7 @@ private:
 
   const ir::Graph &graph_;
   const LowerOptions &opts_;
+  const ops::Target &target_;
   std::map<std::pair<int, CpuLayout>, int> converted_;
 };
 
@@ -428,6 +427,8 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
                             const TrainingConfig *cfg, bool finish) {
   const ir::TrainingRoles *st = cfg ? &graph.training() : nullptr;
   LowerOptions opts = optsIn;
+  const ops::Target &target = ops::targetFor(opts.device);
+  const uint64_t alignment = target.alignment();
   if (st) {
     // Backward kernels take row-major operands, and autodiff reads the intermediate values that
     // fusion would hide.
@@ -665,10 +666,10 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
     int share = -1;
     int out0 = in.outputs.empty() ? -1 : in.outputs[0];
     if (opts.reuseMemory && out0 >= 0 && !in.isCollective) {
-      if (ops::cpu::isViewOp(in.spec.domain, in.spec.op) && !in.inputs.empty() &&
+      if (target.isViewOp(in.spec.domain, in.spec.op) && !in.inputs.empty() &&
           in.inputs[0] >= 0) {
         share = storageOf[in.inputs[0]];
-      } else if (int k = ops::cpu::inPlaceInput(in.spec);
+      } else if (int k = target.inPlaceInput(in.spec);
                  k >= 0 && k < static_cast<int>(in.inputs.size()) && in.inputs[k] >= 0) {
         const int src = in.inputs[k];
         const Storage &st = storages[storageOf[src]];
@@ -712,7 +713,7 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
         continue;
       member.parent = index;
       member.subOffset = bucket.size;
-      bucket.size += (member.size + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
+      bucket.size += (member.size + alignment - 1) / alignment * alignment;
       bucket.first = std::min(bucket.first, member.first);
       bucket.last = std::max(bucket.last, member.last);
       bucket.persistent = bucket.persistent || member.persistent;
@@ -730,7 +731,7 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
     requests.push_back(opts.reuseMemory ? MemoryRequest{s.size, s.first, s.last}
                                         : MemoryRequest{s.size, -1, MemoryRequest::kForever});
   }
-  MemoryPlan mp = planMemory(requests, kCpuAlignment);
+  MemoryPlan mp = planMemory(requests, alignment);
   auto offsetOf = [&](int storage) {
     const Storage &s = storages[storage];
     return s.parent >= 0 ? mp.offsets[requestOf[s.parent]] + s.subOffset
@@ -744,12 +745,12 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
   for (const auto &[sym, size] : opts.dims)
     (*plan.mutable_bound_dims())[sym] = size;
   RankProgram *rp = plan.add_programs();
-  rp->set_alignment(kCpuAlignment);
+  rp->set_alignment(alignment);
   rp->set_arena_bytes(mp.arenaBytes);
   // Without reuse every buffer (views and in-place results included) has its own bytes.
   uint64_t noReuse = 0;
   for (const LBuffer &b : buffers)
-    noReuse += (b.bytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
+    noReuse += (b.bytes + alignment - 1) / alignment * alignment;
   rp->set_no_reuse_bytes(noReuse);
 
   for (size_t b = 0; b < buffers.size(); ++b) {

@@ -11,6 +11,7 @@
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Mesh.h"
 #include "compiler/support/TrainingConfig.h"
+#include "ops/kernel/Target.h"
 
 #include <cstdint>
 #include <functional>
@@ -45,6 +46,10 @@ struct LowerOptions {
   /// Keep activations between convolution-family ops channels-last (NHWC), with ai.dtc.Reorder
   /// instructions at the boundaries, where the kernels take it.
   bool channelsLast = true;
+  /// The device the plan runs on: the target whose kernels the lowering checks every
+  /// instruction against (an op without a kernel there is an error naming the node), whose
+  /// alignment the arena uses and whose layouts and fusions it prefers.
+  ops::DeviceKind device = ops::DeviceKind::kCpu;
 };
 
 /// The external data files (paths as the initializers give them, sorted, each once) that the

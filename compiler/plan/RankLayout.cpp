@@ -83,6 +83,9 @@ Status detail::finishPlan(Plan &plan, const ir::Graph &graph, const LowerOptions
     return Status::error("lowering", "the graph has collectives (ai.dtc.AllReduce) but the "
                                      "strategy is single");
   DTC_RETURN_IF_ERROR(layoutRanks(plan, mesh, programOf));
+  if (opts.device == ops::DeviceKind::kCuda)
+    for (RankInfo &ri : *plan.mutable_ranks())
+      ri.mutable_device()->set_type(DEVICE_CUDA);
   if (!mesh.single) {
     plan.mutable_hyperparameters()->set_bucket_mb(cfg->bucketMb);
     plan.mutable_hyperparameters()->set_sync_batchnorm(cfg->syncBatchNorm);

@@ -13,8 +13,6 @@
 
 namespace dtc::ops::cpu {
 
-using KernelPtr = std::unique_ptr<Kernel>;
-
 // One `check*`, `create*` and in-place rule per Kernels.def line (shared by several ops).
 #define DTC_CPU_KERNEL(domain, op, check, create, inPlace, view, channelsLast)                     \
   Status check(const KernelSpec &spec);                                                            \
@@ -36,8 +34,6 @@ Status checkDType(const KernelSpec &spec, bool input, size_t index,
 Status checkShapes(const KernelSpec &spec, size_t maxRank = 12);
 /// Errors unless output 0 has exactly `expected` as shape.
 Status checkOutputShape(const KernelSpec &spec, const std::vector<int64_t> &expected);
-/// "[2,3]".
-std::string shapeStr(const std::vector<int64_t> &shape);
 /// Numpy (ONNX multidirectional) broadcast of two shapes; false when incompatible.
 bool broadcastShapes(const std::vector<int64_t> &a, const std::vector<int64_t> &b,
                      std::vector<int64_t> &out);

@@ -1,0 +1,7 @@
+# cuBLAS/cuDNN kernels: checks (pure C++) and kernels.
+target_sources(dtc_target_cuda PRIVATE
+)
+if(DTC_ENABLE_CUDA)
+  target_sources(dtc_ops_cuda PRIVATE
+  )
+endif()
