@@ -1,4 +1,4 @@
-# Hand-written CUDA kernels (elementwise, reductions, indexing, losses, optimizers).
+# Hand-written CUDA kernels: elementwise, activations, reductions, losses, optimizers.
 target_sources(dtc_target_cuda PRIVATE
 )
 if(DTC_ENABLE_CUDA)

@@ -1,0 +1,3 @@
+# data GPU tests (sources appended to DTC_GPU_TEST_SOURCES).
+list(APPEND DTC_GPU_TEST_SOURCES
+)
