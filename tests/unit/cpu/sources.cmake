@@ -13,4 +13,5 @@ set(DTC_CPU_KERNEL_TEST_SOURCES
   unit/cpu/LayoutUnetTest.cpp
   unit/cpu/NanSemanticsTest.cpp
   unit/cpu/NormEinsumTopKTest.cpp
+  unit/cpu/TargetTest.cpp
 )
