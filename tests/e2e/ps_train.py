@@ -14,9 +14,8 @@ Groups (--only takes a comma-separated subset; all by default):
                cs=2 against dp=2.
   async        The default (asynchronous, each gradient applied scaled by 1/W) trains: ps=2:3 on
                the digits MLP for 3 epochs reaches the validation accuracy of single-device
-               training within 0.05; the CNN (digits as 3x32x32 images, 6 epochs, Adam) trains to
-               within 0.25 of single device (a stable margin: asynchrony costs this CNN
-               accuracy, see the README).
+               training within 0.05; the CNN (digits as 3x32x32 images, 20 epochs, Adam) within
+               0.06 (trained close to convergence; see the README's table).
   faults       Tasks started one by one from a cluster file: a worker killed with SIGKILL does
                not stop synchronous training (the others finish after the heartbeat timeout);
                restarted, it rejoins and finishes; a killed server ends the workers within
@@ -211,23 +210,23 @@ def run_async(r):
     r.check("async/mlp ps=2:3 accuracy", accuracy)
 
     def cnn_accuracy(rule):
-        # Asynchrony costs the CNN accuracy under either rule (README, "Parameter servers":
-        # 0.61-0.75 against single's 0.73-0.82 over seeds), so this checks that it trains, with
-        # a margin wide enough to be stable over runs (the worst measured run of the default,
-        # scaled, 0.61, lies 0.16 below single's 0.765 at seed 0), not parity. aggregate, worse
-        # on this CNN (0.56-0.70 measured), is left to the unit tests.
+        # Trained close to convergence (20 epochs), the default rule reaches single-device
+        # accuracy (README, "Parameter servers": 0.905-0.917 against 0.890-0.920 over seeds with
+        # Adam); the margin covers the spread between runs, whose asynchronous interleaving
+        # differs. After 6 epochs asynchrony still lagged by up to 0.16: it converges more
+        # slowly per epoch, not to a worse model.
         cnn = os.path.join(MODELS, "cnn_train.onnx")
         train = digit_images(DIGITS, r.unique("digits_img", ".npz"))
         val = digit_images(DIGITS_VAL, r.unique("digits_img_val", ".npz"))
         flags = ["--batch-size", "48", "--optimizer", "adam", "--lr", "0.01"]
-        args = ["--epochs", "6", "--val-data", val, "--seed", "0"]
+        args = ["--epochs", "20", "--val-data", val, "--seed", "0"]
         _, single_rows = r.train(r.compile(cnn, ["--strategy", "single"] + flags), train, 0, args)
         _, rows = r.train(r.compile(cnn, ["--strategy", "ps=2:3", "--async-rule", rule] + flags),
                           train, 0, args + ["--local-cluster"])
         a, s = val_accuracy(rows), val_accuracy(single_rows)
-        if not a >= s - 0.25:
+        if not a >= s - 0.06:
             raise CheckFailed(f"asynchronous ps=2:3 ({rule}) val accuracy {a:.3f}, single {s:.3f}")
-        return f"val accuracy {a:.3f} (single {s:.3f}, margin 0.25)"
+        return f"val accuracy {a:.3f} (single {s:.3f}, margin 0.06)"
 
     r.check("async/cnn ps=2:3 accuracy (digits as 3x32x32 images)",
             lambda: cnn_accuracy("scaled"))
