@@ -99,7 +99,7 @@ private:
   cudaEvent_t ready_ = nullptr; ///< recorded on the compute stream at each submission
   std::vector<cudaEvent_t> freeEvents_;
   std::vector<cudaEvent_t> allEvents_;
-  std::deque<std::shared_ptr<Request>> inflight_;           ///< submission (= stream) order
+  std::deque<std::shared_ptr<Request>> inflight_;         ///< submission (= stream) order
   std::map<uint64_t, std::shared_ptr<Request>> unwaited_; ///< by handle
   uint64_t next_ = 1;
   Status broken_;
@@ -166,13 +166,14 @@ Status NcclCommunicator::init(Communicator &host, const std::vector<std::vector<
   }
   // Every rank learns whether any bootstrap failed before anyone waits in ncclCommInitRank.
   int32_t failed = failure.empty() ? 0 : 1;
-  DTC_RETURN_IF_ERROR(host.allReduce(&failed, 1, ir::DType::kInt32, ReduceOp::kSum,
-                                     "NCCL bootstrap outcome"));
+  DTC_RETURN_IF_ERROR(
+      host.allReduce(&failed, 1, ir::DType::kInt32, ReduceOp::kSum, "NCCL bootstrap outcome"));
   if (!failure.empty())
     return Status::error(w, failure);
   if (failed)
-    return Status::error(w, std::to_string(failed) +
-                                " other rank(s) could not make an NCCL unique id (see their errors)");
+    return Status::error(w,
+                         std::to_string(failed) +
+                             " other rank(s) could not make an NCCL unique id (see their errors)");
 
   // Several communicators on one device: their inits in one group (NCCL's rule), else the
   // first would wait for peers that are still creating another one.
@@ -186,8 +187,8 @@ Status NcclCommunicator::init(Communicator &host, const std::vector<std::vector<
       continue;
     e = ncclCommInitRank(&grp.comm, static_cast<int>(grp.ranks.size()), ids[g].id, grp.myRank);
     if (e != ncclSuccess && initError.isOk())
-      initError = ncclStatus(e, grp.comm, w + ": group " + std::to_string(g) + " " +
-                                              nccl::rankList(grp.ranks),
+      initError = ncclStatus(e, grp.comm,
+                             w + ": group " + std::to_string(g) + " " + nccl::rankList(grp.ranks),
                              "ncclCommInitRank");
   }
   e = ncclGroupEnd();
@@ -272,8 +273,7 @@ Status NcclCommunicator::retire() {
   return Status::ok();
 }
 
-Status NcclCommunicator::launch(const std::vector<nccl::NcclCall> &calls, Group &g,
-                                Request &req) {
+Status NcclCommunicator::launch(const std::vector<nccl::NcclCall> &calls, Group &g, Request &req) {
   using Kind = nccl::NcclCall::Kind;
   const std::string w = where() + ": " + req.label;
   DTC_CUDA_RETURN_IF_ERROR(w, cudaSetDevice(ctx_.device()));
@@ -434,8 +434,7 @@ Status NcclCommunicator::poll() {
   }
   if (!inflight_.empty()) {
     const Request &oldest = *inflight_.front();
-    const double elapsed =
-        std::chrono::duration<double>(Clock::now() - oldest.submitted).count();
+    const double elapsed = std::chrono::duration<double>(Clock::now() - oldest.submitted).count();
     if (elapsed > opts_.timeoutSeconds) {
       const Group &grp = groups_[static_cast<size_t>(oldest.group)];
       return breakWith(Status::error(

@@ -179,9 +179,8 @@ inline Expected<std::vector<NcclCall>> planRequest(const CommRequest &r,
   const size_t n = ranks->size();
   auto operands = [&](size_t nIn, size_t nOut) -> Status {
     if (r.inputs.size() != nIn || r.outputs.size() != nOut || r.bytes.size() != 1)
-      return Status::error("takes " + std::to_string(nIn) + " input(s), " +
-                           std::to_string(nOut) + " output(s) and 1 size; got " +
-                           std::to_string(r.inputs.size()) + ", " +
+      return Status::error("takes " + std::to_string(nIn) + " input(s), " + std::to_string(nOut) +
+                           " output(s) and 1 size; got " + std::to_string(r.inputs.size()) + ", " +
                            std::to_string(r.outputs.size()) + " and " +
                            std::to_string(r.bytes.size()));
     for (const void *p : r.inputs)
@@ -195,8 +194,7 @@ inline Expected<std::vector<NcclCall>> planRequest(const CommRequest &r,
   auto reduction = [&](NcclCall &c) -> Expected<NcclType> {
     std::optional<NcclType> t = ncclTypeOf(r.dtype);
     if (!t)
-      return Status::error(std::string("unsupported element type ") +
-                           ir::dtypeName(r.dtype) +
+      return Status::error(std::string("unsupported element type ") + ir::dtypeName(r.dtype) +
                            ": NCCL reductions take f32, f64, f16, bf16, i32, i64, u8, i8");
     if (r.op == ReduceOp::kMean && !t->floating)
       return Status::error(std::string("mean of ") + t->name +

@@ -40,14 +40,11 @@ TEST(NcclPlan, ElementTypes) {
     ncclDataType_t type;
     bool floating;
   };
-  const Case cases[] = {{ir::DType::kFloat32, ncclFloat32, true},
-                        {ir::DType::kFloat64, ncclFloat64, true},
-                        {ir::DType::kFloat16, ncclFloat16, true},
-                        {ir::DType::kBFloat16, ncclBfloat16, true},
-                        {ir::DType::kInt32, ncclInt32, false},
-                        {ir::DType::kInt64, ncclInt64, false},
-                        {ir::DType::kUInt8, ncclUint8, false},
-                        {ir::DType::kInt8, ncclInt8, false}};
+  const Case cases[] = {
+      {ir::DType::kFloat32, ncclFloat32, true}, {ir::DType::kFloat64, ncclFloat64, true},
+      {ir::DType::kFloat16, ncclFloat16, true}, {ir::DType::kBFloat16, ncclBfloat16, true},
+      {ir::DType::kInt32, ncclInt32, false},    {ir::DType::kInt64, ncclInt64, false},
+      {ir::DType::kUInt8, ncclUint8, false},    {ir::DType::kInt8, ncclInt8, false}};
   for (const Case &c : cases) {
     std::optional<NcclType> t = ncclTypeOf(c.dtype);
     ASSERT_TRUE(t.has_value()) << ir::dtypeName(c.dtype);
@@ -87,21 +84,21 @@ TEST(NcclPlan, InPlaceOperandsWithPaddingMergeIntoOneSpan) {
 TEST(NcclPlan, GapsOf64BytesOrPartialElementsSplit) {
   Arena a;
   // f32: gap of exactly 64 bytes splits; f64: a 4-byte gap (not whole elements) splits.
-  CommRequest r = allReduce(ir::DType::kFloat32, {a.at(0), a.at(128)}, {a.at(0), a.at(128)},
-                            {64, 64});
+  CommRequest r =
+      allReduce(ir::DType::kFloat32, {a.at(0), a.at(128)}, {a.at(0), a.at(128)}, {64, 64});
   auto spans = allReduceSpans(r, 4);
   ASSERT_TRUE(spans);
   ASSERT_EQ(spans->size(), 2u);
   EXPECT_EQ((*spans)[0].count, 16u);
   EXPECT_EQ((*spans)[1].out, a.at(128));
-  CommRequest d = allReduce(ir::DType::kFloat64, {a.at(0), a.at(20)}, {a.at(0), a.at(20)},
-                            {16, 16});
+  CommRequest d =
+      allReduce(ir::DType::kFloat64, {a.at(0), a.at(20)}, {a.at(0), a.at(20)}, {16, 16});
   auto ds = allReduceSpans(d, 8);
   ASSERT_TRUE(ds);
   EXPECT_EQ(ds->size(), 2u);
   // A 63-byte gap of f32 is not whole elements either; a 60-byte one is.
-  CommRequest g60 = allReduce(ir::DType::kFloat32, {a.at(0), a.at(64)}, {a.at(0), a.at(64)},
-                              {4, 4});
+  CommRequest g60 =
+      allReduce(ir::DType::kFloat32, {a.at(0), a.at(64)}, {a.at(0), a.at(64)}, {4, 4});
   auto s60 = allReduceSpans(g60, 4);
   ASSERT_TRUE(s60);
   ASSERT_EQ(s60->size(), 1u);
@@ -111,8 +108,8 @@ TEST(NcclPlan, GapsOf64BytesOrPartialElementsSplit) {
 TEST(NcclPlan, OutOfPlaceOperandsMergeOnlyWithTheSameLayout) {
   Arena a;
   // Inputs at +4096 from their outputs: one span reading from the input block.
-  CommRequest same = allReduce(ir::DType::kFloat32, {a.at(4096), a.at(4096 + 64)},
-                               {a.at(0), a.at(64)}, {64, 32});
+  CommRequest same =
+      allReduce(ir::DType::kFloat32, {a.at(4096), a.at(4096 + 64)}, {a.at(0), a.at(64)}, {64, 32});
   auto s = allReduceSpans(same, 4);
   ASSERT_TRUE(s);
   ASSERT_EQ(s->size(), 1u);
@@ -120,21 +117,21 @@ TEST(NcclPlan, OutOfPlaceOperandsMergeOnlyWithTheSameLayout) {
   EXPECT_EQ((*s)[0].out, a.at(0));
   EXPECT_EQ((*s)[0].count, 24u);
   // Inputs not at the same offsets, or one in place and one not: separate spans.
-  CommRequest other = allReduce(ir::DType::kFloat32, {a.at(4096), a.at(8192)},
-                                {a.at(0), a.at(64)}, {64, 32});
+  CommRequest other =
+      allReduce(ir::DType::kFloat32, {a.at(4096), a.at(8192)}, {a.at(0), a.at(64)}, {64, 32});
   auto o = allReduceSpans(other, 4);
   ASSERT_TRUE(o);
   ASSERT_EQ(o->size(), 2u);
   EXPECT_EQ((*o)[1].in, a.at(8192));
   EXPECT_EQ((*o)[1].count, 8u);
-  CommRequest mixed = allReduce(ir::DType::kFloat32, {a.at(0), a.at(4096 + 64)},
-                                {a.at(0), a.at(64)}, {64, 32});
+  CommRequest mixed =
+      allReduce(ir::DType::kFloat32, {a.at(0), a.at(4096 + 64)}, {a.at(0), a.at(64)}, {64, 32});
   auto m = allReduceSpans(mixed, 4);
   ASSERT_TRUE(m);
   EXPECT_EQ(m->size(), 2u);
   // Same offsets but the merged input span would overlap the merged output span: split.
-  CommRequest close = allReduce(ir::DType::kFloat32, {a.at(64), a.at(128)}, {a.at(0), a.at(64)},
-                                {64, 64});
+  CommRequest close =
+      allReduce(ir::DType::kFloat32, {a.at(64), a.at(128)}, {a.at(0), a.at(64)}, {64, 64});
   auto c = allReduceSpans(close, 4);
   ASSERT_TRUE(c);
   ASSERT_EQ(c->size(), 2u);
@@ -156,17 +153,15 @@ TEST(NcclPlan, AllReduceOperandErrors) {
             std::string::npos);
   EXPECT_NE(msg(allReduce(ir::DType::kFloat32, {nullptr}, {a.at(0)}, {8}), 4).find("null buffer"),
             std::string::npos);
-  EXPECT_NE(msg(allReduce(ir::DType::kFloat32, {a.at(4)}, {a.at(0)}, {16}), 4)
-                .find("partly overlaps"),
-            std::string::npos);
-  EXPECT_NE(msg(allReduce(ir::DType::kFloat32, {a.at(0), a.at(8)}, {a.at(0), a.at(8)}, {16, 16}),
-                4)
+  EXPECT_NE(
+      msg(allReduce(ir::DType::kFloat32, {a.at(4)}, {a.at(0)}, {16}), 4).find("partly overlaps"),
+      std::string::npos);
+  EXPECT_NE(msg(allReduce(ir::DType::kFloat32, {a.at(0), a.at(8)}, {a.at(0), a.at(8)}, {16, 16}), 4)
                 .find("outputs of two operands overlap"),
             std::string::npos);
   // Zero-byte operands (even null) are dropped; nothing left: no span.
-  auto none = allReduceSpans(allReduce(ir::DType::kFloat32, {nullptr, a.at(0)},
-                                       {nullptr, a.at(0)}, {0, 0}),
-                             4);
+  auto none = allReduceSpans(
+      allReduce(ir::DType::kFloat32, {nullptr, a.at(0)}, {nullptr, a.at(0)}, {0, 0}), 4);
   ASSERT_TRUE(none);
   EXPECT_TRUE(none->empty());
 }
@@ -174,9 +169,8 @@ TEST(NcclPlan, AllReduceOperandErrors) {
 TEST(NcclPlan, AllReduceCalls) {
   Arena a;
   const std::vector<int> world = {0, 1};
-  CommRequest r =
-      allReduce(ir::DType::kBFloat16, {a.at(0), a.at(512)}, {a.at(0), a.at(512)}, {64, 2},
-                ReduceOp::kMean);
+  CommRequest r = allReduce(ir::DType::kBFloat16, {a.at(0), a.at(512)}, {a.at(0), a.at(512)},
+                            {64, 2}, ReduceOp::kMean);
   auto calls = planRequest(r, &world, 1);
   ASSERT_TRUE(calls) << errorOf(calls);
   ASSERT_EQ(calls->size(), 2u);
@@ -271,7 +265,7 @@ TEST(NcclPlan, BroadcastRootIsAGroupRank) {
   auto other = planRequest(r, &g, 6);
   ASSERT_TRUE(other);
   EXPECT_EQ((*other)[0].send, a.at(0)); // ignored by NCCL off the root
-  r.inputs = {}; // in place
+  r.inputs = {};                        // in place
   root = planRequest(r, &g, 4);
   ASSERT_TRUE(root) << errorOf(root);
   EXPECT_EQ((*root)[0].send, a.at(0));

@@ -2,13 +2,15 @@
 // rank: `mpirun -n 2 dtc_nccl_check` (tests/gpu/check.sh; any n up to the number of GPUs). Every
 // request kind against values computed on the host, a single-member group, a group listed out of
 // world order, request errors, an all-reduce bus-bandwidth table (nccl-tests' busbw:
-// 2(n-1)/n x bytes / time) from 4 KiB to 256 MiB, and the timeout that aborts the communicators.
+// 2(n-1)/n x bytes / time) from 4 KiB to 256 MiB, dtc's communicator side by side with raw
+// ncclAllReduce on the same bytes, and the timeout that aborts the communicators.
 // Prints SKIP and exits 0 on a machine with fewer than 2 GPUs (or fewer GPUs than ranks).
 #include "ops/cuda/CudaKernel.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/cuda/NcclCommunicator.h"
 
 #include <cuda_runtime.h>
+#include <nccl.h>
 
 #include <algorithm>
 #include <chrono>
@@ -16,6 +18,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -112,8 +115,8 @@ Status checkAllReduceOperands(DeviceCommunicator &dc, CudaContext &ctx, Checker 
     size_t at, count;
     const float *in;
   };
-  const Operand ops[] = {{16, 25, nullptr}, {0, 10, nullptr}, {48, 3, nullptr},
-                         {2048, 1000, src.get()}};
+  const Operand ops[] = {
+      {16, 25, nullptr}, {0, 10, nullptr}, {48, 3, nullptr}, {2048, 1000, src.get()}};
   CommRequest r = request(CommKind::kAllReduce, "operands", 0);
   for (const Operand &o : ops) {
     float *out = arena.get() + o.at;
@@ -130,8 +133,8 @@ Status checkAllReduceOperands(DeviceCommunicator &dc, CudaContext &ctx, Checker 
         want += o.in ? valueOf(q, i + 7) : valueOf(q, o.at + i);
       if (got[o.at + i] != static_cast<float>(want)) {
         ck.expect(false, "all-reduce operand at " + std::to_string(o.at) + " element " +
-                             std::to_string(i) + ": " + std::to_string(got[o.at + i]) +
-                             ", want " + std::to_string(want));
+                             std::to_string(i) + ": " + std::to_string(got[o.at + i]) + ", want " +
+                             std::to_string(want));
         return Status::ok();
       }
     }
@@ -268,8 +271,8 @@ Status checkBroadcast(DeviceCommunicator &dc, CudaContext &ctx, Checker &ck) {
     DTC_ASSIGN_OR_RETURN(std::vector<uint8_t> got, download(out.get(), b));
     for (size_t i = 0; i < b; ++i)
       if (got[i] != byteOf(c.root, i)) {
-        ck.expect(false, "broadcast from rank " + std::to_string(c.root) + " byte " +
-                             std::to_string(i));
+        ck.expect(false,
+                  "broadcast from rank " + std::to_string(c.root) + " byte " + std::to_string(i));
         return Status::ok();
       }
   }
@@ -351,49 +354,95 @@ Status checkErrors(DeviceCommunicator &dc, CudaContext &ctx, Checker &ck) {
   return Status::ok();
 }
 
-/// All-reduce (sum, f32, in place) from 4 KiB to 256 MiB: time per call by CUDA events around
-/// `iters` submit + wait on the compute stream, algbw = bytes / time, busbw = 2(n-1)/n x algbw.
-Status bandwidthTable(DeviceCommunicator &dc, CudaContext &ctx, Checker &ck, int n) {
+/// An NCCL communicator over the world made directly (no dtc code), for the raw column.
+Expected<ncclComm_t> rawWorldComm(Communicator &host) {
+  ncclUniqueId id{};
+  if (host.rank() == 0) {
+    ncclResult_t e = ncclGetUniqueId(&id);
+    if (e != ncclSuccess)
+      return Status::error(kWhere, std::string("ncclGetUniqueId: ") + ncclGetErrorString(e));
+  }
+  DTC_RETURN_IF_ERROR(host.broadcast(&id, sizeof id, 0, "raw NCCL unique id"));
+  ncclComm_t comm = nullptr;
+  ncclResult_t e = ncclCommInitRank(&comm, host.size(), id, host.rank());
+  if (e != ncclSuccess)
+    return Status::error(kWhere, std::string("ncclCommInitRank: ") + ncclGetErrorString(e));
+  return comm;
+}
+
+/// Seconds per call of `once` (which enqueues on the compute stream), by CUDA events around
+/// `iters` calls after 5 warm-up calls.
+Expected<double> timeCalls(CudaContext &ctx, int iters, const std::function<Status()> &once) {
+  for (int i = 0; i < 5; ++i)
+    DTC_RETURN_IF_ERROR(once());
+  DTC_CUDA_RETURN_IF_ERROR(kWhere, cudaStreamSynchronize(ctx.stream()));
+  cudaEvent_t start = nullptr, stop = nullptr;
+  DTC_CUDA_RETURN_IF_ERROR(kWhere, cudaEventCreate(&start));
+  cudaError_t e = cudaEventCreate(&stop);
+  Status s = e == cudaSuccess ? Status::ok() : ops::cuda::cudaStatus(e, kWhere, "cudaEventCreate");
+  float ms = 0;
+  if (s.isOk())
+    s = ops::cuda::cudaStatus(cudaEventRecord(start, ctx.stream()), kWhere, "cudaEventRecord");
+  for (int i = 0; i < iters && s.isOk(); ++i)
+    s = once();
+  if (s.isOk())
+    s = ops::cuda::cudaStatus(cudaEventRecord(stop, ctx.stream()), kWhere, "cudaEventRecord");
+  if (s.isOk())
+    s = ops::cuda::cudaStatus(cudaEventSynchronize(stop), kWhere, "cudaEventSynchronize");
+  if (s.isOk())
+    s = ops::cuda::cudaStatus(cudaEventElapsedTime(&ms, start, stop), kWhere,
+                              "cudaEventElapsedTime");
+  cudaEventDestroy(start);
+  if (stop)
+    cudaEventDestroy(stop);
+  if (!s.isOk())
+    return s;
+  return ms * 1e-3 / iters;
+}
+
+/// All-reduce (sum, f32, in place) from 4 KiB to 256 MiB, raw ncclAllReduce on the compute
+/// stream against NcclCommunicator's submit + wait on the same bytes: time per call,
+/// busbw = 2(n-1)/n x bytes / time (nccl-tests' formula) and the ratio raw time / dtc time.
+Status bandwidthTable(Communicator &host, DeviceCommunicator &dc, CudaContext &ctx, Checker &ck,
+                      int n) {
   const size_t maxBytes = size_t{256} << 20;
   DTC_ASSIGN_OR_RETURN(auto buf, deviceArray<float>(maxBytes / sizeof(float)));
   DTC_CUDA_RETURN_IF_ERROR(kWhere, cudaMemset(buf.get(), 0, maxBytes));
-  cudaEvent_t start = nullptr, stop = nullptr;
-  DTC_CUDA_RETURN_IF_ERROR(kWhere, cudaEventCreate(&start));
-  DTC_CUDA_RETURN_IF_ERROR(kWhere, cudaEventCreate(&stop));
+  DTC_ASSIGN_OR_RETURN(ncclComm_t raw, rawWorldComm(host));
   if (ck.rank == 0)
-    std::printf("\nall-reduce (sum, f32, in place) through NcclCommunicator, %d ranks\n"
-                "%12s %8s %12s %12s %12s\n",
-                n, "bytes", "iters", "time (us)", "algbw GB/s", "busbw GB/s");
-  Status result;
-  for (size_t bytes = 4096; bytes <= maxBytes; bytes *= 4) {
+    std::printf("\nall-reduce (sum, f32, in place), %d ranks: raw ncclAllReduce vs dtc's "
+                "NcclCommunicator\n%12s %6s %10s %10s %10s %10s %8s\n",
+                n, "bytes", "iters", "raw us", "raw busbw", "dtc us", "dtc busbw", "raw/dtc");
+  Status s;
+  for (size_t bytes = 4096; bytes <= maxBytes && s.isOk(); bytes *= 4) {
     const int iters = bytes <= (size_t{1} << 20) ? 200 : bytes <= (size_t{16} << 20) ? 50 : 20;
+    Expected<double> rawT = timeCalls(ctx, iters, [&]() -> Status {
+      ncclResult_t e = ncclAllReduce(buf.get(), buf.get(), bytes / sizeof(float), ncclFloat32,
+                                     ncclSum, raw, ctx.stream());
+      return e == ncclSuccess
+                 ? Status::ok()
+                 : Status::error(kWhere, std::string("ncclAllReduce: ") + ncclGetErrorString(e));
+    });
     CommRequest r = request(CommKind::kAllReduce, "bandwidth", 0);
     r.inputs = {buf.get()};
     r.outputs = {buf.get()};
     r.bytes = {bytes};
-    for (int i = 0; i < 5; ++i) // warm-up
-      result = dc.wait(dc.submit(r));
-    if (!result.isOk())
+    s = rawT.status();
+    if (!s.isOk())
       break;
-    DTC_CUDA_RETURN_IF_ERROR(kWhere, cudaStreamSynchronize(ctx.stream()));
-    DTC_CUDA_RETURN_IF_ERROR(kWhere, cudaEventRecord(start, ctx.stream()));
-    for (int i = 0; i < iters && result.isOk(); ++i)
-      result = dc.wait(dc.submit(r));
-    DTC_CUDA_RETURN_IF_ERROR(kWhere, cudaEventRecord(stop, ctx.stream()));
-    DTC_CUDA_RETURN_IF_ERROR(kWhere, cudaEventSynchronize(stop));
-    if (!result.isOk())
+    Expected<double> dtcT = timeCalls(ctx, iters, [&]() { return dc.wait(dc.submit(r)); });
+    s = dtcT.status();
+    if (!s.isOk())
       break;
-    float ms = 0;
-    DTC_CUDA_RETURN_IF_ERROR(kWhere, cudaEventElapsedTime(&ms, start, stop));
-    const double seconds = ms * 1e-3 / iters;
-    const double algbw = static_cast<double>(bytes) / seconds / 1e9;
-    const double busbw = algbw * 2.0 * (n - 1) / n;
+    auto busbw = [&](double seconds) {
+      return static_cast<double>(bytes) / seconds / 1e9 * 2.0 * (n - 1) / n;
+    };
     if (ck.rank == 0)
-      std::printf("%12zu %8d %12.1f %12.2f %12.2f\n", bytes, iters, seconds * 1e6, algbw, busbw);
+      std::printf("%12zu %6d %10.1f %10.2f %10.1f %10.2f %8.2f\n", bytes, iters, *rawT * 1e6,
+                  busbw(*rawT), *dtcT * 1e6, busbw(*dtcT), *rawT / *dtcT);
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  DTC_RETURN_IF_ERROR(result);
+  ncclCommDestroy(raw);
+  DTC_RETURN_IF_ERROR(s);
   return dc.poll();
 }
 
@@ -416,7 +465,8 @@ Status checkTimeout(Communicator &host, const std::vector<std::vector<int>> &gro
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     s = dc->poll();
   }
-  const double after = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  const double after =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   ck.expect(s.message().find("recv 'never sent' on group 0: did not complete within 2.0 s") !=
                 std::string::npos,
             "timeout error: " + (s.isOk() ? std::string("none after 30 s") : s.message()));
@@ -500,7 +550,7 @@ int run() {
         if (s.isOk())
           s = checkErrors(d, c, ck);
         if (s.isOk())
-          s = bandwidthTable(d, c, ck, n);
+          s = bandwidthTable(h, d, c, ck, n);
       }
     }
     if (s.isOk())
