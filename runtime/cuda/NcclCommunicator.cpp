@@ -1,7 +1,8 @@
-// The NCCL device communicator (NcclCommunicator.h): bootstrap of one ncclComm_t per group over
-// the host communicator, requests turned into NCCL calls (NcclPlan.h) on a communication stream
-// behind an event of the compute stream, completion tracked by events for wait(), poll()'s
-// timeouts and asynchronous errors, and the abort that breaks every communicator after a failure.
+// The NCCL device communicator (NcclCommunicator.h): bootstrap of two ncclComm_t per group (one
+// for each direction of point-to-point traffic) over the host communicator, requests turned into
+// NCCL calls (NcclPlan.h) on a communication stream behind an event of the compute stream,
+// completion tracked by events for wait(), poll()'s timeouts and asynchronous errors, and the abort
+// that breaks every communicator after a failure.
 #include "runtime/cuda/NcclCommunicator.h"
 
 #include "ops/cuda/CudaKernel.h"
@@ -45,9 +46,10 @@ std::string fmtSeconds(double s) {
 
 /// One group's communicator on this rank.
 struct Group {
-  std::vector<int> ranks; ///< world ranks in group-rank order
-  int myRank = -1;        ///< this rank's group rank; -1: not a member (no communicator)
-  ncclComm_t comm = nullptr;
+  std::vector<int> ranks;       ///< world ranks in group-rank order
+  int myRank = -1;              ///< this rank's group rank; -1: not a member (no communicator)
+  ncclComm_t comm = nullptr;    ///< collectives, and messages to higher group ranks
+  ncclComm_t reverse = nullptr; ///< messages to lower group ranks (nccl::onReverse); size >= 2
 };
 
 /// One submitted request.
@@ -55,14 +57,15 @@ struct Request {
   std::string label; ///< "all-reduce 'bucket 0' on group 0"
   int group = 0;
   Status status;               ///< its own error (malformed, a failed call)
-  cudaEvent_t done = nullptr;  ///< recorded on the comm stream after it; null once complete
+  cudaEvent_t done = nullptr;  ///< recorded on its stream after it; null once complete
   Clock::time_point submitted; ///< poll()'s timeout counts from here
 };
 
 /// The message that carries a group's ncclUniqueId from its first member to the others.
 struct IdMessage {
-  int32_t ok = 0; ///< ncclGetUniqueId succeeded on the first member
+  int32_t ok = 0; ///< ncclGetUniqueId succeeded on the first member (both ids)
   ncclUniqueId id{};
+  ncclUniqueId reverseId{};
 };
 
 class NcclCommunicator final : public DeviceCommunicator {
@@ -84,10 +87,10 @@ private:
   /// Aborts every communicator (ncclCommAbort) and keeps `s` as the error of every later call;
   /// returns it (the first one, when already broken).
   Status breakWith(Status s);
-  /// Enqueues `calls` of `req` on the comm stream behind the compute stream.
+  /// Enqueues `calls` of `req` on its communication stream behind the compute stream.
   Status launch(const std::vector<nccl::NcclCall> &calls, Group &g, Request &req);
-  /// Returns the events of completed requests (the oldest first, in stream order) to the pool;
-  /// a CUDA error breaks the communicator.
+  /// Returns the events of completed requests to the pool; a CUDA error breaks the
+  /// communicator.
   Status retire();
   Expected<cudaEvent_t> takeEvent(const std::string &where);
 
@@ -95,11 +98,12 @@ private:
   CommOptions opts_;
   int rank_ = 0;
   std::vector<Group> groups_;
-  cudaStream_t stream_ = nullptr;
-  cudaEvent_t ready_ = nullptr; ///< recorded on the compute stream at each submission
+  cudaStream_t stream_ = nullptr;        ///< collectives, messages to higher group ranks
+  cudaStream_t reverseStream_ = nullptr; ///< messages to lower group ranks
+  cudaEvent_t ready_ = nullptr;          ///< recorded on the compute stream at each submission
   std::vector<cudaEvent_t> freeEvents_;
   std::vector<cudaEvent_t> allEvents_;
-  std::deque<std::shared_ptr<Request>> inflight_;         ///< submission (= stream) order
+  std::deque<std::shared_ptr<Request>> inflight_;         ///< submission order
   std::map<uint64_t, std::shared_ptr<Request>> unwaited_; ///< by handle
   uint64_t next_ = 1;
   Status broken_;
@@ -111,6 +115,7 @@ Status NcclCommunicator::init(Communicator &host, const std::vector<std::vector<
   const int size = host.size();
   DTC_CUDA_RETURN_IF_ERROR(w, cudaSetDevice(ctx_.device()));
   DTC_CUDA_RETURN_IF_ERROR(w, cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  DTC_CUDA_RETURN_IF_ERROR(w, cudaStreamCreateWithFlags(&reverseStream_, cudaStreamNonBlocking));
   DTC_CUDA_RETURN_IF_ERROR(w, cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
 
   groups_.resize(groups.size() + 1);
@@ -147,6 +152,8 @@ Status NcclCommunicator::init(Communicator &host, const std::vector<std::vector<
     IdMessage &msg = ids[g];
     if (grp.myRank == 0) {
       ncclResult_t e = ncclGetUniqueId(&msg.id);
+      if (e == ncclSuccess && grp.ranks.size() > 1)
+        e = ncclGetUniqueId(&msg.reverseId);
       msg.ok = e == ncclSuccess;
       if (e != ncclSuccess && failure.empty())
         failure = ncclStatus(e, nullptr, "group " + std::to_string(g), "ncclGetUniqueId").message();
@@ -185,21 +192,27 @@ Status NcclCommunicator::init(Communicator &host, const std::vector<std::vector<
     Group &grp = groups_[g];
     if (grp.myRank < 0)
       continue;
-    e = ncclCommInitRank(&grp.comm, static_cast<int>(grp.ranks.size()), ids[g].id, grp.myRank);
+    const int n = static_cast<int>(grp.ranks.size());
+    const std::string site = w + ": group " + std::to_string(g) + " " + nccl::rankList(grp.ranks);
+    e = ncclCommInitRank(&grp.comm, n, ids[g].id, grp.myRank);
     if (e != ncclSuccess && initError.isOk())
-      initError = ncclStatus(e, grp.comm,
-                             w + ": group " + std::to_string(g) + " " + nccl::rankList(grp.ranks),
-                             "ncclCommInitRank");
+      initError = ncclStatus(e, grp.comm, site, "ncclCommInitRank");
+    if (n > 1) {
+      e = ncclCommInitRank(&grp.reverse, n, ids[g].reverseId, grp.myRank);
+      if (e != ncclSuccess && initError.isOk())
+        initError = ncclStatus(e, grp.reverse, site, "ncclCommInitRank (reverse)");
+    }
   }
   e = ncclGroupEnd();
   if (e != ncclSuccess && initError.isOk())
     initError = ncclStatus(e, nullptr, w, "ncclGroupEnd (ncclCommInitRank of every group)");
   if (!initError.isOk()) {
     for (Group &grp : groups_)
-      if (grp.comm) {
-        ncclCommAbort(grp.comm);
-        grp.comm = nullptr;
-      }
+      for (ncclComm_t *c : {&grp.comm, &grp.reverse})
+        if (*c) {
+          (void)ncclCommAbort(*c);
+          *c = nullptr;
+        }
     return initError;
   }
   return Status::ok();
@@ -208,11 +221,12 @@ Status NcclCommunicator::init(Communicator &host, const std::vector<std::vector<
 NcclCommunicator::~NcclCommunicator() {
   if (cudaSetDevice(ctx_.device()) != cudaSuccess)
     return; // the device is gone: nothing below could succeed
-  if (stream_) {
+  if (stream_ && reverseStream_) {
     // Let the requests in flight finish, at most timeoutSeconds; then abort them.
     auto deadline = Clock::now() + std::chrono::duration<double>(opts_.timeoutSeconds);
     bool aborted = false;
-    while (cudaStreamQuery(stream_) == cudaErrorNotReady) {
+    while (cudaStreamQuery(stream_) == cudaErrorNotReady ||
+           cudaStreamQuery(reverseStream_) == cudaErrorNotReady) {
       if (Clock::now() > deadline) {
         if (aborted)
           break; // even the abort did not end them: leave the stream to the process's exit
@@ -224,14 +238,16 @@ NcclCommunicator::~NcclCommunicator() {
     }
   }
   for (Group &grp : groups_)
-    if (grp.comm)
-      (void)ncclCommDestroy(grp.comm);
+    for (ncclComm_t c : {grp.comm, grp.reverse})
+      if (c)
+        (void)ncclCommDestroy(c);
   for (cudaEvent_t ev : allEvents_)
     (void)cudaEventDestroy(ev);
   if (ready_)
     (void)cudaEventDestroy(ready_);
-  if (stream_)
-    (void)cudaStreamDestroy(stream_);
+  for (cudaStream_t st : {stream_, reverseStream_})
+    if (st)
+      (void)cudaStreamDestroy(st);
 }
 
 Status NcclCommunicator::breakWith(Status s) {
@@ -239,10 +255,11 @@ Status NcclCommunicator::breakWith(Status s) {
     return broken_;
   broken_ = std::move(s);
   for (Group &grp : groups_)
-    if (grp.comm) {
-      (void)ncclCommAbort(grp.comm);
-      grp.comm = nullptr;
-    }
+    for (ncclComm_t *c : {&grp.comm, &grp.reverse})
+      if (*c) {
+        (void)ncclCommAbort(*c);
+        *c = nullptr;
+      }
   return broken_;
 }
 
@@ -259,16 +276,19 @@ Expected<cudaEvent_t> NcclCommunicator::takeEvent(const std::string &where) {
 }
 
 Status NcclCommunicator::retire() {
-  while (!inflight_.empty()) {
-    Request &req = *inflight_.front();
+  // Two streams: a later request may complete before an earlier one.
+  for (auto it = inflight_.begin(); it != inflight_.end();) {
+    Request &req = **it;
     cudaError_t e = cudaEventQuery(req.done);
-    if (e == cudaErrorNotReady)
-      return Status::ok();
+    if (e == cudaErrorNotReady) {
+      ++it;
+      continue;
+    }
     if (e != cudaSuccess)
       return breakWith(ops::cuda::cudaStatus(e, where() + ": " + req.label, "cudaEventQuery"));
     freeEvents_.push_back(req.done);
     req.done = nullptr;
-    inflight_.pop_front();
+    it = inflight_.erase(it);
   }
   return Status::ok();
 }
@@ -276,12 +296,17 @@ Status NcclCommunicator::retire() {
 Status NcclCommunicator::launch(const std::vector<nccl::NcclCall> &calls, Group &g, Request &req) {
   using Kind = nccl::NcclCall::Kind;
   const std::string w = where() + ": " + req.label;
+  // Point-to-point to a lower group rank (or from a higher one) on the reverse communicator
+  // and its stream (a request holds one send or recv).
+  const bool reverse = calls.size() == 1 && nccl::onReverse(calls[0], g.myRank);
+  ncclComm_t comm = reverse ? g.reverse : g.comm;
+  cudaStream_t stream = reverse ? reverseStream_ : stream_;
   DTC_CUDA_RETURN_IF_ERROR(w, cudaSetDevice(ctx_.device()));
   DTC_CUDA_RETURN_IF_ERROR(w, cudaEventRecord(ready_, ctx_.stream()));
-  DTC_CUDA_RETURN_IF_ERROR(w, cudaStreamWaitEvent(stream_, ready_, 0));
+  DTC_CUDA_RETURN_IF_ERROR(w, cudaStreamWaitEvent(stream, ready_, 0));
   DTC_ASSIGN_OR_RETURN(cudaEvent_t done, takeEvent(w));
   if (!calls.empty()) {
-    DTC_NCCL_RETURN_IF_ERROR(w, g.comm, ncclGroupStart());
+    DTC_NCCL_RETURN_IF_ERROR(w, comm, ncclGroupStart());
     ncclResult_t first = ncclSuccess;
     const char *firstCall = "";
     for (const nccl::NcclCall &c : calls) {
@@ -290,27 +315,27 @@ Status NcclCommunicator::launch(const std::vector<nccl::NcclCall> &calls, Group 
       switch (c.kind) {
       case Kind::kAllReduce:
         name = "ncclAllReduce";
-        e = ncclAllReduce(c.send, c.recv, c.count, c.type, c.op, g.comm, stream_);
+        e = ncclAllReduce(c.send, c.recv, c.count, c.type, c.op, comm, stream);
         break;
       case Kind::kAllGather:
         name = "ncclAllGather";
-        e = ncclAllGather(c.send, c.recv, c.count, c.type, g.comm, stream_);
+        e = ncclAllGather(c.send, c.recv, c.count, c.type, comm, stream);
         break;
       case Kind::kReduceScatter:
         name = "ncclReduceScatter";
-        e = ncclReduceScatter(c.send, c.recv, c.count, c.type, c.op, g.comm, stream_);
+        e = ncclReduceScatter(c.send, c.recv, c.count, c.type, c.op, comm, stream);
         break;
       case Kind::kBroadcast:
         name = "ncclBroadcast";
-        e = ncclBroadcast(c.send, c.recv, c.count, c.type, c.peer, g.comm, stream_);
+        e = ncclBroadcast(c.send, c.recv, c.count, c.type, c.peer, comm, stream);
         break;
       case Kind::kSend:
         name = "ncclSend";
-        e = ncclSend(c.send, c.count, c.type, c.peer, g.comm, stream_);
+        e = ncclSend(c.send, c.count, c.type, c.peer, comm, stream);
         break;
       case Kind::kRecv:
         name = "ncclRecv";
-        e = ncclRecv(c.recv, c.count, c.type, c.peer, g.comm, stream_);
+        e = ncclRecv(c.recv, c.count, c.type, c.peer, comm, stream);
         break;
       }
       if (e != ncclSuccess && first == ncclSuccess) {
@@ -321,11 +346,11 @@ Status NcclCommunicator::launch(const std::vector<nccl::NcclCall> &calls, Group 
     // The group is closed even after a failed call (NCCL reports most errors here).
     ncclResult_t end = ncclGroupEnd();
     if (first != ncclSuccess)
-      return ncclStatus(first, g.comm, w, firstCall);
+      return ncclStatus(first, comm, w, firstCall);
     if (end != ncclSuccess)
-      return ncclStatus(end, g.comm, w, "ncclGroupEnd");
+      return ncclStatus(end, comm, w, "ncclGroupEnd");
   }
-  cudaError_t e = cudaEventRecord(done, stream_);
+  cudaError_t e = cudaEventRecord(done, stream);
   if (e != cudaSuccess) {
     freeEvents_.push_back(done);
     return ops::cuda::cudaStatus(e, w, "cudaEventRecord(done, comm stream)");
@@ -415,13 +440,19 @@ Status NcclCommunicator::poll() {
   DTC_RETURN_IF_ERROR(retire());
   for (size_t g = 0; g < groups_.size(); ++g) {
     Group &grp = groups_[g];
-    if (!grp.comm)
-      continue;
     ncclResult_t async = ncclSuccess;
-    ncclResult_t e = ncclCommGetAsyncError(grp.comm, &async);
-    if (e != ncclSuccess)
-      async = e;
-    if (async == ncclSuccess || async == ncclInProgress)
+    ncclComm_t failed = nullptr;
+    for (ncclComm_t c : {grp.comm, grp.reverse}) {
+      if (!c || async != ncclSuccess)
+        continue;
+      ncclResult_t e = ncclCommGetAsyncError(c, &async);
+      if (e != ncclSuccess)
+        async = e;
+      if (async == ncclInProgress)
+        async = ncclSuccess;
+      failed = c;
+    }
+    if (async == ncclSuccess)
       continue;
     // Name the oldest request in flight on that group, else the group.
     std::string what = "group " + std::to_string(g) + " " + nccl::rankList(grp.ranks);
@@ -430,7 +461,7 @@ Status NcclCommunicator::poll() {
         what = req->label;
         break;
       }
-    return breakWith(ncclStatus(async, grp.comm, where() + ": " + what, "NCCL (asynchronous)"));
+    return breakWith(ncclStatus(async, failed, where() + ": " + what, "NCCL (asynchronous)"));
   }
   if (!inflight_.empty()) {
     const Request &oldest = *inflight_.front();

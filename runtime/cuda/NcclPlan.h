@@ -156,6 +156,23 @@ struct NcclCall {
   int peer = -1; ///< broadcast root, send destination, recv source: a group rank
 };
 
+/// Point-to-point messages of a group travel on one of two NCCL communicators by direction:
+/// from a lower to a higher group rank on the group's communicator (the stream of the
+/// collectives), from a higher to a lower one on the group's reverse communicator (a stream of
+/// its own). An NCCL send blocks its stream until the peer's recv runs, so with one stream a
+/// pipeline stage that sends activations forward and then receives gradients back, while its
+/// successor sends gradients back and then receives activations, would wait on each other
+/// forever; by direction, each side's messages run in submission order per direction and the
+/// two directions proceed independently. True when `c`, a send or recv of group rank `me`, goes
+/// on the reverse communicator.
+inline bool onReverse(const NcclCall &c, int me) {
+  if (c.kind == NcclCall::Kind::kSend)
+    return c.peer < me; // this rank -> a lower group rank
+  if (c.kind == NcclCall::Kind::kRecv)
+    return c.peer > me; // a higher group rank -> this rank
+  return false;
+}
+
 /// The NCCL calls of `r` (CommRequest's meaning per kind, runtime/comm/Communicator.h) on its
 /// group, whose world-rank list is `ranks` (null: no such group), from world rank `worldRank`.
 /// Run them between ncclGroupStart and ncclGroupEnd. Reductions (all-reduce, reduce-scatter)

@@ -311,5 +311,26 @@ TEST(NcclPlan, SendRecvPeersAreGroupRanks) {
             std::string::npos);
 }
 
+TEST(NcclPlan, PointToPointDirection) {
+  NcclCall send, recv, all;
+  send.kind = NcclCall::Kind::kSend;
+  recv.kind = NcclCall::Kind::kRecv;
+  send.peer = recv.peer = all.peer = 2;
+  // Group rank 1: to / from group rank 2 is "up" (the group's communicator), ...
+  EXPECT_FALSE(onReverse(send, 1));
+  EXPECT_TRUE(onReverse(recv, 1));
+  // ... group rank 3: sending down, receiving from below.
+  EXPECT_TRUE(onReverse(send, 3));
+  EXPECT_FALSE(onReverse(recv, 3));
+  // Both ends of one message agree: rank 1 -> 2 is up on both, 3 -> 2 down on both.
+  NcclCall recvFrom1 = recv, recvFrom3 = recv;
+  recvFrom1.peer = 1;
+  recvFrom3.peer = 3;
+  EXPECT_EQ(onReverse(send, 1), onReverse(recvFrom1, 2));
+  EXPECT_EQ(onReverse(send, 3), onReverse(recvFrom3, 2));
+  all.kind = NcclCall::Kind::kBroadcast; // collectives stay on the group's communicator
+  EXPECT_FALSE(onReverse(all, 3));
+}
+
 } // namespace
 } // namespace dtc::rt::nccl

@@ -280,44 +280,65 @@ Status checkBroadcast(DeviceCommunicator &dc, CudaContext &ctx, Checker &ck) {
   return Status::ok();
 }
 
-/// Send/recv between world ranks 0 and 1 on group 1 (where they are group ranks n-1 and n-2):
-/// 0 -> 1, then 1 -> 0, each side submitting in the matching order.
-Status checkSendRecv(DeviceCommunicator &dc, CudaContext &ctx, Checker &ck) {
+/// Send/recv between world ranks 0 and 1 in a 1F1B pipeline's order (rank 0 the first stage,
+/// rank 1 the last): rank 0 sends activations 0 and 1, then receives gradient 0; rank 1
+/// receives activation 0, sends gradient 0, then receives activation 1; all submitted before
+/// any wait. With messages beyond NCCL's buffers (8 MiB) a send blocks until its recv runs, so
+/// this completes only with the two directions on separate communicators and streams. On the
+/// world (rank 0 is group rank 0) and on group 1 (the world reversed: the directions swap).
+Status checkSendRecv(DeviceCommunicator &dc, CudaContext &ctx, Checker &ck, int group) {
   if (ck.rank > 1)
     return Status::ok();
-  const size_t b = 40001;
-  const int other = 1 - ck.rank;
-  auto byteOf = [](int rank, size_t i) { return static_cast<uint8_t>((rank * 59 + i * 7) % 253); };
-  DTC_ASSIGN_OR_RETURN(auto mine, deviceArray<uint8_t>(b));
-  DTC_ASSIGN_OR_RETURN(auto theirs, deviceArray<uint8_t>(b));
-  std::vector<uint8_t> h(b);
-  for (size_t i = 0; i < b; ++i)
-    h[i] = byteOf(ck.rank, i);
-  DTC_RETURN_IF_ERROR(upload(mine.get(), h));
-  CommRequest send = request(CommKind::kSend, "activations", 1);
-  send.peer = other;
-  send.tag = 3;
-  send.inputs = {mine.get()};
-  send.bytes = {b};
-  CommRequest recv = request(CommKind::kRecv, "activations", 1);
-  recv.peer = other;
-  recv.tag = 3;
-  recv.outputs = {theirs.get()};
-  recv.bytes = {b};
-  // Both submitted before either wait: the pair runs on the communication stream in order.
-  uint64_t h1 = dc.submit(ck.rank == 0 ? send : recv);
-  uint64_t h2 = dc.submit(ck.rank == 0 ? recv : send);
-  DTC_RETURN_IF_ERROR(dc.wait(h1));
-  DTC_RETURN_IF_ERROR(dc.wait(h2));
+  const size_t b = (size_t{8} << 20) + 1;
+  auto byteOf = [](int message, size_t i) {
+    return static_cast<uint8_t>((message * 59 + i * 7) % 253);
+  };
+  // Messages: 0 = activation 0, 1 = activation 1 (rank 0 -> 1), 2 = gradient 0 (rank 1 -> 0).
+  const int from[3] = {0, 0, 1};
+  std::vector<DeviceArray<uint8_t>> bufs;
+  for (int m = 0; m < 3; ++m) {
+    DTC_ASSIGN_OR_RETURN(auto a, deviceArray<uint8_t>(b));
+    std::vector<uint8_t> h(b, 0);
+    if (from[m] == ck.rank)
+      for (size_t i = 0; i < b; ++i)
+        h[i] = byteOf(m, i);
+    DTC_RETURN_IF_ERROR(upload(a.get(), h));
+    bufs.push_back(std::move(a));
+  }
+  auto message = [&](int m) {
+    const bool send = from[m] == ck.rank;
+    CommRequest r = request(send ? CommKind::kSend : CommKind::kRecv,
+                            m == 2 ? "gradient 0" : "activation", group);
+    r.peer = 1 - ck.rank;
+    r.tag = m;
+    if (send)
+      r.inputs = {bufs[static_cast<size_t>(m)].get()};
+    else
+      r.outputs = {bufs[static_cast<size_t>(m)].get()};
+    r.bytes = {b};
+    return r;
+  };
+  const int order[2][3] = {{0, 1, 2}, {0, 2, 1}};
+  std::vector<uint64_t> handles;
+  for (int m : order[ck.rank])
+    handles.push_back(dc.submit(message(m)));
+  for (uint64_t h : handles)
+    DTC_RETURN_IF_ERROR(dc.wait(h));
   DTC_CUDA_RETURN_IF_ERROR(kWhere, cudaStreamSynchronize(ctx.stream()));
   DTC_RETURN_IF_ERROR(dc.poll());
-  DTC_ASSIGN_OR_RETURN(std::vector<uint8_t> got, download(theirs.get(), b));
-  for (size_t i = 0; i < b; ++i)
-    if (got[i] != byteOf(other, i)) {
-      ck.expect(false, "recv from rank " + std::to_string(other) + " byte " + std::to_string(i));
-      return Status::ok();
-    }
-  ck.pass("send/recv of 40001 bytes both ways between ranks 0 and 1");
+  for (int m = 0; m < 3; ++m) {
+    if (from[m] == ck.rank)
+      continue;
+    DTC_ASSIGN_OR_RETURN(std::vector<uint8_t> got, download(bufs[static_cast<size_t>(m)].get(), b));
+    for (size_t i = 0; i < b; ++i)
+      if (got[i] != byteOf(m, i)) {
+        ck.expect(false, "group " + std::to_string(group) + ": message " + std::to_string(m) +
+                             " byte " + std::to_string(i));
+        return Status::ok();
+      }
+  }
+  ck.pass(group == 0 ? "send/recv of 8 MiB in 1F1B order between ranks 0 and 1 (world)"
+                     : "send/recv of 8 MiB in 1F1B order on a group in reverse rank order");
   return Status::ok();
 }
 
@@ -546,7 +567,9 @@ int run() {
         if (s.isOk())
           s = checkBroadcast(d, c, ck);
         if (s.isOk())
-          s = checkSendRecv(d, c, ck);
+          s = checkSendRecv(d, c, ck, 0);
+        if (s.isOk())
+          s = checkSendRecv(d, c, ck, 1);
         if (s.isOk())
           s = checkErrors(d, c, ck);
         if (s.isOk())
