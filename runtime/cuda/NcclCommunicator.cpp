@@ -113,38 +113,58 @@ private:
 Status NcclCommunicator::init(Communicator &host, const std::vector<std::vector<int>> &groups) {
   const std::string w = where() + ": NCCL communicators";
   const int size = host.size();
-  DTC_CUDA_RETURN_IF_ERROR(w, cudaSetDevice(ctx_.device()));
-  DTC_CUDA_RETURN_IF_ERROR(w, cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  DTC_CUDA_RETURN_IF_ERROR(w, cudaStreamCreateWithFlags(&reverseStream_, cudaStreamNonBlocking));
-  DTC_CUDA_RETURN_IF_ERROR(w, cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
 
   groups_.resize(groups.size() + 1);
   for (int r = 0; r < size; ++r)
     groups_[0].ranks.push_back(r);
   for (size_t g = 0; g < groups.size(); ++g)
     groups_[g + 1].ranks = groups[g];
-  // The host communicator's groups must be these (the bootstrap broadcasts run on them).
-  for (size_t g = 0; g < groups_.size(); ++g) {
+  // Every rank learns whether any rank failed a step of the bootstrap (`failure`: this rank's
+  // error, empty when none) before the next step, which would wait for it forever.
+  auto agree = [&](const std::string &failure, const char *step) -> Status {
+    int32_t failed = failure.empty() ? 0 : 1;
+    DTC_RETURN_IF_ERROR(host.allReduce(&failed, 1, ir::DType::kInt32, ReduceOp::kSum,
+                                       std::string("NCCL bootstrap: ") + step));
+    if (!failure.empty())
+      return Status::error(w, failure);
+    if (failed)
+      return Status::error(w, std::to_string(failed) + " other rank(s) failed " + step +
+                                  " (see their errors)");
+    return Status::ok();
+  };
+
+  // The streams and the ready event; the host communicator's groups must be these (the
+  // bootstrap broadcasts run on them).
+  auto setUp = [&]() -> Status {
+    DTC_CUDA_RETURN_IF_ERROR("", cudaSetDevice(ctx_.device()));
+    DTC_CUDA_RETURN_IF_ERROR("", cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    DTC_CUDA_RETURN_IF_ERROR("", cudaStreamCreateWithFlags(&reverseStream_, cudaStreamNonBlocking));
+    DTC_CUDA_RETURN_IF_ERROR("", cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+    return Status::ok();
+  };
+  std::string failure = setUp().message();
+  for (size_t g = 0; g < groups_.size() && failure.empty(); ++g) {
     Group &grp = groups_[g];
     for (int r : grp.ranks)
-      if (r < 0 || r >= size)
-        return Status::error(w, "group " + std::to_string(g) + " " + nccl::rankList(grp.ranks) +
-                                    " names rank " + std::to_string(r) + " outside the world (" +
-                                    std::to_string(size) + " ranks)");
+      if (r < 0 || r >= size) {
+        failure = "group " + std::to_string(g) + " " + nccl::rankList(grp.ranks) + " names rank " +
+                  std::to_string(r) + " outside the world (" + std::to_string(size) + " ranks)";
+        break;
+      }
     grp.myRank = nccl::groupRankOf(grp.ranks, rank_);
     const int gi = static_cast<int>(g);
-    if (host.sizeOf(gi) != static_cast<int>(grp.ranks.size()) || host.rankIn(gi) != grp.myRank)
-      return Status::error(w, "group " + std::to_string(g) + " " + nccl::rankList(grp.ranks) +
-                                  " differs from the host communicator's (" +
-                                  std::to_string(host.sizeOf(gi)) + " ranks, this rank at " +
-                                  std::to_string(host.rankIn(gi)) +
-                                  "): call createGroups with the same lists first");
+    if (failure.empty() &&
+        (host.sizeOf(gi) != static_cast<int>(grp.ranks.size()) || host.rankIn(gi) != grp.myRank))
+      failure = "group " + std::to_string(g) + " " + nccl::rankList(grp.ranks) +
+                " differs from the host communicator's (" + std::to_string(host.sizeOf(gi)) +
+                " ranks, this rank at " + std::to_string(host.rankIn(gi)) +
+                "): call createGroups with the same lists first";
   }
+  DTC_RETURN_IF_ERROR(agree(failure, "to check the groups"));
 
   // One unique id per group, made by its first member and broadcast over the host group, in
   // group order on every rank (so the host collectives of different groups cannot cross).
   std::vector<IdMessage> ids(groups_.size());
-  std::string failure;
   for (size_t g = 0; g < groups_.size(); ++g) {
     Group &grp = groups_[g];
     if (grp.myRank < 0)
@@ -171,16 +191,7 @@ Status NcclCommunicator::init(Communicator &host, const std::vector<std::vector<
       failure = "group " + std::to_string(g) + ": ncclGetUniqueId failed on rank " +
                 std::to_string(grp.ranks[0]);
   }
-  // Every rank learns whether any bootstrap failed before anyone waits in ncclCommInitRank.
-  int32_t failed = failure.empty() ? 0 : 1;
-  DTC_RETURN_IF_ERROR(
-      host.allReduce(&failed, 1, ir::DType::kInt32, ReduceOp::kSum, "NCCL bootstrap outcome"));
-  if (!failure.empty())
-    return Status::error(w, failure);
-  if (failed)
-    return Status::error(w,
-                         std::to_string(failed) +
-                             " other rank(s) could not make an NCCL unique id (see their errors)");
+  DTC_RETURN_IF_ERROR(agree(failure, "to make an NCCL unique id"));
 
   // Several communicators on one device: their inits in one group (NCCL's rule), else the
   // first would wait for peers that are still creating another one.

@@ -65,9 +65,12 @@ template <typename T> Expected<DeviceArray<T>> deviceArray(size_t n) {
   return a;
 }
 
+/// Host -> device, complete on return (a pageable cudaMemcpy may return before its DMA ends,
+/// and the communication streams do not synchronize with the legacy default stream).
 template <typename T> Status upload(T *dev, const std::vector<T> &host) {
   DTC_CUDA_RETURN_IF_ERROR(
       kWhere, cudaMemcpy(dev, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  DTC_CUDA_RETURN_IF_ERROR(kWhere, cudaDeviceSynchronize());
   return Status::ok();
 }
 
@@ -429,6 +432,7 @@ Status bandwidthTable(Communicator &host, DeviceCommunicator &dc, CudaContext &c
   const size_t maxBytes = size_t{256} << 20;
   DTC_ASSIGN_OR_RETURN(auto buf, deviceArray<float>(maxBytes / sizeof(float)));
   DTC_CUDA_RETURN_IF_ERROR(kWhere, cudaMemset(buf.get(), 0, maxBytes));
+  DTC_CUDA_RETURN_IF_ERROR(kWhere, cudaDeviceSynchronize());
   DTC_ASSIGN_OR_RETURN(ncclComm_t raw, rawWorldComm(host));
   if (ck.rank == 0)
     std::printf("\nall-reduce (sum, f32, in place), %d ranks: raw ncclAllReduce vs dtc's "
@@ -496,8 +500,18 @@ Status checkTimeout(Communicator &host, const std::vector<std::vector<int>> &gro
   ck.expect(!later.isOk() && later.message() == s.message(),
             "a broken communicator repeats its error: " + later.message());
   dc.reset(); // the communicators are aborted: destruction must not hang
-  // The compute stream waited for the aborted recv: it must drain too.
-  DTC_CUDA_RETURN_IF_ERROR(kWhere, cudaStreamSynchronize(ctx.stream()));
+  // The compute stream waited for the aborted recv: it must drain too (bounded: a stream that
+  // never drains is this check's failure, not a hang).
+  begin = std::chrono::steady_clock::now();
+  cudaError_t q = cudaErrorNotReady;
+  while ((q = cudaStreamQuery(ctx.stream())) == cudaErrorNotReady &&
+         std::chrono::steady_clock::now() - begin < std::chrono::seconds(20))
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (q != cudaSuccess) {
+    ck.expect(false, std::string("the compute stream did not drain after the abort: ") +
+                         cudaGetErrorString(q));
+    return Status::error(kWhere, "the compute stream is stuck behind the aborted recv");
+  }
   ck.pass("timeout: poll() names the request, aborts, and the communicator stays broken");
   return Status::ok();
 }
