@@ -196,6 +196,19 @@ Status NcclCommunicator::init(Communicator &host, const std::vector<std::vector<
   // Several communicators on one device: their inits in one group (NCCL's rule), else the
   // first would wait for peers that are still creating another one.
   Status initError;
+  // Names for NCCL_DEBUG logs ("dtc group 1", "dtc group 1 reverse"); kept until ncclGroupEnd.
+  std::vector<std::string> names;
+  names.reserve(2 * groups_.size());
+  auto initComm = [&](ncclComm_t *comm, int n, const ncclUniqueId &id, int myRank, std::string name,
+                      const std::string &site) {
+    names.push_back(std::move(name));
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.commName = names.back().c_str();
+    ncclUniqueId copy = id;
+    ncclResult_t e = ncclCommInitRankConfig(comm, n, copy, myRank, &config);
+    if (e != ncclSuccess && initError.isOk())
+      initError = ncclStatus(e, *comm, site, "ncclCommInitRankConfig");
+  };
   ncclResult_t e = ncclGroupStart();
   if (e != ncclSuccess)
     return ncclStatus(e, nullptr, w, "ncclGroupStart");
@@ -204,15 +217,12 @@ Status NcclCommunicator::init(Communicator &host, const std::vector<std::vector<
     if (grp.myRank < 0)
       continue;
     const int n = static_cast<int>(grp.ranks.size());
+    const std::string name = "dtc group " + std::to_string(g);
     const std::string site = w + ": group " + std::to_string(g) + " " + nccl::rankList(grp.ranks);
-    e = ncclCommInitRank(&grp.comm, n, ids[g].id, grp.myRank);
-    if (e != ncclSuccess && initError.isOk())
-      initError = ncclStatus(e, grp.comm, site, "ncclCommInitRank");
-    if (n > 1) {
-      e = ncclCommInitRank(&grp.reverse, n, ids[g].reverseId, grp.myRank);
-      if (e != ncclSuccess && initError.isOk())
-        initError = ncclStatus(e, grp.reverse, site, "ncclCommInitRank (reverse)");
-    }
+    initComm(&grp.comm, n, ids[g].id, grp.myRank, name, site);
+    if (n > 1)
+      initComm(&grp.reverse, n, ids[g].reverseId, grp.myRank, name + " reverse",
+               site + " (reverse)");
   }
   e = ncclGroupEnd();
   if (e != ncclSuccess && initError.isOk())

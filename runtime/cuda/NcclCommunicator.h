@@ -47,7 +47,10 @@ namespace dtc::rt {
 ///   (GPipe, 1F1B). Within one direction, sends and recvs run in submission order, as blocking
 ///   MPI calls would: the ranks must submit them in an order that matches.
 /// Element types (all-reduce, reduce-scatter): f32, f64, f16, bf16, i32, i64, u8, i8; the other
-/// kinds move bytes whatever the dtype. Errors name the rank, the request and its group:
+/// kinds move bytes whatever the dtype. CommRequest::persistent changes nothing (NCCL keeps no
+/// per-request state to cache) and CommOptions::tracer is not used (the calls run on the GPU
+/// after submit() returns: host timestamps would not show them). Errors name the rank, the
+/// request and its group:
 /// "rank 1: all-reduce 'bucket 0' on group 0: ...". A request named CommOptions::failStartOf
 /// breaks the communicator as if its NCCL call had failed (tests). poll(): an asynchronous NCCL
 /// error of any communicator, or a request not complete CommOptions::timeoutSeconds after its
