@@ -54,7 +54,7 @@ struct Group {
 
 /// One submitted request.
 struct Request {
-  std::string label; ///< "all-reduce 'bucket 0' on group 0"
+  std::string label; ///< "all-reduce 'bucket 0' on group dp"
   int group = 0;
   Status status;               ///< its own error (malformed, a failed call)
   cudaEvent_t done = nullptr;  ///< recorded on its stream after it; null once complete
@@ -70,8 +70,9 @@ struct IdMessage {
 
 class NcclCommunicator final : public DeviceCommunicator {
 public:
-  NcclCommunicator(ops::cuda::CudaContext &ctx, const CommOptions &opts, int rank)
-      : ctx_(ctx), opts_(opts), rank_(rank) {}
+  NcclCommunicator(ops::cuda::CudaContext &ctx, const CommOptions &opts, int rank,
+                   std::vector<std::string> groupNames)
+      : ctx_(ctx), opts_(opts), rank_(rank), groupNames_(std::move(groupNames)) {}
   ~NcclCommunicator() override;
 
   /// Makes the stream, the ready event and the communicators (see createNcclCommunicator).
@@ -97,6 +98,7 @@ private:
   ops::cuda::CudaContext &ctx_;
   CommOptions opts_;
   int rank_ = 0;
+  std::vector<std::string> groupNames_; ///< of groups 1..n (may be empty)
   std::vector<Group> groups_;
   cudaStream_t stream_ = nullptr;        ///< collectives, messages to higher group ranks
   cudaStream_t reverseStream_ = nullptr; ///< messages to lower group ranks
@@ -385,8 +387,8 @@ uint64_t NcclCommunicator::submit(CommRequest request) {
   const uint64_t handle = next_++;
   auto req = std::make_shared<Request>();
   req->group = request.group;
-  req->label = std::string(commKindName(request.kind)) + " '" + request.name + "' on group " +
-               std::to_string(request.group);
+  req->label = std::string(commKindName(request.kind)) + " '" + request.name + "' on " +
+               nccl::groupLabel(request.group, groupNames_);
   req->submitted = Clock::now();
   unwaited_[handle] = req;
   if (!broken_.isOk()) {
@@ -504,8 +506,9 @@ Status NcclCommunicator::poll() {
 
 Expected<std::unique_ptr<DeviceCommunicator>>
 createNcclCommunicator(Communicator &host, const std::vector<std::vector<int>> &groups,
-                       ops::cuda::CudaContext &ctx, const CommOptions &opts) {
-  auto comm = std::make_unique<NcclCommunicator>(ctx, opts, host.rank());
+                       ops::cuda::CudaContext &ctx, const CommOptions &opts,
+                       const std::vector<std::string> &groupNames) {
+  auto comm = std::make_unique<NcclCommunicator>(ctx, opts, host.rank(), groupNames);
   DTC_RETURN_IF_ERROR(comm->init(host, groups));
   return std::unique_ptr<DeviceCommunicator>(std::move(comm));
 }

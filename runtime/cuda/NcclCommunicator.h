@@ -10,6 +10,7 @@
 #include "runtime/comm/Communicator.h"
 
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace dtc::ops::cuda {
@@ -51,16 +52,19 @@ namespace dtc::rt {
 /// per-request state to cache) and CommOptions::tracer is not used (the calls run on the GPU
 /// after submit() returns: host timestamps would not show them). Errors name the rank, the
 /// request and its group:
-/// "rank 1: all-reduce 'bucket 0' on group 0: ...". A request named CommOptions::failStartOf
-/// breaks the communicator as if its NCCL call had failed (tests). poll(): an asynchronous NCCL
-/// error of any communicator, or a request not complete CommOptions::timeoutSeconds after its
-/// submission, aborts every communicator (ncclCommAbort) and breaks this one: every later call
-/// returns that error. Destruction waits for the communication streams (at most timeoutSeconds,
-/// then aborts) and destroys the communicators. Errors of creation: a group list that differs
-/// from the host communicator's groups, CUDA or NCCL failures (naming the call and the group),
-/// a member whose ncclGetUniqueId failed (every member of its group reports it).
+/// "rank 1: all-reduce 'bucket 0' on group dp: ..." (`groupNames`: optional names of groups
+/// 1..n, the plan's axes; group 0 is "the world", an unnamed group "group 3"). A request named
+/// CommOptions::failStartOf breaks the communicator as if its NCCL call had failed (tests). poll():
+/// an asynchronous NCCL error of any communicator, or a request not complete
+/// CommOptions::timeoutSeconds after its submission, aborts every communicator (ncclCommAbort) and
+/// breaks this one: every later call returns that error. Destruction waits for the communication
+/// streams (at most timeoutSeconds, then aborts) and destroys the communicators. Errors of
+/// creation: a group list that differs from the host communicator's groups, CUDA or NCCL failures
+/// (naming the call and the group), a member whose ncclGetUniqueId failed (every member of its
+/// group reports it).
 Expected<std::unique_ptr<DeviceCommunicator>>
 createNcclCommunicator(Communicator &host, const std::vector<std::vector<int>> &groups,
-                       ops::cuda::CudaContext &ctx, const CommOptions &opts);
+                       ops::cuda::CudaContext &ctx, const CommOptions &opts,
+                       const std::vector<std::string> &groupNames = {});
 
 } // namespace dtc::rt

@@ -66,6 +66,17 @@ inline std::string rankList(const std::vector<int> &ranks) {
   return s + "}";
 }
 
+/// The group of a request in messages: "the world" (group 0), "group dp" (groups 1..n named
+/// by `names[g - 1]`, the plan's axis of the group), else "group 3".
+inline std::string groupLabel(int group, const std::vector<std::string> &names) {
+  if (group == 0)
+    return "the world";
+  if (group > 0 && static_cast<size_t>(group) <= names.size() &&
+      !names[static_cast<size_t>(group - 1)].empty())
+    return "group " + names[static_cast<size_t>(group - 1)];
+  return "group " + std::to_string(group);
+}
+
 /// One all-reduce over a contiguous span: `count` elements read at `in` (== `out` in place) and
 /// written at `out`.
 struct ReduceSpan {

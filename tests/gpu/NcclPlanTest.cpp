@@ -65,6 +65,11 @@ TEST(NcclPlan, GroupRanks) {
   EXPECT_EQ(groupRankOf(g, 3), -1);
   EXPECT_EQ(groupRankOf({}, 0), -1);
   EXPECT_EQ(rankList(g), "{2, 4, 6}");
+  EXPECT_EQ(groupLabel(0, {"dp"}), "the world");
+  EXPECT_EQ(groupLabel(1, {"dp", "", "pp"}), "group dp");
+  EXPECT_EQ(groupLabel(2, {"dp", "", "pp"}), "group 2");
+  EXPECT_EQ(groupLabel(3, {"dp", "", "pp"}), "group pp");
+  EXPECT_EQ(groupLabel(4, {"dp"}), "group 4");
 }
 
 TEST(NcclPlan, InPlaceOperandsWithPaddingMergeIntoOneSpan) {

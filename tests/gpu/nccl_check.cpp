@@ -492,7 +492,7 @@ Status checkTimeout(Communicator &host, const std::vector<std::vector<int>> &gro
   }
   const double after =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-  ck.expect(s.message().find("recv 'never sent' on group 0: did not complete within 2.0 s") !=
+  ck.expect(s.message().find("recv 'never sent' on the world: did not complete within 2.0 s") !=
                 std::string::npos,
             "timeout error: " + (s.isOk() ? std::string("none after 30 s") : s.message()));
   ck.expect(after < 10, "the timeout took " + std::to_string(after) + " s");
