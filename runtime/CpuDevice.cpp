@@ -87,7 +87,8 @@ public:
 
   /// The executor runs the plan's collectives on the host communicator: the arena is host
   /// memory.
-  Expected<DeviceCommunicator *> createCommunicator(Communicator &, const std::vector<std::vector<int>> &,
+  Expected<DeviceCommunicator *> createCommunicator(Communicator &,
+                                                    const std::vector<std::vector<int>> &,
                                                     const CommOptions &) override {
     return static_cast<DeviceCommunicator *>(nullptr);
   }

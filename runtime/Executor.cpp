@@ -64,8 +64,8 @@ ir::Attribute toIrAttr(const plan::Attr &a) {
 
 } // namespace
 
-Expected<ops::KernelSpec> kernelSpecOf(const plan::RankProgram &rank,
-                                            const plan::KernelCall &call, bool inference) {
+Expected<ops::KernelSpec> kernelSpecOf(const plan::RankProgram &rank, const plan::KernelCall &call,
+                                       bool inference) {
   ops::KernelSpec spec;
   spec.op = call.op();
   spec.domain = call.domain();
@@ -296,8 +296,8 @@ Status Executor::load() {
                                                             plan_.groups(g).ranks_size());
   }
   device_->setCollectives(kernelCollectives_ ? kernelCollectives_.get()
-                          : opts_.comm      ? static_cast<ops::KernelCollectives *>(opts_.comm)
-                                            : nullptr);
+                          : opts_.comm       ? static_cast<ops::KernelCollectives *>(opts_.comm)
+                                             : nullptr);
   DTC_RETURN_IF_ERROR(device_->allocateArena(rp.arena_bytes(), rp.alignment()));
 
   // Gradients and optimizer state start at zero (the arena is zero-filled, but the bytes of a
@@ -544,8 +544,7 @@ Status Executor::runStep(size_t i) {
                             std::to_string(i); };
   switch (s.kind) {
   case StepKind::kKernel: {
-    ops::KernelArgs args{s.inputs.data(), s.inputs.size(), s.outputs.data(),
-                              s.outputs.size()};
+    ops::KernelArgs args{s.inputs.data(), s.inputs.size(), s.outputs.data(), s.outputs.size()};
     Status st = s.kernel->run(args);
     // A collective inside a kernel (synchronized BatchNorm) names the rank and node already.
     return st.isOk() || st.message().rfind("rank ", 0) == 0 ? st : st.withContext(where());

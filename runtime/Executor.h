@@ -148,7 +148,7 @@ Expected<std::string> resolveModelPath(const plan::Plan &plan, const ExecutorOpt
 /// Builds the kernel spec of a plan instruction (op, attributes, operand types from the buffers;
 /// in an inference plan parameters are marked constant). Operand indices must already be
 /// validated.
-Expected<ops::KernelSpec> kernelSpecOf(const plan::RankProgram &rank,
-                                            const plan::KernelCall &call, bool inference);
+Expected<ops::KernelSpec> kernelSpecOf(const plan::RankProgram &rank, const plan::KernelCall &call,
+                                       bool inference);
 
 } // namespace dtc::rt

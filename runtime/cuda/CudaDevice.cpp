@@ -147,7 +147,8 @@ public:
       cudaError_t e = cudaEventSynchronize(stagingDone_[b]);
       if (e != cudaSuccess)
         return asyncError(e, "cudaEventSynchronize (download)");
-      std::memcpy(to + at, staging_[b], static_cast<size_t>(std::min<uint64_t>(kStagingBytes, bytes - at)));
+      std::memcpy(to + at, staging_[b],
+                  static_cast<size_t>(std::min<uint64_t>(kStagingBytes, bytes - at)));
     }
     return Status::ok();
   }
@@ -161,10 +162,10 @@ public:
       // Overlapping ranges (cudaMemcpy's are undefined): through the shared workspace, which
       // no kernel uses between two instructions.
       DTC_ASSIGN_OR_RETURN(void *tmp, ctx_->workspace(bytes, name_ + ": copy"));
-      DTC_CUDA_RETURN_IF_ERROR(name_, cudaMemcpyAsync(tmp, s, bytes, cudaMemcpyDeviceToDevice,
-                                                      ctx_->stream()));
-      DTC_CUDA_RETURN_IF_ERROR(name_, cudaMemcpyAsync(d, tmp, bytes, cudaMemcpyDeviceToDevice,
-                                                      ctx_->stream()));
+      DTC_CUDA_RETURN_IF_ERROR(
+          name_, cudaMemcpyAsync(tmp, s, bytes, cudaMemcpyDeviceToDevice, ctx_->stream()));
+      DTC_CUDA_RETURN_IF_ERROR(
+          name_, cudaMemcpyAsync(d, tmp, bytes, cudaMemcpyDeviceToDevice, ctx_->stream()));
       return Status::ok();
     }
     DTC_CUDA_RETURN_IF_ERROR(
@@ -183,9 +184,9 @@ public:
     if (reserved > 0) {
       auto w = ctx_->workspace(reserved, name_ + ": the kernels' shared workspace");
       if (!w)
-        return Status::error(w.status().message() + " (the plan also holds " +
-                             bytesText(bytes_) + " of arena and " +
-                             bytesText(ctx_->allocatedBytes()) + " of kernel buffers)");
+        return Status::error(w.status().message() + " (the plan also holds " + bytesText(bytes_) +
+                             " of arena and " + bytesText(ctx_->allocatedBytes()) +
+                             " of kernel buffers)");
     }
     cudaError_t e = cudaStreamSynchronize(ctx_->stream());
     if (e != cudaSuccess)
@@ -274,17 +275,16 @@ Expected<std::unique_ptr<Device>> createCudaDevice(int index, const DeviceOption
   if (e != cudaSuccess || count <= 0) {
     cudaGetLastError();
     return Status::error(where + " but no CUDA device is visible (cudaGetDeviceCount: " +
-                         (e != cudaSuccess ? std::string(cudaGetErrorName(e)) + ": " +
-                                                 cudaGetErrorString(e)
-                                           : std::string("0 devices")) +
+                         (e != cudaSuccess
+                              ? std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e)
+                              : std::string("0 devices")) +
                          ")");
   }
   const int gpu = chooseGpu(index, opts.localRank, count);
   auto ctx = ops::cuda::CudaContext::create(gpu);
   if (!ctx)
-    return Status::error(where + " (GPU " + std::to_string(gpu) + " of " +
-                         std::to_string(count) + ") but it fails to start: " +
-                         ctx.status().message());
+    return Status::error(where + " (GPU " + std::to_string(gpu) + " of " + std::to_string(count) +
+                         ") but it fails to start: " + ctx.status().message());
   (*ctx)->setWorkspaceLimit(opts.cudaWorkspaceLimit);
   return std::unique_ptr<Device>(std::make_unique<CudaDevice>(gpu, ctx.takeValue()));
 }
