@@ -105,6 +105,8 @@ private:
   /// A CUDA plan's collectives run on the device's communicator (owned by the device); null on
   /// the CPU, whose collectives run on opts_.comm.
   DeviceCommunicator *deviceComm_ = nullptr;
+  /// The arena is host memory (the CPU device): copy steps run inline.
+  bool hostArena_ = false;
   enum class StepKind { kKernel, kCopy, kCollective, kWait };
   struct Step {
     StepKind kind = StepKind::kKernel;
