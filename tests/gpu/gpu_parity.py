@@ -5,7 +5,8 @@ For every model with a training golden (tests/e2e/golden/<model>.npz and <model>
 data and hyperparameters tests/e2e/train_parity.py uses) it compiles each plan twice, with
 --device cpu and --device cuda, runs both with dtc-run on the golden data (--no-shuffle) and
 compares them tensor by tensor:
-  infer  --inference plan on the first batch of the data: every output
+  infer  --inference plan of the eval-mode export (models/<model>.onnx) on the first batch of
+         the data: every output
   grad   SGD lr 0.1, --steps 1 --dump-gradients: the step's loss and every gradient
   sgd    SGD momentum, --steps 20 --save-params: the 20 losses and the final parameters
   adam   Adam, --steps 20: the same
@@ -49,6 +50,10 @@ import train_parity as tp  # noqa: E402  (compile flags, log reading, golden lay
 
 SKIP_CODE = 77
 RUNS = ["infer", "grad", "sgd", "adam", "adamw"]
+# The eval-mode export of each model, for the inference plans (the *_train.onnx exports keep
+# BatchNormalization in training mode).
+INFER_ONNX = {"mlp": "mlp.onnx", "cnn": "cnn.onnx", "resnet": "resnet.onnx", "unet": "unet.onnx",
+              "gpt": "gpt.onnx"}
 VIEW_ONLY = """<ir_version: 8, opset_import: ["" : 13]>
 agraph (float[N, 3, 4] x) => (float[N, 12] y) {
   shape = Constant <value = int64[2] {0, -1}> ()
@@ -170,8 +175,9 @@ def check_model(model, args, tools, tmp, rep):
                                  "--outputs", o], f"dtc-run --infer ({dev})")
                     return None, np.load(o)
 
-                res = run_pair(tools, onnx_path, ["--inference", "--batch-size", str(batch)],
-                               tmp, f"{model}_infer", infer)
+                res = run_pair(tools, os.path.join(ROOT, "models", INFER_ONNX[model]),
+                               ["--inference", "--batch-size", str(batch)], tmp, f"{model}_infer",
+                               infer)
                 cpu, cuda = res["cpu"][1], res["cuda"][1]
                 pairs = [(f"output/{k}", cuda[k], cpu[k]) for k in cpu.files]
                 missing = [k for k in cpu.files if k not in cuda.files]
