@@ -35,8 +35,10 @@ public:
   /// beforehand). On a GPU the host must not dereference it: use upload/download/copy.
   virtual void *arenaAt(uint64_t offset) = 0;
   /// Host -> arena and arena -> host copies of `bytes` bytes, the only paths between host
-  /// memory and the arena. Both are ordered after every kernel submitted so far and complete
-  /// before they return (`src` may be reused, `dst` read at once).
+  /// memory and the arena, ordered after every kernel and copy submitted so far. upload()
+  /// returns once `src` may be reused (on a GPU the bytes are staged in pinned memory and
+  /// reach the arena before any kernel submitted afterwards runs); download() returns with the
+  /// bytes in `dst`.
   virtual Status upload(uint64_t offset, const void *src, uint64_t bytes) = 0;
   virtual Status download(uint64_t offset, void *dst, uint64_t bytes) = 0;
   /// Arena -> arena copy of `bytes` bytes between device addresses from arenaAt(), on the
