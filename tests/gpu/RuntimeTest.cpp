@@ -4,8 +4,8 @@
 // messages, and whole plans compiled by dtc-compile (--device cuda vs --device cpu): inference
 // of the bundled models and the training runs of the MLP, compared value by value. Every test
 // skips without a GPU (DTC_GPU_TEST_DEVICE=cpu runs the plan-level ones with the CPU as the
-// device under test: a dry run of their plumbing). The model-level training parity of all bundled models is
-// tests/gpu/gpu_parity.py.
+// device under test: a dry run of their plumbing). The model-level training parity of all bundled
+// models is tests/gpu/gpu_parity.py.
 #include "tests/gpu/GpuTestUtil.h"
 
 #include "compiler/plan/Plan.h"
@@ -126,7 +126,9 @@ std::string deviceUnderTest() {
       DTC_REQUIRE_GPU();                                                                           \
   } while (0)
 
-std::string tool(const std::string &name) { return std::string(DTC_GPU_TEST_TOOLS_DIR) + "/" + name; }
+std::string tool(const std::string &name) {
+  return std::string(DTC_GPU_TEST_TOOLS_DIR) + "/" + name;
+}
 std::string modelPath(const std::string &file) {
   return std::string(DTC_GPU_TEST_SOURCE_DIR) + "/models/" + file;
 }
@@ -227,7 +229,8 @@ TEST(CudaExecutor, ViewOnlyPlanRuns) {
          "  y = Reshape(x, shape)\n"
          "}\n";
   }
-  ASSERT_TRUE(compilePlan(model.string(), "--inference --batch-size 5 --device " + deviceUnderTest(),
+  ASSERT_TRUE(compilePlan(model.string(),
+                          "--inference --batch-size 5 --device " + deviceUnderTest(),
                           dir.path / "v.dtc"));
   auto ex = load(dir.path / "v.dtc");
   ASSERT_TRUE(ex.hasValue()) << ex.status().message();
@@ -250,13 +253,13 @@ TEST(CudaExecutor, ViewOnlyPlanRuns) {
 }
 
 /// Inference of a bundled model on cuda vs cpu (the same plan flags, the same random inputs).
-void inferenceParity(const std::string &file, const std::string &flags, int64_t intHi,
-                     double rtol, double atol) {
+void inferenceParity(const std::string &file, const std::string &flags, int64_t intHi, double rtol,
+                     double atol) {
   TempDir dir;
   ASSERT_TRUE(compilePlan(modelPath(file), "--inference " + flags, dir.path / "cpu.dtc"));
-  ASSERT_TRUE(
-      compilePlan(modelPath(file), "--inference --device " + deviceUnderTest() + " " + flags,
-                  dir.path / "cuda.dtc"));
+  ASSERT_TRUE(compilePlan(modelPath(file),
+                          "--inference --device " + deviceUnderTest() + " " + flags,
+                          dir.path / "cuda.dtc"));
   fs::copy_file(modelPath(file), dir.path / file);
   auto cpu = load(dir.path / "cpu.dtc");
   ASSERT_TRUE(cpu.hasValue()) << cpu.status().message();
