@@ -75,7 +75,7 @@ summary+=("build: ${targets[*]} in $(elapsed) s")
 
 echo "== ctest -L gpu =="
 ctest_log=$(mktemp)
-ctest --test-dir "$build" -L gpu -E '^gpu_e2e_parity$' --timeout 300 -j"$(( gpus > 0 ? 1 : jobs ))" \
+ctest --test-dir "$build" -L gpu -E '^gpu_e2e_parity$' --timeout 300 -j"$(( gpus > 0 ? 4 : jobs ))" \
   --output-on-failure 2>&1 | tee "$ctest_log"
 passed=$(grep -cE 'Test +#[0-9]+: .* +Passed' "$ctest_log" || true)
 skipped=$(grep -cE 'Test +#[0-9]+: .*\*\*\*Skipped' "$ctest_log" || true)
