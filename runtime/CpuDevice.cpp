@@ -1,5 +1,8 @@
-// The CPU device: an aligned host arena, memcpy transfers, oneDNN kernels on one in-order stream.
+// The CPU device: an aligned host arena, memcpy transfers, oneDNN kernels on one in-order stream;
+// and createDevice, which picks the CPU or the CUDA device for a plan's rank.
 #include "runtime/Device.h"
+
+#include "ops/cpu/Kernel.h"
 
 #include <dlfcn.h>
 #include <unistd.h>
@@ -28,6 +31,7 @@ public:
   ~CpuDevice() override { std::free(arena_); }
 
   std::string name() const override { return "cpu:0"; }
+  ops::DeviceKind kind() const override { return ops::DeviceKind::kCpu; }
 
   Status allocateArena(uint64_t bytes, uint64_t alignment) override {
     std::free(arena_);
@@ -67,13 +71,26 @@ public:
     return Status::ok();
   }
 
-  Expected<std::unique_ptr<ops::cpu::Kernel>>
-  createKernel(const ops::cpu::KernelSpec &spec) override {
+  Status copy(void *dst, const void *src, uint64_t bytes) override {
+    if (dst != src && bytes)
+      std::memmove(dst, src, bytes);
+    return Status::ok();
+  }
+
+  Expected<ops::KernelPtr> createKernel(const ops::KernelSpec &spec) override {
     return ops::cpu::createKernel(spec, ctx_);
   }
 
-  void setCollectives(ops::cpu::KernelCollectives *collectives) override {
+  void setCollectives(ops::KernelCollectives *collectives) override {
     ctx_.collectives = collectives;
+  }
+
+  /// The executor runs the plan's collectives on the host communicator: the arena is host
+  /// memory.
+  Expected<DeviceCommunicator *> createCommunicator(Communicator &,
+                                                    const std::vector<std::vector<int>> &,
+                                                    const CommOptions &) override {
+    return static_cast<DeviceCommunicator *>(nullptr);
   }
 
   Status synchronize() override {
@@ -95,6 +112,37 @@ private:
 
 std::unique_ptr<Device> createCpuDevice(int threads) {
   return std::make_unique<CpuDevice>(threads);
+}
+
+int chooseGpu(int index, int localRank, int deviceCount) {
+  if (localRank < 0) {
+    localRank = 0;
+    // Open MPI's mpirun sets the first, Slurm's srun the second.
+    for (const char *var : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"})
+      if (const char *v = std::getenv(var)) {
+        char *end = nullptr;
+        const long r = std::strtol(v, &end, 10);
+        if (end != v && *end == '\0' && r >= 0 && r < (1L << 20)) {
+          localRank = static_cast<int>(r);
+          break;
+        }
+      }
+  }
+  if (deviceCount <= 0)
+    return 0;
+  return static_cast<int>((static_cast<int64_t>(index) + localRank) % deviceCount);
+}
+
+Expected<std::unique_ptr<Device>> createDevice(ops::DeviceKind kind, int index,
+                                               const DeviceOptions &opts) {
+  if (kind == ops::DeviceKind::kCpu)
+    return createCpuDevice(opts.threads);
+#ifdef DTC_HAVE_CUDA
+  return createCudaDevice(index, opts);
+#else
+  return Status::error("runs on cuda:" + std::to_string(index) +
+                       " but this dtc-run was built without CUDA (DTC_ENABLE_CUDA=OFF)");
+#endif
 }
 
 } // namespace dtc::rt

@@ -21,13 +21,13 @@ namespace dtc::rt {
 
 namespace {
 
-/// "f32[2,3]": the text kernels use for operand types (ops::cpu::TensorDesc::str).
-ops::cpu::TensorDesc descOf(const plan::Buffer &b, bool inference) {
-  ops::cpu::TensorDesc d;
+/// "f32[2,3]": the text kernels use for operand types (ops::TensorDesc::str).
+ops::TensorDesc descOf(const plan::Buffer &b, bool inference) {
+  ops::TensorDesc d;
   d.dtype = static_cast<ir::DType>(b.dtype());
   d.shape = shapeOf(b);
-  d.layout = b.layout() == plan::LAYOUT_CHANNELS_LAST ? ops::cpu::Layout::kChannelsLast
-                                                      : ops::cpu::Layout::kRowMajor;
+  d.layout = b.layout() == plan::LAYOUT_CHANNELS_LAST ? ops::Layout::kChannelsLast
+                                                      : ops::Layout::kRowMajor;
   // Weights never change in an inference plan; constants never change at all.
   d.constant =
       b.kind() == plan::BUFFER_CONSTANT || (inference && b.kind() == plan::BUFFER_PARAMETER);
@@ -64,20 +64,20 @@ ir::Attribute toIrAttr(const plan::Attr &a) {
 
 } // namespace
 
-Expected<ops::cpu::KernelSpec> kernelSpecOf(const plan::RankProgram &rank,
-                                            const plan::KernelCall &call, bool inference) {
-  ops::cpu::KernelSpec spec;
+Expected<ops::KernelSpec> kernelSpecOf(const plan::RankProgram &rank, const plan::KernelCall &call,
+                                       bool inference) {
+  ops::KernelSpec spec;
   spec.op = call.op();
   spec.domain = call.domain();
   spec.node = call.node();
   for (int32_t b : call.inputs()) {
-    ops::cpu::TensorDesc d;
+    ops::TensorDesc d;
     if (b >= 0)
       d = descOf(rank.buffers(b), inference);
     spec.inputs.push_back(std::move(d));
   }
   for (int32_t b : call.outputs()) {
-    ops::cpu::TensorDesc d;
+    ops::TensorDesc d;
     if (b >= 0)
       d = descOf(rank.buffers(b), inference);
     spec.outputs.push_back(std::move(d));
@@ -135,10 +135,16 @@ Executor::Executor(plan::Plan plan, const ExecutorOptions &opts)
 Executor::~Executor() {
   // A run that failed after launching collectives leaves them writing into the arena: let them
   // finish before the arena goes (a lost peer fails them within the communicator's timeout).
-  if (opts_.comm && std::find(launched_.begin(), launched_.end(), true) != launched_.end()) {
-    Status drained = opts_.comm->waitAll();
+  if (std::find(launched_.begin(), launched_.end(), true) != launched_.end()) {
+    Status drained = waitAllCollectives();
     (void)drained; // the run's own error is the one reported
   }
+}
+
+Status Executor::waitAllCollectives() {
+  if (deviceComm_)
+    return deviceComm_->waitAll();
+  return opts_.comm ? opts_.comm->waitAll() : Status::ok();
 }
 
 Expected<std::unique_ptr<Executor>> Executor::create(plan::Plan plan, const ExecutorOptions &opts) {
@@ -149,11 +155,18 @@ Expected<std::unique_ptr<Executor>> Executor::create(plan::Plan plan, const Exec
 
 Status Executor::load() {
   const std::string where = opts_.planPath;
+  // Instructions are checked against the kernels of the plan's device kind (the CUDA target's
+  // checks are plain C++: a CUDA plan validates in a build without CUDA too).
+  const bool cudaPlan =
+      std::any_of(plan_.ranks().begin(), plan_.ranks().end(),
+                  [](const plan::RankInfo &r) { return r.device().type() == plan::DEVICE_CUDA; });
+  const ops::Target &target =
+      ops::targetFor(cudaPlan ? ops::DeviceKind::kCuda : ops::DeviceKind::kCpu);
   DTC_RETURN_IF_ERROR(plan::validatePlan(
       plan_, where, [&](const plan::RankProgram &rank, const plan::KernelCall &call) -> Status {
-        DTC_ASSIGN_OR_RETURN(ops::cpu::KernelSpec spec,
+        DTC_ASSIGN_OR_RETURN(ops::KernelSpec spec,
                              kernelSpecOf(rank, call, plan_.mode() == plan::MODE_INFERENCE));
-        return ops::cpu::checkKernel(spec);
+        return target.checkKernel(spec);
       }));
   if (opts_.rank < 0 || opts_.rank >= plan_.world_size())
     return Status::error(where, "rank " + std::to_string(opts_.rank) +
@@ -168,8 +181,20 @@ Status Executor::load() {
       (where.empty() ? "" : where + ": ") +
       (opts_.program >= 0 ? "program " + std::to_string(opts_.program)
                           : "rank " + std::to_string(opts_.rank));
-  if (plan_.ranks(opts_.rank).device().type() != plan::DEVICE_CPU)
-    return Status::error(rankWhere, "the plan targets a CUDA device; this dtc-run runs CPU plans");
+  // The device first: a plan for a GPU this process cannot use fails before weights are read.
+  {
+    const plan::Device &dev = plan_.ranks(opts_.rank).device();
+    DeviceOptions dopts;
+    dopts.threads = opts_.threads;
+    dopts.cudaWorkspaceLimit = static_cast<size_t>(std::max(opts_.cudaWorkspaceMb, 0)) << 20;
+    auto device = createDevice(dev.type() == plan::DEVICE_CUDA ? ops::DeviceKind::kCuda
+                                                               : ops::DeviceKind::kCpu,
+                               dev.index(), dopts);
+    if (!device) // "rank 0 runs on cuda:0 but ..."
+      return Status::error(rankWhere + " " + device.status().message());
+    device_ = device.takeValue();
+    hostArena_ = device_->kind() == ops::DeviceKind::kCpu;
+  }
 
   // Weights: re-read from the source model after checking it is the file the plan was made from.
   bool needsModel = false;
@@ -224,18 +249,28 @@ Status Executor::load() {
   // world), created by every rank together; a collective naming axis "dp" runs on this rank's
   // dp group, and point-to-point peers are group ranks turned into world ranks here.
   std::map<std::string, int> groupOfAxis;
+  std::vector<std::vector<int>> lists;
   if (opts_.comm && plan_.groups_size() > 0) {
-    std::vector<std::vector<int>> lists;
     for (const plan::CommGroup &g : plan_.groups())
       lists.emplace_back(g.ranks().begin(), g.ranks().end());
     DTC_RETURN_IF_ERROR(opts_.comm->createGroups(lists).withContext(rankWhere));
     for (int32_t g : plan_.ranks(opts_.rank).groups())
       groupOfAxis[plan_.groups(g).axis()] = g;
   }
-  device_ = createCpuDevice(opts_.threads);
+  if (hasCollectives) {
+    // On a GPU the collectives run on the device's communicator (NCCL, bootstrapped over the
+    // host communicator, with the same groups); the CPU device returns null.
+    CommOptions co;
+    co.timeoutSeconds = opts_.commTimeoutSeconds;
+    co.tracer = opts_.tracer;
+    auto dc = device_->createCommunicator(*opts_.comm, lists, co);
+    if (!dc)
+      return dc.status().withContext(rankWhere);
+    deviceComm_ = *dc;
+  }
   if (opts_.comm && groupOfAxis.count("dp")) {
     // Synchronized BatchNorm reduces over the stage's data-parallel replicas only.
-    class GroupCollectives : public ops::cpu::KernelCollectives {
+    class GroupCollectives : public ops::KernelCollectives {
     public:
       GroupCollectives(Communicator &comm, int group, int size)
           : comm_(comm), group_(group), size_(size) {}
@@ -262,8 +297,8 @@ Status Executor::load() {
                                                             plan_.groups(g).ranks_size());
   }
   device_->setCollectives(kernelCollectives_ ? kernelCollectives_.get()
-                          : opts_.comm      ? static_cast<ops::cpu::KernelCollectives *>(opts_.comm)
-                                            : nullptr);
+                          : opts_.comm       ? static_cast<ops::KernelCollectives *>(opts_.comm)
+                                             : nullptr);
   DTC_RETURN_IF_ERROR(device_->allocateArena(rp.arena_bytes(), rp.alignment()));
 
   // Gradients and optimizer state start at zero (the arena is zero-filled, but the bytes of a
@@ -319,7 +354,7 @@ Status Executor::load() {
     const plan::Instruction &ins = rp.instructions(i);
     Step step;
     if (ins.has_copy()) {
-      step.kind = StepKind::kCopy;
+      step.kind = StepKind::kCopy; // device addresses: Device::copy
       step.inputs.push_back(device_->arenaAt(rp.buffers(ins.copy().src()).offset()));
       step.outputs.push_back(device_->arenaAt(rp.buffers(ins.copy().dst()).offset()));
       step.copyBytes = rp.buffers(ins.copy().src()).size_bytes();
@@ -380,7 +415,7 @@ Status Executor::load() {
       entries.push_back({launch.substr(0, launch.find('(')) + "(wait)", step.name, 0, 0});
     } else {
       const plan::KernelCall &call = ins.kernel();
-      DTC_ASSIGN_OR_RETURN(ops::cpu::KernelSpec spec,
+      DTC_ASSIGN_OR_RETURN(ops::KernelSpec spec,
                            kernelSpecOf(rp, call, plan_.mode() == plan::MODE_INFERENCE));
       auto kernel = device_->createKernel(spec);
       if (!kernel)
@@ -396,6 +431,9 @@ Status Executor::load() {
     }
     steps_.push_back(std::move(step));
   }
+  // The CUDA device allocates the kernels' shared workspace now that all of them said how much
+  // they need.
+  DTC_RETURN_IF_ERROR(device_->prepare().withContext(rankWhere));
   profiler_.reset(std::move(entries));
   inputSet_.assign(rp.inputs_size(), false);
   inFlight_.assign(steps_.size(), 0);
@@ -462,7 +500,12 @@ Status Executor::run(int begin, int end) {
     }
     DTC_RETURN_IF_ERROR(runStep(i));
     if (timed) {
-      DTC_RETURN_IF_ERROR(device_->synchronize());
+      // Synchronizing after every instruction also names the one whose asynchronous (GPU)
+      // work failed.
+      if (Status st = device_->synchronize(); !st.isOk())
+        return st.withContext("rank " + std::to_string(opts_.rank) + ": instruction " +
+                              std::to_string(i) + " (" + steps_[i].category + " '" +
+                              steps_[i].name + "')");
       if (opts_.profile)
         profiler_.add(i, std::chrono::duration<double>(Clock::now() - t0).count());
       if (opts_.tracer) {
@@ -484,7 +527,7 @@ Status Executor::run(int begin, int end) {
   // outputs while the caller reads them.
   for (size_t i = static_cast<size_t>(begin); i < static_cast<size_t>(end); ++i)
     if (launched_[i]) {
-      Status drained = opts_.comm->waitAll(); // nothing may write the arena after returning
+      Status drained = waitAllCollectives(); // nothing may write the arena after returning
       (void)drained;
       std::fill(launched_.begin(), launched_.end(), false);
       return Status::error("rank " + std::to_string(opts_.rank) + ": instruction " +
@@ -502,20 +545,22 @@ Status Executor::runStep(size_t i) {
                             std::to_string(i); };
   switch (s.kind) {
   case StepKind::kKernel: {
-    ops::cpu::KernelArgs args{s.inputs.data(), s.inputs.size(), s.outputs.data(),
-                              s.outputs.size()};
+    ops::KernelArgs args{s.inputs.data(), s.inputs.size(), s.outputs.data(), s.outputs.size()};
     Status st = s.kernel->run(args);
     // A collective inside a kernel (synchronized BatchNorm) names the rank and node already.
     return st.isOk() || st.message().rfind("rank ", 0) == 0 ? st : st.withContext(where());
   }
-  case StepKind::kCopy:
-    if (s.outputs[0] != s.inputs[0] && s.copyBytes)
-      std::memmove(s.outputs[0], s.inputs[0], s.copyBytes);
-    return Status::ok();
+  case StepKind::kCopy: {
+    // The CPU device's copy is this memmove: inline, so the CPU loop makes no virtual call.
+    if (hostArena_) {
+      if (s.outputs[0] != s.inputs[0] && s.copyBytes)
+        std::memmove(s.outputs[0], s.inputs[0], s.copyBytes);
+      return Status::ok();
+    }
+    Status st = device_->copy(s.outputs[0], s.inputs[0], s.copyBytes);
+    return st.isOk() ? st : st.withContext(where());
+  }
   case StepKind::kCollective: {
-    // Kernels before it must have written its inputs (the CPU stream is in order, but a device
-    // with an asynchronous stream would need an event here).
-    DTC_RETURN_IF_ERROR(device_->synchronize());
     CommRequest r;
     r.kind = s.commKind;
     r.name = s.name;
@@ -528,7 +573,15 @@ Status Executor::runStep(size_t i) {
     r.outputs = s.outputs;
     r.bytes = s.operandBytes;
     r.persistent = s.persistent;
-    inFlight_[i] = opts_.comm->submit(std::move(r));
+    if (deviceComm_) {
+      // Stream-ordered: the communicator's stream waits for the kernels enqueued so far.
+      inFlight_[i] = deviceComm_->submit(std::move(r));
+    } else {
+      // Kernels before it must have written its inputs (the CPU stream is in order; this
+      // returns at once).
+      DTC_RETURN_IF_ERROR(device_->synchronize());
+      inFlight_[i] = opts_.comm->submit(std::move(r));
+    }
     launched_[i] = true;
     return Status::ok();
   }
@@ -538,8 +591,9 @@ Status Executor::runStep(size_t i) {
       return Status::error(where() + " (wait)", "the collective of instruction " +
                                                     std::to_string(c) + " was not launched");
     launched_[c] = false;
-    // The communicator's errors name the rank and the collective already.
-    return opts_.comm->wait(inFlight_[c]);
+    // The communicator's errors name the rank and the collective already. On a GPU the wait
+    // is stream-ordered: later kernels see the outputs, the host does not block.
+    return deviceComm_ ? deviceComm_->wait(inFlight_[c]) : opts_.comm->wait(inFlight_[c]);
   }
   }
   return Status::error(where(), "unknown instruction kind");

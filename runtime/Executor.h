@@ -6,6 +6,7 @@
 
 #include "compiler/plan/Plan.h"
 #include "runtime/Device.h"
+#include "runtime/DeviceComm.h"
 #include "runtime/Profiler.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/io/Npy.h"
@@ -31,10 +32,16 @@ struct ExecutorOptions {
   int program = -1;
   /// OpenMP threads for the CPU kernels (0: the OpenMP default).
   int threads = 0;
+  /// CUDA plans: the most workspace, in MiB, a kernel may ask cuDNN for (dtc-run
+  /// --cuda-workspace-mb).
+  int cudaWorkspaceMb = 256;
+  /// CUDA plans with collectives: the device communicator's timeout (dtc-run --timeout).
+  double commTimeoutSeconds = 60;
   /// Time every instruction (see Profiler).
   bool profile = false;
   /// The job's communicator: needed by plans with collectives (data parallelism); it runs their
-  /// Collective instructions and synchronized BatchNormalization. Not owned; null on one rank.
+  /// Collective instructions (on a CUDA plan it bootstraps the device communicator, NCCL, which
+  /// runs them instead) and synchronized BatchNormalization. Not owned; null on one rank.
   Communicator *comm = nullptr;
   /// Records every instruction as a trace event (--trace). Not owned; may be null.
   Tracer *tracer = nullptr;
@@ -83,6 +90,8 @@ public:
   /// Forgets the times recorded so far (warm-up runs).
   void resetProfile() { profiler_.clear(); }
   uint64_t arenaBytes() const { return program().arena_bytes(); }
+  /// The device the program runs on ("cpu:0", "cuda:1").
+  const Device &device() const { return *device_; }
 
 private:
   Executor(plan::Plan plan, const ExecutorOptions &opts);
@@ -91,12 +100,17 @@ private:
   ExecutorOptions opts_;
   /// What kernels that reduce over ranks (synchronized BatchNorm) reduce over: the rank's dp
   /// group (in a pipeline, the replicas of its stage), or the world without a plan group.
-  std::unique_ptr<ops::cpu::KernelCollectives> kernelCollectives_;
+  std::unique_ptr<ops::KernelCollectives> kernelCollectives_;
   std::unique_ptr<Device> device_;
+  /// A CUDA plan's collectives run on the device's communicator (owned by the device); null on
+  /// the CPU, whose collectives run on opts_.comm.
+  DeviceCommunicator *deviceComm_ = nullptr;
+  /// The arena is host memory (the CPU device): copy steps run inline.
+  bool hostArena_ = false;
   enum class StepKind { kKernel, kCopy, kCollective, kWait };
   struct Step {
     StepKind kind = StepKind::kKernel;
-    std::unique_ptr<ops::cpu::Kernel> kernel; // kKernel
+    ops::KernelPtr kernel; // kKernel
     std::vector<const void *> inputs;
     std::vector<void *> outputs;
     uint64_t copyBytes = 0;          // kCopy
@@ -116,6 +130,8 @@ private:
   };
   /// Runs one instruction (errors name the rank and the instruction).
   Status runStep(size_t i);
+  /// Waits for every collective still in flight (on the device's communicator or the host's).
+  Status waitAllCollectives();
   std::vector<Step> steps_;
   /// Handle of the collective launched by instruction i and not yet waited for.
   std::vector<uint64_t> inFlight_;
@@ -134,7 +150,7 @@ Expected<std::string> resolveModelPath(const plan::Plan &plan, const ExecutorOpt
 /// Builds the kernel spec of a plan instruction (op, attributes, operand types from the buffers;
 /// in an inference plan parameters are marked constant). Operand indices must already be
 /// validated.
-Expected<ops::cpu::KernelSpec> kernelSpecOf(const plan::RankProgram &rank,
-                                            const plan::KernelCall &call, bool inference);
+Expected<ops::KernelSpec> kernelSpecOf(const plan::RankProgram &rank, const plan::KernelCall &call,
+                                       bool inference);
 
 } // namespace dtc::rt

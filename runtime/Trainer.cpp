@@ -668,6 +668,8 @@ Status train(plan::Plan plan, const TrainOptions &opts) {
   eo.planPath = opts.planPath;
   eo.modelPath = opts.modelPath;
   eo.threads = opts.threads;
+  eo.cudaWorkspaceMb = opts.cudaWorkspaceMb;
+  eo.commTimeoutSeconds = opts.commTimeoutSeconds;
   eo.profile = opts.profile != nullptr;
   eo.rank = rank;
   eo.comm = opts.comm;

@@ -70,6 +70,10 @@ struct TrainOptions {
   std::string dumpGradientsPath;
   std::string saveParamsPath;
   int threads = 0;
+  /// CUDA plans: cuDNN workspace limit in MiB (--cuda-workspace-mb) and the NCCL
+  /// communicator's timeout in seconds (--timeout); see ExecutorOptions.
+  int cudaWorkspaceMb = 256;
+  double commTimeoutSeconds = 60;
   /// Progress: nullptr for none; on a terminal one updating line, else a line every
   /// `printEvery` steps and one per epoch.
   std::FILE *progress = stderr;

@@ -7,7 +7,8 @@
 # opened successfully to its package (`dpkg -S`), and names each package that is not in setup's
 # list, not in its dependency closure (`apt-cache depends --recurse --installed`, without
 # recommends) and not part of every Debian system (Essential or Priority: required, as
-# `debootstrap --variant=minbase` installs).
+# `debootstrap --variant=minbase` installs). Files under /usr/local belong to no package: the
+# only ones accepted are the CUDA toolkit's (preinstalled; see the comment in the script).
 # Usage: tools/check_setup.sh [BUILD_DIR...]   exit 0: complete; 1: packages missing from setup
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -103,6 +104,46 @@ used = {}
 for path, pkgs in own.items():
     for pkg in pkgs:
         used.setdefault(pkg, path)
+
+# /usr/local holds no Debian package, so dpkg cannot vouch for what the build reads there. The
+# one thing it may read there is the CUDA toolkit (nvcc, cudart, cuBLAS, cuDNN, NCCL, CCCL):
+# NVIDIA's installer puts it under /usr/local/cuda-<version> (with /usr/local/cuda, and on the
+# GPU machine kind also /usr/local/{bin,include,lib} wrappers and copies of its files), it comes
+# preinstalled on the machine kinds that build the CUDA backend, and tools/setup.sh cannot install
+# it (Debian has no package of CUDA 13, cuDNN 9 or NCCL 2.28); where it is missing, CMake turns
+# DTC_ENABLE_CUDA off and the build needs nothing from /usr/local. Accepted explicitly, file by
+# file: a file whose real path lies in a toolkit root, or a wrapper or copy in /usr/local/X whose
+# name the toolkit also has (X under the root itself, its targets/*/ or its lib64/). Any other
+# file the build reads under /usr/local is an error.
+import glob
+cuda_roots = sorted({os.path.realpath(d) for d in glob.glob("/usr/local/cuda*") if os.path.isdir(d)})
+
+def in_toolkit(p):
+    real = os.path.realpath(p)
+    if any(real.startswith(r + "/") for r in cuda_roots):
+        return True
+    rel = p[len("/usr/local/"):]
+    alts = [rel]
+    if rel.startswith("lib/"):
+        alts.append("lib64/" + rel[len("lib/"):])
+    for r in cuda_roots:
+        for a in alts:
+            if os.path.exists(os.path.join(r, a)) or glob.glob(os.path.join(r, "targets", "*", a)):
+                return True
+    return False
+
+local = sorted(p for p in paths if os.path.isabs(p) and p.startswith("/usr/local/") and
+               os.path.isfile(p))
+toolkit = [p for p in local if in_toolkit(p)]
+foreign = [p for p in local if p not in toolkit]
+if toolkit:
+    print(f"check_setup: {len(toolkit)} files of the CUDA toolkit ({', '.join(cuda_roots)}) "
+          "accepted: preinstalled by NVIDIA's installer, not a Debian package")
+if foreign:
+    for p in foreign[:20]:
+        print(f"error: check_setup: the build reads {p}, which is neither from a Debian package "
+              "nor part of the CUDA toolkit", file=sys.stderr)
+    sys.exit(1)
 
 setup = [l.strip() for l in open(os.path.join(work, "setup.txt")) if l.strip()]
 missing_setup = [p for p in setup if subprocess.run(

@@ -1,4 +1,5 @@
-// dtc-run: executes a plan made by dtc-compile (DESIGN.md sections 8-9) on the CPU. Inference
+// dtc-run: executes a plan made by dtc-compile (DESIGN.md sections 8-9) on the device its ranks
+// name (the CPU, or a GPU: --device cuda plans in a build with DTC_ENABLE_CUDA). Inference
 // plans: `dtc-run plan.dtc --infer --inputs in.npz --outputs out.npz`; training plans:
 // `dtc-run plan.dtc --data train.npz [--epochs E | --steps S] ...` (runtime/Trainer.h).
 // Exit codes: 0 ok, 1 error (printed as "error: <where>: <what>"), 2 usage.
@@ -154,6 +155,11 @@ int main(int argc, char **argv) {
                  "CPU threads for the kernels (0, the default: OpenMP's default, one per core "
                  "or OMP_NUM_THREADS)")
       ->check(CLI::Range(0, 4096));
+  int cudaWorkspaceMb = 256;
+  app.add_option("--cuda-workspace-mb", cudaWorkspaceMb,
+                 "CUDA plans: the most scratch memory, in MiB, a cuDNN kernel may use when it "
+                 "chooses its algorithm (default 256)")
+      ->check(CLI::Range(0, 1 << 20));
   app.add_flag("--profile", profile,
                "print the time of every kernel (sorted), the arena and the peak memory to stderr");
   app.add_option("--repeat", repeat,
@@ -449,6 +455,8 @@ int main(int argc, char **argv) {
     train.planPath = planPath;
     train.modelPath = modelPath;
     train.threads = threads;
+    train.cudaWorkspaceMb = cudaWorkspaceMb;
+    train.commTimeoutSeconds = timeout;
     if (profile)
       train.profile = &std::cerr;
     if (!seedOpt->empty())
@@ -535,6 +543,7 @@ int main(int argc, char **argv) {
   opts.planPath = planPath;
   opts.modelPath = modelPath;
   opts.threads = threads;
+  opts.cudaWorkspaceMb = cudaWorkspaceMb;
   opts.profile = profile;
   auto executor = dtc::rt::Executor::create(plan.takeValue(), opts);
   if (!executor)

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds dtc, and runs every test:
 #   1. Release build with -Werror: unit tests (GoogleTest) and lit golden/error tests (ctest);
-#   2. AddressSanitizer + UndefinedBehaviorSanitizer build (clang), then tools/check_setup.sh
-#      (every Debian package either build uses comes with tools/setup.sh), then the unit tests
+#      with the CUDA backend where nvcc is found (DTC_ENABLE_CUDA: kernels, CUDA device, NCCL
+#      communicator compile and link; the GPU tests skip without a GPU: tests/gpu/check.sh runs
+#      them where there is one);
+#   2. AddressSanitizer + UndefinedBehaviorSanitizer build (clang; the CUDA backend off), then
+#      tools/check_setup.sh (every Debian package either build uses comes with tools/setup.sh;
+#      under /usr/local only the CUDA toolkit), then the unit tests
 #      and the bad-input lit tests under the sanitizers;
 #   3. libFuzzer targets (ONNX importer, plan reader + validator, training plans through the
 #      training loop, NPY/NPZ reader): short runs from their seed corpora.

@@ -6,4 +6,5 @@ add_executable(dtc_nccl_check ${CMAKE_CURRENT_SOURCE_DIR}/nccl_check.cpp)
 target_link_libraries(dtc_nccl_check PRIVATE dtc_rt_cuda dtc_comm)
 add_test(NAME nccl_check COMMAND ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe
   --bind-to none -n 2 $<TARGET_FILE:dtc_nccl_check>)
-set_tests_properties(nccl_check PROPERTIES LABELS gpu TIMEOUT 300)
+set_tests_properties(nccl_check PROPERTIES LABELS gpu TIMEOUT 300
+  SKIP_REGULAR_EXPRESSION "SKIP: dtc_nccl_check needs 2 GPUs")

@@ -15,6 +15,12 @@ config.environment["PATH"] = os.pathsep.join(
 # (it reserves terabytes of address space, so an address-space limit (ulimit -v) stops it).
 if config.dtc_sanitize.upper() in ("ON", "1", "TRUE", "YES"):
     config.available_features.add("asan")
+# "cuda": dtc-run was built with the CUDA backend (DTC_ENABLE_CUDA); "gpu": this machine has an
+# NVIDIA GPU (its driver's device node), so CUDA plans run instead of failing.
+if getattr(config, "dtc_enable_cuda", "").upper() in ("ON", "1", "TRUE", "YES"):
+    config.available_features.add("cuda")
+if os.path.exists("/dev/nvidia0") or os.path.exists("/dev/nvidiactl"):
+    config.available_features.add("gpu")
 # Sanitizer builds: fail a test on any report, never on leaks inside protobuf's arenas.
 for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
     if var in os.environ:

@@ -3,7 +3,7 @@
 dtc_unit_test(dtc_training_runtime_tests
   SOURCES unit/runtime/TrainingTestUtil.cpp unit/runtime/DataLoaderTest.cpp
           unit/runtime/LrScheduleTest.cpp unit/runtime/CheckpointTest.cpp
-          unit/runtime/TrainerTest.cpp
+          unit/runtime/TrainerTest.cpp unit/runtime/DeviceTest.cpp
   LIBS dtc_runtime dtc_test_util nlohmann_json::nlohmann_json)
 # Parameter servers and central storage (runtime/ps): cluster parsing, shard placement and the
 # server's rules on a compiled ps=2:2 plan.
