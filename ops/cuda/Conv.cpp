@@ -1,0 +1,335 @@
+// CUDA kernels of Conv, ai.dtc.FusedConv, ai.dtc.ConvGradData, ai.dtc.ConvGradWeight (with the
+// bias gradient as its optional output 1) and ConvTranspose on cuDNN's Nd convolutions (NCHW,
+// cross-correlation, groups, dilations). A 1-D convolution is a 2-D one with a trailing unit
+// axis. cuDNN pads both ends by the same amount: a window's start depends only on the begin pad,
+// so asymmetric pads are accepted when the sizes cuDNN derives with the begin pad on both ends
+// equal the real ones (DenseCheck.cpp rejects the others). Math mode CUDNN_FMA_MATH (no TF32), so
+// results match the CPU at f32 tolerances. The algorithm is chosen once, at creation, from
+// cudnnGet*_v7's ranked list: the first that fits ctx.workspaceLimit() (deterministic ones first
+// for the weight gradient), and its workspace is reserved. ConvTranspose is the data gradient of
+// the convolution that maps its output back to its input. FusedConv runs the convolution onto Z
+// (beta = 1), then adds the bias and applies a NaN-propagating relu (cuDNN's fused
+// ConvolutionBiasActivation supports only one algorithm and requires a bias).
+#include "ops/cuda/CudaKernel.h"
+#include "ops/cuda/DenseUtil.h"
+
+#include <algorithm>
+
+namespace dtc::ops::cuda {
+
+namespace {
+
+/// The convolution seen from the side of its "forward" input x [N, C, ...] and output
+/// y [N, M, ...] with weights w [M, C/group, k...] (ConvTranspose: x is its output, y its input).
+struct ConvDims {
+  std::vector<int> x, w, y;
+  std::vector<int> pads, strides, dilations;
+  int group = 1;
+};
+
+std::vector<int> toInt(const std::vector<int64_t> &v) { return std::vector<int>(v.begin(), v.end()); }
+
+ConvDims convDims(const KernelSpec &spec, const std::vector<int64_t> &x,
+                  const std::vector<int64_t> &w, const std::vector<int64_t> &y) {
+  size_t sp = x.size() - 2;
+  ConvDims d;
+  d.x = toInt(x);
+  d.w = toInt(w);
+  d.y = toInt(y);
+  d.group = static_cast<int>(spec.attrInt("group", 1));
+  std::vector<int64_t> pads = spec.attrInts("pads", std::vector<int64_t>(2 * sp, 0));
+  d.pads = toInt(std::vector<int64_t>(pads.begin(), pads.begin() + static_cast<long>(sp)));
+  d.strides = toInt(spec.attrInts("strides", std::vector<int64_t>(sp, 1)));
+  d.dilations = toInt(spec.attrInts("dilations", std::vector<int64_t>(sp, 1)));
+  if (sp == 1) { // cuDNN's Nd convolutions need two spatial axes at least
+    d.x.push_back(1);
+    d.w.push_back(1);
+    d.y.push_back(1);
+    d.pads.push_back(0);
+    d.strides.push_back(1);
+    d.dilations.push_back(1);
+  }
+  return d;
+}
+
+/// The cuDNN descriptors of one convolution, destroyed with the kernel.
+class ConvDescs {
+public:
+  ~ConvDescs() {
+    if (x)
+      cudnnDestroyTensorDescriptor(x);
+    if (y)
+      cudnnDestroyTensorDescriptor(y);
+    if (bias)
+      cudnnDestroyTensorDescriptor(bias);
+    if (w)
+      cudnnDestroyFilterDescriptor(w);
+    if (conv)
+      cudnnDestroyConvolutionDescriptor(conv);
+    if (act)
+      cudnnDestroyActivationDescriptor(act);
+  }
+
+  /// `biasChannels` > 0: a bias descriptor [1, biasChannels, 1, ...] of the tensors' rank.
+  Status init(const ConvDims &d, const std::string &where, int biasChannels, bool withRelu) {
+    DTC_CUDNN_RETURN_IF_ERROR(where, cudnnCreateTensorDescriptor(&x));
+    DTC_CUDNN_RETURN_IF_ERROR(where, cudnnCreateTensorDescriptor(&y));
+    DTC_CUDNN_RETURN_IF_ERROR(where, cudnnCreateFilterDescriptor(&w));
+    DTC_CUDNN_RETURN_IF_ERROR(where, cudnnCreateConvolutionDescriptor(&conv));
+    DTC_RETURN_IF_ERROR(setTensor(x, d.x, where));
+    DTC_RETURN_IF_ERROR(setTensor(y, d.y, where));
+    DTC_CUDNN_RETURN_IF_ERROR(where, cudnnSetFilterNdDescriptor(w, CUDNN_DATA_FLOAT,
+                                                                CUDNN_TENSOR_NCHW,
+                                                                static_cast<int>(d.w.size()),
+                                                                d.w.data()));
+    DTC_CUDNN_RETURN_IF_ERROR(
+        where, cudnnSetConvolutionNdDescriptor(conv, static_cast<int>(d.pads.size()),
+                                               d.pads.data(), d.strides.data(),
+                                               d.dilations.data(), CUDNN_CROSS_CORRELATION,
+                                               CUDNN_DATA_FLOAT));
+    DTC_CUDNN_RETURN_IF_ERROR(where, cudnnSetConvolutionGroupCount(conv, d.group));
+    DTC_CUDNN_RETURN_IF_ERROR(where, cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH));
+    if (biasChannels > 0) {
+      // Broadcast over N and the spatial axes (cudnnAddTensor).
+      std::vector<int> b(d.y.size(), 1);
+      b[1] = biasChannels;
+      DTC_CUDNN_RETURN_IF_ERROR(where, cudnnCreateTensorDescriptor(&bias));
+      DTC_RETURN_IF_ERROR(setTensor(bias, b, where));
+    }
+    if (withRelu) {
+      DTC_CUDNN_RETURN_IF_ERROR(where, cudnnCreateActivationDescriptor(&act));
+      DTC_CUDNN_RETURN_IF_ERROR(where, cudnnSetActivationDescriptor(act, CUDNN_ACTIVATION_RELU,
+                                                                    CUDNN_PROPAGATE_NAN, 0.0));
+    }
+    return Status::ok();
+  }
+
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  cudnnActivationDescriptor_t act = nullptr;
+
+private:
+  static Status setTensor(cudnnTensorDescriptor_t t, const std::vector<int> &dims,
+                          const std::string &where) {
+    std::vector<int> strides(dims.size(), 1);
+    for (size_t i = dims.size() - 1; i-- > 0;)
+      strides[i] = strides[i + 1] * std::max(dims[i + 1], 1);
+    DTC_CUDNN_RETURN_IF_ERROR(where, cudnnSetTensorNdDescriptor(t, CUDNN_DATA_FLOAT,
+                                                                static_cast<int>(dims.size()),
+                                                                dims.data(), strides.data()));
+    return Status::ok();
+  }
+};
+
+/// The first algorithm of cuDNN's ranked heuristics list that succeeded, whose workspace (asked
+/// again with the descriptors' math type) fits `limit`; deterministic ones first when
+/// `deterministic`. `count`/`get`/`size` wrap the direction's three cuDNN calls.
+template <typename Perf, typename Algo, typename GetList, typename GetSize>
+Expected<std::pair<Algo, size_t>> chooseAlgo(const std::string &where, size_t limit,
+                                             bool deterministic, GetList getList,
+                                             GetSize getSize) {
+  std::vector<Perf> perf(32);
+  int returned = 0;
+  DTC_CUDNN_RETURN_IF_ERROR(where, getList(static_cast<int>(perf.size()), &returned, perf.data()));
+  perf.resize(static_cast<size_t>(std::max(returned, 0)));
+  if (deterministic)
+    std::stable_partition(perf.begin(), perf.end(),
+                          [](const Perf &p) { return p.determinism == CUDNN_DETERMINISTIC; });
+  for (const Perf &p : perf) {
+    if (p.status != CUDNN_STATUS_SUCCESS || p.mathType == CUDNN_TENSOR_OP_MATH)
+      continue;
+    size_t bytes = 0;
+    if (getSize(p.algo, &bytes) != CUDNN_STATUS_SUCCESS || bytes > limit)
+      continue;
+    return std::make_pair(static_cast<Algo>(p.algo), bytes);
+  }
+  return Status::error(where, "cuDNN has no convolution algorithm for these shapes within the " +
+                                  std::to_string(limit >> 20) +
+                                  " MiB workspace limit (dtc-run --cuda-workspace-mb)");
+}
+
+enum class ConvKind { kForward, kGradData, kGradWeight, kTranspose };
+
+class ConvKernel : public Kernel {
+public:
+  ConvKernel(const KernelSpec &spec, CudaContext &ctx, ConvKind kind)
+      : where_(spec.where()), ctx_(ctx), kind_(kind),
+        outBytes_(static_cast<size_t>(spec.outputs[0].byteSize())) {}
+
+  Status init(const ConvDims &d, bool bias, bool relu) {
+    int biasChannels = !bias ? 0 : kind_ == ConvKind::kTranspose ? d.x[1] : d.y[1];
+    DTC_RETURN_IF_ERROR(descs_.init(d, where_, biasChannels, relu));
+    cudnnHandle_t h = ctx_.cudnn();
+    size_t limit = ctx_.workspaceLimit();
+    switch (kind_) {
+    case ConvKind::kForward: {
+      DTC_ASSIGN_OR_RETURN(
+          auto r, (chooseAlgo<cudnnConvolutionFwdAlgoPerf_t, cudnnConvolutionFwdAlgo_t>(
+                      where_, limit, false,
+                      [&](int n, int *got, cudnnConvolutionFwdAlgoPerf_t *p) {
+                        return cudnnGetConvolutionForwardAlgorithm_v7(
+                            h, descs_.x, descs_.w, descs_.conv, descs_.y, n, got, p);
+                      },
+                      [&](cudnnConvolutionFwdAlgo_t a, size_t *bytes) {
+                        return cudnnGetConvolutionForwardWorkspaceSize(
+                            h, descs_.x, descs_.w, descs_.conv, descs_.y, a, bytes);
+                      })));
+      fwd_ = r.first;
+      wsBytes_ = r.second;
+      break;
+    }
+    case ConvKind::kGradData:
+    case ConvKind::kTranspose: {
+      DTC_ASSIGN_OR_RETURN(
+          auto r, (chooseAlgo<cudnnConvolutionBwdDataAlgoPerf_t, cudnnConvolutionBwdDataAlgo_t>(
+                      where_, limit, false,
+                      [&](int n, int *got, cudnnConvolutionBwdDataAlgoPerf_t *p) {
+                        return cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                            h, descs_.w, descs_.y, descs_.conv, descs_.x, n, got, p);
+                      },
+                      [&](cudnnConvolutionBwdDataAlgo_t a, size_t *bytes) {
+                        return cudnnGetConvolutionBackwardDataWorkspaceSize(
+                            h, descs_.w, descs_.y, descs_.conv, descs_.x, a, bytes);
+                      })));
+      bwdData_ = r.first;
+      wsBytes_ = r.second;
+      break;
+    }
+    case ConvKind::kGradWeight: {
+      DTC_ASSIGN_OR_RETURN(
+          auto r,
+          (chooseAlgo<cudnnConvolutionBwdFilterAlgoPerf_t, cudnnConvolutionBwdFilterAlgo_t>(
+              where_, limit, true,
+              [&](int n, int *got, cudnnConvolutionBwdFilterAlgoPerf_t *p) {
+                return cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                    h, descs_.x, descs_.y, descs_.conv, descs_.w, n, got, p);
+              },
+              [&](cudnnConvolutionBwdFilterAlgo_t a, size_t *bytes) {
+                return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                    h, descs_.x, descs_.y, descs_.conv, descs_.w, a, bytes);
+              })));
+      bwdFilter_ = r.first;
+      wsBytes_ = r.second;
+      break;
+    }
+    }
+    ctx_.reserveWorkspace(wsBytes_);
+    return Status::ok();
+  }
+
+  Status run(const KernelArgs &args) override {
+    void *ws = nullptr;
+    if (wsBytes_ > 0) {
+      DTC_ASSIGN_OR_RETURN(ws, ctx_.workspace(wsBytes_, where_));
+    }
+    cudnnHandle_t h = ctx_.cudnn();
+    const float one = 1.f, zero = 0.f;
+    const void *in0 = args.inputs[0], *in1 = args.inputs[1];
+    void *out0 = args.outputs[0];
+    switch (kind_) {
+    case ConvKind::kForward: {
+      float beta = 0.f;
+      if (zIndex_ >= 0) {
+        const void *z = args.inputs[static_cast<size_t>(zIndex_)];
+        if (z != out0)
+          DTC_CUDA_RETURN_IF_ERROR(where_, cudaMemcpyAsync(out0, z, outBytes_,
+                                                           cudaMemcpyDeviceToDevice,
+                                                           ctx_.stream()));
+        beta = 1.f;
+      }
+      DTC_CUDNN_RETURN_IF_ERROR(
+          where_, cudnnConvolutionForward(h, &one, descs_.x, in0, descs_.w, in1, descs_.conv, fwd_,
+                                          ws, wsBytes_, &beta, descs_.y, out0));
+      if (descs_.bias && args.numInputs > 2 && args.inputs[2])
+        DTC_CUDNN_RETURN_IF_ERROR(
+            where_, cudnnAddTensor(h, &one, descs_.bias, args.inputs[2], &one, descs_.y, out0));
+      if (descs_.act)
+        DTC_CUDNN_RETURN_IF_ERROR(where_, cudnnActivationForward(h, descs_.act, &one, descs_.y,
+                                                                 out0, &zero, descs_.y, out0));
+      return Status::ok();
+    }
+    case ConvKind::kGradData: // (dY, W) -> dX
+      DTC_CUDNN_RETURN_IF_ERROR(
+          where_, cudnnConvolutionBackwardData(h, &one, descs_.w, in1, descs_.y, in0, descs_.conv,
+                                               bwdData_, ws, wsBytes_, &zero, descs_.x, out0));
+      return Status::ok();
+    case ConvKind::kTranspose: // (X, W, B?) -> Y: X plays dy, Y plays dx
+      DTC_CUDNN_RETURN_IF_ERROR(
+          where_, cudnnConvolutionBackwardData(h, &one, descs_.w, in1, descs_.y, in0, descs_.conv,
+                                               bwdData_, ws, wsBytes_, &zero, descs_.x, out0));
+      if (descs_.bias && args.numInputs > 2 && args.inputs[2])
+        DTC_CUDNN_RETURN_IF_ERROR(
+            where_, cudnnAddTensor(h, &one, descs_.bias, args.inputs[2], &one, descs_.x, out0));
+      return Status::ok();
+    case ConvKind::kGradWeight: // (dY, X) -> dW, dB?
+      DTC_CUDNN_RETURN_IF_ERROR(
+          where_, cudnnConvolutionBackwardFilter(h, &one, descs_.x, in1, descs_.y, in0,
+                                                 descs_.conv, bwdFilter_, ws, wsBytes_, &zero,
+                                                 descs_.w, out0));
+      if (descs_.bias && args.numOutputs > 1 && args.outputs[1])
+        DTC_CUDNN_RETURN_IF_ERROR(where_, cudnnConvolutionBackwardBias(h, &one, descs_.y, in0,
+                                                                       &zero, descs_.bias,
+                                                                       args.outputs[1]));
+      return Status::ok();
+    }
+    return Status::ok();
+  }
+
+  std::string where_;
+  CudaContext &ctx_;
+  ConvKind kind_;
+  size_t outBytes_;
+  ConvDescs descs_;
+  cudnnConvolutionFwdAlgo_t fwd_{};
+  cudnnConvolutionBwdDataAlgo_t bwdData_{};
+  cudnnConvolutionBwdFilterAlgo_t bwdFilter_{};
+  size_t wsBytes_ = 0;
+  int zIndex_ = -1;
+};
+
+Expected<KernelPtr> makeConv(const KernelSpec &spec, CudaContext &ctx, ConvKind kind,
+                             const ConvDims &d, bool bias, bool relu, int zIndex) {
+  auto k = std::make_unique<ConvKernel>(spec, ctx, kind);
+  k->zIndex_ = zIndex;
+  DTC_RETURN_IF_ERROR(k->init(d, bias, relu));
+  return KernelPtr(std::move(k));
+}
+
+bool present(const std::vector<TensorDesc> &v, size_t i) { return v.size() > i && v[i].present(); }
+
+} // namespace
+
+Expected<KernelPtr> createConv(const KernelSpec &spec, CudaContext &ctx) {
+  ConvDims d = convDims(spec, spec.inputs[0].shape, spec.inputs[1].shape, spec.outputs[0].shape);
+  return makeConv(spec, ctx, ConvKind::kForward, d, present(spec.inputs, 2), false, -1);
+}
+
+Expected<KernelPtr> createFusedConv(const KernelSpec &spec, CudaContext &ctx) {
+  ConvDims d = convDims(spec, spec.inputs[0].shape, spec.inputs[1].shape, spec.outputs[0].shape);
+  bool relu = spec.attrString("activation", "") == "Relu";
+  return makeConv(spec, ctx, ConvKind::kForward, d, present(spec.inputs, 2), relu,
+                  present(spec.inputs, 3) ? 3 : -1);
+}
+
+Expected<KernelPtr> createConvGradData(const KernelSpec &spec, CudaContext &ctx) {
+  ConvDims d = convDims(spec, spec.outputs[0].shape, spec.inputs[1].shape, spec.inputs[0].shape);
+  return makeConv(spec, ctx, ConvKind::kGradData, d, false, false, -1);
+}
+
+Expected<KernelPtr> createConvGradWeight(const KernelSpec &spec, CudaContext &ctx) {
+  ConvDims d = convDims(spec, spec.inputs[1].shape, spec.outputs[0].shape, spec.inputs[0].shape);
+  return makeConv(spec, ctx, ConvKind::kGradWeight, d, present(spec.outputs, 1), false, -1);
+}
+
+Expected<KernelPtr> createConvTranspose(const KernelSpec &spec, CudaContext &ctx) {
+  // The convolution from ConvTranspose's output Y [N, M, ...] back to its input X [N, C, ...]
+  // with weights [C, M/group, k...]: cuDNN's filter [K = C, C/group = M/group, k...].
+  ConvDims d = convDims(spec, spec.outputs[0].shape, spec.inputs[1].shape, spec.inputs[0].shape);
+  std::vector<int64_t> pads = convTransposeBeginPads(spec);
+  for (size_t i = 0; i < pads.size(); ++i)
+    d.pads[i] = static_cast<int>(pads[i]);
+  return makeConv(spec, ctx, ConvKind::kTranspose, d, present(spec.inputs, 2), false, -1);
+}
+
+} // namespace dtc::ops::cuda
