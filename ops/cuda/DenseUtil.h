@@ -26,9 +26,6 @@ namespace dtc::ops::cuda {
 /// ConvTranspose's begin pads per spatial axis with auto_pad and output_shape resolved as the
 /// CPU kernel does (ops/cpu/Deconv.cpp: an even total padding split in halves). The spec passed
 /// the CPU target's check. (DenseCheck.cpp)
-#if !defined(__CUDACC__)
-std::vector<int64_t> convTransposeBeginPads(const KernelSpec &spec);
-#endif
 
 /// Pooling over up to three spatial axes (unused trailing axes have size, kernel, stride and
 /// dilation 1 and no pads), on `planes` = N * C row-major planes. The window of output o along
@@ -153,6 +150,60 @@ DTC_HD inline void poolBackwardAt(const PoolGeom &g, const float *dy, const floa
         poolAdd(row + j2 * g.d[2], v);
     }
 }
+
+#if !defined(__CUDACC__)
+std::vector<int64_t> convTransposeBeginPads(const KernelSpec &spec);
+#endif
+
+/// One strided-batched GEMM call's operand offsets (elements) into A, B and Y.
+struct GemmCall {
+  int64_t a = 0, b = 0, y = 0;
+};
+
+/// A batched row-major product Y[batch..., M, N] = alpha * op(A) op(B) (+ beta * Y): `calls`
+/// strided-batched calls (one per outer batch index) of `batch` products each.
+struct GemmPlan {
+  bool transA = false, transB = false;
+  int64_t m = 0, n = 0, k = 0;
+  float alpha = 1.f;
+  int64_t batch = 1;                ///< inner batch count of each call
+  int64_t strideA = 0, strideB = 0; ///< inner batch strides (elements; 0 = broadcast)
+  std::vector<GemmCall> calls;      ///< one per outer batch index
+};
+
+/// The column-major (cuBLAS) form of a GemmPlan's products: Y^T[N, M] = op1(B) op2(A), where a
+/// row-major matrix read as column-major is its transpose. gemm(trans1, trans2, rows, cols,
+/// depth, alpha, B + call.b, ld1, strideB, A + call.a, ld2, strideA, beta, Y + call.y, ldy,
+/// M * N, batch).
+struct ColumnMajorGemm {
+  bool trans1 = false, trans2 = false; ///< op1 (applied to B), op2 (applied to A)
+  int64_t rows = 0, cols = 0, depth = 0, ld1 = 1, ld2 = 1, ldy = 1;
+};
+inline ColumnMajorGemm columnMajor(const GemmPlan &p) {
+  ColumnMajorGemm g;
+  g.trans1 = p.transB;
+  g.trans2 = p.transA;
+  g.rows = p.n;
+  g.cols = p.m;
+  g.depth = p.k;
+  g.ld1 = (p.transB ? p.k : p.n) > 1 ? (p.transB ? p.k : p.n) : 1;
+  g.ld2 = (p.transA ? p.m : p.k) > 1 ? (p.transA ? p.m : p.k) : 1;
+  g.ldy = p.n > 1 ? p.n : 1;
+  return g;
+}
+
+#if !defined(__CUDACC__)
+/// The plan of a MatMul (numpy broadcasting, 1-D operands), ai.dtc.MatMulT or Gemm (C and beta
+/// are the kernel's) spec that passed the CPU target's check. Batch dims broadcast with stride
+/// 0; adjacent batch dims that one stride describes in A, B and Y are merged; the innermost
+/// becomes the strided batch and the outer ones the calls. (DenseCheck.cpp)
+GemmPlan gemmPlan(const KernelSpec &spec);
+
+/// The pooling geometry of MaxPool / AveragePool / GlobalAveragePool (x: input, y: output) or
+/// of their gradients (x: dX's shape, y: dY's shape). (DenseCheck.cpp)
+PoolGeom poolGeom(const KernelSpec &spec, const std::vector<int64_t> &x,
+                  const std::vector<int64_t> &y, bool max, bool global);
+#endif
 
 // ---------------------------------------------------------------------------------------------
 // Launchers of the hand-written kernels (DenseKernels.cu). Each enqueues on `stream` and returns

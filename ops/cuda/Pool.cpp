@@ -11,34 +11,6 @@ namespace dtc::ops::cuda {
 
 namespace {
 
-/// The geometry from the forward input's shape `x`, the output's `y` and the attributes.
-PoolGeom poolGeom(const KernelSpec &spec, const std::vector<int64_t> &x,
-                  const std::vector<int64_t> &y, bool max, bool global) {
-  PoolGeom g;
-  size_t sp = x.size() - 2;
-  g.planes = x[0] * x[1];
-  g.max = max;
-  g.includePad = !max && spec.attrInt("count_include_pad", 0) == 1;
-  std::vector<int64_t> kernel =
-      global ? std::vector<int64_t>(x.begin() + 2, x.end()) : spec.attrInts("kernel_shape");
-  std::vector<int64_t> strides =
-      global ? std::vector<int64_t>(sp, 1) : spec.attrInts("strides", std::vector<int64_t>(sp, 1));
-  std::vector<int64_t> dilations = global ? std::vector<int64_t>(sp, 1)
-                                          : spec.attrInts("dilations", std::vector<int64_t>(sp, 1));
-  std::vector<int64_t> pads = global ? std::vector<int64_t>(2 * sp, 0)
-                                     : spec.attrInts("pads", std::vector<int64_t>(2 * sp, 0));
-  for (size_t i = 0; i < sp; ++i) {
-    g.in[i] = x[2 + i];
-    g.out[i] = y[2 + i];
-    g.k[i] = kernel[i];
-    g.s[i] = strides[i];
-    g.d[i] = dilations[i];
-    g.pb[i] = pads[i];
-    g.pe[i] = pads[i + sp];
-  }
-  return g;
-}
-
 class PoolKernel : public Kernel {
 public:
   PoolKernel(const KernelSpec &spec, CudaContext &ctx, PoolGeom g, bool backward)

@@ -1,0 +1,466 @@
+// The dense CUDA kernels (ops/cuda/MatMul.cpp, Conv.cpp, Pool.cpp, Norm.cpp, Softmax.cpp):
+//  - without a GPU: the CUDA target's answers for them, the GEMM plans (batch strides, the
+//    column-major operand swap) run through a host emulation of cublasSgemmStridedBatched, and
+//    the pooling window math of DenseUtil.h run on the host, all against the CPU kernels;
+//  - with a GPU: every kernel against the CPU kernel on the bundled models' shapes and edge
+//    shapes (broadcast, size-1 and odd dims, empty tensors where the op allows them).
+#include "tests/gpu/GpuTestUtil.h"
+
+#include "ops/cuda/DenseUtil.h"
+#include "ops/kernel/Target.h"
+
+#include <cstring>
+#include <limits>
+#include <map>
+
+namespace dtc::gputest {
+namespace {
+
+using Ints = std::vector<int64_t>;
+
+ops::KernelSpec withAttrs(ops::KernelSpec spec, std::map<std::string, ir::Attribute> attrs) {
+  for (auto &[k, v] : attrs)
+    spec.attrs[k] = v;
+  return spec;
+}
+
+std::vector<float> floats(const HostTensor &t) {
+  std::vector<float> v(t.bytes.size() / sizeof(float));
+  std::memcpy(v.data(), t.bytes.data(), t.bytes.size());
+  return v;
+}
+
+HostTensor tensorOf(const ops::TensorDesc &d, const std::vector<float> &v) {
+  HostTensor t{d, std::string(v.size() * sizeof(float), '\0')};
+  std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
+  return t;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host checks (no GPU needed)
+
+TEST(CudaDenseTarget, ChecksWithoutAGpu) {
+  const ops::Target &t = ops::cudaTarget();
+  // Asymmetric pads that cuDNN's begin pad reproduces (the end pad adds nothing) pass...
+  ops::KernelSpec ok = withAttrs(makeSpec("Conv", {{1, 2, 6, 6}, {3, 2, 3, 3}}, {{1, 3, 3, 3}}),
+                                 {{"pads", Ints{1, 1, 0, 0}}, {"strides", Ints{2, 2}}});
+  EXPECT_TRUE(t.checkKernel(ok).isOk()) << t.checkKernel(ok).message();
+  // ...those that change the output size are a check error naming cuDNN.
+  ops::KernelSpec bad = withAttrs(makeSpec("Conv", {{1, 2, 6, 6}, {3, 2, 3, 3}}, {{1, 3, 5, 5}}),
+                                  {{"pads", Ints{0, 0, 1, 1}}});
+  Status s = t.checkKernel(bad);
+  EXPECT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("cannot be expressed by cuDNN"), std::string::npos) << s.message();
+  // Synchronized batch norm is not available on the GPU.
+  ops::KernelSpec bn = withAttrs(
+      makeSpec("BatchNormTraining", {{4, 3, 2, 2}, {3}, {3}, {3}, {3}},
+               {{4, 3, 2, 2}, {3}, {3}, {3}, {3}}, ir::DType::kFloat32, "ai.dtc"),
+      {{"sync", int64_t{1}}});
+  EXPECT_NE(t.checkKernel(bn).message().find("sync=1"), std::string::npos)
+      << t.checkKernel(bn).message();
+  bn.attrs.erase("sync");
+  EXPECT_TRUE(t.checkKernel(bn).isOk()) << t.checkKernel(bn).message();
+  // BatchNormGrad may write dX over dY; Softmax may not run in place.
+  ops::KernelSpec bng = makeSpec("BatchNormGrad", {{4, 3, 2, 2}, {4, 3, 2, 2}, {3}, {3}, {3}},
+                                 {{4, 3, 2, 2}, {3}, {3}}, ir::DType::kFloat32, "ai.dtc");
+  EXPECT_EQ(t.inPlaceInput(bng), 0);
+  EXPECT_EQ(t.inPlaceInput(makeSpec("Softmax", {{2, 3}}, {{2, 3}})), -1);
+}
+
+/// cublasSgemmStridedBatched on the host (column-major, the kernel's arguments).
+void hostGemm(const ops::cuda::GemmPlan &p, const float *a, const float *b, float *y, float beta) {
+  ops::cuda::ColumnMajorGemm g = ops::cuda::columnMajor(p);
+  for (const ops::cuda::GemmCall &c : p.calls)
+    for (int64_t i = 0; i < p.batch; ++i) {
+      const float *bi = b + c.b + i * p.strideB, *ai = a + c.a + i * p.strideA;
+      float *yi = y + c.y + i * p.m * p.n;
+      for (int64_t col = 0; col < g.cols; ++col)
+        for (int64_t r = 0; r < g.rows; ++r) {
+          double acc = 0;
+          for (int64_t k = 0; k < g.depth; ++k) {
+            float op1 = g.trans1 ? bi[k + r * g.ld1] : bi[r + k * g.ld1];
+            float op2 = g.trans2 ? ai[col + k * g.ld2] : ai[k + col * g.ld2];
+            acc += static_cast<double>(op1) * op2;
+          }
+          float &out = yi[r + col * g.ldy];
+          out = static_cast<float>(p.alpha * acc) + (beta == 0.f ? 0.f : beta * out);
+        }
+    }
+}
+
+/// The GEMM plan of `spec` emulated on the host against the CPU kernel (no C).
+void expectPlanMatchesCpu(const ops::KernelSpec &spec) {
+  SCOPED_TRACE(spec.op + " " + spec.inputs[0].str() + " x " + spec.inputs[1].str());
+  ASSERT_TRUE(ops::cudaTarget().checkKernel(spec).isOk())
+      << ops::cudaTarget().checkKernel(spec).message();
+  std::vector<HostTensor> in = randomInputs(spec, 7);
+  std::vector<HostTensor> cpu = runCpu(spec, in);
+  std::vector<float> a = floats(in[0]), b = floats(in[1]);
+  std::vector<float> y(static_cast<size_t>(spec.outputs[0].numElements()), 0.f);
+  hostGemm(ops::cuda::gemmPlan(spec), a.data(), b.data(), y.data(), 0.f);
+  expectClose(spec, {tensorOf(spec.outputs[0], y)}, cpu, 1e-5, 1e-5);
+}
+
+TEST(CudaDensePlan, MatMulBatchesMatchCpu) {
+  expectPlanMatchesCpu(makeSpec("MatMul", {{3, 5}, {5, 4}}, {{3, 4}}));
+  expectPlanMatchesCpu(makeSpec("MatMul", {{8, 16, 32}, {32, 96}}, {{8, 16, 96}}));
+  expectPlanMatchesCpu(makeSpec("MatMul", {{8, 4, 16, 8}, {8, 4, 8, 16}}, {{8, 4, 16, 16}}));
+  expectPlanMatchesCpu(makeSpec("MatMul", {{2, 1, 3, 5}, {1, 3, 5, 2}}, {{2, 3, 3, 2}}));
+  expectPlanMatchesCpu(makeSpec("MatMul", {{3, 1, 2, 4, 3}, {2, 1, 3, 5}}, {{3, 2, 2, 4, 5}}));
+  expectPlanMatchesCpu(makeSpec("MatMul", {{5}, {2, 5, 3}}, {{2, 3}}));
+  expectPlanMatchesCpu(makeSpec("MatMul", {{2, 3, 5}, {5}}, {{2, 3}}));
+  expectPlanMatchesCpu(makeSpec("MatMul", {{7}, {7}}, {{}}));
+  expectPlanMatchesCpu(makeSpec("MatMul", {{1, 1}, {1, 1}}, {{1, 1}}));
+}
+
+TEST(CudaDensePlan, MatMulTAndGemmMatchCpu) {
+  for (int64_t ta : {0, 1})
+    for (int64_t tb : {0, 1}) {
+      Ints a = ta ? Ints{2, 3, 5, 4} : Ints{2, 3, 4, 5}, b = tb ? Ints{1, 6, 5} : Ints{1, 5, 6};
+      expectPlanMatchesCpu(withAttrs(
+          makeSpec("MatMulT", {a, b}, {{2, 3, 4, 6}}, ir::DType::kFloat32, "ai.dtc"),
+          {{"transA", ta}, {"transB", tb}, {"alpha", 0.5f}}));
+      Ints ga = ta ? Ints{7, 3} : Ints{3, 7}, gb = tb ? Ints{5, 7} : Ints{7, 5};
+      expectPlanMatchesCpu(withAttrs(makeSpec("Gemm", {ga, gb}, {{3, 5}}),
+                                     {{"transA", ta}, {"transB", tb}, {"alpha", 1.5f}}));
+    }
+}
+
+/// The pooling math of DenseUtil.h on the host against the CPU kernel, forward and backward.
+void expectPoolMathMatchesCpu(const std::string &op, const Ints &x, const Ints &y,
+                              std::map<std::string, ir::Attribute> attrs) {
+  ops::KernelSpec spec = withAttrs(makeSpec(op, {x}, {y}), attrs);
+  SCOPED_TRACE(op + " " + spec.inputs[0].str());
+  ASSERT_TRUE(ops::cudaTarget().checkKernel(spec).isOk())
+      << ops::cudaTarget().checkKernel(spec).message();
+  bool max = op == "MaxPool", global = op == "GlobalAveragePool";
+  ops::cuda::PoolGeom g = ops::cuda::poolGeom(spec, x, y, max, global);
+  std::vector<HostTensor> in = randomInputs(spec, 3);
+  std::vector<float> xv = floats(in[0]);
+  if (max && xv.size() > 4) { // ties and a NaN
+    xv[1] = xv[0];
+    xv[xv.size() - 1] = std::numeric_limits<float>::quiet_NaN();
+    in[0] = tensorOf(spec.inputs[0], xv);
+  }
+  std::vector<float> yv(static_cast<size_t>(spec.outputs[0].numElements()));
+  for (size_t i = 0; i < yv.size(); ++i)
+    yv[i] = ops::cuda::poolForwardAt(g, xv.data(), static_cast<int64_t>(i));
+  expectClose(spec, {tensorOf(spec.outputs[0], yv)}, runCpu(spec, in), 1e-5, 1e-6);
+  if (global)
+    return;
+
+  // The gradient op: MaxPoolGrad(dY, X), AveragePoolGrad(dY) with input_shape.
+  ops::KernelSpec grad = max ? makeSpec("MaxPoolGrad", {y, x}, {x}, ir::DType::kFloat32, "ai.dtc")
+                             : makeSpec("AveragePoolGrad", {y}, {x}, ir::DType::kFloat32, "ai.dtc");
+  grad.attrs = spec.attrs;
+  if (!max)
+    grad.attrs["input_shape"] = x;
+  ASSERT_TRUE(ops::cudaTarget().checkKernel(grad).isOk())
+      << ops::cudaTarget().checkKernel(grad).message();
+  std::vector<HostTensor> gin = randomInputs(grad, 5);
+  if (max) { // X without NaN (the CPU's argmax skips NaN differently per path); keep the tie
+    xv[xv.size() - 1] = 0.25f;
+    gin[1] = tensorOf(grad.inputs[1], xv);
+  }
+  std::vector<float> dy = floats(gin[0]);
+  std::vector<float> dx(static_cast<size_t>(grad.outputs[0].numElements()), 0.f);
+  ops::cuda::PoolGeom gg = ops::cuda::poolGeom(grad, x, y, max, false);
+  for (size_t i = 0; i < dy.size(); ++i)
+    ops::cuda::poolBackwardAt(gg, dy.data(), max ? xv.data() : nullptr, dx.data(),
+                              static_cast<int64_t>(i));
+  expectClose(grad, {tensorOf(grad.outputs[0], dx)}, runCpu(grad, gin), 1e-5, 1e-6);
+}
+
+TEST(CudaDensePoolMath, MatchesCpu) {
+  expectPoolMathMatchesCpu("MaxPool", {8, 16, 32, 32}, {8, 16, 16, 16},
+                           {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}});
+  expectPoolMathMatchesCpu("MaxPool", {2, 3, 9, 7}, {2, 3, 5, 4},
+                           {{"kernel_shape", Ints{3, 3}},
+                            {"strides", Ints{2, 2}},
+                            {"pads", Ints{1, 1, 1, 1}}});
+  expectPoolMathMatchesCpu("MaxPool", {1, 2, 10}, {1, 2, 4},
+                           {{"kernel_shape", Ints{3}},
+                            {"strides", Ints{2}},
+                            {"dilations", Ints{2}},
+                            {"ceil_mode", int64_t{1}}});
+  expectPoolMathMatchesCpu("AveragePool", {2, 3, 7, 7}, {2, 3, 4, 4},
+                           {{"kernel_shape", Ints{3, 3}},
+                            {"strides", Ints{2, 2}},
+                            {"pads", Ints{1, 1, 1, 1}},
+                            {"count_include_pad", int64_t{1}}});
+  expectPoolMathMatchesCpu("AveragePool", {2, 3, 7, 7}, {2, 3, 4, 4},
+                           {{"kernel_shape", Ints{3, 3}},
+                            {"strides", Ints{2, 2}},
+                            {"pads", Ints{1, 1, 1, 1}}});
+  expectPoolMathMatchesCpu("AveragePool", {1, 2, 6, 6}, {1, 2, 3, 3},
+                           {{"kernel_shape", Ints{3, 3}},
+                            {"strides", Ints{2, 2}},
+                            {"pads", Ints{0, 0, 1, 1}},
+                            {"ceil_mode", int64_t{1}},
+                            {"count_include_pad", int64_t{1}}});
+  expectPoolMathMatchesCpu("AveragePool", {1, 2, 5, 4, 6}, {1, 2, 2, 2, 3},
+                           {{"kernel_shape", Ints{2, 2, 2}}, {"strides", Ints{2, 2, 2}}});
+  expectPoolMathMatchesCpu("GlobalAveragePool", {8, 64, 4, 4}, {8, 64, 1, 1}, {});
+}
+
+// ---------------------------------------------------------------------------------------------
+// GPU parity (skipped without a GPU)
+
+TEST(CudaDense, MatMul) {
+  expectCudaMatchesCpu(makeSpec("MatMul", {{8, 16, 32}, {32, 96}}, {{8, 16, 96}}));
+  expectCudaMatchesCpu(makeSpec("MatMul", {{8, 4, 16, 8}, {8, 4, 8, 16}}, {{8, 4, 16, 16}}));
+  expectCudaMatchesCpu(makeSpec("MatMul", {{2, 1, 3, 5}, {1, 3, 5, 2}}, {{2, 3, 3, 2}}));
+  expectCudaMatchesCpu(makeSpec("MatMul", {{5}, {2, 5, 3}}, {{2, 3}}));
+  expectCudaMatchesCpu(makeSpec("MatMul", {{2, 3, 5}, {5}}, {{2, 3}}));
+  expectCudaMatchesCpu(makeSpec("MatMul", {{7}, {7}}, {{}}));
+  expectCudaMatchesCpu(makeSpec("MatMul", {{33, 67}, {67, 129}}, {{33, 129}}), {}, 1e-4, 1e-4);
+  expectCudaMatchesCpu(makeSpec("MatMul", {{3, 0}, {0, 4}}, {{3, 4}})); // empty K: zeros
+  expectCudaMatchesCpu(makeSpec("MatMul", {{0, 5}, {5, 4}}, {{0, 4}}));
+}
+
+TEST(CudaDense, MatMulT) {
+  for (int64_t ta : {0, 1})
+    for (int64_t tb : {0, 1}) {
+      Ints a = ta ? Ints{8, 4, 8, 16} : Ints{8, 4, 16, 8}, b = tb ? Ints{8, 4, 16, 8}
+                                                                 : Ints{8, 4, 8, 16};
+      expectCudaMatchesCpu(withAttrs(
+          makeSpec("MatMulT", {a, b}, {{8, 4, 16, 16}}, ir::DType::kFloat32, "ai.dtc"),
+          {{"transA", ta}, {"transB", tb}, {"alpha", 0.25f}}));
+    }
+  // The weight gradient of a [128, 32] x [32, 64] layer: dW = X^T dY.
+  expectCudaMatchesCpu(withAttrs(makeSpec("MatMulT", {{128, 32}, {128, 64}}, {{32, 64}},
+                                          ir::DType::kFloat32, "ai.dtc"),
+                                 {{"transA", int64_t{1}}}),
+                       {}, 1e-4, 1e-4);
+  expectCudaMatchesCpu(withAttrs(makeSpec("MatMulT", {{2, 3, 5, 4}, {1, 6, 5}}, {{2, 3, 4, 6}},
+                                          ir::DType::kFloat32, "ai.dtc"),
+                                 {{"transA", int64_t{1}}, {"transB", int64_t{1}}}));
+}
+
+TEST(CudaDense, Gemm) {
+  // cnn's classifier: [8, 32] x [10, 32]^T + bias[10].
+  expectCudaMatchesCpu(withAttrs(makeSpec("Gemm", {{8, 32}, {10, 32}, {10}}, {{8, 10}}),
+                                 {{"transB", int64_t{1}}}));
+  for (int64_t ta : {0, 1})
+    for (int64_t tb : {0, 1}) {
+      Ints a = ta ? Ints{7, 3} : Ints{3, 7}, b = tb ? Ints{5, 7} : Ints{7, 5};
+      for (const Ints &c : {Ints{3, 5}, Ints{3, 1}, Ints{1, 5}, Ints{5}, Ints{}})
+        expectCudaMatchesCpu(
+            withAttrs(makeSpec("Gemm", {a, b, c}, {{3, 5}}),
+                      {{"transA", ta}, {"transB", tb}, {"alpha", 0.5f}, {"beta", 2.f}}));
+    }
+  expectCudaMatchesCpu(makeSpec("Gemm", {{3, 7}, {7, 5}}, {{3, 5}})); // no C
+  expectCudaMatchesCpu(withAttrs(makeSpec("Gemm", {{3, 0}, {0, 5}, {5}}, {{3, 5}}),
+                                 {{"beta", 3.f}})); // empty K: beta * C
+}
+
+ops::KernelSpec conv(const Ints &x, const Ints &w, const Ints &y,
+                     std::map<std::string, ir::Attribute> attrs, bool bias = true) {
+  std::vector<Ints> in = {x, w};
+  if (bias)
+    in.push_back({w[0]});
+  return withAttrs(makeSpec("Conv", in, {y}), attrs);
+}
+
+TEST(CudaDense, Conv) {
+  expectCudaMatchesCpu(conv({8, 3, 32, 32}, {16, 3, 3, 3}, {8, 16, 32, 32},
+                            {{"pads", Ints{1, 1, 1, 1}}}),
+                       {}, 1e-4, 1e-4);
+  expectCudaMatchesCpu(conv({4, 16, 15, 15}, {32, 16, 3, 3}, {4, 32, 8, 8},
+                            {{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}}, false),
+                       {}, 1e-4, 1e-4);
+  expectCudaMatchesCpu(conv({2, 8, 9, 9}, {8, 2, 3, 3}, {2, 8, 5, 5},
+                            {{"group", int64_t{4}}, {"dilations", Ints{2, 2}}}),
+                       {}, 1e-4, 1e-4);
+  expectCudaMatchesCpu(conv({2, 4, 10}, {6, 4, 3}, {2, 6, 5},
+                            {{"strides", Ints{2}}, {"pads", Ints{1, 0}}}),
+                       {}, 1e-4, 1e-4); // 1-D, asymmetric pads cuDNN can express
+  expectCudaMatchesCpu(conv({1, 2, 5, 6, 7}, {3, 2, 3, 3, 3}, {1, 3, 5, 6, 7},
+                            {{"pads", Ints{1, 1, 1, 1, 1, 1}}}),
+                       {}, 1e-4, 1e-4); // 3-D
+  expectCudaMatchesCpu(conv({8, 64, 8, 8}, {128, 64, 1, 1}, {8, 128, 4, 4},
+                            {{"strides", Ints{2, 2}}}),
+                       {}, 1e-4, 1e-4); // resnet's 1x1 downsample
+}
+
+TEST(CudaDense, FusedConv) {
+  for (const char *act : {"", "Relu"}) {
+    ops::KernelSpec s =
+        withAttrs(makeSpec("FusedConv", {{2, 4, 8, 8}, {6, 4, 3, 3}, {6}, {2, 6, 8, 8}},
+                           {{2, 6, 8, 8}}, ir::DType::kFloat32, "ai.dtc"),
+                  {{"pads", Ints{1, 1, 1, 1}}, {"activation", std::string(act)}});
+    expectCudaMatchesCpu(s, {}, 1e-4, 1e-4);
+    s.inputs.pop_back(); // without Z
+    expectCudaMatchesCpu(s, {}, 1e-4, 1e-4);
+  }
+}
+
+TEST(CudaDense, ConvGradData) {
+  auto spec = [](const Ints &dy, const Ints &w, const Ints &x,
+                 std::map<std::string, ir::Attribute> attrs) {
+    ops::KernelSpec s = makeSpec("ConvGradData", {dy, w}, {x}, ir::DType::kFloat32, "ai.dtc");
+    s.attrs = std::move(attrs);
+    s.attrs["input_shape"] = x;
+    s.attrs["kernel_shape"] = Ints(w.begin() + 2, w.end());
+    return s;
+  };
+  expectCudaMatchesCpu(spec({8, 16, 32, 32}, {16, 3, 3, 3}, {8, 3, 32, 32},
+                            {{"pads", Ints{1, 1, 1, 1}}}),
+                       {}, 1e-4, 1e-4);
+  expectCudaMatchesCpu(spec({4, 32, 8, 8}, {32, 16, 3, 3}, {4, 16, 15, 15},
+                            {{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}}),
+                       {}, 1e-4, 1e-4);
+  expectCudaMatchesCpu(spec({2, 8, 5, 5}, {8, 2, 3, 3}, {2, 8, 9, 9},
+                            {{"group", int64_t{4}}, {"dilations", Ints{2, 2}}}),
+                       {}, 1e-4, 1e-4);
+  expectCudaMatchesCpu(spec({2, 6, 5}, {6, 4, 3}, {2, 4, 11}, {{"strides", Ints{2}}}), {}, 1e-4,
+                       1e-4);
+}
+
+TEST(CudaDense, ConvGradWeight) {
+  auto spec = [](const Ints &dy, const Ints &x, const Ints &w, bool bias,
+                 std::map<std::string, ir::Attribute> attrs) {
+    std::vector<Ints> outs = {w};
+    if (bias)
+      outs.push_back({w[0]});
+    ops::KernelSpec s = makeSpec("ConvGradWeight", {dy, x}, outs, ir::DType::kFloat32, "ai.dtc");
+    s.attrs = std::move(attrs);
+    s.attrs["kernel_shape"] = Ints(w.begin() + 2, w.end());
+    return s;
+  };
+  expectCudaMatchesCpu(spec({8, 16, 32, 32}, {8, 3, 32, 32}, {16, 3, 3, 3}, true,
+                            {{"pads", Ints{1, 1, 1, 1}}}),
+                       {}, 1e-3, 1e-3);
+  expectCudaMatchesCpu(spec({4, 32, 8, 8}, {4, 16, 15, 15}, {32, 16, 3, 3}, false,
+                            {{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}}),
+                       {}, 1e-3, 1e-3);
+  expectCudaMatchesCpu(spec({2, 8, 5, 5}, {2, 8, 9, 9}, {8, 2, 3, 3}, true,
+                            {{"group", int64_t{4}}, {"dilations", Ints{2, 2}}}),
+                       {}, 1e-4, 1e-4);
+  expectCudaMatchesCpu(spec({2, 6, 5}, {2, 4, 11}, {6, 4, 3}, true, {{"strides", Ints{2}}}), {},
+                       1e-4, 1e-4);
+}
+
+TEST(CudaDense, ConvTranspose) {
+  // unet's upsampling: k2 s2, [8, 64, 8, 8] -> [8, 32, 16, 16].
+  expectCudaMatchesCpu(withAttrs(makeSpec("ConvTranspose", {{8, 64, 8, 8}, {64, 32, 2, 2}, {32}},
+                                          {{8, 32, 16, 16}}),
+                                 {{"strides", Ints{2, 2}}}),
+                       {}, 1e-4, 1e-4);
+  expectCudaMatchesCpu(withAttrs(makeSpec("ConvTranspose", {{2, 4, 5, 5}, {4, 3, 3, 3}},
+                                          {{2, 6, 10, 10}}),
+                                 {{"strides", Ints{2, 2}},
+                                  {"pads", Ints{1, 1, 1, 1}},
+                                  {"output_padding", Ints{1, 1}},
+                                  {"group", int64_t{2}}}),
+                       {}, 1e-4, 1e-4);
+  expectCudaMatchesCpu(withAttrs(makeSpec("ConvTranspose", {{1, 2, 7}, {2, 3, 3}}, {{1, 3, 9}}),
+                                 {}),
+                       {}, 1e-4, 1e-4); // 1-D
+}
+
+void poolParity(const std::string &op, const Ints &x, const Ints &y,
+                std::map<std::string, ir::Attribute> attrs) {
+  ops::KernelSpec spec = withAttrs(makeSpec(op, {x}, {y}), attrs);
+  expectCudaMatchesCpu(spec);
+  if (op == "GlobalAveragePool")
+    return;
+  bool max = op == "MaxPool";
+  ops::KernelSpec grad = max ? makeSpec("MaxPoolGrad", {y, x}, {x}, ir::DType::kFloat32, "ai.dtc")
+                             : makeSpec("AveragePoolGrad", {y}, {x}, ir::DType::kFloat32, "ai.dtc");
+  grad.attrs = spec.attrs;
+  if (!max)
+    grad.attrs["input_shape"] = x;
+  expectCudaMatchesCpu(grad, {}, 1e-4, 1e-5);
+}
+
+TEST(CudaDense, Pooling) {
+  poolParity("MaxPool", {8, 16, 32, 32}, {8, 16, 16, 16},
+             {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}});
+  poolParity("MaxPool", {2, 3, 9, 7}, {2, 3, 5, 4},
+             {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}});
+  poolParity("MaxPool", {1, 2, 10}, {1, 2, 4},
+             {{"kernel_shape", Ints{3}},
+              {"strides", Ints{2}},
+              {"dilations", Ints{2}},
+              {"ceil_mode", int64_t{1}}});
+  poolParity("AveragePool", {2, 3, 7, 7}, {2, 3, 4, 4},
+             {{"kernel_shape", Ints{3, 3}},
+              {"strides", Ints{2, 2}},
+              {"pads", Ints{1, 1, 1, 1}},
+              {"count_include_pad", int64_t{1}}});
+  poolParity("AveragePool", {1, 2, 6, 6}, {1, 2, 3, 3},
+             {{"kernel_shape", Ints{3, 3}},
+              {"strides", Ints{2, 2}},
+              {"pads", Ints{0, 0, 1, 1}},
+              {"ceil_mode", int64_t{1}},
+              {"count_include_pad", int64_t{1}}});
+  poolParity("AveragePool", {1, 2, 5, 4, 6}, {1, 2, 2, 2, 3},
+             {{"kernel_shape", Ints{2, 2, 2}}, {"strides", Ints{2, 2, 2}}});
+  poolParity("GlobalAveragePool", {8, 64, 4, 4}, {8, 64, 1, 1}, {});
+  poolParity("GlobalAveragePool", {3, 5, 7}, {3, 5, 1}, {});
+}
+
+TEST(CudaDense, BatchNormalization) {
+  Fill var{0.5, 2.0, ""};
+  expectCudaMatchesCpu(withAttrs(makeSpec("BatchNormalization",
+                                          {{8, 16, 5, 5}, {16}, {16}, {16}, {16}},
+                                          {{8, 16, 5, 5}}),
+                                 {{"epsilon", 1e-5f}}),
+                       {Fill{}, Fill{}, Fill{}, Fill{}, var});
+}
+
+TEST(CudaDense, BatchNormTraining) {
+  Fill var{0.5, 2.0, ""};
+  for (const Ints &x : {Ints{8, 16, 32, 32}, Ints{3, 5, 7}, Ints{1, 4}, Ints{2, 3, 1, 1}}) {
+    Ints c = {x[1]};
+    ops::KernelSpec s = withAttrs(makeSpec("BatchNormTraining", {x, c, c, c, c}, {x, c, c, c, c},
+                                           ir::DType::kFloat32, "ai.dtc"),
+                                  {{"momentum", 0.9f}, {"epsilon", 1e-5f}});
+    expectCudaMatchesCpu(s, {Fill{1.0, 3.0, ""}, Fill{}, Fill{}, Fill{}, var}, 1e-4, 1e-5);
+    s.outputs.resize(3); // without the saved statistics
+    expectCudaMatchesCpu(s, {Fill{1.0, 3.0, ""}, Fill{}, Fill{}, Fill{}, var}, 1e-4, 1e-5);
+  }
+}
+
+TEST(CudaDense, BatchNormGrad) {
+  Fill var{0.5, 2.0, ""};
+  for (const Ints &x : {Ints{8, 16, 32, 32}, Ints{3, 5, 7}, Ints{2, 4}}) {
+    Ints c = {x[1]};
+    ops::KernelSpec s = withAttrs(makeSpec("BatchNormGrad", {x, x, c, c, c}, {x, c, c},
+                                           ir::DType::kFloat32, "ai.dtc"),
+                                  {{"epsilon", 1e-5f}});
+    expectCudaMatchesCpu(s, {Fill{}, Fill{}, Fill{}, Fill{}, var}, 1e-3, 1e-4);
+    s.outputs.resize(1);
+    expectCudaMatchesCpu(s, {Fill{}, Fill{}, Fill{}, Fill{}, var}, 1e-3, 1e-4);
+  }
+}
+
+TEST(CudaDense, Softmax) {
+  for (const char *op : {"Softmax", "LogSoftmax"}) {
+    expectCudaMatchesCpu(withAttrs(makeSpec(op, {{8, 4, 16, 16}}, {{8, 4, 16, 16}}),
+                                   {{"axis", int64_t{-1}}}));
+    expectCudaMatchesCpu(withAttrs(makeSpec(op, {{3, 77, 5}}, {{3, 77, 5}}),
+                                   {{"axis", int64_t{1}}}));
+    expectCudaMatchesCpu(withAttrs(makeSpec(op, {{2, 1000}}, {{2, 1000}}), {}), {Fill{-20, 20, ""}});
+    expectCudaMatchesCpu(withAttrs(makeSpec(op, {{4, 1}}, {{4, 1}}), {}));
+  }
+}
+
+TEST(CudaDense, SoftmaxGrad) {
+  for (const char *op : {"SoftmaxGrad", "LogSoftmaxGrad"}) {
+    // Y must be a softmax (or log-softmax) output for the CPU's formula: fill it in range.
+    Fill y = std::string(op) == "SoftmaxGrad" ? Fill{0.0, 0.2, ""} : Fill{-4.0, -0.1, ""};
+    expectCudaMatchesCpu(withAttrs(makeSpec(op, {{8, 4, 16, 16}, {8, 4, 16, 16}},
+                                            {{8, 4, 16, 16}}, ir::DType::kFloat32, "ai.dtc"),
+                                   {{"axis", int64_t{-1}}}),
+                         {Fill{}, y}, 1e-4, 1e-5);
+    expectCudaMatchesCpu(withAttrs(makeSpec(op, {{3, 77, 5}, {3, 77, 5}}, {{3, 77, 5}},
+                                            ir::DType::kFloat32, "ai.dtc"),
+                                   {{"axis", int64_t{1}}}),
+                         {Fill{}, y}, 1e-4, 1e-5);
+  }
+}
+
+} // namespace
+} // namespace dtc::gputest
