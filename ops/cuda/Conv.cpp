@@ -5,11 +5,11 @@
 // so asymmetric pads are accepted when the sizes cuDNN derives with the begin pad on both ends
 // equal the real ones (DenseCheck.cpp rejects the others). Math mode CUDNN_FMA_MATH (no TF32), so
 // results match the CPU at f32 tolerances. The algorithm is chosen once, at creation, from
-// cudnnGet*_v7's ranked list: the first that fits ctx.workspaceLimit() (deterministic ones first
-// for the weight gradient), and its workspace is reserved. ConvTranspose is the data gradient of
-// the convolution that maps its output back to its input. FusedConv runs the convolution onto Z
-// (beta = 1), then adds the bias and applies a NaN-propagating relu (cuDNN's fused
-// ConvolutionBiasActivation supports only one algorithm and requires a bias).
+// cudnnGet*_v7's ranked list: the first that fits ctx.workspaceLimit(), deterministic ones
+// first; its workspace is reserved. ConvTranspose is the data gradient of the convolution that
+// maps its output back to its input. FusedConv runs the convolution onto Z (beta = 1), then adds
+// the bias and applies a NaN-propagating relu (cuDNN's fused ConvolutionBiasActivation supports
+// one algorithm only and requires a bias). An empty batch (N = 0) makes zero-filled outputs.
 #include "ops/cuda/CudaKernel.h"
 #include "ops/cuda/DenseUtil.h"
 
@@ -27,7 +27,9 @@ struct ConvDims {
   int group = 1;
 };
 
-std::vector<int> toInt(const std::vector<int64_t> &v) { return std::vector<int>(v.begin(), v.end()); }
+std::vector<int> toInt(const std::vector<int64_t> &v) {
+  return std::vector<int>(v.begin(), v.end());
+}
 
 ConvDims convDims(const KernelSpec &spec, const std::vector<int64_t> &x,
                   const std::vector<int64_t> &w, const std::vector<int64_t> &y) {
@@ -78,15 +80,13 @@ public:
     DTC_CUDNN_RETURN_IF_ERROR(where, cudnnCreateConvolutionDescriptor(&conv));
     DTC_RETURN_IF_ERROR(setTensor(x, d.x, where));
     DTC_RETURN_IF_ERROR(setTensor(y, d.y, where));
-    DTC_CUDNN_RETURN_IF_ERROR(where, cudnnSetFilterNdDescriptor(w, CUDNN_DATA_FLOAT,
-                                                                CUDNN_TENSOR_NCHW,
-                                                                static_cast<int>(d.w.size()),
-                                                                d.w.data()));
+    DTC_CUDNN_RETURN_IF_ERROR(where,
+                              cudnnSetFilterNdDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+                                                         static_cast<int>(d.w.size()), d.w.data()));
     DTC_CUDNN_RETURN_IF_ERROR(
-        where, cudnnSetConvolutionNdDescriptor(conv, static_cast<int>(d.pads.size()),
-                                               d.pads.data(), d.strides.data(),
-                                               d.dilations.data(), CUDNN_CROSS_CORRELATION,
-                                               CUDNN_DATA_FLOAT));
+        where, cudnnSetConvolutionNdDescriptor(conv, static_cast<int>(d.pads.size()), d.pads.data(),
+                                               d.strides.data(), d.dilations.data(),
+                                               CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     DTC_CUDNN_RETURN_IF_ERROR(where, cudnnSetConvolutionGroupCount(conv, d.group));
     DTC_CUDNN_RETURN_IF_ERROR(where, cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH));
     if (biasChannels > 0) {
@@ -123,21 +123,22 @@ private:
 };
 
 /// The first algorithm of cuDNN's ranked heuristics list that succeeded, whose workspace (asked
-/// again with the descriptors' math type) fits `limit`; deterministic ones first when
-/// `deterministic`. `count`/`get`/`size` wrap the direction's three cuDNN calls.
+/// again with the descriptors' math type) fits `limit`; deterministic ones first, so that runs
+/// repeat bit for bit (the strategies' single-device law is checked step by step). `getList` and
+/// `getSize` wrap the direction's cuDNN calls.
 template <typename Perf, typename Algo, typename GetList, typename GetSize>
 Expected<std::pair<Algo, size_t>> chooseAlgo(const std::string &where, size_t limit,
-                                             bool deterministic, GetList getList,
-                                             GetSize getSize) {
+                                             GetList getList, GetSize getSize) {
   std::vector<Perf> perf(32);
   int returned = 0;
   DTC_CUDNN_RETURN_IF_ERROR(where, getList(static_cast<int>(perf.size()), &returned, perf.data()));
   perf.resize(static_cast<size_t>(std::max(returned, 0)));
-  if (deterministic)
-    std::stable_partition(perf.begin(), perf.end(),
-                          [](const Perf &p) { return p.determinism == CUDNN_DETERMINISTIC; });
+  std::stable_partition(perf.begin(), perf.end(),
+                        [](const Perf &p) { return p.determinism == CUDNN_DETERMINISTIC; });
   for (const Perf &p : perf) {
-    if (p.status != CUDNN_STATUS_SUCCESS || p.mathType == CUDNN_TENSOR_OP_MATH)
+    // Tensor-op (TF32) entries would not match the CPU at f32 tolerances.
+    if (p.status != CUDNN_STATUS_SUCCESS ||
+        (p.mathType != CUDNN_DEFAULT_MATH && p.mathType != CUDNN_FMA_MATH))
       continue;
     size_t bytes = 0;
     if (getSize(p.algo, &bytes) != CUDNN_STATUS_SUCCESS || bytes > limit)
@@ -164,17 +165,17 @@ public:
     size_t limit = ctx_.workspaceLimit();
     switch (kind_) {
     case ConvKind::kForward: {
-      DTC_ASSIGN_OR_RETURN(
-          auto r, (chooseAlgo<cudnnConvolutionFwdAlgoPerf_t, cudnnConvolutionFwdAlgo_t>(
-                      where_, limit, false,
-                      [&](int n, int *got, cudnnConvolutionFwdAlgoPerf_t *p) {
-                        return cudnnGetConvolutionForwardAlgorithm_v7(
-                            h, descs_.x, descs_.w, descs_.conv, descs_.y, n, got, p);
-                      },
-                      [&](cudnnConvolutionFwdAlgo_t a, size_t *bytes) {
-                        return cudnnGetConvolutionForwardWorkspaceSize(
-                            h, descs_.x, descs_.w, descs_.conv, descs_.y, a, bytes);
-                      })));
+      DTC_ASSIGN_OR_RETURN(auto r,
+                           (chooseAlgo<cudnnConvolutionFwdAlgoPerf_t, cudnnConvolutionFwdAlgo_t>(
+                               where_, limit,
+                               [&](int n, int *got, cudnnConvolutionFwdAlgoPerf_t *p) {
+                                 return cudnnGetConvolutionForwardAlgorithm_v7(
+                                     h, descs_.x, descs_.w, descs_.conv, descs_.y, n, got, p);
+                               },
+                               [&](cudnnConvolutionFwdAlgo_t a, size_t *bytes) {
+                                 return cudnnGetConvolutionForwardWorkspaceSize(
+                                     h, descs_.x, descs_.w, descs_.conv, descs_.y, a, bytes);
+                               })));
       fwd_ = r.first;
       wsBytes_ = r.second;
       break;
@@ -183,7 +184,7 @@ public:
     case ConvKind::kTranspose: {
       DTC_ASSIGN_OR_RETURN(
           auto r, (chooseAlgo<cudnnConvolutionBwdDataAlgoPerf_t, cudnnConvolutionBwdDataAlgo_t>(
-                      where_, limit, false,
+                      where_, limit,
                       [&](int n, int *got, cudnnConvolutionBwdDataAlgoPerf_t *p) {
                         return cudnnGetConvolutionBackwardDataAlgorithm_v7(
                             h, descs_.w, descs_.y, descs_.conv, descs_.x, n, got, p);
@@ -198,17 +199,16 @@ public:
     }
     case ConvKind::kGradWeight: {
       DTC_ASSIGN_OR_RETURN(
-          auto r,
-          (chooseAlgo<cudnnConvolutionBwdFilterAlgoPerf_t, cudnnConvolutionBwdFilterAlgo_t>(
-              where_, limit, true,
-              [&](int n, int *got, cudnnConvolutionBwdFilterAlgoPerf_t *p) {
-                return cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                    h, descs_.x, descs_.y, descs_.conv, descs_.w, n, got, p);
-              },
-              [&](cudnnConvolutionBwdFilterAlgo_t a, size_t *bytes) {
-                return cudnnGetConvolutionBackwardFilterWorkspaceSize(
-                    h, descs_.x, descs_.y, descs_.conv, descs_.w, a, bytes);
-              })));
+          auto r, (chooseAlgo<cudnnConvolutionBwdFilterAlgoPerf_t, cudnnConvolutionBwdFilterAlgo_t>(
+                      where_, limit,
+                      [&](int n, int *got, cudnnConvolutionBwdFilterAlgoPerf_t *p) {
+                        return cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                            h, descs_.x, descs_.y, descs_.conv, descs_.w, n, got, p);
+                      },
+                      [&](cudnnConvolutionBwdFilterAlgo_t a, size_t *bytes) {
+                        return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                            h, descs_.x, descs_.y, descs_.conv, descs_.w, a, bytes);
+                      })));
       bwdFilter_ = r.first;
       wsBytes_ = r.second;
       break;
@@ -233,14 +233,13 @@ public:
       if (zIndex_ >= 0) {
         const void *z = args.inputs[static_cast<size_t>(zIndex_)];
         if (z != out0)
-          DTC_CUDA_RETURN_IF_ERROR(where_, cudaMemcpyAsync(out0, z, outBytes_,
-                                                           cudaMemcpyDeviceToDevice,
-                                                           ctx_.stream()));
+          DTC_CUDA_RETURN_IF_ERROR(
+              where_, cudaMemcpyAsync(out0, z, outBytes_, cudaMemcpyDeviceToDevice, ctx_.stream()));
         beta = 1.f;
       }
-      DTC_CUDNN_RETURN_IF_ERROR(
-          where_, cudnnConvolutionForward(h, &one, descs_.x, in0, descs_.w, in1, descs_.conv, fwd_,
-                                          ws, wsBytes_, &beta, descs_.y, out0));
+      DTC_CUDNN_RETURN_IF_ERROR(where_, cudnnConvolutionForward(h, &one, descs_.x, in0, descs_.w,
+                                                                in1, descs_.conv, fwd_, ws,
+                                                                wsBytes_, &beta, descs_.y, out0));
       if (descs_.bias && args.numInputs > 2 && args.inputs[2])
         DTC_CUDNN_RETURN_IF_ERROR(
             where_, cudnnAddTensor(h, &one, descs_.bias, args.inputs[2], &one, descs_.y, out0));
@@ -264,13 +263,12 @@ public:
       return Status::ok();
     case ConvKind::kGradWeight: // (dY, X) -> dW, dB?
       DTC_CUDNN_RETURN_IF_ERROR(
-          where_, cudnnConvolutionBackwardFilter(h, &one, descs_.x, in1, descs_.y, in0,
-                                                 descs_.conv, bwdFilter_, ws, wsBytes_, &zero,
-                                                 descs_.w, out0));
+          where_, cudnnConvolutionBackwardFilter(h, &one, descs_.x, in1, descs_.y, in0, descs_.conv,
+                                                 bwdFilter_, ws, wsBytes_, &zero, descs_.w, out0));
       if (descs_.bias && args.numOutputs > 1 && args.outputs[1])
-        DTC_CUDNN_RETURN_IF_ERROR(where_, cudnnConvolutionBackwardBias(h, &one, descs_.y, in0,
-                                                                       &zero, descs_.bias,
-                                                                       args.outputs[1]));
+        DTC_CUDNN_RETURN_IF_ERROR(where_,
+                                  cudnnConvolutionBackwardBias(h, &one, descs_.y, in0, &zero,
+                                                               descs_.bias, args.outputs[1]));
       return Status::ok();
     }
     return Status::ok();
@@ -288,8 +286,32 @@ public:
   int zIndex_ = -1;
 };
 
+/// N = 0 (cuDNN rejects empty tensors): every output is zero-filled (the weight and bias
+/// gradients are sums over nothing; the other outputs are empty).
+class EmptyBatchKernel : public Kernel {
+public:
+  EmptyBatchKernel(const KernelSpec &spec, CudaContext &ctx) : where_(spec.where()), ctx_(ctx) {
+    for (const TensorDesc &t : spec.outputs)
+      bytes_.push_back(t.present() ? static_cast<size_t>(t.byteSize()) : 0);
+  }
+  Status run(const KernelArgs &args) override {
+    for (size_t i = 0; i < args.numOutputs && i < bytes_.size(); ++i)
+      if (args.outputs[i] && bytes_[i] > 0)
+        DTC_CUDA_RETURN_IF_ERROR(where_,
+                                 cudaMemsetAsync(args.outputs[i], 0, bytes_[i], ctx_.stream()));
+    return Status::ok();
+  }
+
+private:
+  std::string where_;
+  CudaContext &ctx_;
+  std::vector<size_t> bytes_;
+};
+
 Expected<KernelPtr> makeConv(const KernelSpec &spec, CudaContext &ctx, ConvKind kind,
                              const ConvDims &d, bool bias, bool relu, int zIndex) {
+  if (d.x[0] == 0)
+    return KernelPtr(std::make_unique<EmptyBatchKernel>(spec, ctx));
   auto k = std::make_unique<ConvKernel>(spec, ctx, kind);
   k->zIndex_ = zIndex;
   DTC_RETURN_IF_ERROR(k->init(d, bias, relu));

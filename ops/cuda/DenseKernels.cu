@@ -154,9 +154,9 @@ __device__ int64_t channelElement(const ChannelDims &d, int64_t c, int64_t e) {
 }
 
 __global__ void batchNormTrainingKernel(ChannelDims d, const float *x, const float *scale,
-                                        const float *bias, const float *inMean,
-                                        const float *inVar, float momentum, float eps, float *y,
-                                        float *runMean, float *runVar, float *mean, float *var) {
+                                        const float *bias, const float *inMean, const float *inVar,
+                                        float momentum, float eps, float *y, float *runMean,
+                                        float *runVar, float *mean, float *var) {
   __shared__ double shared[kThreads];
   int64_t m = d.batch * d.spatial;
   double count = static_cast<double>(m);
@@ -261,8 +261,7 @@ int launchPoolBackward(const PoolGeom &g, const float *dy, const float *x, float
   int64_t inTotal = g.planes * g.inSize(), total = g.planes * g.outSize();
   if (inTotal == 0)
     return 0;
-  cudaError_t e =
-      cudaMemsetAsync(dx, 0, static_cast<size_t>(inTotal) * sizeof(float), stream);
+  cudaError_t e = cudaMemsetAsync(dx, 0, static_cast<size_t>(inTotal) * sizeof(float), stream);
   if (e != cudaSuccess || total == 0)
     return static_cast<int>(e);
   poolBackwardKernel<<<blocksFor(total), kThreads, 0, stream>>>(g, dy, x, dx);
@@ -281,8 +280,8 @@ int launchSoftmaxGrad(const float *dy, const float *y, float *dx, int64_t outer,
                       int64_t inner, bool log, CUstream_st *stream) {
   if (outer * n * inner == 0)
     return 0;
-  softmaxGradKernel<<<warpBlocks(outer * inner), kThreads, 0, stream>>>(dy, y, dx, outer, n,
-                                                                        inner, log);
+  softmaxGradKernel<<<warpBlocks(outer * inner), kThreads, 0, stream>>>(dy, y, dx, outer, n, inner,
+                                                                        log);
   return launchError();
 }
 
@@ -292,8 +291,8 @@ int launchBatchNormInference(const ChannelDims &d, const float *x, const float *
   int64_t total = d.batch * d.channels * d.spatial;
   if (total == 0)
     return 0;
-  batchNormInferenceKernel<<<blocksFor(total), kThreads, 0, stream>>>(d, x, scale, bias, mean,
-                                                                      var, eps, y);
+  batchNormInferenceKernel<<<blocksFor(total), kThreads, 0, stream>>>(d, x, scale, bias, mean, var,
+                                                                      eps, y);
   return launchError();
 }
 
@@ -313,8 +312,8 @@ int launchBatchNormGrad(const ChannelDims &d, const float *dy, const float *x, c
                         float *dB, CUstream_st *stream) {
   if (d.channels == 0)
     return 0;
-  batchNormGradKernel<<<channelBlocks(d.channels), kThreads, 0, stream>>>(
-      d, dy, x, scale, mean, var, eps, dx, dScale, dB);
+  batchNormGradKernel<<<channelBlocks(d.channels), kThreads, 0, stream>>>(d, dy, x, scale, mean,
+                                                                          var, eps, dx, dScale, dB);
   return launchError();
 }
 

@@ -28,10 +28,10 @@ public:
       return Status::ok();
     float beta = 0.f;
     if (hasC_) {
-      // Y = scale * broadcast(C) first; the product then adds to it (beta = 1).
+      // Y = broadcast(C) first (beta * C for an empty K); the product adds beta times it.
       float scale = p_.k == 0 ? cScale_ : 1.f;
-      int e = launchBroadcast2D(y, static_cast<const float *>(args.inputs[2]), p_.m, p_.n, cm_,
-                                cn_, scale, ctx_.stream());
+      int e = launchBroadcast2D(y, static_cast<const float *>(args.inputs[2]), p_.m, p_.n, cm_, cn_,
+                                scale, ctx_.stream());
       DTC_CUDA_RETURN_IF_ERROR(where_, static_cast<cudaError_t>(e));
       beta = cScale_;
       if (p_.k == 0)

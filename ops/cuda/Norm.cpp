@@ -56,10 +56,9 @@ public:
       float *mean = output(args, 3), *var = output(args, 4);
       float *scratch = static_cast<float *>(scratch_.get());
       e = launchBatchNormTraining(d_, input(args, 0), input(args, 1), input(args, 2),
-                                  input(args, 3), input(args, 4), momentum_, eps_,
-                                  output(args, 0), output(args, 1), output(args, 2),
-                                  mean ? mean : scratch, var ? var : scratch + d_.channels,
-                                  ctx_.stream());
+                                  input(args, 3), input(args, 4), momentum_, eps_, output(args, 0),
+                                  output(args, 1), output(args, 2), mean ? mean : scratch,
+                                  var ? var : scratch + d_.channels, ctx_.stream());
       break;
     }
     case NormKind::kGrad:

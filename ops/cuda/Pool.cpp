@@ -46,8 +46,8 @@ Expected<KernelPtr> createPool(const KernelSpec &spec, CudaContext &ctx) {
 
 Expected<KernelPtr> createPoolGrad(const KernelSpec &spec, CudaContext &ctx) {
   // MaxPoolGrad(dY, X) -> dX; AveragePoolGrad(dY) -> dX of shape input_shape.
-  PoolGeom g = poolGeom(spec, spec.outputs[0].shape, spec.inputs[0].shape,
-                        spec.op == "MaxPoolGrad", false);
+  PoolGeom g =
+      poolGeom(spec, spec.outputs[0].shape, spec.inputs[0].shape, spec.op == "MaxPoolGrad", false);
   return KernelPtr(std::make_unique<PoolKernel>(spec, ctx, g, true));
 }
 

@@ -52,10 +52,10 @@ TEST(CudaDenseTarget, ChecksWithoutAGpu) {
   EXPECT_FALSE(s.isOk());
   EXPECT_NE(s.message().find("cannot be expressed by cuDNN"), std::string::npos) << s.message();
   // Synchronized batch norm is not available on the GPU.
-  ops::KernelSpec bn = withAttrs(
-      makeSpec("BatchNormTraining", {{4, 3, 2, 2}, {3}, {3}, {3}, {3}},
-               {{4, 3, 2, 2}, {3}, {3}, {3}, {3}}, ir::DType::kFloat32, "ai.dtc"),
-      {{"sync", int64_t{1}}});
+  ops::KernelSpec bn =
+      withAttrs(makeSpec("BatchNormTraining", {{4, 3, 2, 2}, {3}, {3}, {3}, {3}},
+                         {{4, 3, 2, 2}, {3}, {3}, {3}, {3}}, ir::DType::kFloat32, "ai.dtc"),
+                {{"sync", int64_t{1}}});
   EXPECT_NE(t.checkKernel(bn).message().find("sync=1"), std::string::npos)
       << t.checkKernel(bn).message();
   bn.attrs.erase("sync");
@@ -117,9 +117,9 @@ TEST(CudaDensePlan, MatMulTAndGemmMatchCpu) {
   for (int64_t ta : {0, 1})
     for (int64_t tb : {0, 1}) {
       Ints a = ta ? Ints{2, 3, 5, 4} : Ints{2, 3, 4, 5}, b = tb ? Ints{1, 6, 5} : Ints{1, 5, 6};
-      expectPlanMatchesCpu(withAttrs(
-          makeSpec("MatMulT", {a, b}, {{2, 3, 4, 6}}, ir::DType::kFloat32, "ai.dtc"),
-          {{"transA", ta}, {"transB", tb}, {"alpha", 0.5f}}));
+      expectPlanMatchesCpu(
+          withAttrs(makeSpec("MatMulT", {a, b}, {{2, 3, 4, 6}}, ir::DType::kFloat32, "ai.dtc"),
+                    {{"transA", ta}, {"transB", tb}, {"alpha", 0.5f}}));
       Ints ga = ta ? Ints{7, 3} : Ints{3, 7}, gb = tb ? Ints{5, 7} : Ints{7, 5};
       expectPlanMatchesCpu(withAttrs(makeSpec("Gemm", {ga, gb}, {{3, 5}}),
                                      {{"transA", ta}, {"transB", tb}, {"alpha", 1.5f}}));
@@ -174,10 +174,9 @@ void expectPoolMathMatchesCpu(const std::string &op, const Ints &x, const Ints &
 TEST(CudaDensePoolMath, MatchesCpu) {
   expectPoolMathMatchesCpu("MaxPool", {8, 16, 32, 32}, {8, 16, 16, 16},
                            {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}});
-  expectPoolMathMatchesCpu("MaxPool", {2, 3, 9, 7}, {2, 3, 5, 4},
-                           {{"kernel_shape", Ints{3, 3}},
-                            {"strides", Ints{2, 2}},
-                            {"pads", Ints{1, 1, 1, 1}}});
+  expectPoolMathMatchesCpu(
+      "MaxPool", {2, 3, 9, 7}, {2, 3, 5, 4},
+      {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}});
   expectPoolMathMatchesCpu("MaxPool", {1, 2, 10}, {1, 2, 4},
                            {{"kernel_shape", Ints{3}},
                             {"strides", Ints{2}},
@@ -188,10 +187,9 @@ TEST(CudaDensePoolMath, MatchesCpu) {
                             {"strides", Ints{2, 2}},
                             {"pads", Ints{1, 1, 1, 1}},
                             {"count_include_pad", int64_t{1}}});
-  expectPoolMathMatchesCpu("AveragePool", {2, 3, 7, 7}, {2, 3, 4, 4},
-                           {{"kernel_shape", Ints{3, 3}},
-                            {"strides", Ints{2, 2}},
-                            {"pads", Ints{1, 1, 1, 1}}});
+  expectPoolMathMatchesCpu(
+      "AveragePool", {2, 3, 7, 7}, {2, 3, 4, 4},
+      {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}});
   expectPoolMathMatchesCpu("AveragePool", {1, 2, 6, 6}, {1, 2, 3, 3},
                            {{"kernel_shape", Ints{3, 3}},
                             {"strides", Ints{2, 2}},
@@ -221,26 +219,26 @@ TEST(CudaDense, MatMul) {
 TEST(CudaDense, MatMulT) {
   for (int64_t ta : {0, 1})
     for (int64_t tb : {0, 1}) {
-      Ints a = ta ? Ints{8, 4, 8, 16} : Ints{8, 4, 16, 8}, b = tb ? Ints{8, 4, 16, 8}
-                                                                 : Ints{8, 4, 8, 16};
-      expectCudaMatchesCpu(withAttrs(
-          makeSpec("MatMulT", {a, b}, {{8, 4, 16, 16}}, ir::DType::kFloat32, "ai.dtc"),
-          {{"transA", ta}, {"transB", tb}, {"alpha", 0.25f}}));
+      Ints a = ta ? Ints{8, 4, 8, 16} : Ints{8, 4, 16, 8},
+           b = tb ? Ints{8, 4, 16, 8} : Ints{8, 4, 8, 16};
+      expectCudaMatchesCpu(
+          withAttrs(makeSpec("MatMulT", {a, b}, {{8, 4, 16, 16}}, ir::DType::kFloat32, "ai.dtc"),
+                    {{"transA", ta}, {"transB", tb}, {"alpha", 0.25f}}));
     }
   // The weight gradient of a [128, 32] x [32, 64] layer: dW = X^T dY.
   expectCudaMatchesCpu(withAttrs(makeSpec("MatMulT", {{128, 32}, {128, 64}}, {{32, 64}},
                                           ir::DType::kFloat32, "ai.dtc"),
                                  {{"transA", int64_t{1}}}),
                        {}, 1e-4, 1e-4);
-  expectCudaMatchesCpu(withAttrs(makeSpec("MatMulT", {{2, 3, 5, 4}, {1, 6, 5}}, {{2, 3, 4, 6}},
-                                          ir::DType::kFloat32, "ai.dtc"),
-                                 {{"transA", int64_t{1}}, {"transB", int64_t{1}}}));
+  expectCudaMatchesCpu(withAttrs(
+      makeSpec("MatMulT", {{2, 3, 5, 4}, {1, 6, 5}}, {{2, 3, 4, 6}}, ir::DType::kFloat32, "ai.dtc"),
+      {{"transA", int64_t{1}}, {"transB", int64_t{1}}}));
 }
 
 TEST(CudaDense, Gemm) {
   // cnn's classifier: [8, 32] x [10, 32]^T + bias[10].
-  expectCudaMatchesCpu(withAttrs(makeSpec("Gemm", {{8, 32}, {10, 32}, {10}}, {{8, 10}}),
-                                 {{"transB", int64_t{1}}}));
+  expectCudaMatchesCpu(
+      withAttrs(makeSpec("Gemm", {{8, 32}, {10, 32}, {10}}, {{8, 10}}), {{"transB", int64_t{1}}}));
   for (int64_t ta : {0, 1})
     for (int64_t tb : {0, 1}) {
       Ints a = ta ? Ints{7, 3} : Ints{3, 7}, b = tb ? Ints{5, 7} : Ints{7, 5};
@@ -263,24 +261,24 @@ ops::KernelSpec conv(const Ints &x, const Ints &w, const Ints &y,
 }
 
 TEST(CudaDense, Conv) {
-  expectCudaMatchesCpu(conv({8, 3, 32, 32}, {16, 3, 3, 3}, {8, 16, 32, 32},
-                            {{"pads", Ints{1, 1, 1, 1}}}),
-                       {}, 1e-4, 1e-4);
+  expectCudaMatchesCpu(
+      conv({8, 3, 32, 32}, {16, 3, 3, 3}, {8, 16, 32, 32}, {{"pads", Ints{1, 1, 1, 1}}}), {}, 1e-4,
+      1e-4);
   expectCudaMatchesCpu(conv({4, 16, 15, 15}, {32, 16, 3, 3}, {4, 32, 8, 8},
                             {{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}}, false),
                        {}, 1e-4, 1e-4);
   expectCudaMatchesCpu(conv({2, 8, 9, 9}, {8, 2, 3, 3}, {2, 8, 5, 5},
                             {{"group", int64_t{4}}, {"dilations", Ints{2, 2}}}),
                        {}, 1e-4, 1e-4);
-  expectCudaMatchesCpu(conv({2, 4, 10}, {6, 4, 3}, {2, 6, 5},
-                            {{"strides", Ints{2}}, {"pads", Ints{1, 0}}}),
-                       {}, 1e-4, 1e-4); // 1-D, asymmetric pads cuDNN can express
-  expectCudaMatchesCpu(conv({1, 2, 5, 6, 7}, {3, 2, 3, 3, 3}, {1, 3, 5, 6, 7},
-                            {{"pads", Ints{1, 1, 1, 1, 1, 1}}}),
-                       {}, 1e-4, 1e-4); // 3-D
-  expectCudaMatchesCpu(conv({8, 64, 8, 8}, {128, 64, 1, 1}, {8, 128, 4, 4},
-                            {{"strides", Ints{2, 2}}}),
-                       {}, 1e-4, 1e-4); // resnet's 1x1 downsample
+  expectCudaMatchesCpu(
+      conv({2, 4, 10}, {6, 4, 3}, {2, 6, 5}, {{"strides", Ints{2}}, {"pads", Ints{1, 0}}}), {},
+      1e-4, 1e-4); // 1-D, asymmetric pads cuDNN can express
+  expectCudaMatchesCpu(
+      conv({1, 2, 5, 6, 7}, {3, 2, 3, 3, 3}, {1, 3, 5, 6, 7}, {{"pads", Ints{1, 1, 1, 1, 1, 1}}}),
+      {}, 1e-4, 1e-4); // 3-D
+  expectCudaMatchesCpu(
+      conv({8, 64, 8, 8}, {128, 64, 1, 1}, {8, 128, 4, 4}, {{"strides", Ints{2, 2}}}), {}, 1e-4,
+      1e-4); // resnet's 1x1 downsample
 }
 
 TEST(CudaDense, FusedConv) {
@@ -304,9 +302,9 @@ TEST(CudaDense, ConvGradData) {
     s.attrs["kernel_shape"] = Ints(w.begin() + 2, w.end());
     return s;
   };
-  expectCudaMatchesCpu(spec({8, 16, 32, 32}, {16, 3, 3, 3}, {8, 3, 32, 32},
-                            {{"pads", Ints{1, 1, 1, 1}}}),
-                       {}, 1e-4, 1e-4);
+  expectCudaMatchesCpu(
+      spec({8, 16, 32, 32}, {16, 3, 3, 3}, {8, 3, 32, 32}, {{"pads", Ints{1, 1, 1, 1}}}), {}, 1e-4,
+      1e-4);
   expectCudaMatchesCpu(spec({4, 32, 8, 8}, {32, 16, 3, 3}, {4, 16, 15, 15},
                             {{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}}),
                        {}, 1e-4, 1e-4);
@@ -328,9 +326,9 @@ TEST(CudaDense, ConvGradWeight) {
     s.attrs["kernel_shape"] = Ints(w.begin() + 2, w.end());
     return s;
   };
-  expectCudaMatchesCpu(spec({8, 16, 32, 32}, {8, 3, 32, 32}, {16, 3, 3, 3}, true,
-                            {{"pads", Ints{1, 1, 1, 1}}}),
-                       {}, 1e-3, 1e-3);
+  expectCudaMatchesCpu(
+      spec({8, 16, 32, 32}, {8, 3, 32, 32}, {16, 3, 3, 3}, true, {{"pads", Ints{1, 1, 1, 1}}}), {},
+      1e-3, 1e-3);
   expectCudaMatchesCpu(spec({4, 32, 8, 8}, {4, 16, 15, 15}, {32, 16, 3, 3}, false,
                             {{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}}),
                        {}, 1e-3, 1e-3);
@@ -343,20 +341,20 @@ TEST(CudaDense, ConvGradWeight) {
 
 TEST(CudaDense, ConvTranspose) {
   // unet's upsampling: k2 s2, [8, 64, 8, 8] -> [8, 32, 16, 16].
-  expectCudaMatchesCpu(withAttrs(makeSpec("ConvTranspose", {{8, 64, 8, 8}, {64, 32, 2, 2}, {32}},
-                                          {{8, 32, 16, 16}}),
-                                 {{"strides", Ints{2, 2}}}),
-                       {}, 1e-4, 1e-4);
-  expectCudaMatchesCpu(withAttrs(makeSpec("ConvTranspose", {{2, 4, 5, 5}, {4, 3, 3, 3}},
-                                          {{2, 6, 10, 10}}),
-                                 {{"strides", Ints{2, 2}},
-                                  {"pads", Ints{1, 1, 1, 1}},
-                                  {"output_padding", Ints{1, 1}},
-                                  {"group", int64_t{2}}}),
-                       {}, 1e-4, 1e-4);
-  expectCudaMatchesCpu(withAttrs(makeSpec("ConvTranspose", {{1, 2, 7}, {2, 3, 3}}, {{1, 3, 9}}),
-                                 {}),
-                       {}, 1e-4, 1e-4); // 1-D
+  expectCudaMatchesCpu(
+      withAttrs(makeSpec("ConvTranspose", {{8, 64, 8, 8}, {64, 32, 2, 2}, {32}}, {{8, 32, 16, 16}}),
+                {{"strides", Ints{2, 2}}}),
+      {}, 1e-4, 1e-4);
+  expectCudaMatchesCpu(
+      withAttrs(makeSpec("ConvTranspose", {{2, 4, 5, 5}, {4, 3, 3, 3}}, {{2, 6, 10, 10}}),
+                {{"strides", Ints{2, 2}},
+                 {"pads", Ints{1, 1, 1, 1}},
+                 {"output_padding", Ints{1, 1}},
+                 {"group", int64_t{2}}}),
+      {}, 1e-4, 1e-4);
+  expectCudaMatchesCpu(
+      withAttrs(makeSpec("ConvTranspose", {{1, 2, 7}, {2, 3, 3}}, {{1, 3, 9}}), {}), {}, 1e-4,
+      1e-4); // 1-D
 }
 
 void poolParity(const std::string &op, const Ints &x, const Ints &y,
@@ -404,8 +402,7 @@ TEST(CudaDense, Pooling) {
 TEST(CudaDense, BatchNormalization) {
   Fill var{0.5, 2.0, ""};
   expectCudaMatchesCpu(withAttrs(makeSpec("BatchNormalization",
-                                          {{8, 16, 5, 5}, {16}, {16}, {16}, {16}},
-                                          {{8, 16, 5, 5}}),
+                                          {{8, 16, 5, 5}, {16}, {16}, {16}, {16}}, {{8, 16, 5, 5}}),
                                  {{"epsilon", 1e-5f}}),
                        {Fill{}, Fill{}, Fill{}, Fill{}, var});
 }
@@ -427,9 +424,9 @@ TEST(CudaDense, BatchNormGrad) {
   Fill var{0.5, 2.0, ""};
   for (const Ints &x : {Ints{8, 16, 32, 32}, Ints{3, 5, 7}, Ints{2, 4}}) {
     Ints c = {x[1]};
-    ops::KernelSpec s = withAttrs(makeSpec("BatchNormGrad", {x, x, c, c, c}, {x, c, c},
-                                           ir::DType::kFloat32, "ai.dtc"),
-                                  {{"epsilon", 1e-5f}});
+    ops::KernelSpec s = withAttrs(
+        makeSpec("BatchNormGrad", {x, x, c, c, c}, {x, c, c}, ir::DType::kFloat32, "ai.dtc"),
+        {{"epsilon", 1e-5f}});
     expectCudaMatchesCpu(s, {Fill{}, Fill{}, Fill{}, Fill{}, var}, 1e-3, 1e-4);
     s.outputs.resize(1);
     expectCudaMatchesCpu(s, {Fill{}, Fill{}, Fill{}, Fill{}, var}, 1e-3, 1e-4);
@@ -438,11 +435,12 @@ TEST(CudaDense, BatchNormGrad) {
 
 TEST(CudaDense, Softmax) {
   for (const char *op : {"Softmax", "LogSoftmax"}) {
-    expectCudaMatchesCpu(withAttrs(makeSpec(op, {{8, 4, 16, 16}}, {{8, 4, 16, 16}}),
-                                   {{"axis", int64_t{-1}}}));
-    expectCudaMatchesCpu(withAttrs(makeSpec(op, {{3, 77, 5}}, {{3, 77, 5}}),
-                                   {{"axis", int64_t{1}}}));
-    expectCudaMatchesCpu(withAttrs(makeSpec(op, {{2, 1000}}, {{2, 1000}}), {}), {Fill{-20, 20, ""}});
+    expectCudaMatchesCpu(
+        withAttrs(makeSpec(op, {{8, 4, 16, 16}}, {{8, 4, 16, 16}}), {{"axis", int64_t{-1}}}));
+    expectCudaMatchesCpu(
+        withAttrs(makeSpec(op, {{3, 77, 5}}, {{3, 77, 5}}), {{"axis", int64_t{1}}}));
+    expectCudaMatchesCpu(withAttrs(makeSpec(op, {{2, 1000}}, {{2, 1000}}), {}),
+                         {Fill{-20, 20, ""}});
     expectCudaMatchesCpu(withAttrs(makeSpec(op, {{4, 1}}, {{4, 1}}), {}));
   }
 }
@@ -451,8 +449,8 @@ TEST(CudaDense, SoftmaxGrad) {
   for (const char *op : {"SoftmaxGrad", "LogSoftmaxGrad"}) {
     // Y must be a softmax (or log-softmax) output for the CPU's formula: fill it in range.
     Fill y = std::string(op) == "SoftmaxGrad" ? Fill{0.0, 0.2, ""} : Fill{-4.0, -0.1, ""};
-    expectCudaMatchesCpu(withAttrs(makeSpec(op, {{8, 4, 16, 16}, {8, 4, 16, 16}},
-                                            {{8, 4, 16, 16}}, ir::DType::kFloat32, "ai.dtc"),
+    expectCudaMatchesCpu(withAttrs(makeSpec(op, {{8, 4, 16, 16}, {8, 4, 16, 16}}, {{8, 4, 16, 16}},
+                                            ir::DType::kFloat32, "ai.dtc"),
                                    {{"axis", int64_t{-1}}}),
                          {Fill{}, y}, 1e-4, 1e-5);
     expectCudaMatchesCpu(withAttrs(makeSpec(op, {{3, 77, 5}, {3, 77, 5}}, {{3, 77, 5}},
