@@ -279,6 +279,7 @@ TEST(CudaDense, Conv) {
   expectCudaMatchesCpu(
       conv({8, 64, 8, 8}, {128, 64, 1, 1}, {8, 128, 4, 4}, {{"strides", Ints{2, 2}}}), {}, 1e-4,
       1e-4); // resnet's 1x1 downsample
+  expectCudaMatchesCpu(conv({0, 3, 8, 8}, {4, 3, 3, 3}, {0, 4, 6, 6}, {})); // empty batch
 }
 
 TEST(CudaDense, FusedConv) {
@@ -442,6 +443,7 @@ TEST(CudaDense, Softmax) {
     expectCudaMatchesCpu(withAttrs(makeSpec(op, {{2, 1000}}, {{2, 1000}}), {}),
                          {Fill{-20, 20, ""}});
     expectCudaMatchesCpu(withAttrs(makeSpec(op, {{4, 1}}, {{4, 1}}), {}));
+    expectCudaMatchesCpu(withAttrs(makeSpec(op, {{0, 3}}, {{0, 3}}), {})); // empty
   }
 }
 
