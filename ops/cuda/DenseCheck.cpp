@@ -305,6 +305,32 @@ int inPlaceBatchNormGrad(const KernelSpec &spec) {
   return sameAsInput0(spec);
 }
 
+/// Scale and B with the normalized shape's size (a smaller one that broadcasts is the CPU
+/// kernel's only).
+Status checkLayerNormParams(const KernelSpec &spec, const std::vector<int64_t> &x,
+                            const std::vector<size_t> &params) {
+  DTC_RETURN_IF_ERROR(checkDTypes(spec, kF32));
+  int64_t rank = static_cast<int64_t>(x.size()), axis = spec.attrInt("axis", -1), inner = 1;
+  if (axis < 0)
+    axis += rank;
+  for (int64_t i = axis; i < rank; ++i)
+    inner *= x[static_cast<size_t>(i)];
+  for (size_t i : params)
+    if (spec.inputs.size() > i && spec.inputs[i].present() && spec.inputs[i].numElements() != inner)
+      return spec.error("input " + std::to_string(i) + " " + spec.inputs[i].str() +
+                        " must have the normalized shape's " + std::to_string(inner) +
+                        " elements on the CUDA kernel (no broadcasting of Scale and B)");
+  return Status::ok();
+}
+
+Status checkLayerNorm(const KernelSpec &spec) {
+  return checkLayerNormParams(spec, spec.inputs[0].shape, {1, 2});
+}
+
+Status checkLayerNormGrad(const KernelSpec &spec) {
+  return checkLayerNormParams(spec, spec.inputs[1].shape, {2});
+}
+
 Status checkSoftmax(const KernelSpec &spec) { return checkDTypes(spec, kF32); }
 
 Status checkSoftmaxGrad(const KernelSpec &spec) { return checkDTypes(spec, kF32); }

@@ -229,6 +229,101 @@ __global__ void batchNormGradKernel(ChannelDims d, const float *dy, const float 
   }
 }
 
+/// The sum of `v` over the block (kThreads threads) in float, valid in every thread.
+__device__ float blockSumF(float v, float *shared) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s /= 2) {
+    if (static_cast<int>(threadIdx.x) < s)
+      shared[threadIdx.x] += shared[threadIdx.x + s];
+    __syncthreads();
+  }
+  float total = shared[0];
+  __syncthreads();
+  return total;
+}
+
+__global__ void layerNormKernel(const float *x, const float *scale, const float *bias, float eps,
+                                float *y, float *mean, float *invStd, int64_t outer,
+                                int64_t inner) {
+  __shared__ float shared[kThreads];
+  for (int64_t r = blockIdx.x; r < outer; r += gridDim.x) {
+    const float *xr = x + r * inner;
+    float s = 0.f;
+    for (int64_t j = threadIdx.x; j < inner; j += kThreads)
+      s += xr[j];
+    float mu = blockSumF(s, shared) / static_cast<float>(inner);
+    float q = 0.f;
+    for (int64_t j = threadIdx.x; j < inner; j += kThreads) {
+      float t = xr[j] - mu;
+      q += t * t;
+    }
+    float is = 1.f / sqrtf(blockSumF(q, shared) / static_cast<float>(inner) + eps);
+    if (threadIdx.x == 0) {
+      if (mean)
+        mean[r] = mu;
+      if (invStd)
+        invStd[r] = is;
+    }
+    float *yr = y + r * inner;
+    for (int64_t j = threadIdx.x; j < inner; j += kThreads)
+      yr[j] = (xr[j] - mu) * is * scale[j] + (bias ? bias[j] : 0.f);
+  }
+}
+
+__global__ void layerNormGradRowsKernel(const float *dy, const float *x, const float *scale,
+                                        float eps, float *dx, float *stats, int64_t outer,
+                                        int64_t inner) {
+  __shared__ float shared[kThreads];
+  float n = static_cast<float>(inner);
+  for (int64_t r = blockIdx.x; r < outer; r += gridDim.x) {
+    const float *xr = x + r * inner, *dyr = dy + r * inner;
+    float s = 0.f;
+    for (int64_t j = threadIdx.x; j < inner; j += kThreads)
+      s += xr[j];
+    float mu = blockSumF(s, shared) / n;
+    float q = 0.f;
+    for (int64_t j = threadIdx.x; j < inner; j += kThreads) {
+      float t = xr[j] - mu;
+      q += t * t;
+    }
+    float is = 1.f / sqrtf(blockSumF(q, shared) / n + eps);
+    float sg = 0.f, sgx = 0.f;
+    for (int64_t j = threadIdx.x; j < inner; j += kThreads) {
+      float g = dyr[j] * scale[j];
+      sg += g;
+      sgx += g * (xr[j] - mu) * is;
+    }
+    float meanG = blockSumF(sg, shared) / n, meanGX = blockSumF(sgx, shared) / n;
+    if (threadIdx.x == 0) {
+      stats[2 * r] = mu;
+      stats[2 * r + 1] = is;
+    }
+    float *dxr = dx + r * inner;
+    for (int64_t j = threadIdx.x; j < inner; j += kThreads) {
+      float xhat = (xr[j] - mu) * is;
+      dxr[j] = is * (dyr[j] * scale[j] - meanG - xhat * meanGX);
+    }
+  }
+}
+
+__global__ void layerNormGradParamsKernel(const float *dy, const float *x, const float *stats,
+                                          float *dScale, float *dB, int64_t outer, int64_t inner) {
+  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < inner;
+       j += int64_t(blockDim.x) * gridDim.x) {
+    double ds = 0.0, db = 0.0;
+    for (int64_t r = 0; r < outer; ++r) {
+      float g = dy[r * inner + j];
+      ds += static_cast<double>(g) * ((x[r * inner + j] - stats[2 * r]) * stats[2 * r + 1]);
+      db += g;
+    }
+    if (dScale)
+      dScale[j] = static_cast<float>(ds);
+    if (dB)
+      dB[j] = static_cast<float>(db);
+  }
+}
+
 unsigned channelBlocks(int64_t channels) {
   return static_cast<unsigned>(std::clamp<int64_t>(channels, 1, 65535));
 }
@@ -314,6 +409,34 @@ int launchBatchNormGrad(const ChannelDims &d, const float *dy, const float *x, c
     return 0;
   batchNormGradKernel<<<channelBlocks(d.channels), kThreads, 0, stream>>>(d, dy, x, scale, mean,
                                                                           var, eps, dx, dScale, dB);
+  return launchError();
+}
+
+int launchLayerNorm(const float *x, const float *scale, const float *bias, float eps, float *y,
+                    float *mean, float *invStd, int64_t outer, int64_t inner, CUstream_st *stream) {
+  if (outer == 0)
+    return 0;
+  layerNormKernel<<<channelBlocks(outer), kThreads, 0, stream>>>(x, scale, bias, eps, y, mean,
+                                                                 invStd, outer, inner);
+  return launchError();
+}
+
+int launchLayerNormGrad(const float *dy, const float *x, const float *scale, float eps, float *dx,
+                        float *dScale, float *dB, float *stats, int64_t outer, int64_t inner,
+                        CUstream_st *stream) {
+  if (inner == 0)
+    return 0;
+  if (outer > 0) {
+    layerNormGradRowsKernel<<<channelBlocks(outer), kThreads, 0, stream>>>(dy, x, scale, eps, dx,
+                                                                           stats, outer, inner);
+    int e = launchError();
+    if (e != 0)
+      return e;
+  }
+  if (!dScale && !dB)
+    return 0;
+  layerNormGradParamsKernel<<<blocksFor(inner), kThreads, 0, stream>>>(dy, x, stats, dScale, dB,
+                                                                       outer, inner);
   return launchError();
 }
 

@@ -250,4 +250,18 @@ int launchBatchNormGrad(const ChannelDims &d, const float *dy, const float *x, c
                         const float *mean, const float *var, float eps, float *dx, float *dScale,
                         float *dB, CUstream_st *stream);
 
+/// LayerNormalization over the rows of [outer, inner] (one block per row, two passes):
+/// y = (x - mean) * invstd * scale + bias with invstd = 1 / sqrt(var + eps), var biased; scale and
+/// bias (may be null) have `inner` elements; mean and invStd (either may be null) get one value
+/// per row (NaN for an empty row, as the CPU kernel).
+int launchLayerNorm(const float *x, const float *scale, const float *bias, float eps, float *y,
+                    float *mean, float *invStd, int64_t outer, int64_t inner, CUstream_st *stream);
+/// LayerNormGrad (dY, X, Scale -> dX, dScale, dB?): per row, with xhat = (x - mean) * invstd and
+/// g = dY * scale, dX = invstd * (g - mean(g) - xhat * mean(g * xhat)); per column, dScale =
+/// sum(dY * xhat) and dB = sum(dY) over the rows (in double). `stats` is device scratch of
+/// 2 * outer floats (the rows' mean and invstd).
+int launchLayerNormGrad(const float *dy, const float *x, const float *scale, float eps, float *dx,
+                        float *dScale, float *dB, float *stats, int64_t outer, int64_t inner,
+                        CUstream_st *stream);
+
 } // namespace dtc::ops::cuda

@@ -5,11 +5,14 @@
 // double, running variance unbiased by M / (M - 1) as PyTorch, momentum weighting the old value.
 // cuDNN's batch norm is not used: its saved statistics are the inverse standard deviation and
 // its running-average factor the other way round, so matching the plan's operands would cost
-// extra kernels anyway. sync=1 is rejected by the check (DenseCheck.cpp).
+// extra kernels anyway. sync=1 is rejected by the check (DenseCheck.cpp). LayerNormalization
+// (outputs Y, Mean?, InvStdDev?) and ai.dtc.LayerNormGrad (dY, X, Scale -> dX, dScale, dB?) work
+// on the [outer, inner] view of X (inner = the product of X.shape[axis:]).
 #include "ops/cuda/CudaKernel.h"
 #include "ops/cuda/DenseUtil.h"
 
 #include <algorithm>
+#include <tuple>
 
 namespace dtc::ops::cuda {
 
@@ -79,7 +82,57 @@ public:
   DeviceBuffer scratch_; ///< saved mean and variance the node does not output
 };
 
+/// The [outer, inner] view of X for LayerNormalization's axis.
+std::pair<int64_t, int64_t> rows(const std::vector<int64_t> &x, int64_t axis) {
+  int64_t rank = static_cast<int64_t>(x.size()), outer = 1, inner = 1;
+  if (axis < 0)
+    axis += rank;
+  for (int64_t i = 0; i < rank; ++i)
+    (i < axis ? outer : inner) *= x[static_cast<size_t>(i)];
+  return {outer, inner};
+}
+
+class LayerNormKernel : public Kernel {
+public:
+  LayerNormKernel(const KernelSpec &spec, CudaContext &ctx, bool grad)
+      : where_(spec.where()), ctx_(ctx), grad_(grad), eps_(spec.attrFloat("epsilon", 1e-5f)) {
+    std::tie(outer_, inner_) = rows(spec.inputs[grad ? 1 : 0].shape, spec.attrInt("axis", -1));
+  }
+
+  Status run(const KernelArgs &args) override {
+    int e;
+    if (grad_)
+      e = launchLayerNormGrad(input(args, 0), input(args, 1), input(args, 2), eps_, output(args, 0),
+                              output(args, 1), output(args, 2), static_cast<float *>(stats_.get()),
+                              outer_, inner_, ctx_.stream());
+    else
+      e = launchLayerNorm(input(args, 0), input(args, 1),
+                          args.numInputs > 2 ? input(args, 2) : nullptr, eps_, output(args, 0),
+                          output(args, 1), output(args, 2), outer_, inner_, ctx_.stream());
+    DTC_CUDA_RETURN_IF_ERROR(where_, static_cast<cudaError_t>(e));
+    return Status::ok();
+  }
+
+  std::string where_;
+  CudaContext &ctx_;
+  bool grad_;
+  float eps_;
+  int64_t outer_ = 0, inner_ = 0;
+  DeviceBuffer stats_; ///< LayerNormGrad: each row's mean and invstd
+};
+
 } // namespace
+
+Expected<KernelPtr> createLayerNorm(const KernelSpec &spec, CudaContext &ctx) {
+  return KernelPtr(std::make_unique<LayerNormKernel>(spec, ctx, false));
+}
+
+Expected<KernelPtr> createLayerNormGrad(const KernelSpec &spec, CudaContext &ctx) {
+  auto k = std::make_unique<LayerNormKernel>(spec, ctx, true);
+  size_t bytes = 2 * static_cast<size_t>(std::max<int64_t>(k->outer_, 1)) * sizeof(float);
+  DTC_ASSIGN_OR_RETURN(k->stats_, ctx.allocate(bytes, spec.where() + " row statistics"));
+  return KernelPtr(std::move(k));
+}
 
 Expected<KernelPtr> createBatchNorm(const KernelSpec &spec, CudaContext &ctx) {
   return KernelPtr(std::make_unique<BatchNormKernel>(spec, ctx, NormKind::kInference));

@@ -464,3 +464,50 @@ TEST(CudaDense, SoftmaxGrad) {
 
 } // namespace
 } // namespace dtc::gputest
+
+namespace dtc::gputest {
+namespace {
+
+TEST(CudaDense, LayerNormalization) {
+  // gpt's [batch, sequence, embedding] rows; an odd row length across block sizes; axis 1.
+  for (const auto &[x, axis] : std::vector<std::pair<Ints, int64_t>>{
+           {{8, 16, 32}, -1}, {{3, 777}, -1}, {{2, 3, 4, 5}, 1}, {{5, 1}, -1}}) {
+    Ints tail(x.begin() + (axis < 0 ? static_cast<long>(x.size()) + axis : axis), x.end());
+    Ints stats = x;
+    for (size_t i = x.size() - tail.size(); i < x.size(); ++i)
+      stats[i] = 1;
+    ops::KernelSpec s =
+        withAttrs(makeSpec("LayerNormalization", {x, tail, tail}, {x, stats, stats}),
+                  {{"axis", axis}, {"epsilon", 1e-5f}});
+    expectCudaMatchesCpu(s, {}, 1e-4, 1e-5);
+    s.inputs.pop_back(); // without B, Y only
+    s.outputs.resize(1);
+    expectCudaMatchesCpu(s, {}, 1e-4, 1e-5);
+  }
+}
+
+TEST(CudaDense, LayerNormGrad) {
+  for (const auto &[x, axis] : std::vector<std::pair<Ints, int64_t>>{
+           {{8, 16, 32}, -1}, {{3, 777}, -1}, {{2, 3, 4, 5}, 1}}) {
+    Ints tail(x.begin() + (axis < 0 ? static_cast<long>(x.size()) + axis : axis), x.end());
+    ops::KernelSpec s = withAttrs(
+        makeSpec("LayerNormGrad", {x, x, tail}, {x, tail, tail}, ir::DType::kFloat32, "ai.dtc"),
+        {{"axis", axis}, {"epsilon", 1e-5f}});
+    expectCudaMatchesCpu(s, {}, 1e-3, 1e-4);
+    s.outputs.resize(2); // without dB
+    expectCudaMatchesCpu(s, {}, 1e-3, 1e-4);
+  }
+}
+
+TEST(CudaDenseTarget, LayerNormScaleMustHaveTheRowSize) {
+  ops::KernelSpec s = withAttrs(makeSpec("LayerNormalization", {{2, 3, 4}, {4}}, {{2, 3, 4}}),
+                                {{"axis", int64_t{1}}});
+  Status st = ops::cudaTarget().checkKernel(s);
+  EXPECT_NE(st.message().find("no broadcasting of Scale and B"), std::string::npos) << st.message();
+  s.inputs[1].shape = {3, 4};
+  EXPECT_TRUE(ops::cudaTarget().checkKernel(s).isOk())
+      << ops::cudaTarget().checkKernel(s).message();
+}
+
+} // namespace
+} // namespace dtc::gputest
