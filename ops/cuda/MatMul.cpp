@@ -32,7 +32,8 @@ public:
       float scale = p_.k == 0 ? cScale_ : 1.f;
       int e = launchBroadcast2D(y, static_cast<const float *>(args.inputs[2]), p_.m, p_.n, cm_, cn_,
                                 scale, ctx_.stream());
-      DTC_CUDA_RETURN_IF_ERROR(where_, static_cast<cudaError_t>(e));
+      if (e != 0)
+        return cudaStatus(static_cast<cudaError_t>(e), where_, "the broadcast of C");
       beta = cScale_;
       if (p_.k == 0)
         return Status::ok();

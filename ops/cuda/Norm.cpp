@@ -70,7 +70,8 @@ public:
                               output(args, 2), ctx_.stream());
       break;
     }
-    DTC_CUDA_RETURN_IF_ERROR(where_, static_cast<cudaError_t>(e));
+    if (e != 0)
+      return cudaStatus(static_cast<cudaError_t>(e), where_, "the normalization kernel");
     return Status::ok();
   }
 
@@ -109,7 +110,8 @@ public:
       e = launchLayerNorm(input(args, 0), input(args, 1),
                           args.numInputs > 2 ? input(args, 2) : nullptr, eps_, output(args, 0),
                           output(args, 1), output(args, 2), outer_, inner_, ctx_.stream());
-    DTC_CUDA_RETURN_IF_ERROR(where_, static_cast<cudaError_t>(e));
+    if (e != 0)
+      return cudaStatus(static_cast<cudaError_t>(e), where_, "the normalization kernel");
     return Status::ok();
   }
 

@@ -25,7 +25,8 @@ public:
     else
       e = launchPoolForward(g_, static_cast<const float *>(args.inputs[0]),
                             static_cast<float *>(args.outputs[0]), ctx_.stream());
-    DTC_CUDA_RETURN_IF_ERROR(where_, static_cast<cudaError_t>(e));
+    if (e != 0)
+      return cudaStatus(static_cast<cudaError_t>(e), where_, "the pooling kernel");
     return Status::ok();
   }
 

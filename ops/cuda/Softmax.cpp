@@ -39,7 +39,8 @@ public:
                   : launchSoftmax(static_cast<const float *>(args.inputs[0]),
                                   static_cast<float *>(args.outputs[0]), outer_, n_, inner_, log_,
                                   ctx_.stream());
-    DTC_CUDA_RETURN_IF_ERROR(where_, static_cast<cudaError_t>(e));
+    if (e != 0)
+      return cudaStatus(static_cast<cudaError_t>(e), where_, "the softmax kernel");
     return Status::ok();
   }
 
