@@ -5,7 +5,6 @@
 #include "ops/cuda/Checks.h"
 #include "ops/cuda/DenseUtil.h"
 
-#include <algorithm>
 #include <climits>
 
 namespace dtc::ops::cuda {
@@ -68,134 +67,7 @@ Status checkGemmSizes(const KernelSpec &spec, int64_t m, int64_t n, int64_t k) {
   return fitsInt(spec, batch, "batch count");
 }
 
-/// Fills the batch part of `p` from the operands' batch dims (each padded on the left with 1s
-/// to the output's batch rank). An operand's dim of 1 against an output dim > 1 is broadcast.
-void planBatches(GemmPlan &p, std::vector<int64_t> a, std::vector<int64_t> b,
-                 const std::vector<int64_t> &out) {
-  size_t r = out.size();
-  a.insert(a.begin(), r - a.size(), 1);
-  b.insert(b.begin(), r - b.size(), 1);
-  // Element strides of each batch dim in A, B and Y (0 where broadcast), dims of 1 dropped.
-  struct Dim {
-    int64_t size, sa, sb, sy;
-  };
-  std::vector<Dim> dims;
-  int64_t sa = p.m * p.k, sb = p.k * p.n, sy = p.m * p.n;
-  for (size_t i = r; i-- > 0;) {
-    if (out[i] != 1)
-      dims.insert(dims.begin(), Dim{out[i], a[i] == 1 ? 0 : sa, b[i] == 1 ? 0 : sb, sy});
-    sa *= a[i];
-    sb *= b[i];
-    sy *= out[i];
-  }
-  // Merge a dim into the next (inner) one when one stride describes both, in every operand.
-  std::vector<Dim> merged;
-  for (const Dim &d : dims) {
-    if (!merged.empty()) {
-      Dim &last = merged.back();
-      if (last.sa == d.sa * d.size && last.sb == d.sb * d.size && last.sy == d.sy * d.size) {
-        last = Dim{last.size * d.size, d.sa, d.sb, d.sy};
-        continue;
-      }
-    }
-    merged.push_back(d);
-  }
-  if (merged.empty()) {
-    p.calls.push_back(GemmCall{});
-    return;
-  }
-  Dim inner = merged.back();
-  merged.pop_back();
-  p.batch = inner.size;
-  p.strideA = inner.sa;
-  p.strideB = inner.sb;
-  // Outer indices, row-major.
-  std::vector<int64_t> idx(merged.size(), 0);
-  while (true) {
-    GemmCall c;
-    for (size_t i = 0; i < merged.size(); ++i) {
-      c.a += idx[i] * merged[i].sa;
-      c.b += idx[i] * merged[i].sb;
-      c.y += idx[i] * merged[i].sy;
-    }
-    p.calls.push_back(c);
-    size_t i = merged.size();
-    while (i > 0 && ++idx[i - 1] == merged[i - 1].size)
-      idx[--i] = 0;
-    if (i == 0)
-      break;
-  }
-}
-
 } // namespace
-
-GemmPlan gemmPlan(const KernelSpec &spec) {
-  GemmPlan p;
-  std::vector<int64_t> a = spec.inputs[0].shape, b = spec.inputs[1].shape;
-  if (spec.op == "Gemm") {
-    p.transA = spec.attrInt("transA", 0) != 0;
-    p.transB = spec.attrInt("transB", 0) != 0;
-    p.alpha = spec.attrFloat("alpha", 1.f);
-    p.m = p.transA ? a[1] : a[0];
-    p.k = p.transA ? a[0] : a[1];
-    p.n = p.transB ? b[0] : b[1];
-    p.calls.push_back(GemmCall{});
-    return p;
-  }
-  if (spec.op == "MatMulT") {
-    p.transA = spec.attrInt("transA", 0) != 0;
-    p.transB = spec.attrInt("transB", 0) != 0;
-    p.alpha = spec.attrFloat("alpha", 1.f);
-  } else { // MatMul: 1-D operands promoted
-    if (a.size() == 1)
-      a.insert(a.begin(), 1);
-    if (b.size() == 1)
-      b.push_back(1);
-  }
-  size_t ra = a.size(), rb = b.size();
-  p.m = a[p.transA ? ra - 1 : ra - 2];
-  p.k = a[p.transA ? ra - 2 : ra - 1];
-  p.n = b[p.transB ? rb - 2 : rb - 1];
-  std::vector<int64_t> batchA(a.begin(), a.end() - 2), batchB(b.begin(), b.end() - 2);
-  // The output's batch dims: numpy broadcasting of A's and B's (right-aligned).
-  std::vector<int64_t> out(std::max(batchA.size(), batchB.size()), 1);
-  for (size_t i = 0; i < out.size(); ++i) {
-    size_t ia = i + batchA.size(), ib = i + batchB.size();
-    int64_t da = ia >= out.size() ? batchA[ia - out.size()] : 1;
-    int64_t db = ib >= out.size() ? batchB[ib - out.size()] : 1;
-    out[i] = da == 1 ? db : da;
-  }
-  planBatches(p, batchA, batchB, out);
-  return p;
-}
-
-/// The geometry from the forward input's shape `x`, the output's `y` and the attributes.
-PoolGeom poolGeom(const KernelSpec &spec, const std::vector<int64_t> &x,
-                  const std::vector<int64_t> &y, bool max, bool global) {
-  PoolGeom g;
-  size_t sp = x.size() - 2;
-  g.planes = x[0] * x[1];
-  g.max = max;
-  g.includePad = !max && spec.attrInt("count_include_pad", 0) == 1;
-  std::vector<int64_t> kernel =
-      global ? std::vector<int64_t>(x.begin() + 2, x.end()) : spec.attrInts("kernel_shape");
-  std::vector<int64_t> strides =
-      global ? std::vector<int64_t>(sp, 1) : spec.attrInts("strides", std::vector<int64_t>(sp, 1));
-  std::vector<int64_t> dilations = global ? std::vector<int64_t>(sp, 1)
-                                          : spec.attrInts("dilations", std::vector<int64_t>(sp, 1));
-  std::vector<int64_t> pads = global ? std::vector<int64_t>(2 * sp, 0)
-                                     : spec.attrInts("pads", std::vector<int64_t>(2 * sp, 0));
-  for (size_t i = 0; i < sp; ++i) {
-    g.in[i] = x[2 + i];
-    g.out[i] = y[2 + i];
-    g.k[i] = kernel[i];
-    g.s[i] = strides[i];
-    g.d[i] = dilations[i];
-    g.pb[i] = pads[i];
-    g.pe[i] = pads[i + sp];
-  }
-  return g;
-}
 
 std::vector<int64_t> convTransposeBeginPads(const KernelSpec &spec) {
   const auto &x = spec.inputs[0].shape, &w = spec.inputs[1].shape;

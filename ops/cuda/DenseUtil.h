@@ -6,6 +6,7 @@
 // host compiler: nothing here needs the CUDA headers except the launchers' cudaStream_t.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -196,13 +197,315 @@ inline ColumnMajorGemm columnMajor(const GemmPlan &p) {
 /// The plan of a MatMul (numpy broadcasting, 1-D operands), ai.dtc.MatMulT or Gemm (C and beta
 /// are the kernel's) spec that passed the CPU target's check. Batch dims broadcast with stride
 /// 0; adjacent batch dims that one stride describes in A, B and Y are merged; the innermost
-/// becomes the strided batch and the outer ones the calls. (DenseCheck.cpp)
+/// becomes the strided batch and the outer ones the calls. (DensePlan.cpp)
 GemmPlan gemmPlan(const KernelSpec &spec);
 
 /// The pooling geometry of MaxPool / AveragePool / GlobalAveragePool (x: input, y: output) or
-/// of their gradients (x: dX's shape, y: dY's shape). (DenseCheck.cpp)
+/// of their gradients (x: dX's shape, y: dY's shape). (DensePlan.cpp)
 PoolGeom poolGeom(const KernelSpec &spec, const std::vector<int64_t> &x,
                   const std::vector<int64_t> &y, bool max, bool global);
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// Rows and channels: one block (or warp) of threads works on one row or channel, each thread on
+// the elements t, t + nt, t + 2 nt, ..., combined by a block (warp) sum. On the host the same
+// functions run with t = 0, nt = 1, where the sums are the value itself (tests/gpu/DenseTest.cpp).
+
+constexpr int kBlockThreads = 256; ///< threads of the block-per-row/channel kernels
+
+/// The sum of `v` over the block's kBlockThreads threads (`shared`: kBlockThreads values), valid
+/// in every thread; `v` on the host.
+template <typename T> DTC_HD inline T blockSum(T v, T *shared) {
+#if defined(__CUDA_ARCH__)
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = kBlockThreads / 2; s > 0; s /= 2) {
+    if (static_cast<int>(threadIdx.x) < s)
+      shared[threadIdx.x] += shared[threadIdx.x + s];
+    __syncthreads();
+  }
+  T total = shared[0];
+  __syncthreads();
+  return total;
+#else
+  (void)shared;
+  return v;
+#endif
+}
+
+/// Sum, maximum and "any" over the 32 lanes of a warp (all active); `v` on the host.
+DTC_HD inline float warpSum(float v) {
+#if defined(__CUDA_ARCH__)
+  for (int o = 16; o > 0; o /= 2)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+#endif
+  return v;
+}
+DTC_HD inline float warpMax(float v) {
+#if defined(__CUDA_ARCH__)
+  for (int o = 16; o > 0; o /= 2)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+#endif
+  return v;
+}
+DTC_HD inline bool warpAny(bool v) {
+#if defined(__CUDA_ARCH__)
+  return __any_sync(0xffffffffu, v) != 0;
+#else
+  return v;
+#endif
+}
+
+/// Softmax / LogSoftmax (opset 13: over the middle axis of [outer, n, inner]) and their
+/// gradients, row by row (one warp per row on the device).
+struct SoftmaxArgs {
+  const float *x = nullptr; ///< forward: X; backward: dY
+  const float *y = nullptr; ///< backward: the forward output Y
+  float *out = nullptr;     ///< forward: Y; backward: dX
+  int64_t outer = 1, n = 1, inner = 1;
+  bool log = false;
+};
+
+/// Row r (of outer * inner): softmax = exp(x - max) / sum(exp(x - max)), log-softmax = x - max -
+/// log(sum(exp(x - max))); a row holding NaN gives NaN everywhere in that row (the reference's
+/// max and sum are NaN). `lane` / `lanes`: this thread's share of the row.
+DTC_HD inline void softmaxRow(const SoftmaxArgs &a, int64_t r, int64_t lane, int64_t lanes) {
+  int64_t base = (r / a.inner) * a.n * a.inner + r % a.inner, st = a.inner;
+  const float *x = a.x + base;
+  float *y = a.out + base;
+  float mx = -INFINITY;
+  bool nan = false;
+  for (int64_t j = lane; j < a.n; j += lanes) {
+    float v = x[j * st];
+    nan = nan || v != v;
+    mx = v > mx ? v : mx;
+  }
+  mx = warpMax(mx);
+  if (warpAny(nan)) {
+    for (int64_t j = lane; j < a.n; j += lanes)
+      y[j * st] = NAN;
+    return;
+  }
+  float sum = 0.f;
+  for (int64_t j = lane; j < a.n; j += lanes)
+    sum += expf(x[j * st] - mx);
+  sum = warpSum(sum);
+  float logSum = logf(sum);
+  for (int64_t j = lane; j < a.n; j += lanes) {
+    float v = x[j * st] - mx;
+    y[j * st] = a.log ? v - logSum : expf(v) / sum;
+  }
+}
+
+/// Row r of the gradient: softmax dX = Y * (dY - sum(dY * Y)); log-softmax dX = dY - exp(Y) *
+/// sum(dY).
+DTC_HD inline void softmaxGradRow(const SoftmaxArgs &a, int64_t r, int64_t lane, int64_t lanes) {
+  int64_t base = (r / a.inner) * a.n * a.inner + r % a.inner, st = a.inner;
+  const float *dy = a.x + base, *y = a.y + base;
+  float *dx = a.out + base;
+  float sum = 0.f;
+  for (int64_t j = lane; j < a.n; j += lanes)
+    sum += a.log ? dy[j * st] : dy[j * st] * y[j * st];
+  sum = warpSum(sum);
+  for (int64_t j = lane; j < a.n; j += lanes) {
+    float g = dy[j * st], v = y[j * st];
+    dx[j * st] = a.log ? g - expf(v) * sum : v * (g - sum);
+  }
+}
+
+/// The per-channel view of an (N, C, spatial...) tensor: element (b, c, s) at (b * C + c) * S + s.
+struct ChannelDims {
+  int64_t batch = 0, channels = 0, spatial = 1;
+  /// Element e in [0, batch * spatial) of channel c.
+  DTC_HD int64_t at(int64_t c, int64_t e) const {
+    return ((e / spatial) * channels + c) * spatial + e % spatial;
+  }
+};
+
+/// BatchNormalization (inference), BatchNormTraining and BatchNormGrad operands (null: absent).
+struct BatchNormArgs {
+  ChannelDims d;
+  const float *x = nullptr, *dy = nullptr, *scale = nullptr, *bias = nullptr;
+  const float *inMean = nullptr, *inVar = nullptr; ///< inference: the statistics used
+  const float *mean = nullptr, *var = nullptr;     ///< BatchNormGrad: the saved statistics
+  float momentum = 0.9f, eps = 1e-5f;
+  float *y = nullptr;                            ///< Y, or dX
+  float *runMean = nullptr, *runVar = nullptr;   ///< BatchNormTraining outputs 1, 2
+  float *saveMean = nullptr, *saveVar = nullptr; ///< BatchNormTraining outputs 3, 4 (required)
+  float *dScale = nullptr, *dB = nullptr;        ///< BatchNormGrad outputs 1, 2
+};
+
+/// Element i of inference batch norm: y = (x - mean) * (scale / sqrt(var + eps)) + bias.
+DTC_HD inline void batchNormInferenceAt(const BatchNormArgs &a, int64_t i) {
+  int64_t c = (i / a.d.spatial) % a.d.channels;
+  float k = a.scale[c] / sqrtf(a.inVar[c] + a.eps);
+  a.y[i] = (a.x[i] - a.inMean[c]) * k + a.bias[c];
+}
+
+/// Channel c of BatchNormTraining (the CPU kernel's conventions, ops/cpu/NNGradNorm.cpp): mean
+/// and biased variance in double (two passes), saved as f32; running_mean = in_mean * momentum +
+/// mean * (1 - momentum), running_var = in_var * momentum + var * M / (M - 1) * (1 - momentum)
+/// (PyTorch's unbiased running variance; var alone for M = 1); Y from the saved f32 statistics.
+DTC_HD inline void batchNormTrainingChannel(const BatchNormArgs &a, int64_t c, int64_t t,
+                                            int64_t nt, double *shared) {
+  const ChannelDims &d = a.d;
+  int64_t m = d.batch * d.spatial;
+  double count = static_cast<double>(m);
+  double s = 0.0;
+  for (int64_t e = t; e < m; e += nt)
+    s += a.x[d.at(c, e)];
+  double mu = blockSum(s, shared) / count;
+  double q = 0.0;
+  for (int64_t e = t; e < m; e += nt) {
+    double v = a.x[d.at(c, e)] - mu;
+    q += v * v;
+  }
+  double var = blockSum(q, shared) / count;
+  float meanF = static_cast<float>(mu), varF = static_cast<float>(var);
+  if (t == 0) {
+    double keep = a.momentum, take = 1.0 - static_cast<double>(a.momentum);
+    double unbias = count > 1 ? count / (count - 1) : 1.0;
+    a.saveMean[c] = meanF;
+    a.saveVar[c] = varF;
+    if (a.runMean)
+      a.runMean[c] = static_cast<float>(a.inMean[c] * keep + mu * take);
+    if (a.runVar)
+      a.runVar[c] = static_cast<float>(a.inVar[c] * keep + var * unbias * take);
+  }
+  float k = static_cast<float>(static_cast<double>(a.scale[c]) /
+                               sqrt(static_cast<double>(varF) + static_cast<double>(a.eps)));
+  float b = a.bias[c];
+  for (int64_t e = t; e < m; e += nt) {
+    int64_t i = d.at(c, e);
+    a.y[i] = (a.x[i] - meanF) * k + b;
+  }
+}
+
+/// Channel c of BatchNormGrad (Ioffe & Szegedy 2015, as the CPU kernel): with invstd =
+/// 1 / sqrt(var + eps) and the sums sum_dy, sum_dy_xmu in double, dX = scale * invstd * (dY -
+/// sum_dy / M - (X - mean) * invstd^2 * sum_dy_xmu / M), dScale = sum_dy_xmu * invstd, dB =
+/// sum_dy. dX may overwrite dY: each element is read before the same thread writes it.
+DTC_HD inline void batchNormGradChannel(const BatchNormArgs &a, int64_t c, int64_t t, int64_t nt,
+                                        double *shared) {
+  const ChannelDims &d = a.d;
+  int64_t m = d.batch * d.spatial;
+  double count = static_cast<double>(m), mu = a.mean[c];
+  double sdy = 0.0, sdyx = 0.0;
+  for (int64_t e = t; e < m; e += nt) {
+    int64_t i = d.at(c, e);
+    double g = a.dy[i];
+    sdy += g;
+    sdyx += g * (a.x[i] - mu);
+  }
+  sdy = blockSum(sdy, shared);
+  sdyx = blockSum(sdyx, shared);
+  double is = 1.0 / sqrt(static_cast<double>(a.var[c]) + static_cast<double>(a.eps));
+  if (t == 0) {
+    if (a.dScale)
+      a.dScale[c] = static_cast<float>(sdyx * is);
+    if (a.dB)
+      a.dB[c] = static_cast<float>(sdy);
+  }
+  double k = static_cast<double>(a.scale[c]) * is;
+  float ka = static_cast<float>(k), kb = static_cast<float>(-k * is * is * sdyx / count);
+  float kd = static_cast<float>(-k * sdy / count), mf = a.mean[c];
+  for (int64_t e = t; e < m; e += nt) {
+    int64_t i = d.at(c, e);
+    a.y[i] = ka * a.dy[i] + kb * (a.x[i] - mf) + kd;
+  }
+}
+
+/// LayerNormalization and LayerNormGrad over the rows of [outer, inner] (null: absent).
+struct LayerNormArgs {
+  const float *x = nullptr, *dy = nullptr, *scale = nullptr, *bias = nullptr;
+  float eps = 1e-5f;
+  float *y = nullptr;                       ///< Y, or dX
+  float *mean = nullptr, *invStd = nullptr; ///< forward outputs 1, 2
+  float *dScale = nullptr, *dB = nullptr;   ///< gradient outputs 1, 2
+  float *stats = nullptr; ///< gradient: scratch of 2 * outer floats (each row's mean, invstd)
+  int64_t outer = 0, inner = 0;
+};
+
+/// A row's mean and 1 / sqrt(biased variance + eps) in float, two passes (NaN for an empty row,
+/// as the CPU kernel).
+DTC_HD inline void layerNormStats(const LayerNormArgs &a, const float *x, int64_t t, int64_t nt,
+                                  float *shared, float &mu, float &is) {
+  float s = 0.f;
+  for (int64_t j = t; j < a.inner; j += nt)
+    s += x[j];
+  mu = blockSum(s, shared) / static_cast<float>(a.inner);
+  float q = 0.f;
+  for (int64_t j = t; j < a.inner; j += nt) {
+    float v = x[j] - mu;
+    q += v * v;
+  }
+  is = 1.f / sqrtf(blockSum(q, shared) / static_cast<float>(a.inner) + a.eps);
+}
+
+/// Row r of LayerNormalization: y = (x - mean) * invstd * scale + bias.
+DTC_HD inline void layerNormRow(const LayerNormArgs &a, int64_t r, int64_t t, int64_t nt,
+                                float *shared) {
+  const float *x = a.x + r * a.inner;
+  float mu, is;
+  layerNormStats(a, x, t, nt, shared, mu, is);
+  if (t == 0) {
+    if (a.mean)
+      a.mean[r] = mu;
+    if (a.invStd)
+      a.invStd[r] = is;
+  }
+  float *y = a.y + r * a.inner;
+  for (int64_t j = t; j < a.inner; j += nt)
+    y[j] = (x[j] - mu) * is * a.scale[j] + (a.bias ? a.bias[j] : 0.f);
+}
+
+/// Row r of LayerNormGrad's dX: with xhat = (x - mean) * invstd and g = dY * scale,
+/// dX = invstd * (g - mean(g) - xhat * mean(g * xhat)); keeps the row's statistics in `stats`.
+DTC_HD inline void layerNormGradRow(const LayerNormArgs &a, int64_t r, int64_t t, int64_t nt,
+                                    float *shared) {
+  const float *x = a.x + r * a.inner, *dy = a.dy + r * a.inner;
+  float mu, is;
+  layerNormStats(a, x, t, nt, shared, mu, is);
+  float sg = 0.f, sgx = 0.f;
+  for (int64_t j = t; j < a.inner; j += nt) {
+    float g = dy[j] * a.scale[j];
+    sg += g;
+    sgx += g * (x[j] - mu) * is;
+  }
+  float n = static_cast<float>(a.inner);
+  float meanG = blockSum(sg, shared) / n, meanGX = blockSum(sgx, shared) / n;
+  if (t == 0) {
+    a.stats[2 * r] = mu;
+    a.stats[2 * r + 1] = is;
+  }
+  float *dx = a.y + r * a.inner;
+  for (int64_t j = t; j < a.inner; j += nt)
+    dx[j] = is * (dy[j] * a.scale[j] - meanG - (x[j] - mu) * is * meanGX);
+}
+
+/// Column j of LayerNormGrad's parameter gradients (after every row's statistics are in
+/// `stats`): dScale = sum over rows of dY * xhat, dB = sum of dY, in double.
+DTC_HD inline void layerNormGradColumn(const LayerNormArgs &a, int64_t j) {
+  double ds = 0.0, db = 0.0;
+  for (int64_t r = 0; r < a.outer; ++r) {
+    float g = a.dy[r * a.inner + j];
+    ds += static_cast<double>(g) * ((a.x[r * a.inner + j] - a.stats[2 * r]) * a.stats[2 * r + 1]);
+    db += g;
+  }
+  if (a.dScale)
+    a.dScale[j] = static_cast<float>(ds);
+  if (a.dB)
+    a.dB[j] = static_cast<float>(db);
+}
+
+#if !defined(__CUDACC__)
+/// The operands of a run as the hand-written kernels' arguments (DensePlan.cpp), for specs that
+/// passed the CUDA target's check: Softmax, LogSoftmax and their gradients; BatchNormalization,
+/// BatchNormTraining (`scratch`: 2 * C floats for the saved statistics the node does not
+/// output), BatchNormGrad; LayerNormalization, LayerNormGrad (`scratch`: 2 * outer floats).
+SoftmaxArgs softmaxArgs(const KernelSpec &spec, const KernelArgs &args);
+BatchNormArgs batchNormArgs(const KernelSpec &spec, const KernelArgs &args, float *scratch);
+LayerNormArgs layerNormArgs(const KernelSpec &spec, const KernelArgs &args, float *scratch);
 #endif
 
 // ---------------------------------------------------------------------------------------------
@@ -217,51 +520,17 @@ int launchPoolForward(const PoolGeom &g, const float *x, float *y, CUstream_st *
 /// dX (zeroed first, stream-ordered) from dY (poolBackwardAt).
 int launchPoolBackward(const PoolGeom &g, const float *dy, const float *x, float *dx,
                        CUstream_st *stream);
-
-/// Softmax / LogSoftmax over the middle axis of [outer, n, inner] (opset-13 semantics): one warp
-/// per (outer, inner) row; a row holding NaN gives NaN everywhere in that row.
-int launchSoftmax(const float *x, float *y, int64_t outer, int64_t n, int64_t inner, bool log,
-                  CUstream_st *stream);
-/// Their backward from dY and the forward output Y: softmax dX = Y * (dY - sum(dY * Y)),
-/// log-softmax dX = dY - exp(Y) * sum(dY).
-int launchSoftmaxGrad(const float *dy, const float *y, float *dx, int64_t outer, int64_t n,
-                      int64_t inner, bool log, CUstream_st *stream);
-
-/// The per-channel view of an (N, C, spatial...) tensor: element (b, c, s) at (b * C + c) * S + s.
-struct ChannelDims {
-  int64_t batch = 0, channels = 0, spatial = 1;
-};
-/// BatchNormalization inference: y = scale * (x - mean) / sqrt(var + eps) + bias per channel.
-int launchBatchNormInference(const ChannelDims &d, const float *x, const float *scale,
-                             const float *bias, const float *mean, const float *var, float eps,
-                             float *y, CUstream_st *stream);
-/// BatchNormTraining (one block per channel, statistics in double as the CPU kernel): saved
-/// mean and biased variance (mean, var: required), running statistics runMean = inMean * momentum
-/// + mean * (1 - momentum), runVar = inVar * momentum + var * M / (M - 1) * (1 - momentum)
-/// (either may be null), y from the f32 saved statistics.
-int launchBatchNormTraining(const ChannelDims &d, const float *x, const float *scale,
-                            const float *bias, const float *inMean, const float *inVar,
-                            float momentum, float eps, float *y, float *runMean, float *runVar,
-                            float *mean, float *var, CUstream_st *stream);
-/// BatchNormGrad from the saved statistics (one block per channel, sums in double):
-/// dX = scale * invstd * (dY - sum_dy / M - (X - mean) * invstd^2 * sum_dy_xmu / M),
-/// dScale = sum_dy_xmu * invstd, dB = sum_dy (dScale, dB may be null; dx may alias dy).
-int launchBatchNormGrad(const ChannelDims &d, const float *dy, const float *x, const float *scale,
-                        const float *mean, const float *var, float eps, float *dx, float *dScale,
-                        float *dB, CUstream_st *stream);
-
-/// LayerNormalization over the rows of [outer, inner] (one block per row, two passes):
-/// y = (x - mean) * invstd * scale + bias with invstd = 1 / sqrt(var + eps), var biased; scale and
-/// bias (may be null) have `inner` elements; mean and invStd (either may be null) get one value
-/// per row (NaN for an empty row, as the CPU kernel).
-int launchLayerNorm(const float *x, const float *scale, const float *bias, float eps, float *y,
-                    float *mean, float *invStd, int64_t outer, int64_t inner, CUstream_st *stream);
-/// LayerNormGrad (dY, X, Scale -> dX, dScale, dB?): per row, with xhat = (x - mean) * invstd and
-/// g = dY * scale, dX = invstd * (g - mean(g) - xhat * mean(g * xhat)); per column, dScale =
-/// sum(dY * xhat) and dB = sum(dY) over the rows (in double). `stats` is device scratch of
-/// 2 * outer floats (the rows' mean and invstd).
-int launchLayerNormGrad(const float *dy, const float *x, const float *scale, float eps, float *dx,
-                        float *dScale, float *dB, float *stats, int64_t outer, int64_t inner,
-                        CUstream_st *stream);
+/// softmaxRow (grad = false) or softmaxGradRow for every row, one warp per row.
+int launchSoftmax(const SoftmaxArgs &a, bool grad, CUstream_st *stream);
+/// batchNormInferenceAt for every element.
+int launchBatchNormInference(const BatchNormArgs &a, CUstream_st *stream);
+/// batchNormTrainingChannel / batchNormGradChannel for every channel, one block per channel.
+int launchBatchNormTraining(const BatchNormArgs &a, CUstream_st *stream);
+int launchBatchNormGrad(const BatchNormArgs &a, CUstream_st *stream);
+/// layerNormRow for every row (one block per row).
+int launchLayerNorm(const LayerNormArgs &a, CUstream_st *stream);
+/// layerNormGradRow for every row (one block per row), then layerNormGradColumn for every
+/// column when dScale or dB is wanted.
+int launchLayerNormGrad(const LayerNormArgs &a, CUstream_st *stream);
 
 } // namespace dtc::ops::cuda

@@ -1,6 +1,7 @@
 # cuBLAS/cuDNN kernels: checks (pure C++) and kernels.
 target_sources(dtc_target_cuda PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/DenseCheck.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/DensePlan.cpp
 )
 if(DTC_ENABLE_CUDA)
   # CMake 3.25 knows no C++20 flag for nvcc (CMAKE_CUDA_STANDARD 20 fails at generation as soon as

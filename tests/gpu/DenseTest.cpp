@@ -10,6 +10,7 @@
 #include "ops/kernel/Target.h"
 
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
 
@@ -199,6 +200,156 @@ TEST(CudaDensePoolMath, MatchesCpu) {
   expectPoolMathMatchesCpu("AveragePool", {1, 2, 5, 4, 6}, {1, 2, 2, 2, 3},
                            {{"kernel_shape", Ints{2, 2, 2}}, {"strides", Ints{2, 2, 2}}});
   expectPoolMathMatchesCpu("GlobalAveragePool", {8, 64, 4, 4}, {8, 64, 1, 1}, {});
+}
+
+/// Runs `spec` on the host through the CUDA kernel's own argument mapping and per-row/channel
+/// functions (`body`), returning its outputs. `aliasOutput0` makes output 0 overwrite input
+/// `aliasOutput0` (the in-place rule).
+std::vector<HostTensor> runHost(const ops::KernelSpec &spec, const std::vector<HostTensor> &in,
+                                const std::function<void(const ops::KernelArgs &)> &body,
+                                int aliasOutput0 = -1) {
+  std::vector<std::vector<float>> inBufs, outBufs;
+  std::vector<const void *> ins;
+  std::vector<void *> outs;
+  for (const HostTensor &t : in)
+    inBufs.push_back(floats(t));
+  for (size_t i = 0; i < in.size(); ++i)
+    ins.push_back(spec.inputs[i].present() ? inBufs[i].data() : nullptr);
+  for (const ops::TensorDesc &d : spec.outputs)
+    outBufs.emplace_back(static_cast<size_t>(d.present() ? d.numElements() : 0), -777.f);
+  for (size_t i = 0; i < outBufs.size(); ++i)
+    outs.push_back(spec.outputs[i].present() ? outBufs[i].data() : nullptr);
+  if (aliasOutput0 >= 0)
+    outs[0] = const_cast<void *>(ins[static_cast<size_t>(aliasOutput0)]);
+  body(ops::KernelArgs{ins.data(), ins.size(), outs.data(), outs.size()});
+  std::vector<HostTensor> result;
+  for (size_t i = 0; i < outBufs.size(); ++i)
+    result.push_back(tensorOf(spec.outputs[i], i == 0 && aliasOutput0 >= 0
+                                                   ? inBufs[static_cast<size_t>(aliasOutput0)]
+                                                   : outBufs[i]));
+  return result;
+}
+
+/// The host run of the CUDA kernel's functions against the CPU kernel.
+void expectHostMatchesCpu(const ops::KernelSpec &spec, const std::vector<Fill> &fills,
+                          const std::function<void(const ops::KernelArgs &)> &body,
+                          double rtol = 1e-4, double atol = 1e-5, int aliasOutput0 = -1) {
+  SCOPED_TRACE(spec.op + " " + spec.inputs[0].str() + (aliasOutput0 >= 0 ? " in place" : ""));
+  ASSERT_TRUE(ops::cudaTarget().checkKernel(spec).isOk())
+      << ops::cudaTarget().checkKernel(spec).message();
+  std::vector<HostTensor> in = randomInputs(spec, 11, fills);
+  std::vector<HostTensor> cpu = runCpu(spec, in);
+  expectClose(spec, runHost(spec, in, body, aliasOutput0), cpu, rtol, atol);
+}
+
+TEST(CudaDenseRowMath, SoftmaxMatchesCpu) {
+  for (const std::string op : {"Softmax", "LogSoftmax", "SoftmaxGrad", "LogSoftmaxGrad"}) {
+    bool grad = op.find("Grad") != std::string::npos;
+    for (const auto &[x, axis] : std::vector<std::pair<Ints, int64_t>>{
+             {{4, 3, 16}, -1}, {{3, 77, 5}, 1}, {{2, 9}, 0}, {{4, 1}, -1}}) {
+      ops::KernelSpec s = withAttrs(grad ? makeSpec(op, {x, x}, {x}, ir::DType::kFloat32, "ai.dtc")
+                                         : makeSpec(op, {x}, {x}),
+                                    {{"axis", axis}});
+      Fill y = op == "SoftmaxGrad" ? Fill{0.0, 0.2, ""} : Fill{-4.0, -0.1, ""};
+      expectHostMatchesCpu(s, {Fill{-5, 5, ""}, y}, [&](const ops::KernelArgs &args) {
+        ops::cuda::SoftmaxArgs a = ops::cuda::softmaxArgs(s, args);
+        for (int64_t r = 0; r < a.outer * a.inner; ++r)
+          grad ? ops::cuda::softmaxGradRow(a, r, 0, 1) : ops::cuda::softmaxRow(a, r, 0, 1);
+      });
+    }
+  }
+  // A row holding NaN is NaN everywhere; the other rows are unaffected.
+  ops::KernelSpec s = makeSpec("Softmax", {{2, 3}}, {{2, 3}});
+  std::vector<float> x = {1.f, std::numeric_limits<float>::quiet_NaN(), 2.f, 0.f, 1.f, 2.f};
+  std::vector<HostTensor> in = {tensorOf(s.inputs[0], x)};
+  std::vector<HostTensor> host = runHost(s, in, [&](const ops::KernelArgs &args) {
+    ops::cuda::SoftmaxArgs a = ops::cuda::softmaxArgs(s, args);
+    for (int64_t r = 0; r < 2; ++r)
+      ops::cuda::softmaxRow(a, r, 0, 1);
+  });
+  expectClose(s, host, runCpu(s, in));
+}
+
+TEST(CudaDenseRowMath, BatchNormMatchesCpu) {
+  Fill var{0.5, 2.0, ""};
+  for (const Ints &x : {Ints{4, 6, 5, 5}, Ints{3, 5, 7}, Ints{1, 4}, Ints{2, 3, 1, 1}}) {
+    Ints c = {x[1]};
+    ops::KernelSpec inf = makeSpec("BatchNormalization", {x, c, c, c, c}, {x});
+    expectHostMatchesCpu(
+        inf, {Fill{}, Fill{}, Fill{}, Fill{}, var}, [&](const ops::KernelArgs &args) {
+          ops::cuda::BatchNormArgs a = ops::cuda::batchNormArgs(inf, args, nullptr);
+          for (int64_t i = 0; i < inf.outputs[0].numElements(); ++i)
+            ops::cuda::batchNormInferenceAt(a, i);
+        });
+    for (size_t outputs : {size_t{5}, size_t{3}}) {
+      ops::KernelSpec s = withAttrs(makeSpec("BatchNormTraining", {x, c, c, c, c}, {x, c, c, c, c},
+                                             ir::DType::kFloat32, "ai.dtc"),
+                                    {{"momentum", 0.8f}, {"epsilon", 1e-3f}});
+      s.outputs.resize(outputs);
+      expectHostMatchesCpu(
+          s, {Fill{1.0, 3.0, ""}, Fill{}, Fill{}, Fill{}, var}, [&](const ops::KernelArgs &args) {
+            std::vector<float> scratch(2 * static_cast<size_t>(x[1]));
+            ops::cuda::BatchNormArgs a = ops::cuda::batchNormArgs(s, args, scratch.data());
+            for (int64_t ch = 0; ch < x[1]; ++ch)
+              ops::cuda::batchNormTrainingChannel(a, ch, 0, 1, nullptr);
+          });
+    }
+    for (size_t outputs : {size_t{3}, size_t{1}})
+      for (int alias : {-1, 0}) {
+        ops::KernelSpec s = withAttrs(
+            makeSpec("BatchNormGrad", {x, x, c, c, c}, {x, c, c}, ir::DType::kFloat32, "ai.dtc"),
+            {{"epsilon", 1e-3f}});
+        s.outputs.resize(outputs);
+        expectHostMatchesCpu(
+            s, {Fill{}, Fill{}, Fill{}, Fill{}, var},
+            [&](const ops::KernelArgs &args) {
+              ops::cuda::BatchNormArgs a = ops::cuda::batchNormArgs(s, args, nullptr);
+              for (int64_t ch = 0; ch < x[1]; ++ch)
+                ops::cuda::batchNormGradChannel(a, ch, 0, 1, nullptr);
+            },
+            1e-4, 1e-5, alias);
+      }
+  }
+}
+
+TEST(CudaDenseRowMath, LayerNormMatchesCpu) {
+  for (const auto &[x, axis] : std::vector<std::pair<Ints, int64_t>>{
+           {{4, 5, 32}, -1}, {{3, 77}, -1}, {{2, 3, 4, 5}, 1}, {{5, 1}, -1}}) {
+    Ints tail(x.begin() + (axis < 0 ? static_cast<long>(x.size()) + axis : axis), x.end());
+    Ints stats = x;
+    for (size_t i = x.size() - tail.size(); i < x.size(); ++i)
+      stats[i] = 1;
+    for (bool full : {true, false}) {
+      ops::KernelSpec s = withAttrs(
+          makeSpec("LayerNormalization", {x, tail, tail}, {x, stats, stats}), {{"axis", axis}});
+      if (!full) {
+        s.inputs.pop_back();
+        s.outputs.resize(1);
+      }
+      expectHostMatchesCpu(s, {}, [&](const ops::KernelArgs &args) {
+        ops::cuda::LayerNormArgs a = ops::cuda::layerNormArgs(s, args, nullptr);
+        for (int64_t r = 0; r < a.outer; ++r)
+          ops::cuda::layerNormRow(a, r, 0, 1, nullptr);
+      });
+      ops::KernelSpec g = withAttrs(
+          makeSpec("LayerNormGrad", {x, x, tail}, {x, tail, tail}, ir::DType::kFloat32, "ai.dtc"),
+          {{"axis", axis}});
+      if (!full)
+        g.outputs.resize(2);
+      expectHostMatchesCpu(
+          g, {},
+          [&](const ops::KernelArgs &args) {
+            int64_t rows = ops::cuda::layerNormArgs(g, args, nullptr).outer;
+            std::vector<float> scratch(2 * static_cast<size_t>(rows));
+            ops::cuda::LayerNormArgs a = ops::cuda::layerNormArgs(g, args, scratch.data());
+            for (int64_t r = 0; r < a.outer; ++r)
+              ops::cuda::layerNormGradRow(a, r, 0, 1, nullptr);
+            for (int64_t j = 0; j < a.inner; ++j)
+              ops::cuda::layerNormGradColumn(a, j);
+          },
+          1e-3, 1e-4);
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
