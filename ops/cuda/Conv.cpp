@@ -19,41 +19,6 @@ namespace dtc::ops::cuda {
 
 namespace {
 
-/// The convolution seen from the side of its "forward" input x [N, C, ...] and output
-/// y [N, M, ...] with weights w [M, C/group, k...] (ConvTranspose: x is its output, y its input).
-struct ConvDims {
-  std::vector<int> x, w, y;
-  std::vector<int> pads, strides, dilations;
-  int group = 1;
-};
-
-std::vector<int> toInt(const std::vector<int64_t> &v) {
-  return std::vector<int>(v.begin(), v.end());
-}
-
-ConvDims convDims(const KernelSpec &spec, const std::vector<int64_t> &x,
-                  const std::vector<int64_t> &w, const std::vector<int64_t> &y) {
-  size_t sp = x.size() - 2;
-  ConvDims d;
-  d.x = toInt(x);
-  d.w = toInt(w);
-  d.y = toInt(y);
-  d.group = static_cast<int>(spec.attrInt("group", 1));
-  std::vector<int64_t> pads = spec.attrInts("pads", std::vector<int64_t>(2 * sp, 0));
-  d.pads = toInt(std::vector<int64_t>(pads.begin(), pads.begin() + static_cast<long>(sp)));
-  d.strides = toInt(spec.attrInts("strides", std::vector<int64_t>(sp, 1)));
-  d.dilations = toInt(spec.attrInts("dilations", std::vector<int64_t>(sp, 1)));
-  if (sp == 1) { // cuDNN's Nd convolutions need two spatial axes at least
-    d.x.push_back(1);
-    d.w.push_back(1);
-    d.y.push_back(1);
-    d.pads.push_back(0);
-    d.strides.push_back(1);
-    d.dilations.push_back(1);
-  }
-  return d;
-}
-
 /// The cuDNN descriptors of one convolution, destroyed with the kernel.
 class ConvDescs {
 public:
@@ -73,7 +38,7 @@ public:
   }
 
   /// `biasChannels` > 0: a bias descriptor [1, biasChannels, 1, ...] of the tensors' rank.
-  Status init(const ConvDims &d, const std::string &where, int biasChannels, bool withRelu) {
+  Status init(const ConvPlan &d, const std::string &where, int biasChannels, bool withRelu) {
     DTC_CUDNN_RETURN_IF_ERROR(where, cudnnCreateTensorDescriptor(&x));
     DTC_CUDNN_RETURN_IF_ERROR(where, cudnnCreateTensorDescriptor(&y));
     DTC_CUDNN_RETURN_IF_ERROR(where, cudnnCreateFilterDescriptor(&w));
@@ -150,20 +115,22 @@ Expected<std::pair<Algo, size_t>> chooseAlgo(const std::string &where, size_t li
                                   " MiB workspace limit (dtc-run --cuda-workspace-mb)");
 }
 
-enum class ConvKind { kForward, kGradData, kGradWeight, kTranspose };
+/// Operand `id` of a ConvPlan (input id, or output -1 - id).
+const void *input(const KernelArgs &args, int id) { return args.inputs[static_cast<size_t>(id)]; }
+void *output(const KernelArgs &args, int id) { return args.outputs[static_cast<size_t>(-1 - id)]; }
 
 class ConvKernel : public Kernel {
 public:
-  ConvKernel(const KernelSpec &spec, CudaContext &ctx, ConvKind kind)
-      : where_(spec.where()), ctx_(ctx), kind_(kind),
+  ConvKernel(const KernelSpec &spec, CudaContext &ctx, ConvPlan plan)
+      : where_(spec.where()), ctx_(ctx), plan_(std::move(plan)),
         outBytes_(static_cast<size_t>(spec.outputs[0].byteSize())) {}
 
-  Status init(const ConvDims &d, bool bias, bool relu) {
-    int biasChannels = !bias ? 0 : kind_ == ConvKind::kTranspose ? d.x[1] : d.y[1];
-    DTC_RETURN_IF_ERROR(descs_.init(d, where_, biasChannels, relu));
+  Status init() {
+    const ConvPlan &d = plan_;
+    DTC_RETURN_IF_ERROR(descs_.init(d, where_, d.biasChannels, d.relu));
     cudnnHandle_t h = ctx_.cudnn();
     size_t limit = ctx_.workspaceLimit();
-    switch (kind_) {
+    switch (d.kind) {
     case ConvKind::kForward: {
       DTC_ASSIGN_OR_RETURN(auto r,
                            (chooseAlgo<cudnnConvolutionFwdAlgoPerf_t, cudnnConvolutionFwdAlgo_t>(
@@ -180,8 +147,7 @@ public:
       wsBytes_ = r.second;
       break;
     }
-    case ConvKind::kGradData:
-    case ConvKind::kTranspose: {
+    case ConvKind::kBackwardData: {
       DTC_ASSIGN_OR_RETURN(
           auto r, (chooseAlgo<cudnnConvolutionBwdDataAlgoPerf_t, cudnnConvolutionBwdDataAlgo_t>(
                       where_, limit,
@@ -197,7 +163,7 @@ public:
       wsBytes_ = r.second;
       break;
     }
-    case ConvKind::kGradWeight: {
+    case ConvKind::kBackwardFilter: {
       DTC_ASSIGN_OR_RETURN(
           auto r, (chooseAlgo<cudnnConvolutionBwdFilterAlgoPerf_t, cudnnConvolutionBwdFilterAlgo_t>(
                       where_, limit,
@@ -225,65 +191,69 @@ public:
     }
     cudnnHandle_t h = ctx_.cudnn();
     const float one = 1.f, zero = 0.f;
-    const void *in0 = args.inputs[0], *in1 = args.inputs[1];
-    void *out0 = args.outputs[0];
-    switch (kind_) {
+    const ConvPlan &p = plan_;
+    switch (p.kind) {
     case ConvKind::kForward: {
+      void *y = output(args, p.yId);
       float beta = 0.f;
-      if (zIndex_ >= 0) {
-        const void *z = args.inputs[static_cast<size_t>(zIndex_)];
-        if (z != out0)
+      if (p.z >= 0) { // FusedConv's Z: the convolution adds to it
+        const void *z = args.inputs[static_cast<size_t>(p.z)];
+        if (z != y)
           DTC_CUDA_RETURN_IF_ERROR(
-              where_, cudaMemcpyAsync(out0, z, outBytes_, cudaMemcpyDeviceToDevice, ctx_.stream()));
+              where_, cudaMemcpyAsync(y, z, outBytes_, cudaMemcpyDeviceToDevice, ctx_.stream()));
         beta = 1.f;
       }
-      DTC_CUDNN_RETURN_IF_ERROR(where_, cudnnConvolutionForward(h, &one, descs_.x, in0, descs_.w,
-                                                                in1, descs_.conv, fwd_, ws,
-                                                                wsBytes_, &beta, descs_.y, out0));
-      if (descs_.bias && args.numInputs > 2 && args.inputs[2])
-        DTC_CUDNN_RETURN_IF_ERROR(
-            where_, cudnnAddTensor(h, &one, descs_.bias, args.inputs[2], &one, descs_.y, out0));
+      DTC_CUDNN_RETURN_IF_ERROR(where_,
+                                cudnnConvolutionForward(h, &one, descs_.x, input(args, p.xId),
+                                                        descs_.w, input(args, p.wId), descs_.conv,
+                                                        fwd_, ws, wsBytes_, &beta, descs_.y, y));
+      if (descs_.bias && args.inputs[static_cast<size_t>(p.bias)])
+        DTC_CUDNN_RETURN_IF_ERROR(where_, cudnnAddTensor(h, &one, descs_.bias,
+                                                         args.inputs[static_cast<size_t>(p.bias)],
+                                                         &one, descs_.y, y));
       if (descs_.act)
-        DTC_CUDNN_RETURN_IF_ERROR(where_, cudnnActivationForward(h, descs_.act, &one, descs_.y,
-                                                                 out0, &zero, descs_.y, out0));
+        DTC_CUDNN_RETURN_IF_ERROR(
+            where_, cudnnActivationForward(h, descs_.act, &one, descs_.y, y, &zero, descs_.y, y));
       return Status::ok();
     }
-    case ConvKind::kGradData: // (dY, W) -> dX
+    case ConvKind::kBackwardData: { // ConvGradData, ConvTranspose: x is the result
+      void *x = output(args, p.xId);
       DTC_CUDNN_RETURN_IF_ERROR(
-          where_, cudnnConvolutionBackwardData(h, &one, descs_.w, in1, descs_.y, in0, descs_.conv,
-                                               bwdData_, ws, wsBytes_, &zero, descs_.x, out0));
+          where_, cudnnConvolutionBackwardData(h, &one, descs_.w, input(args, p.wId), descs_.y,
+                                               input(args, p.yId), descs_.conv, bwdData_, ws,
+                                               wsBytes_, &zero, descs_.x, x));
+      if (descs_.bias && args.inputs[static_cast<size_t>(p.bias)])
+        DTC_CUDNN_RETURN_IF_ERROR(where_, cudnnAddTensor(h, &one, descs_.bias,
+                                                         args.inputs[static_cast<size_t>(p.bias)],
+                                                         &one, descs_.x, x));
       return Status::ok();
-    case ConvKind::kTranspose: // (X, W, B?) -> Y: X plays dy, Y plays dx
+    }
+    case ConvKind::kBackwardFilter: { // ConvGradWeight: w (and the bias gradient) the results
       DTC_CUDNN_RETURN_IF_ERROR(
-          where_, cudnnConvolutionBackwardData(h, &one, descs_.w, in1, descs_.y, in0, descs_.conv,
-                                               bwdData_, ws, wsBytes_, &zero, descs_.x, out0));
-      if (descs_.bias && args.numInputs > 2 && args.inputs[2])
+          where_, cudnnConvolutionBackwardFilter(h, &one, descs_.x, input(args, p.xId), descs_.y,
+                                                 input(args, p.yId), descs_.conv, bwdFilter_, ws,
+                                                 wsBytes_, &zero, descs_.w, output(args, p.wId)));
+      if (descs_.bias && args.numOutputs > static_cast<size_t>(p.biasGrad) &&
+          args.outputs[static_cast<size_t>(p.biasGrad)])
         DTC_CUDNN_RETURN_IF_ERROR(
-            where_, cudnnAddTensor(h, &one, descs_.bias, args.inputs[2], &one, descs_.x, out0));
+            where_,
+            cudnnConvolutionBackwardBias(h, &one, descs_.y, input(args, p.yId), &zero, descs_.bias,
+                                         args.outputs[static_cast<size_t>(p.biasGrad)]));
       return Status::ok();
-    case ConvKind::kGradWeight: // (dY, X) -> dW, dB?
-      DTC_CUDNN_RETURN_IF_ERROR(
-          where_, cudnnConvolutionBackwardFilter(h, &one, descs_.x, in1, descs_.y, in0, descs_.conv,
-                                                 bwdFilter_, ws, wsBytes_, &zero, descs_.w, out0));
-      if (descs_.bias && args.numOutputs > 1 && args.outputs[1])
-        DTC_CUDNN_RETURN_IF_ERROR(where_,
-                                  cudnnConvolutionBackwardBias(h, &one, descs_.y, in0, &zero,
-                                                               descs_.bias, args.outputs[1]));
-      return Status::ok();
+    }
     }
     return Status::ok();
   }
 
   std::string where_;
   CudaContext &ctx_;
-  ConvKind kind_;
+  ConvPlan plan_;
   size_t outBytes_;
   ConvDescs descs_;
   cudnnConvolutionFwdAlgo_t fwd_{};
   cudnnConvolutionBwdDataAlgo_t bwdData_{};
   cudnnConvolutionBwdFilterAlgo_t bwdFilter_{};
   size_t wsBytes_ = 0;
-  int zIndex_ = -1;
 };
 
 /// N = 0 (cuDNN rejects empty tensors): every output is zero-filled (the weight and bias
@@ -308,50 +278,35 @@ private:
   std::vector<size_t> bytes_;
 };
 
-Expected<KernelPtr> makeConv(const KernelSpec &spec, CudaContext &ctx, ConvKind kind,
-                             const ConvDims &d, bool bias, bool relu, int zIndex) {
-  if (d.x[0] == 0)
+Expected<KernelPtr> makeConv(const KernelSpec &spec, CudaContext &ctx) {
+  ConvPlan plan = convPlan(spec);
+  if (plan.x[0] == 0)
     return KernelPtr(std::make_unique<EmptyBatchKernel>(spec, ctx));
-  auto k = std::make_unique<ConvKernel>(spec, ctx, kind);
-  k->zIndex_ = zIndex;
-  DTC_RETURN_IF_ERROR(k->init(d, bias, relu));
+  auto k = std::make_unique<ConvKernel>(spec, ctx, std::move(plan));
+  DTC_RETURN_IF_ERROR(k->init());
   return KernelPtr(std::move(k));
 }
-
-bool present(const std::vector<TensorDesc> &v, size_t i) { return v.size() > i && v[i].present(); }
 
 } // namespace
 
 Expected<KernelPtr> createConv(const KernelSpec &spec, CudaContext &ctx) {
-  ConvDims d = convDims(spec, spec.inputs[0].shape, spec.inputs[1].shape, spec.outputs[0].shape);
-  return makeConv(spec, ctx, ConvKind::kForward, d, present(spec.inputs, 2), false, -1);
+  return makeConv(spec, ctx);
 }
 
 Expected<KernelPtr> createFusedConv(const KernelSpec &spec, CudaContext &ctx) {
-  ConvDims d = convDims(spec, spec.inputs[0].shape, spec.inputs[1].shape, spec.outputs[0].shape);
-  bool relu = spec.attrString("activation", "") == "Relu";
-  return makeConv(spec, ctx, ConvKind::kForward, d, present(spec.inputs, 2), relu,
-                  present(spec.inputs, 3) ? 3 : -1);
+  return makeConv(spec, ctx);
 }
 
 Expected<KernelPtr> createConvGradData(const KernelSpec &spec, CudaContext &ctx) {
-  ConvDims d = convDims(spec, spec.outputs[0].shape, spec.inputs[1].shape, spec.inputs[0].shape);
-  return makeConv(spec, ctx, ConvKind::kGradData, d, false, false, -1);
+  return makeConv(spec, ctx);
 }
 
 Expected<KernelPtr> createConvGradWeight(const KernelSpec &spec, CudaContext &ctx) {
-  ConvDims d = convDims(spec, spec.inputs[1].shape, spec.outputs[0].shape, spec.inputs[0].shape);
-  return makeConv(spec, ctx, ConvKind::kGradWeight, d, present(spec.outputs, 1), false, -1);
+  return makeConv(spec, ctx);
 }
 
 Expected<KernelPtr> createConvTranspose(const KernelSpec &spec, CudaContext &ctx) {
-  // The convolution from ConvTranspose's output Y [N, M, ...] back to its input X [N, C, ...]
-  // with weights [C, M/group, k...]: cuDNN's filter [K = C, C/group = M/group, k...].
-  ConvDims d = convDims(spec, spec.outputs[0].shape, spec.inputs[1].shape, spec.inputs[0].shape);
-  std::vector<int64_t> pads = convTransposeBeginPads(spec);
-  for (size_t i = 0; i < pads.size(); ++i)
-    d.pads[i] = static_cast<int>(pads[i]);
-  return makeConv(spec, ctx, ConvKind::kTranspose, d, present(spec.inputs, 2), false, -1);
+  return makeConv(spec, ctx);
 }
 
 } // namespace dtc::ops::cuda

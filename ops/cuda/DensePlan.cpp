@@ -148,6 +148,63 @@ PoolGeom poolGeom(const KernelSpec &spec, const std::vector<int64_t> &x,
   return g;
 }
 
+ConvPlan convPlan(const KernelSpec &spec) {
+  ConvPlan p;
+  const std::string &op = spec.op;
+  auto present = [](const std::vector<TensorDesc> &v, size_t i) {
+    return v.size() > i && v[i].present();
+  };
+  // The forward side's x, w, y among the operands (-1 - i: output i).
+  if (op == "ConvGradData" || op == "ConvTranspose") { // (dY | X', W) -> dX | Y'
+    p.kind = ConvKind::kBackwardData;
+    p.xId = -1;
+    p.wId = 1;
+    p.yId = 0;
+  } else if (op == "ConvGradWeight") { // (dY, X) -> dW, dB?
+    p.kind = ConvKind::kBackwardFilter;
+    p.xId = 1;
+    p.wId = -1;
+    p.yId = 0;
+  }
+  auto shape = [&](int id) -> const std::vector<int64_t> & {
+    return id >= 0 ? spec.inputs[static_cast<size_t>(id)].shape
+                   : spec.outputs[static_cast<size_t>(-1 - id)].shape;
+  };
+  const auto &x = shape(p.xId), &w = shape(p.wId), &y = shape(p.yId);
+  size_t sp = x.size() - 2;
+  p.x.assign(x.begin(), x.end());
+  p.w.assign(w.begin(), w.end());
+  p.y.assign(y.begin(), y.end());
+  p.group = static_cast<int>(spec.attrInt("group", 1));
+  std::vector<int64_t> pads = op == "ConvTranspose"
+                                  ? convTransposeBeginPads(spec)
+                                  : spec.attrInts("pads", std::vector<int64_t>(2 * sp, 0));
+  p.pads.assign(pads.begin(), pads.begin() + static_cast<long>(sp));
+  std::vector<int64_t> strides = spec.attrInts("strides", std::vector<int64_t>(sp, 1));
+  std::vector<int64_t> dilations = spec.attrInts("dilations", std::vector<int64_t>(sp, 1));
+  p.strides.assign(strides.begin(), strides.end());
+  p.dilations.assign(dilations.begin(), dilations.end());
+  if (sp == 1) { // cuDNN's Nd convolutions need two spatial axes at least
+    for (std::vector<int> *v : {&p.x, &p.w, &p.y, &p.strides, &p.dilations})
+      v->push_back(1);
+    p.pads.push_back(0);
+  }
+  if (op == "ConvGradWeight") {
+    if (present(spec.outputs, 1)) {
+      p.biasGrad = 1;
+      p.biasChannels = p.y[1];
+    }
+  } else if (present(spec.inputs, 2)) {
+    p.bias = 2; // added to the result: y (Conv, FusedConv) or x (ConvTranspose)
+    p.biasChannels = op == "ConvTranspose" ? p.x[1] : p.y[1];
+  }
+  if (op == "FusedConv") {
+    p.z = present(spec.inputs, 3) ? 3 : -1;
+    p.relu = spec.attrString("activation", "") == "Relu";
+  }
+  return p;
+}
+
 SoftmaxArgs softmaxArgs(const KernelSpec &spec, const KernelArgs &args) {
   SoftmaxArgs a;
   bool grad = spec.op == "SoftmaxGrad" || spec.op == "LogSoftmaxGrad";

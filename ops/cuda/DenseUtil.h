@@ -193,6 +193,28 @@ inline ColumnMajorGemm columnMajor(const GemmPlan &p) {
   return g;
 }
 
+/// How a convolution kernel calls cuDNN: forward (Conv, FusedConv), backward data
+/// (ConvGradData, and ConvTranspose: the data gradient of the convolution that maps its output
+/// back to its input) or backward filter (ConvGradWeight).
+enum class ConvKind { kForward, kBackwardData, kBackwardFilter };
+
+/// The cuDNN convolution of a kernel, seen from its forward side: input x [N, C, ...], weights
+/// w [M, C/group, k...], output y [N, M, ...] (NCHW; a 1-D convolution gets a trailing unit
+/// axis), one pad per spatial axis (the begin pad, for both ends), and where each tensor is
+/// among the kernel's operands (id >= 0: input id; id < 0: output -1 - id).
+struct ConvPlan {
+  ConvKind kind = ConvKind::kForward;
+  std::vector<int> x, w, y;
+  std::vector<int> pads, strides, dilations;
+  int group = 1;
+  int xId = 0, wId = 1, yId = -1;
+  int bias = -1;        ///< input added per channel to the result (Conv, FusedConv, ConvTranspose)
+  int biasChannels = 0; ///< its size (0: none), or the size of ConvGradWeight's dB
+  int biasGrad = -1;    ///< ConvGradWeight: the output index of dB (-1: none)
+  int z = -1;           ///< FusedConv: the input index of Z (-1: none)
+  bool relu = false;    ///< FusedConv activation Relu
+};
+
 #if !defined(__CUDACC__)
 /// The plan of a MatMul (numpy broadcasting, 1-D operands), ai.dtc.MatMulT or Gemm (C and beta
 /// are the kernel's) spec that passed the CPU target's check. Batch dims broadcast with stride
@@ -204,6 +226,10 @@ GemmPlan gemmPlan(const KernelSpec &spec);
 /// of their gradients (x: dX's shape, y: dY's shape). (DensePlan.cpp)
 PoolGeom poolGeom(const KernelSpec &spec, const std::vector<int64_t> &x,
                   const std::vector<int64_t> &y, bool max, bool global);
+
+/// The plan of a Conv, FusedConv, ConvGradData, ConvGradWeight or ConvTranspose spec that passed
+/// the CUDA target's check. (DensePlan.cpp)
+ConvPlan convPlan(const KernelSpec &spec);
 #endif
 
 // ---------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@
 #include "ops/cuda/DenseUtil.h"
 #include "ops/kernel/Target.h"
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -350,6 +351,163 @@ TEST(CudaDenseRowMath, LayerNormMatchesCpu) {
           1e-3, 1e-4);
     }
   }
+}
+
+/// What cuDNN computes for a ConvPlan (NCHW cross-correlation, groups, one pad per axis for both
+/// ends, alpha = 1; FusedConv: onto Z with beta = 1, + bias, NaN-keeping relu), on host buffers
+/// found through the plan's operand ids: the descriptors and roles the CUDA kernel hands to
+/// cuDNN, checked against the CPU kernel.
+void emulateCudnn(const ops::cuda::ConvPlan &p, const ops::KernelArgs &args) {
+  auto in = [&](int id) {
+    return static_cast<const float *>(id >= 0 ? args.inputs[static_cast<size_t>(id)]
+                                              : args.outputs[static_cast<size_t>(-1 - id)]);
+  };
+  auto out = [&](int id) {
+    return static_cast<float *>(args.outputs[static_cast<size_t>(-1 - id)]);
+  };
+  // Spatial axes padded to 3.
+  int64_t X[3] = {1, 1, 1}, Y[3] = {1, 1, 1}, K[3] = {1, 1, 1}, S[3] = {1, 1, 1}, D[3] = {1, 1, 1},
+          P[3] = {0, 0, 0};
+  size_t sp = p.x.size() - 2;
+  for (size_t i = 0; i < sp; ++i) {
+    X[i] = p.x[2 + i];
+    Y[i] = p.y[2 + i];
+    K[i] = p.w[2 + i];
+    S[i] = p.strides[i];
+    D[i] = p.dilations[i];
+    P[i] = p.pads[i];
+  }
+  int64_t n = p.x[0], c = p.x[1], m = p.y[1], cg = c / p.group, mg = m / p.group;
+  int64_t xs = X[0] * X[1] * X[2], ys = Y[0] * Y[1] * Y[2], ks = K[0] * K[1] * K[2];
+  std::vector<float> y(static_cast<size_t>(n * m * ys), 0.f), x(static_cast<size_t>(n * c * xs));
+  std::vector<float> w(static_cast<size_t>(m * cg * ks), 0.f);
+  const float *xIn = p.kind == ops::cuda::ConvKind::kBackwardData ? nullptr : in(p.xId);
+  const float *yIn = p.kind == ops::cuda::ConvKind::kForward ? nullptr : in(p.yId);
+  const float *wIn = p.kind == ops::cuda::ConvKind::kBackwardFilter ? nullptr : in(p.wId);
+  std::fill(x.begin(), x.end(), 0.f);
+  // Every (image, output channel, output position, input channel, kernel position) pair.
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t k = 0; k < m; ++k)
+      for (int64_t o = 0; o < ys; ++o)
+        for (int64_t ci = 0; ci < cg; ++ci)
+          for (int64_t r = 0; r < ks; ++r) {
+            int64_t o3[3] = {o / (Y[1] * Y[2]), (o / Y[2]) % Y[1], o % Y[2]};
+            int64_t r3[3] = {r / (K[1] * K[2]), (r / K[2]) % K[1], r % K[2]};
+            int64_t idx = 0;
+            bool inside = true;
+            for (int a = 0; a < 3; ++a) {
+              int64_t v = o3[a] * S[a] - P[a] + r3[a] * D[a];
+              inside = inside && v >= 0 && v < X[a];
+              idx = idx * X[a] + v;
+            }
+            if (!inside)
+              continue;
+            size_t xi = static_cast<size_t>((b * c + (k / mg) * cg + ci) * xs + idx);
+            size_t yi = static_cast<size_t>((b * m + k) * ys + o);
+            size_t wi = static_cast<size_t>((k * cg + ci) * ks + r);
+            if (p.kind == ops::cuda::ConvKind::kForward)
+              y[yi] += xIn[xi] * wIn[wi];
+            else if (p.kind == ops::cuda::ConvKind::kBackwardData)
+              x[xi] += yIn[yi] * wIn[wi];
+            else
+              w[wi] += yIn[yi] * xIn[xi];
+          }
+  auto bias = [&](std::vector<float> &t, int64_t channels, int64_t spatial) {
+    if (p.bias < 0 || !args.inputs[static_cast<size_t>(p.bias)])
+      return;
+    const float *bv = in(p.bias);
+    for (size_t i = 0; i < t.size(); ++i)
+      t[i] += bv[(static_cast<int64_t>(i) / spatial) % channels];
+  };
+  if (p.kind == ops::cuda::ConvKind::kForward) {
+    if (p.z >= 0)
+      for (size_t i = 0; i < y.size(); ++i)
+        y[i] += in(p.z)[i];
+    bias(y, m, ys);
+    if (p.relu)
+      for (float &v : y)
+        v = v < 0.f ? 0.f : v;
+    std::copy(y.begin(), y.end(), out(p.yId));
+  } else if (p.kind == ops::cuda::ConvKind::kBackwardData) {
+    bias(x, c, xs);
+    std::copy(x.begin(), x.end(), out(p.xId));
+  } else {
+    std::copy(w.begin(), w.end(), out(p.wId));
+    if (p.biasGrad >= 0 && args.outputs[static_cast<size_t>(p.biasGrad)]) {
+      float *db = static_cast<float *>(args.outputs[static_cast<size_t>(p.biasGrad)]);
+      for (int64_t k = 0; k < m; ++k) {
+        double sum = 0;
+        for (int64_t b = 0; b < n; ++b)
+          for (int64_t o = 0; o < ys; ++o)
+            sum += yIn[(b * m + k) * ys + o];
+        db[k] = static_cast<float>(sum);
+      }
+    }
+  }
+}
+
+void expectConvPlanMatchesCpu(const ops::KernelSpec &spec) {
+  expectHostMatchesCpu(
+      spec, {}, [&](const ops::KernelArgs &args) { emulateCudnn(ops::cuda::convPlan(spec), args); },
+      1e-4, 1e-4);
+}
+
+ops::KernelSpec convSpec(const std::string &op, const std::vector<Ints> &in,
+                         const std::vector<Ints> &out, std::map<std::string, ir::Attribute> attrs) {
+  ops::KernelSpec s = withAttrs(makeSpec(op, in, out, ir::DType::kFloat32,
+                                         op == "Conv" || op == "ConvTranspose" ? "" : "ai.dtc"),
+                                attrs);
+  if (op == "ConvGradData") {
+    s.attrs["input_shape"] = out[0];
+    s.attrs["kernel_shape"] = Ints(in[1].begin() + 2, in[1].end());
+  } else if (op == "ConvGradWeight") {
+    s.attrs["kernel_shape"] = Ints(out[0].begin() + 2, out[0].end());
+  }
+  return s;
+}
+
+TEST(CudaDenseConvPlan, CudnnRolesMatchCpu) {
+  using A = std::map<std::string, ir::Attribute>;
+  A pad1 = {{"pads", Ints{1, 1, 1, 1}}};
+  A strided = {{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}};
+  A grouped = {{"group", int64_t{2}}, {"dilations", Ints{2, 1}}};
+  A asym1d = {{"strides", Ints{2}}, {"pads", Ints{1, 0}}};
+  expectConvPlanMatchesCpu(
+      convSpec("Conv", {{2, 3, 8, 8}, {4, 3, 3, 3}, {4}}, {{2, 4, 8, 8}}, pad1));
+  expectConvPlanMatchesCpu(convSpec("Conv", {{2, 4, 7, 7}, {6, 4, 3, 3}}, {{2, 6, 4, 4}}, strided));
+  expectConvPlanMatchesCpu(
+      convSpec("Conv", {{2, 4, 7, 6}, {6, 2, 3, 2}, {6}}, {{2, 6, 3, 5}}, grouped));
+  expectConvPlanMatchesCpu(convSpec("Conv", {{2, 4, 10}, {6, 4, 3}, {6}}, {{2, 6, 5}}, asym1d));
+  expectConvPlanMatchesCpu(convSpec("Conv", {{1, 2, 4, 5, 3}, {3, 2, 3, 3, 3}}, {{1, 3, 4, 5, 3}},
+                                    {{"pads", Ints{1, 1, 1, 1, 1, 1}}}));
+  for (const char *act : {"", "Relu"}) {
+    A a = pad1;
+    a["activation"] = std::string(act);
+    expectConvPlanMatchesCpu(
+        convSpec("FusedConv", {{2, 3, 6, 6}, {4, 3, 3, 3}, {4}, {2, 4, 6, 6}}, {{2, 4, 6, 6}}, a));
+    expectConvPlanMatchesCpu(
+        convSpec("FusedConv", {{2, 3, 6, 6}, {4, 3, 3, 3}}, {{2, 4, 6, 6}}, a));
+  }
+  expectConvPlanMatchesCpu(
+      convSpec("ConvGradData", {{2, 6, 4, 4}, {6, 4, 3, 3}}, {{2, 4, 7, 7}}, strided));
+  expectConvPlanMatchesCpu(
+      convSpec("ConvGradData", {{2, 6, 3, 5}, {6, 2, 3, 2}}, {{2, 4, 7, 6}}, grouped));
+  expectConvPlanMatchesCpu(convSpec("ConvGradData", {{2, 6, 5}, {6, 4, 3}}, {{2, 4, 10}}, asym1d));
+  expectConvPlanMatchesCpu(
+      convSpec("ConvGradWeight", {{2, 6, 4, 4}, {2, 4, 7, 7}}, {{6, 4, 3, 3}, {6}}, strided));
+  expectConvPlanMatchesCpu(
+      convSpec("ConvGradWeight", {{2, 6, 3, 5}, {2, 4, 7, 6}}, {{6, 2, 3, 2}}, grouped));
+  expectConvPlanMatchesCpu(
+      convSpec("ConvGradWeight", {{2, 6, 5}, {2, 4, 10}}, {{6, 4, 3}, {6}}, asym1d));
+  expectConvPlanMatchesCpu(convSpec("ConvTranspose", {{2, 6, 4, 4}, {6, 3, 2, 2}, {3}},
+                                    {{2, 3, 8, 8}}, {{"strides", Ints{2, 2}}}));
+  expectConvPlanMatchesCpu(convSpec("ConvTranspose", {{2, 4, 5, 5}, {4, 3, 3, 3}}, {{2, 6, 10, 10}},
+                                    {{"strides", Ints{2, 2}},
+                                     {"pads", Ints{1, 1, 1, 1}},
+                                     {"output_padding", Ints{1, 1}},
+                                     {"group", int64_t{2}}}));
+  expectConvPlanMatchesCpu(convSpec("ConvTranspose", {{1, 2, 4}, {2, 3, 3}, {3}}, {{1, 3, 7}},
+                                    {{"strides", Ints{2}}, {"output_shape", Ints{7}}}));
 }
 
 // ---------------------------------------------------------------------------------------------
