@@ -23,14 +23,12 @@ unsigned blocksFor(int64_t n) {
 
 int launchError() { return static_cast<int>(cudaGetLastError()); }
 
-__global__ void broadcast2DKernel(float *y, const float *c, int64_t m, int64_t n, int64_t cm,
-                                  int64_t cn, float scale) {
+__global__ void broadcastCKernel(const float *c, int64_t m, int64_t n, int64_t cm, int64_t cn,
+                                 float scale, float *y) {
   int64_t total = m * n;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
-       i += int64_t(blockDim.x) * gridDim.x) {
-    int64_t r = i / n, col = i % n;
-    y[i] = scale * c[(cm == 1 ? 0 : r) * cn + (cn == 1 ? 0 : col)];
-  }
+       i += int64_t(blockDim.x) * gridDim.x)
+    y[i] = broadcastCAt(c, n, cm, cn, scale, i);
 }
 
 __global__ void poolForwardKernel(PoolGeom g, const float *x, float *y) {
@@ -102,11 +100,12 @@ unsigned warpBlocks(int64_t rows) {
 
 } // namespace
 
-int launchBroadcast2D(float *y, const float *c, int64_t m, int64_t n, int64_t cm, int64_t cn,
-                      float scale, CUstream_st *stream) {
-  if (m * n == 0)
+int launchBroadcastC(const GemmPlan &p, const float *c, float scale, float *y,
+                     CUstream_st *stream) {
+  if (p.m * p.n == 0)
     return 0;
-  broadcast2DKernel<<<blocksFor(m * n), kThreads, 0, stream>>>(y, c, m, n, cm, cn, scale);
+  broadcastCKernel<<<blocksFor(p.m * p.n), kThreads, 0, stream>>>(c, p.m, p.n, p.cm, p.cn, scale,
+                                                                  y);
   return launchError();
 }
 

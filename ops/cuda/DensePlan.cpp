@@ -91,6 +91,16 @@ GemmPlan gemmPlan(const KernelSpec &spec) {
     p.k = p.transA ? a[0] : a[1];
     p.n = p.transB ? b[0] : b[1];
     p.calls.push_back(GemmCall{});
+    float beta = spec.attrFloat("beta", 1.f);
+    if (spec.inputs.size() == 3 && spec.inputs[2].present() && beta != 0.f) {
+      std::vector<int64_t> c = spec.inputs[2].shape;
+      while (c.size() < 2)
+        c.insert(c.begin(), 1);
+      p.hasC = true;
+      p.beta = beta;
+      p.cm = c[0];
+      p.cn = c[1];
+    }
     return p;
   }
   if (spec.op == "MatMulT") {

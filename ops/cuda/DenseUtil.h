@@ -170,7 +170,20 @@ struct GemmPlan {
   int64_t batch = 1;                ///< inner batch count of each call
   int64_t strideA = 0, strideB = 0; ///< inner batch strides (elements; 0 = broadcast)
   std::vector<GemmCall> calls;      ///< one per outer batch index
+  /// Gemm's C (input 2, present and beta != 0): [cm, cn] with cm in {1, M}, cn in {1, N},
+  /// broadcast into Y before the product, which adds to it with cuBLAS's beta = `beta` (an empty
+  /// K leaves beta * C).
+  bool hasC = false;
+  float beta = 0.f;
+  int64_t cm = 1, cn = 1;
 };
+
+/// Element i of Y[M, N] = scale * C broadcast, C [cm, cn] (Gemm's C before the product).
+DTC_HD inline float broadcastCAt(const float *c, int64_t n, int64_t cm, int64_t cn, float scale,
+                                 int64_t i) {
+  int64_t r = i / n, col = i % n;
+  return scale * c[(cm == 1 ? 0 : r) * cn + (cn == 1 ? 0 : col)];
+}
 
 /// The column-major (cuBLAS) form of a GemmPlan's products: Y^T[N, M] = op1(B) op2(A), where a
 /// row-major matrix read as column-major is its transpose. gemm(trans1, trans2, rows, cols,
@@ -538,9 +551,8 @@ LayerNormArgs layerNormArgs(const KernelSpec &spec, const KernelArgs &args, floa
 // Launchers of the hand-written kernels (DenseKernels.cu). Each enqueues on `stream` and returns
 // the launch's cudaError_t as an int (0 = success) so that this header needs no CUDA header.
 
-/// y[m, n] = scale * c[m % cm, n % cn] with cm in {1, M}, cn in {1, N} (Gemm's C broadcast).
-int launchBroadcast2D(float *y, const float *c, int64_t m, int64_t n, int64_t cm, int64_t cn,
-                      float scale, CUstream_st *stream);
+/// Y = scale * broadcast(C) (broadcastCAt).
+int launchBroadcastC(const GemmPlan &p, const float *c, float scale, float *y, CUstream_st *stream);
 /// Every output of a pooling (poolForwardAt).
 int launchPoolForward(const PoolGeom &g, const float *x, float *y, CUstream_st *stream);
 /// dX (zeroed first, stream-ordered) from dY (poolBackwardAt).

@@ -27,14 +27,13 @@ public:
     if (outBytes_ == 0)
       return Status::ok();
     float beta = 0.f;
-    if (hasC_) {
+    if (p_.hasC) {
       // Y = broadcast(C) first (beta * C for an empty K); the product adds beta times it.
-      float scale = p_.k == 0 ? cScale_ : 1.f;
-      int e = launchBroadcast2D(y, static_cast<const float *>(args.inputs[2]), p_.m, p_.n, cm_, cn_,
-                                scale, ctx_.stream());
+      int e = launchBroadcastC(p_, static_cast<const float *>(args.inputs[2]),
+                               p_.k == 0 ? p_.beta : 1.f, y, ctx_.stream());
       if (e != 0)
         return cudaStatus(static_cast<cudaError_t>(e), where_, "the broadcast of C");
-      beta = cScale_;
+      beta = p_.beta;
       if (p_.k == 0)
         return Status::ok();
     } else if (p_.k == 0) { // a sum over nothing
@@ -59,9 +58,6 @@ public:
   CudaContext &ctx_;
   GemmPlan p_;
   size_t outBytes_;
-  bool hasC_ = false;
-  float cScale_ = 0.f; ///< beta
-  int64_t cm_ = 1, cn_ = 1;
 };
 
 } // namespace
@@ -75,18 +71,7 @@ Expected<KernelPtr> createMatMulT(const KernelSpec &spec, CudaContext &ctx) {
 }
 
 Expected<KernelPtr> createGemm(const KernelSpec &spec, CudaContext &ctx) {
-  float beta = spec.attrFloat("beta", 1.f);
-  auto k = std::make_unique<GemmKernel>(spec, ctx, gemmPlan(spec));
-  if (spec.inputs.size() == 3 && spec.inputs[2].present() && beta != 0.f) {
-    std::vector<int64_t> c = spec.inputs[2].shape;
-    while (c.size() < 2)
-      c.insert(c.begin(), 1);
-    k->hasC_ = true;
-    k->cScale_ = beta;
-    k->cm_ = c[0];
-    k->cn_ = c[1];
-  }
-  return KernelPtr(std::move(k));
+  return KernelPtr(std::make_unique<GemmKernel>(spec, ctx, gemmPlan(spec)));
 }
 
 } // namespace dtc::ops::cuda

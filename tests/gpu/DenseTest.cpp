@@ -98,8 +98,21 @@ void expectPlanMatchesCpu(const ops::KernelSpec &spec) {
   std::vector<HostTensor> in = randomInputs(spec, 7);
   std::vector<HostTensor> cpu = runCpu(spec, in);
   std::vector<float> a = floats(in[0]), b = floats(in[1]);
-  std::vector<float> y(static_cast<size_t>(spec.outputs[0].numElements()), 0.f);
-  hostGemm(ops::cuda::gemmPlan(spec), a.data(), b.data(), y.data(), 0.f);
+  std::vector<float> y(static_cast<size_t>(spec.outputs[0].numElements()), -777.f);
+  // GemmKernel::run: Y = broadcast(C) (beta * C for an empty K), then the product with beta.
+  ops::cuda::GemmPlan p = ops::cuda::gemmPlan(spec);
+  float beta = 0.f;
+  if (p.hasC) {
+    std::vector<float> c = floats(in[2]);
+    for (size_t i = 0; i < y.size(); ++i)
+      y[i] = ops::cuda::broadcastCAt(c.data(), p.n, p.cm, p.cn, p.k == 0 ? p.beta : 1.f,
+                                     static_cast<int64_t>(i));
+    beta = p.beta;
+  } else if (p.k == 0) {
+    std::fill(y.begin(), y.end(), 0.f);
+  }
+  if (p.k > 0)
+    hostGemm(p, a.data(), b.data(), y.data(), beta);
   expectClose(spec, {tensorOf(spec.outputs[0], y)}, cpu, 1e-5, 1e-5);
 }
 
@@ -125,7 +138,16 @@ TEST(CudaDensePlan, MatMulTAndGemmMatchCpu) {
       Ints ga = ta ? Ints{7, 3} : Ints{3, 7}, gb = tb ? Ints{5, 7} : Ints{7, 5};
       expectPlanMatchesCpu(withAttrs(makeSpec("Gemm", {ga, gb}, {{3, 5}}),
                                      {{"transA", ta}, {"transB", tb}, {"alpha", 1.5f}}));
+      for (const Ints &c : {Ints{3, 5}, Ints{3, 1}, Ints{1, 5}, Ints{5}, Ints{}})
+        expectPlanMatchesCpu(
+            withAttrs(makeSpec("Gemm", {ga, gb, c}, {{3, 5}}),
+                      {{"transA", ta}, {"transB", tb}, {"alpha", 0.5f}, {"beta", 2.f}}));
     }
+  expectPlanMatchesCpu(
+      withAttrs(makeSpec("Gemm", {{8, 32}, {10, 32}, {10}}, {{8, 10}}), {{"transB", int64_t{1}}}));
+  expectPlanMatchesCpu(
+      withAttrs(makeSpec("Gemm", {{3, 0}, {0, 5}, {5}}, {{3, 5}}), {{"beta", 3.f}})); // empty K
+  expectPlanMatchesCpu(makeSpec("MatMul", {{3, 0}, {0, 4}}, {{3, 4}}));               // zeros
 }
 
 /// The pooling math of DenseUtil.h on the host against the CPU kernel, forward and backward.
