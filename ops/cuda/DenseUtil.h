@@ -1,9 +1,10 @@
 // Shared pieces of the dense CUDA kernels (ops/cuda/MatMul.cpp, Conv.cpp, Pool.cpp, Norm.cpp,
-// Softmax.cpp, DenseKernels.cu): the window geometry of pooling with its per-element math as
-// __host__ __device__ functions (the device kernels call them; tests/gpu/DenseTest.cpp runs the
-// same functions on the host against the CPU kernels, which is what a machine without a GPU can
-// verify), and the launchers of the hand-written kernels in DenseKernels.cu. Pure C++ for a
-// host compiler: nothing here needs the CUDA headers except the launchers' cudaStream_t.
+// Softmax.cpp, DenseKernels.cu): the math of the hand-written kernels as __host__ __device__
+// functions (pooling windows, softmax rows, batch-norm channels, layer-norm rows, Gemm's C), the
+// plans of the cuBLAS and cuDNN calls (GemmPlan, ConvPlan) and the launchers. The device kernels
+// call these functions; tests/gpu/DenseTest.cpp runs the same functions and plans on the host
+// against the CPU kernels, which is what a machine without a GPU can verify. No CUDA header is
+// needed: the launchers take a CUstream_st * (cudaStream_t) and return a cudaError_t as int.
 #pragma once
 
 #include <cmath>
@@ -23,10 +24,6 @@
 struct CUstream_st; // cudaStream_t without <cuda_runtime.h>
 
 namespace dtc::ops::cuda {
-
-/// ConvTranspose's begin pads per spatial axis with auto_pad and output_shape resolved as the
-/// CPU kernel does (ops/cpu/Deconv.cpp: an even total padding split in halves). The spec passed
-/// the CPU target's check. (DenseCheck.cpp)
 
 /// Pooling over up to three spatial axes (unused trailing axes have size, kernel, stride and
 /// dilation 1 and no pads), on `planes` = N * C row-major planes. The window of output o along
@@ -153,6 +150,9 @@ DTC_HD inline void poolBackwardAt(const PoolGeom &g, const float *dy, const floa
 }
 
 #if !defined(__CUDACC__)
+/// ConvTranspose's begin pads per spatial axis with auto_pad and output_shape resolved as the
+/// CPU kernel does (ops/cpu/Deconv.cpp: an even total padding split in halves). The spec passed
+/// the CPU target's check. (DenseCheck.cpp)
 std::vector<int64_t> convTransposeBeginPads(const KernelSpec &spec);
 #endif
 
