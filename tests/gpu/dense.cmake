@@ -1,3 +1,4 @@
 # dense GPU tests (sources appended to DTC_GPU_TEST_SOURCES).
 list(APPEND DTC_GPU_TEST_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/DenseTest.cpp
 )
