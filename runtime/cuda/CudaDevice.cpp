@@ -13,8 +13,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 
 namespace dtc::rt {
 
@@ -215,6 +217,24 @@ public:
   }
 
   Status synchronize() override {
+    // With a communicator, a lost peer leaves an NCCL kernel on the stream that never ends: a
+    // blocking cudaStreamSynchronize would hang before poll() could name the peer. Query the
+    // stream and poll the communicator instead (yielding first, then sleeping 100 us).
+    if (comm_) {
+      const auto start = std::chrono::steady_clock::now();
+      for (;;) {
+        cudaError_t q = cudaStreamQuery(ctx_->stream());
+        if (q == cudaSuccess)
+          break;
+        if (q != cudaErrorNotReady)
+          return asyncError(q, "cudaStreamQuery");
+        DTC_RETURN_IF_ERROR(comm_->poll());
+        if (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(1))
+          std::this_thread::yield();
+        else
+          std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+    }
     cudaError_t e = cudaStreamSynchronize(ctx_->stream());
     if (e != cudaSuccess)
       return asyncError(e, "cudaStreamSynchronize");
