@@ -1,0 +1,438 @@
+// Index math of the CUDA data-movement kernels (ops/cuda/Data.cu, ops/cuda/Index.cu): strided
+// maps between a dense tensor and a strided view of another (Transpose, Slice, Concat, Split,
+// Expand, Tile, SliceGrad), three-way broadcasting (Where), ONNX Slice clamping and Pad source
+// indices, Cast's conversions and Resize's coordinate transforms. Every function is
+// __host__ __device__ and needs no CUDA header, so the tests (tests/gpu/DataTest.cpp) check it on
+// the CPU against the CPU kernels' rules (ops/ShapeHelpers.h, ops/cpu/ResizeCoords.h).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#ifdef __CUDACC__
+#define DTC_HD __host__ __device__
+#else
+#define DTC_HD
+#endif
+
+namespace dtc::ops::cuda {
+
+/// Largest rank the data-movement kernels take (after merging contiguous axes, see coalesce).
+constexpr int kDataMaxRank = 8;
+
+/// Element e of a dense row-major tensor of shape dims[0..rank) corresponds to element
+/// base + sum_a (c_a % wrap[a] when wrap[a] > 0, else c_a) * strides[a] of another tensor, where
+/// (c_0, ..., c_{rank-1}) are e's coordinates. Strides may be 0 (broadcast) or negative
+/// (a negative slice step). Rank 0 is a single element at `base`.
+struct StridedMap {
+  int rank = 0;
+  int64_t dims[kDataMaxRank] = {};
+  int64_t strides[kDataMaxRank] = {};
+  int64_t wrap[kDataMaxRank] = {};
+  int64_t base = 0;
+};
+
+/// The offset in the strided tensor of dense element `e` (0 <= e < product of dims; every dim
+/// is > 0 when the product is).
+DTC_HD inline int64_t stridedOffset(const StridedMap &m, int64_t e) {
+  int64_t off = m.base;
+  for (int a = m.rank - 1; a >= 0; --a) {
+    const int64_t d = m.dims[a];
+    int64_t c = e % d;
+    e /= d;
+    if (m.wrap[a] > 0)
+      c %= m.wrap[a];
+    off += c * m.strides[a];
+  }
+  return off;
+}
+
+/// Merges adjacent axes a, a+1 where the strided side is contiguous across them
+/// (strides[a] == strides[a+1] * dims[a+1], no wrap) and drops axes of size 1; the offsets the
+/// map gives are unchanged. Fewer axes mean fewer divisions per element.
+DTC_HD inline void coalesce(StridedMap &m) {
+  StridedMap r;
+  r.base = m.base;
+  for (int a = 0; a < m.rank; ++a) {
+    if (m.dims[a] == 1)
+      continue;
+    if (r.rank > 0 && m.wrap[a] == 0 && r.wrap[r.rank - 1] == 0 &&
+        r.strides[r.rank - 1] == m.strides[a] * m.dims[a]) {
+      r.dims[r.rank - 1] *= m.dims[a];
+      r.strides[r.rank - 1] = m.strides[a];
+      continue;
+    }
+    r.dims[r.rank] = m.dims[a];
+    r.strides[r.rank] = m.strides[a];
+    r.wrap[r.rank] = m.wrap[a];
+    ++r.rank;
+  }
+  m = r;
+}
+
+/// Three operands broadcast to one output (Where: condition, x, y): output element e reads
+/// element sum_a c_a * strides[k][a] of operand k (stride 0 on broadcast axes).
+struct Broadcast3 {
+  int rank = 0;
+  int64_t dims[kDataMaxRank] = {};
+  int64_t strides[3][kDataMaxRank] = {};
+};
+
+/// The three operand offsets of output element `e`.
+DTC_HD inline void broadcastOffsets(const Broadcast3 &m, int64_t e, int64_t off[3]) {
+  off[0] = off[1] = off[2] = 0;
+  for (int a = m.rank - 1; a >= 0; --a) {
+    const int64_t d = m.dims[a];
+    const int64_t c = e % d;
+    e /= d;
+    off[0] += c * m.strides[0][a];
+    off[1] += c * m.strides[1][a];
+    off[2] += c * m.strides[2][a];
+  }
+}
+
+/// Merges adjacent axes contiguous in all three operands (and drops axes of size 1).
+DTC_HD inline void coalesce(Broadcast3 &m) {
+  Broadcast3 r;
+  for (int a = 0; a < m.rank; ++a) {
+    if (m.dims[a] == 1)
+      continue;
+    bool merge = r.rank > 0;
+    for (int k = 0; merge && k < 3; ++k)
+      merge = r.strides[k][r.rank - 1] == m.strides[k][a] * m.dims[a];
+    if (merge) {
+      r.dims[r.rank - 1] *= m.dims[a];
+      for (int k = 0; k < 3; ++k)
+        r.strides[k][r.rank - 1] = m.strides[k][a];
+      continue;
+    }
+    r.dims[r.rank] = m.dims[a];
+    for (int k = 0; k < 3; ++k)
+      r.strides[k][r.rank] = m.strides[k][a];
+    ++r.rank;
+  }
+  m = r;
+}
+
+/// ONNX Slice-13 clamping of one axis of size `dim` for a non-zero `step` (the rule of
+/// ops::clampSlice in ops/ShapeHelpers.h): `first` is the first index taken, `count` how many.
+DTC_HD inline void sliceClamp(int64_t dim, int64_t start, int64_t end, int64_t step,
+                              int64_t &first, int64_t &count) {
+  if (start < 0)
+    start += dim;
+  if (end < 0)
+    end += dim;
+  if (step > 0) {
+    start = start < 0 ? 0 : (start > dim ? dim : start);
+    end = end < 0 ? 0 : (end > dim ? dim : end);
+    first = start;
+    count = end > start ? (end - start - 1) / step + 1 : 0;
+  } else {
+    start = start < 0 ? 0 : (start > dim - 1 ? dim - 1 : start);
+    end = end < -1 ? -1 : (end > dim - 1 ? dim - 1 : end);
+    first = start;
+    const uint64_t s = step == INT64_MIN ? uint64_t{1} << 63 : static_cast<uint64_t>(-step);
+    count = start > end ? static_cast<int64_t>(static_cast<uint64_t>(start - end - 1) / s) + 1 : 0;
+  }
+}
+
+/// The inputs of one Slice run, widened to int64: starts, ends, axes (null: 0, 1, ...) and
+/// steps (null: all 1), n entries each.
+struct SliceArgs {
+  const int64_t *starts;
+  const int64_t *ends;
+  const int64_t *axes;
+  const int64_t *steps;
+  int64_t n;
+};
+
+/// Slice's gather map (output dense, input strided) for an input of shape in[0..rank) and the
+/// plan's output shape out[0..rank). Returns 0 when the run's starts/ends/axes/steps give
+/// exactly `out`; otherwise 1 (an axis out of range or repeated, a zero step, or a different
+/// output shape) and the map of the slice starting at 0 with step 1 (always inside the input,
+/// as out[a] <= in[a]), so a kernel that reports the error still reads only valid memory.
+DTC_HD inline int sliceMap(const int64_t *in, const int64_t *out, int rank, const SliceArgs &s,
+                           StridedMap &m) {
+  int64_t first[kDataMaxRank], step[kDataMaxRank], count[kDataMaxRank];
+  for (int a = 0; a < rank; ++a) {
+    first[a] = 0;
+    step[a] = 1;
+    count[a] = in[a];
+  }
+  bool seen[kDataMaxRank] = {};
+  int bad = s.n > rank ? 1 : 0;
+  for (int64_t i = 0; !bad && i < s.n; ++i) {
+    int64_t a = s.axes ? s.axes[i] : i;
+    if (a < 0)
+      a += rank;
+    const int64_t st = s.steps ? s.steps[i] : 1;
+    if (a < 0 || a >= rank || seen[a] || st == 0) {
+      bad = 1;
+      break;
+    }
+    seen[a] = true;
+    sliceClamp(in[a], s.starts[i], s.ends[i], st, first[a], count[a]);
+    step[a] = st;
+  }
+  for (int a = 0; !bad && a < rank; ++a)
+    bad = count[a] != out[a];
+  m = StridedMap();
+  m.rank = rank;
+  int64_t stride = 1;
+  for (int a = rank - 1; a >= 0; --a) {
+    m.dims[a] = out[a];
+    m.strides[a] = bad ? stride : step[a] * stride;
+    m.base += bad ? 0 : first[a] * stride;
+    stride *= in[a];
+  }
+  return bad;
+}
+
+/// Pad modes (ONNX Pad-19).
+enum class PadMode : int { kConstant, kEdge, kReflect, kWrap };
+
+/// The source index along an axis of size `dim` for padded coordinate `x` (relative to the first
+/// input element), or -1 for the padding value: the rule of ops::padSourceIndex.
+DTC_HD inline int64_t padSource(int64_t x, int64_t dim, PadMode mode) {
+  if (x >= 0 && x < dim)
+    return x;
+  if (mode == PadMode::kConstant || dim == 0)
+    return -1;
+  if (mode == PadMode::kEdge)
+    return x < 0 ? 0 : dim - 1;
+  if (mode == PadMode::kWrap)
+    return ((x % dim) + dim) % dim;
+  if (dim == 1)
+    return 0;
+  const int64_t period = 2 * (dim - 1);
+  const int64_t r = ((x % period) + period) % period;
+  return r < dim ? r : period - r;
+}
+
+/// Cast's conversions (ops/cpu/Cast.cpp): float -> integer truncates toward zero, NaN gives 0
+/// and values outside the integer's range saturate to its min or max; integer -> integer wraps;
+/// anything -> bool is x != 0 (NaN -> true); bool -> number is 0 or 1. Bool is stored as one
+/// byte (BoolByte) so it is told apart from uint8.
+struct BoolByte {
+  uint8_t v;
+};
+
+template <typename T> struct IntLimits;
+template <> struct IntLimits<int8_t> {
+  static constexpr double kLo = -128.0, kHiExcl = 128.0;
+  static constexpr int8_t kMin = -128, kMax = 127;
+};
+template <> struct IntLimits<uint8_t> {
+  static constexpr double kLo = 0.0, kHiExcl = 256.0;
+  static constexpr uint8_t kMin = 0, kMax = 255;
+};
+template <> struct IntLimits<int32_t> {
+  static constexpr double kLo = -2147483648.0, kHiExcl = 2147483648.0;
+  static constexpr int32_t kMin = INT32_MIN, kMax = INT32_MAX;
+};
+template <> struct IntLimits<int64_t> {
+  static constexpr double kLo = -9223372036854775808.0, kHiExcl = 9223372036854775808.0;
+  static constexpr int64_t kMin = INT64_MIN, kMax = INT64_MAX;
+};
+
+template <typename A, typename B> struct IsSame {
+  static constexpr bool value = false;
+};
+template <typename A> struct IsSame<A, A> {
+  static constexpr bool value = true;
+};
+
+template <typename T> struct IsFloat {
+  static constexpr bool value = false;
+};
+template <> struct IsFloat<float> {
+  static constexpr bool value = true;
+};
+template <> struct IsFloat<double> {
+  static constexpr bool value = true;
+};
+
+template <typename From, typename To> DTC_HD inline To castValue(From v) {
+  if constexpr (IsSame<From, BoolByte>::value) {
+    return castValue<uint8_t, To>(static_cast<uint8_t>(v.v != 0 ? 1 : 0));
+  } else if constexpr (IsSame<To, BoolByte>::value) {
+    return BoolByte{static_cast<uint8_t>(v != From(0) ? 1 : 0)};
+  } else if constexpr (IsFloat<From>::value && !IsFloat<To>::value) {
+    const double d = static_cast<double>(v);
+    if (d != d)
+      return To(0);
+    if (d <= IntLimits<To>::kLo)
+      return IntLimits<To>::kMin;
+    if (d >= IntLimits<To>::kHiExcl)
+      return IntLimits<To>::kMax;
+    return static_cast<To>(d);
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+/// Resize's coordinate transforms and nearest rounding (ops/cpu/ResizeCoords.h).
+enum class ResizeTransformMode : int {
+  kHalfPixel,
+  kHalfPixelSymmetric,
+  kPytorchHalfPixel,
+  kAlignCorners,
+  kAsymmetric,
+  kTfHalfPixelForNn
+};
+enum class ResizeNearestMode : int { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil };
+
+/// One output index's sources along an axis: out = (1 - w) * in[i0] + w * in[i1] (nearest:
+/// i0 == i1, w == 0).
+struct ResizeTap {
+  int64_t i0, i1;
+  float w;
+};
+
+/// The sources of output index x along an axis of length inLen resized to outLen with scale s,
+/// exactly as ops::cpu::resizeAxisMap computes them (double coordinates, edge clamping). The
+/// kernels that call it are compiled without FMA contraction (data.cmake) so that the
+/// coordinates match the CPU's bit for bit.
+DTC_HD inline ResizeTap resizeTap(bool linear, ResizeTransformMode t, ResizeNearestMode rounding,
+                                  int64_t inLen, int64_t outLen, double s, int64_t x) {
+  const double xr = static_cast<double>(x);
+  double xo = xr;
+  switch (t) {
+  case ResizeTransformMode::kHalfPixel:
+    xo = (xr + 0.5) / s - 0.5;
+    break;
+  case ResizeTransformMode::kHalfPixelSymmetric: {
+    const double adjustment = static_cast<double>(outLen) / (s * static_cast<double>(inLen));
+    const double center = static_cast<double>(inLen) / 2;
+    xo = center * (1 - adjustment) + (xr + 0.5) / s - 0.5;
+    break;
+  }
+  case ResizeTransformMode::kPytorchHalfPixel:
+    xo = outLen > 1 ? (xr + 0.5) / s - 0.5 : 0.0;
+    break;
+  case ResizeTransformMode::kAlignCorners:
+    xo = outLen == 1 ? 0.0 : xr * static_cast<double>(inLen - 1) / static_cast<double>(outLen - 1);
+    break;
+  case ResizeTransformMode::kAsymmetric:
+    xo = xr / s;
+    break;
+  case ResizeTransformMode::kTfHalfPixelForNn:
+    xo = (xr + 0.5) / s;
+    break;
+  }
+  const double f = floor(xo), r = xo - f;
+  auto clampIndex = [inLen](double v) -> int64_t {
+    return v <= 0 ? int64_t(0)
+                  : (v >= static_cast<double>(inLen - 1) ? inLen - 1 : static_cast<int64_t>(v));
+  };
+  ResizeTap tap;
+  tap.w = 0.0f;
+  if (linear) {
+    tap.i0 = clampIndex(f);
+    tap.i1 = clampIndex(f + 1);
+    tap.w = static_cast<float>(r);
+    if (tap.i0 == tap.i1)
+      tap.w = 0.0f;
+  } else {
+    bool up = false;
+    if (r != 0.0) {
+      switch (rounding) {
+      case ResizeNearestMode::kRoundPreferFloor:
+        up = r > 0.5;
+        break;
+      case ResizeNearestMode::kRoundPreferCeil:
+        up = r >= 0.5;
+        break;
+      case ResizeNearestMode::kFloor:
+        up = false;
+        break;
+      case ResizeNearestMode::kCeil:
+        up = true;
+        break;
+      }
+    }
+    tap.i0 = tap.i1 = clampIndex(up ? f + 1 : f);
+  }
+  return tap;
+}
+
+/// The static description of a Resize (or ResizeGrad) for the kernels: shapes and per-axis
+/// scale (1 on axes that are not resized).
+struct ResizeGeometry {
+  int rank = 0;
+  bool linear = false;
+  ResizeTransformMode transform = ResizeTransformMode::kHalfPixel;
+  ResizeNearestMode rounding = ResizeNearestMode::kRoundPreferFloor;
+  int64_t in[kDataMaxRank] = {};
+  int64_t out[kDataMaxRank] = {};
+  double scale[kDataMaxRank] = {};
+};
+
+/// At most this many axes of one Resize may carry fractional linear weights (16 corners per
+/// output element); the checks reject more resized axes, and a run whose scales give more
+/// reports an error.
+constexpr int kResizeLinearMax = 4;
+
+/// Output element e of a resize: its (input offset, weight) corners, written to off/weight
+/// (capacity 1 << kResizeLinearMax); returns how many, or -1 when more than kResizeLinearMax
+/// axes have fractional weights. Axes with a zero weight contribute one source, so a bilinear
+/// 2-D resize gives at most 4 corners and nearest always 1.
+DTC_HD inline int resizeCorners(const ResizeGeometry &g, int64_t e, int64_t *off, float *weight) {
+  off[0] = 0;
+  weight[0] = 1.0f;
+  int n = 1, split = 0;
+  int64_t stride = 1;
+  for (int a = g.rank - 1; a >= 0; --a) {
+    const int64_t x = e % g.out[a];
+    e /= g.out[a];
+    const ResizeTap t =
+        resizeTap(g.linear, g.transform, g.rounding, g.in[a], g.out[a], g.scale[a], x);
+    if (t.w != 0.0f) {
+      if (++split > kResizeLinearMax)
+        return -1;
+      for (int k = 0; k < n; ++k) {
+        off[n + k] = off[k] + t.i1 * stride;
+        weight[n + k] = weight[k] * t.w;
+        off[k] += t.i0 * stride;
+        weight[k] *= 1.0f - t.w;
+      }
+      n *= 2;
+    } else {
+      for (int k = 0; k < n; ++k)
+        off[k] += t.i0 * stride;
+    }
+    stride *= g.in[a];
+  }
+  return n;
+}
+
+
+#ifdef __CUDACC__
+// ---- device-side helpers of the .cu files (not seen by the pure C++ checks and tests) ----------
+
+/// Threads per block of the grid-stride kernels.
+constexpr int kDataBlock = 256;
+
+/// Blocks for n elements (grid-stride loops cover the rest); n > 0.
+inline unsigned dataGrid(int64_t n) {
+  const int64_t blocks = (n + kDataBlock - 1) / kDataBlock;
+  return static_cast<unsigned>(blocks < (int64_t{1} << 20) ? blocks : (int64_t{1} << 20));
+}
+
+/// First element of this thread and the grid's stride, in int64.
+__device__ inline int64_t gridStart() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ inline int64_t gridStride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+
+/// Element i of an int32 (is64 false) or int64 index tensor.
+__device__ inline int64_t loadIndex(const void *p, bool is64, int64_t i) {
+  return is64 ? static_cast<const int64_t *>(p)[i]
+              : static_cast<int64_t>(static_cast<const int32_t *>(p)[i]);
+}
+
+/// Records error site `site` in the context's slot unless an earlier error is there.
+__device__ inline void reportError(int *slot, int site) { atomicCAS(slot, 0, site); }
+#endif
+
+} // namespace dtc::ops::cuda
