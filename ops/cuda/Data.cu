@@ -246,26 +246,6 @@ Status launchStrided(bool scatter, int64_t elem, const void *in, void *out, int6
   });
 }
 
-std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape) {
-  std::vector<int64_t> s(shape.size(), 1);
-  for (size_t a = shape.size(); a-- > 1;)
-    s[a - 1] = s[a] * shape[a];
-  return s;
-}
-
-/// A strided map over `dims` (the dense side) with `strides` into the other side.
-StridedMap makeMap(const std::vector<int64_t> &dims, const std::vector<int64_t> &strides,
-                   int64_t base = 0) {
-  StridedMap m;
-  m.rank = static_cast<int>(dims.size());
-  for (size_t a = 0; a < dims.size(); ++a) {
-    m.dims[a] = dims[a];
-    m.strides[a] = strides[a];
-  }
-  m.base = base;
-  return m;
-}
-
 /// One strided gather (or scatter) from input `in` to output `out` per run, with a map fixed at
 /// creation. `zeroOutput` clears the output first (SliceGrad's scatter).
 class StridedKernel : public Kernel {
@@ -275,9 +255,7 @@ public:
       : where_(spec.where()), ctx_(ctx), map_(map), scatter_(scatter), zero_(zeroOutput),
         elem_(ir::dtypeSize(spec.outputs[0].dtype)),
         n_(scatter ? spec.inputs[0].numElements() : spec.outputs[0].numElements()),
-        outBytes_(static_cast<size_t>(spec.outputs[0].byteSize())) {
-    coalesce(map_);
-  }
+        outBytes_(static_cast<size_t>(spec.outputs[0].byteSize())) {}
   Status run(const KernelArgs &args) override {
     if (zero_)
       DTC_CUDA_RETURN_IF_ERROR(where_, cudaMemsetAsync(args.outputs[0], 0, outBytes_,
@@ -302,19 +280,7 @@ public:
   TransposeKernel(const KernelSpec &spec, CudaContext &ctx, StridedMap map)
       : where_(spec.where()), ctx_(ctx), map_(map), elem_(ir::dtypeSize(spec.inputs[0].dtype)),
         n_(spec.outputs[0].numElements()) {
-    coalesce(map_);
-    // Output [batch?, cols, rows] reading input [batch?, rows, cols]: strides (rows*cols,) 1, cols.
-    const int r = map_.rank;
-    if (r == 2 || r == 3) {
-      const int64_t cols = map_.dims[r - 2], rows = map_.dims[r - 1];
-      tiled_ = map_.strides[r - 2] == 1 && map_.strides[r - 1] == cols &&
-               (r == 2 || map_.strides[0] == rows * cols);
-      if (tiled_) {
-        batch_ = r == 3 ? map_.dims[0] : 1;
-        rows_ = rows;
-        cols_ = cols;
-      }
-    }
+    tiled_ = batchedTranspose(map_, batch_, rows_, cols_);
   }
   Status run(const KernelArgs &args) override {
     if (!tiled_)
@@ -350,19 +316,15 @@ public:
         elem_(ir::dtypeSize(spec.inputs[0].dtype)) {
     const TensorDesc &whole = concat ? spec.outputs[0] : spec.inputs[0];
     const std::vector<TensorDesc> &parts = concat ? spec.inputs : spec.outputs;
-    const int64_t rank = static_cast<int64_t>(whole.shape.size());
     int64_t axis = spec.attrInt("axis", 0);
     if (axis < 0)
-      axis += rank;
-    const std::vector<int64_t> wholeStrides = stridesOf(whole.shape);
-    int64_t offset = 0;
+      axis += static_cast<int64_t>(whole.shape.size());
+    std::vector<std::vector<int64_t>> shapes;
     for (const TensorDesc &t : parts) {
-      StridedMap m = makeMap(t.shape, wholeStrides, offset * wholeStrides[static_cast<size_t>(axis)]);
-      coalesce(m);
-      maps_.push_back(m);
+      shapes.push_back(t.shape);
       counts_.push_back(t.numElements());
-      offset += t.shape[static_cast<size_t>(axis)];
     }
+    maps_ = concatMaps(shapes, whole.shape, axis);
   }
   Status run(const KernelArgs &args) override {
     for (size_t i = 0; i < maps_.size(); ++i) {
@@ -475,18 +437,9 @@ public:
   WhereKernel(const KernelSpec &spec, CudaContext &ctx)
       : where_(spec.where()), ctx_(ctx), elem_(ir::dtypeSize(spec.outputs[0].dtype)),
         n_(spec.outputs[0].numElements()) {
-    const std::vector<int64_t> &out = spec.outputs[0].shape;
-    m_.rank = static_cast<int>(out.size());
-    for (size_t a = 0; a < out.size(); ++a)
-      m_.dims[a] = out[a];
-    for (int k = 0; k < 3; ++k) {
-      const std::vector<int64_t> &s = spec.inputs[static_cast<size_t>(k)].shape;
-      const std::vector<int64_t> strides = stridesOf(s);
-      const size_t lead = out.size() - s.size(); // numpy: align trailing axes
-      for (size_t a = 0; a < s.size(); ++a)
-        m_.strides[k][lead + a] = s[a] == 1 ? 0 : strides[a];
-    }
-    coalesce(m_);
+    const std::vector<int64_t> shapes[3] = {spec.inputs[0].shape, spec.inputs[1].shape,
+                                            spec.inputs[2].shape};
+    m_ = broadcast3Map(shapes, spec.outputs[0].shape);
   }
   Status run(const KernelArgs &args) override {
     const uint8_t *cond = static_cast<const uint8_t *>(args.inputs[0]);
@@ -561,12 +514,7 @@ Expected<KernelPtr> createTranspose(const KernelSpec &spec, CudaContext &ctx) {
   for (size_t i = 0; i < perm.size(); ++i)
     perm[i] = static_cast<int64_t>(perm.size() - 1 - i);
   perm = spec.attrInts("perm", perm);
-  const std::vector<int64_t> inStrides = stridesOf(in);
-  std::vector<int64_t> strides;
-  for (int64_t p : perm)
-    strides.push_back(inStrides[static_cast<size_t>(p)]);
-  return KernelPtr(
-      std::make_unique<TransposeKernel>(spec, ctx, makeMap(spec.outputs[0].shape, strides)));
+  return KernelPtr(std::make_unique<TransposeKernel>(spec, ctx, transposeMap(in, perm)));
 }
 
 Expected<KernelPtr> createSlice(const KernelSpec &spec, CudaContext &ctx) {
@@ -575,17 +523,11 @@ Expected<KernelPtr> createSlice(const KernelSpec &spec, CudaContext &ctx) {
 
 Expected<KernelPtr> createSliceGrad(const KernelSpec &spec, CudaContext &ctx) {
   // dx = 0; dx[starts + k * steps] = dy[k]: a scatter of the dense dy.
-  const std::vector<int64_t> starts = spec.attrInts("starts"), steps = spec.attrInts("steps");
-  const std::vector<int64_t> dxStrides = stridesOf(spec.outputs[0].shape);
-  std::vector<int64_t> strides;
-  int64_t base = 0;
-  for (size_t a = 0; a < dxStrides.size(); ++a) {
-    base += starts[a] * dxStrides[a];
-    strides.push_back(steps[a] * dxStrides[a]);
-  }
   return KernelPtr(std::make_unique<StridedKernel>(
-      spec, ctx, makeMap(spec.inputs[0].shape, strides, base), /*scatter=*/true,
-      /*zeroOutput=*/true));
+      spec, ctx,
+      sliceGradMap(spec.inputs[0].shape, spec.outputs[0].shape, spec.attrInts("starts"),
+                   spec.attrInts("steps")),
+      /*scatter=*/true, /*zeroOutput=*/true));
 }
 
 Expected<KernelPtr> createConcat(const KernelSpec &spec, CudaContext &ctx) {
@@ -599,22 +541,13 @@ Expected<KernelPtr> createSplit(const KernelSpec &spec, CudaContext &ctx) {
 Expected<KernelPtr> createExpand(const KernelSpec &spec, CudaContext &ctx) {
   // The output shape (checked against the shape input by the CPU check's rules) decides
   // everything: input axes of size 1 broadcast with stride 0.
-  const std::vector<int64_t> &in = spec.inputs[0].shape, &out = spec.outputs[0].shape;
-  const std::vector<int64_t> inStrides = stridesOf(in);
-  std::vector<int64_t> strides(out.size(), 0);
-  const size_t lead = out.size() - in.size();
-  for (size_t a = 0; a < in.size(); ++a)
-    strides[lead + a] = in[a] == 1 ? 0 : inStrides[a];
-  return KernelPtr(
-      std::make_unique<StridedKernel>(spec, ctx, makeMap(out, strides), /*scatter=*/false));
+  return KernelPtr(std::make_unique<StridedKernel>(
+      spec, ctx, expandMap(spec.inputs[0].shape, spec.outputs[0].shape), /*scatter=*/false));
 }
 
 Expected<KernelPtr> createTile(const KernelSpec &spec, CudaContext &ctx) {
-  const std::vector<int64_t> &in = spec.inputs[0].shape, &out = spec.outputs[0].shape;
-  StridedMap m = makeMap(out, stridesOf(in));
-  for (size_t a = 0; a < in.size(); ++a)
-    m.wrap[a] = in[a] != out[a] ? in[a] : 0; // out > 0 implies in > 0 (the CPU check)
-  return KernelPtr(std::make_unique<StridedKernel>(spec, ctx, m, /*scatter=*/false));
+  return KernelPtr(std::make_unique<StridedKernel>(
+      spec, ctx, tileMap(spec.inputs[0].shape, spec.outputs[0].shape), /*scatter=*/false));
 }
 
 Expected<KernelPtr> createPad(const KernelSpec &spec, CudaContext &ctx) {

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #ifdef __CUDACC__
 #define DTC_HD __host__ __device__
@@ -128,8 +129,11 @@ DTC_HD inline void sliceClamp(int64_t dim, int64_t start, int64_t end, int64_t s
     first = start;
     count = end > start ? (end - start - 1) / step + 1 : 0;
   } else {
-    start = start < 0 ? 0 : (start > dim - 1 ? dim - 1 : start);
-    end = end < -1 ? -1 : (end > dim - 1 ? dim - 1 : end);
+    // max first, then min (as std::min(std::max(...))): an empty axis gives start -1.
+    start = start < 0 ? 0 : start;
+    start = start > dim - 1 ? dim - 1 : start;
+    end = end < -1 ? -1 : end;
+    end = end > dim - 1 ? dim - 1 : end;
     first = start;
     const uint64_t s = step == INT64_MIN ? uint64_t{1} << 63 : static_cast<uint64_t>(-step);
     count = start > end ? static_cast<int64_t>(static_cast<uint64_t>(start - end - 1) / s) + 1 : 0;
@@ -406,6 +410,131 @@ DTC_HD inline int resizeCorners(const ResizeGeometry &g, int64_t e, int64_t *off
   return n;
 }
 
+
+// ---- host-side map builders (used when a kernel is made, and by the tests) ---------------------
+
+/// Row-major strides (in elements) of `shape`.
+inline std::vector<int64_t> denseStrides(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (size_t a = shape.size(); a-- > 1;)
+    s[a - 1] = s[a] * shape[a];
+  return s;
+}
+
+/// A strided map over `dims` (the dense side, rank <= kDataMaxRank) with `strides` into the
+/// other side, not coalesced.
+inline StridedMap makeStridedMap(const std::vector<int64_t> &dims,
+                                 const std::vector<int64_t> &strides, int64_t base = 0) {
+  StridedMap m;
+  m.rank = static_cast<int>(dims.size());
+  for (size_t a = 0; a < dims.size(); ++a) {
+    m.dims[a] = dims[a];
+    m.strides[a] = strides[a];
+  }
+  m.base = base;
+  return m;
+}
+
+/// Transpose of `in` by `perm`: the dense output reads input offset stridedOffset(map, e).
+inline StridedMap transposeMap(const std::vector<int64_t> &in, const std::vector<int64_t> &perm) {
+  const std::vector<int64_t> inStrides = denseStrides(in);
+  std::vector<int64_t> dims, strides;
+  for (int64_t p : perm) {
+    dims.push_back(in[static_cast<size_t>(p)]);
+    strides.push_back(inStrides[static_cast<size_t>(p)]);
+  }
+  StridedMap m = makeStridedMap(dims, strides);
+  coalesce(m);
+  return m;
+}
+
+/// A coalesced transpose map that is a batched 2-D transpose: the output [batch, cols, rows]
+/// reads the input [batch, rows, cols] (out[b][c][r] = in[b][r][c]). False otherwise.
+inline bool batchedTranspose(const StridedMap &m, int64_t &batch, int64_t &rows, int64_t &cols) {
+  const int r = m.rank;
+  if (r != 2 && r != 3)
+    return false;
+  const int64_t c = m.dims[r - 2], w = m.dims[r - 1];
+  if (m.base != 0 || m.strides[r - 2] != 1 || m.strides[r - 1] != c ||
+      (r == 3 && m.strides[0] != w * c))
+    return false;
+  batch = r == 3 ? m.dims[0] : 1;
+  rows = w;
+  cols = c;
+  return true;
+}
+
+/// Expand (numpy broadcasting of `in` to `out`): input axes of size 1 read with stride 0.
+inline StridedMap expandMap(const std::vector<int64_t> &in, const std::vector<int64_t> &out) {
+  const std::vector<int64_t> inStrides = denseStrides(in);
+  std::vector<int64_t> strides(out.size(), 0);
+  const size_t lead = out.size() - in.size();
+  for (size_t a = 0; a < in.size(); ++a)
+    strides[lead + a] = in[a] == 1 ? 0 : inStrides[a];
+  StridedMap m = makeStridedMap(out, strides);
+  coalesce(m);
+  return m;
+}
+
+/// Tile of `in` to `out` (each out[a] a multiple of in[a]): coordinates wrap at in[a].
+inline StridedMap tileMap(const std::vector<int64_t> &in, const std::vector<int64_t> &out) {
+  StridedMap m = makeStridedMap(out, denseStrides(in));
+  for (size_t a = 0; a < in.size(); ++a)
+    m.wrap[a] = in[a] != out[a] ? in[a] : 0;
+  coalesce(m);
+  return m;
+}
+
+/// SliceGrad: the dense dy of shape `counts` scatters to dx (shape `dx`) at
+/// starts[a] + k * steps[a] per axis.
+inline StridedMap sliceGradMap(const std::vector<int64_t> &counts, const std::vector<int64_t> &dx,
+                               const std::vector<int64_t> &starts,
+                               const std::vector<int64_t> &steps) {
+  const std::vector<int64_t> dxStrides = denseStrides(dx);
+  std::vector<int64_t> strides;
+  int64_t base = 0;
+  for (size_t a = 0; a < dxStrides.size(); ++a) {
+    base += starts[a] * dxStrides[a];
+    strides.push_back(steps[a] * dxStrides[a]);
+  }
+  StridedMap m = makeStridedMap(counts, strides, base);
+  coalesce(m);
+  return m;
+}
+
+/// Concat/Split: part i (dense, shape parts[i]) sits in the whole tensor at offset sum of the
+/// earlier parts' sizes along `axis` (normalized).
+inline std::vector<StridedMap> concatMaps(const std::vector<std::vector<int64_t>> &parts,
+                                          const std::vector<int64_t> &whole, int64_t axis) {
+  const std::vector<int64_t> strides = denseStrides(whole);
+  std::vector<StridedMap> maps;
+  int64_t offset = 0;
+  for (const std::vector<int64_t> &p : parts) {
+    StridedMap m = makeStridedMap(p, strides, offset * strides[static_cast<size_t>(axis)]);
+    coalesce(m);
+    maps.push_back(m);
+    offset += p[static_cast<size_t>(axis)];
+  }
+  return maps;
+}
+
+/// Where: three operand shapes broadcast (numpy, trailing axes aligned) to `out`.
+inline Broadcast3 broadcast3Map(const std::vector<int64_t> shapes[3],
+                                const std::vector<int64_t> &out) {
+  Broadcast3 m;
+  m.rank = static_cast<int>(out.size());
+  for (size_t a = 0; a < out.size(); ++a)
+    m.dims[a] = out[a];
+  for (int k = 0; k < 3; ++k) {
+    const std::vector<int64_t> &s = shapes[k];
+    const std::vector<int64_t> strides = denseStrides(s);
+    const size_t lead = out.size() - s.size();
+    for (size_t a = 0; a < s.size(); ++a)
+      m.strides[k][lead + a] = s[a] == 1 ? 0 : strides[a];
+  }
+  coalesce(m);
+  return m;
+}
 
 #ifdef __CUDACC__
 // ---- device-side helpers of the .cu files (not seen by the pure C++ checks and tests) ----------

@@ -114,13 +114,6 @@ template <typename Fn> Status withIndexType(ir::DType t, Fn &&fn) {
   return fn(int32_t{});
 }
 
-std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape) {
-  std::vector<int64_t> s(shape.size(), 1);
-  for (size_t a = shape.size(); a-- > 1;)
-    s[a - 1] = s[a] * shape[a];
-  return s;
-}
-
 int64_t normalizedAxis(const KernelSpec &spec, size_t rank) {
   const int64_t axis = spec.attrInt("axis", 0);
   return axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
@@ -192,7 +185,7 @@ public:
         outBytes_(static_cast<size_t>(spec.outputs[0].byteSize())) {
     const std::vector<int64_t> &data = grad ? spec.outputs[0].shape : spec.inputs[0].shape;
     const int64_t axis = normalizedAxis(spec, data.size());
-    std::vector<int64_t> strides = stridesOf(data);
+    std::vector<int64_t> strides = denseStrides(data);
     axisStride_ = strides[static_cast<size_t>(axis)];
     strides[static_cast<size_t>(axis)] = 0;
     const std::vector<int64_t> &idx = spec.inputs[1].shape;
