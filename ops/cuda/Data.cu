@@ -68,7 +68,7 @@ struct SliceStatic {
   int rank = 0;
   int64_t in[kDataMaxRank] = {};
   int64_t out[kDataMaxRank] = {};
-  int64_t n = 0; ///< entries of starts/ends/axes/steps (<= rank, the CPU check)
+  int64_t n = 0;     ///< entries of starts/ends/axes/steps (<= rank, the CPU check)
   bool is64[4] = {}; ///< starts, ends, axes, steps
   int site = 0;
   int *slot = nullptr;
@@ -168,8 +168,8 @@ __device__ inline int padBegins(const PadStatic &p, const int64_t *pads, const v
 }
 
 template <typename T>
-__global__ void padKernel(const T *__restrict__ in, T *__restrict__ out, int64_t total,
-                          PadStatic p, const int64_t *pads, const void *axes, const T *value) {
+__global__ void padKernel(const T *__restrict__ in, T *__restrict__ out, int64_t total, PadStatic p,
+                          const int64_t *pads, const void *axes, const T *value) {
   __shared__ int64_t begin[kDataMaxRank];
   if (threadIdx.x == 0) {
     int64_t b[kDataMaxRank];
@@ -208,7 +208,8 @@ __global__ void whereKernel(const uint8_t *cond, const T *x, const T *y, T *out,
 }
 
 /// Elementwise conversion; may run in place when the element sizes are equal.
-template <typename From, typename To> __global__ void castKernel(const From *in, To *out, int64_t n) {
+template <typename From, typename To>
+__global__ void castKernel(const From *in, To *out, int64_t n) {
   for (int64_t e = gridStart(); e < n; e += gridStride())
     out[e] = castValue<From, To>(in[e]);
 }
@@ -258,10 +259,10 @@ public:
         outBytes_(static_cast<size_t>(spec.outputs[0].byteSize())) {}
   Status run(const KernelArgs &args) override {
     if (zero_)
-      DTC_CUDA_RETURN_IF_ERROR(where_, cudaMemsetAsync(args.outputs[0], 0, outBytes_,
-                                                       ctx_.stream()));
-    return launchStrided(scatter_, elem_, args.inputs[0], args.outputs[0], n_, map_,
-                         ctx_.stream(), where_);
+      DTC_CUDA_RETURN_IF_ERROR(where_,
+                               cudaMemsetAsync(args.outputs[0], 0, outBytes_, ctx_.stream()));
+    return launchStrided(scatter_, elem_, args.inputs[0], args.outputs[0], n_, map_, ctx_.stream(),
+                         where_);
   }
 
 private:
@@ -284,16 +285,16 @@ public:
   }
   Status run(const KernelArgs &args) override {
     if (!tiled_)
-      return launchStrided(false, elem_, args.inputs[0], args.outputs[0], n_, map_,
-                           ctx_.stream(), where_);
+      return launchStrided(false, elem_, args.inputs[0], args.outputs[0], n_, map_, ctx_.stream(),
+                           where_);
     const int64_t tiles = batch_ * ((rows_ + kTile - 1) / kTile) * ((cols_ + kTile - 1) / kTile);
     const unsigned grid = static_cast<unsigned>(std::min<int64_t>(tiles, int64_t{1} << 20));
     const dim3 block(kTile, kTileRows);
     return withElementSize(elem_, [&](auto tag) {
       using T = decltype(tag);
       transpose2dKernel<T><<<grid, block, 0, ctx_.stream()>>>(
-          static_cast<const T *>(args.inputs[0]), static_cast<T *>(args.outputs[0]), batch_,
-          rows_, cols_);
+          static_cast<const T *>(args.inputs[0]), static_cast<T *>(args.outputs[0]), batch_, rows_,
+          cols_);
       return lastLaunchError(where_);
     });
   }
@@ -361,10 +362,12 @@ public:
       p_.is64[i - 1] = given && spec.inputs[i].dtype == ir::DType::kInt64;
       given_[i - 1] = given;
     }
-    p_.site = ctx.addErrorSite(spec.where() + ": starts, ends, axes and steps do not give the "
-                                              "output shape " +
-                               spec.outputs[0].str() + " the kernel was made for (or name an "
-                                                       "axis out of range or twice, or a step 0)");
+    p_.site = ctx.addErrorSite(spec.where() +
+                               ": starts, ends, axes and steps do not give the "
+                               "output shape " +
+                               spec.outputs[0].str() +
+                               " the kernel was made for (or name an "
+                               "axis out of range or twice, or a step 0)");
     p_.slot = ctx.errorSlot();
   }
   Status run(const KernelArgs &args) override {
@@ -406,8 +409,9 @@ public:
               : mode == "wrap"    ? PadMode::kWrap
                                   : PadMode::kConstant;
     p_.site = ctx.addErrorSite(spec.where() + ": pads (and axes) do not give the output shape " +
-                               spec.outputs[0].str() + " the kernel was made for, or are invalid "
-                                                       "for mode " +
+                               spec.outputs[0].str() +
+                               " the kernel was made for, or are invalid "
+                               "for mode " +
                                mode);
     p_.slot = ctx.errorSlot();
   }
@@ -523,11 +527,11 @@ Expected<KernelPtr> createSlice(const KernelSpec &spec, CudaContext &ctx) {
 
 Expected<KernelPtr> createSliceGrad(const KernelSpec &spec, CudaContext &ctx) {
   // dx = 0; dx[starts + k * steps] = dy[k]: a scatter of the dense dy.
-  return KernelPtr(std::make_unique<StridedKernel>(
-      spec, ctx,
-      sliceGradMap(spec.inputs[0].shape, spec.outputs[0].shape, spec.attrInts("starts"),
-                   spec.attrInts("steps")),
-      /*scatter=*/true, /*zeroOutput=*/true));
+  return KernelPtr(
+      std::make_unique<StridedKernel>(spec, ctx,
+                                      sliceGradMap(spec.inputs[0].shape, spec.outputs[0].shape,
+                                                   spec.attrInts("starts"), spec.attrInts("steps")),
+                                      /*scatter=*/true, /*zeroOutput=*/true));
 }
 
 Expected<KernelPtr> createConcat(const KernelSpec &spec, CudaContext &ctx) {

@@ -117,8 +117,8 @@ DTC_HD inline void coalesce(Broadcast3 &m) {
 
 /// ONNX Slice-13 clamping of one axis of size `dim` for a non-zero `step` (the rule of
 /// ops::clampSlice in ops/ShapeHelpers.h): `first` is the first index taken, `count` how many.
-DTC_HD inline void sliceClamp(int64_t dim, int64_t start, int64_t end, int64_t step,
-                              int64_t &first, int64_t &count) {
+DTC_HD inline void sliceClamp(int64_t dim, int64_t start, int64_t end, int64_t step, int64_t &first,
+                              int64_t &count) {
   if (start < 0)
     start += dim;
   if (end < 0)
@@ -239,22 +239,12 @@ template <> struct IntLimits<int64_t> {
   static constexpr int64_t kMin = INT64_MIN, kMax = INT64_MAX;
 };
 
-template <typename A, typename B> struct IsSame {
-  static constexpr bool value = false;
-};
-template <typename A> struct IsSame<A, A> {
-  static constexpr bool value = true;
-};
+template <typename A, typename B> struct IsSame { static constexpr bool value = false; };
+template <typename A> struct IsSame<A, A> { static constexpr bool value = true; };
 
-template <typename T> struct IsFloat {
-  static constexpr bool value = false;
-};
-template <> struct IsFloat<float> {
-  static constexpr bool value = true;
-};
-template <> struct IsFloat<double> {
-  static constexpr bool value = true;
-};
+template <typename T> struct IsFloat { static constexpr bool value = false; };
+template <> struct IsFloat<float> { static constexpr bool value = true; };
+template <> struct IsFloat<double> { static constexpr bool value = true; };
 
 template <typename From, typename To> DTC_HD inline To castValue(From v) {
   if constexpr (IsSame<From, BoolByte>::value) {
@@ -410,6 +400,49 @@ DTC_HD inline int resizeCorners(const ResizeGeometry &g, int64_t e, int64_t *off
   return n;
 }
 
+/// Philox4x32-10 (Salmon et al., SC 2011; Random123's constants and round function): the four
+/// 32-bit words of counter block ctr[0..4) under key[0..2), written to out[0..4). The rule of the
+/// CPU's DropoutTraining (ops/cpu/ActivationGradDropout.cpp), so masks match bit for bit.
+DTC_HD inline void philox4x32x10(const uint32_t ctrIn[4], const uint32_t keyIn[2],
+                                 uint32_t out[4]) {
+  const uint64_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
+  const uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+  uint32_t c0 = ctrIn[0], c1 = ctrIn[1], c2 = ctrIn[2], c3 = ctrIn[3];
+  uint32_t k0 = keyIn[0], k1 = keyIn[1];
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      k0 += kW0;
+      k1 += kW1;
+    }
+    const uint64_t p0 = kM0 * c0, p1 = kM1 * c2;
+    const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0;
+    const uint32_t n1 = static_cast<uint32_t>(p1);
+    const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1;
+    const uint32_t n3 = static_cast<uint32_t>(p0);
+    c0 = n0;
+    c1 = n1;
+    c2 = n2;
+    c3 = n3;
+  }
+  out[0] = c0;
+  out[1] = c1;
+  out[2] = c2;
+  out[3] = c3;
+}
+
+/// DropoutTraining's keep decisions for elements 4b .. 4b+3 from rng = {seed, step, rank} and
+/// the node's stream attribute: keep[l] = word l >= threshold (threshold = floor(ratio * 2^32)).
+DTC_HD inline void dropoutKeep(int64_t b, uint64_t seed, uint32_t step, uint32_t rank,
+                               uint32_t stream, uint64_t threshold, bool keep[4]) {
+  const uint64_t ub = static_cast<uint64_t>(b);
+  const uint32_t ctr[4] = {static_cast<uint32_t>(ub), static_cast<uint32_t>(ub >> 32), stream,
+                           step};
+  const uint32_t key[2] = {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32) ^ rank};
+  uint32_t u[4];
+  philox4x32x10(ctr, key, u);
+  for (int l = 0; l < 4; ++l)
+    keep[l] = u[l] >= threshold;
+}
 
 // ---- host-side map builders (used when a kernel is made, and by the tests) ---------------------
 

@@ -414,29 +414,28 @@ public:
         axes.push_back(i);
     for (int64_t a : axes)
       p_.axes[p_.numAxes++] = static_cast<int>(a < 0 ? a + rank : a);
-    p_.scalesGiven = spec.inputs.size() > 2 && spec.inputs[2].present() &&
-                     spec.inputs[2].numElements() > 0;
+    p_.scalesGiven =
+        spec.inputs.size() > 2 && spec.inputs[2].present() && spec.inputs[2].numElements() > 0;
     const std::string policy = spec.attrString("keep_aspect_ratio_policy", "stretch");
     p_.policy = policy == "not_larger"    ? AspectPolicy::kNotLarger
                 : policy == "not_smaller" ? AspectPolicy::kNotSmaller
                                           : AspectPolicy::kStretch;
     p_.slot = ctx.errorSlot();
-    p_.siteShape = ctx.addErrorSite(spec.where() + ": the " +
-                                    (p_.scalesGiven ? "scales" : "sizes") +
-                                    " do not give the output shape " + spec.outputs[0].str() +
-                                    " the kernel was made for (or a non-positive scale)");
+    p_.siteShape =
+        ctx.addErrorSite(spec.where() + ": the " + (p_.scalesGiven ? "scales" : "sizes") +
+                         " do not give the output shape " + spec.outputs[0].str() +
+                         " the kernel was made for (or a non-positive scale)");
     p_.siteAxes = ctx.addErrorSite(spec.where() + ": the scales interpolate along more than " +
                                    std::to_string(kResizeLinearMax) +
                                    " axes; the CUDA kernel supports at most that many");
   }
   Status run(const KernelArgs &args) override {
     const float *scales = p_.scalesGiven ? static_cast<const float *>(args.inputs[2]) : nullptr;
-    const int64_t *sizes =
-        p_.scalesGiven ? nullptr : static_cast<const int64_t *>(args.inputs[3]);
+    const int64_t *sizes = p_.scalesGiven ? nullptr : static_cast<const int64_t *>(args.inputs[3]);
     if (p_.g.linear) {
       resizeKernel<float, true><<<dataGrid(total_), kDataBlock, 0, ctx_.stream()>>>(
-          static_cast<const float *>(args.inputs[0]), static_cast<float *>(args.outputs[0]),
-          total_, p_, scales, sizes);
+          static_cast<const float *>(args.inputs[0]), static_cast<float *>(args.outputs[0]), total_,
+          p_, scales, sizes);
       return lastLaunchError(where_);
     }
     return withElementSize(elem_, [&](auto tag) {

@@ -11,6 +11,7 @@ if(DTC_ENABLE_CUDA)
   endif()
   target_sources(dtc_ops_cuda PRIVATE
     ${CMAKE_CURRENT_LIST_DIR}/Data.cu
+    ${CMAKE_CURRENT_LIST_DIR}/Generate.cu
     ${CMAKE_CURRENT_LIST_DIR}/Index.cu
   )
   # Resize's coordinates must match the CPU's bit for bit (nearest rounding at exact halves):

@@ -8,6 +8,8 @@
 #include "ops/cuda/CudaKernel.h"
 #include "ops/kernel/Target.h"
 
+#include "compiler/ir/TensorData.h"
+
 #include <cstring>
 
 namespace dtc::gputest {
@@ -85,9 +87,9 @@ TEST(CudaData, TransposeModelShapes) {
 }
 
 TEST(CudaData, TransposeEdgeShapes) {
-  transposeCase({33, 17}, {1, 0});                           // partial tiles
-  transposeCase({1000, 3}, {1, 0}, ir::DType::kInt64);       // 8-byte tiles
-  transposeCase({3, 70, 45}, {0, 2, 1}, ir::DType::kInt32);  // batched, odd
+  transposeCase({33, 17}, {1, 0});                             // partial tiles
+  transposeCase({1000, 3}, {1, 0}, ir::DType::kInt64);         // 8-byte tiles
+  transposeCase({3, 70, 45}, {0, 2, 1}, ir::DType::kInt32);    // batched, odd
   transposeCase({2, 3, 4, 5}, {3, 1, 0, 2}, ir::DType::kBool); // general, 1 byte
   transposeCase({4, 1, 5}, {2, 1, 0});
   transposeCase({0, 4}, {1, 0}); // empty
@@ -168,7 +170,8 @@ TEST(CudaData, Concat) {
 }
 
 TEST(CudaData, Split) {
-  ops::KernelSpec qkv = makeSpec("Split", {{8, 16, 96}, {3}}, {{8, 16, 32}, {8, 16, 32}, {8, 16, 32}});
+  ops::KernelSpec qkv =
+      makeSpec("Split", {{8, 16, 96}, {3}}, {{8, 16, 32}, {8, 16, 32}, {8, 16, 32}});
   qkv.inputs[1].dtype = ir::DType::kInt64;
   qkv.attrs["axis"] = int64_t{2};
   parity(qkv, {Fill{}, values64({32, 32, 32})}); // gpt: qkv
@@ -281,7 +284,8 @@ TEST(CudaData, GatherIndexOutOfRangeIsAnError) {
   std::vector<HostTensor> in = randomInputs(spec, 3, {Fill{}, values64({1, 4})});
   const std::string error = cudaRunError(spec, in);
   EXPECT_NE(error.find("index is out of range for axis 0 of size 4"), std::string::npos) << error;
-  ops::KernelSpec grad = makeSpec("GatherGrad", {{2, 3}, {2}}, {{4, 3}}, ir::DType::kFloat32, "ai.dtc");
+  ops::KernelSpec grad =
+      makeSpec("GatherGrad", {{2, 3}, {2}}, {{4, 3}}, ir::DType::kFloat32, "ai.dtc");
   grad.inputs[1].dtype = ir::DType::kInt64;
   in = randomInputs(grad, 3, {Fill{}, values64({-5, 0})});
   const std::string gradError = cudaRunError(grad, in);
@@ -307,8 +311,8 @@ TEST(CudaData, GatherElementsAndGrad) {
   spec.inputs[1].dtype = ir::DType::kInt64;
   spec.attrs["axis"] = int64_t{1};
   parity(spec, {Fill{}, range(-5, 5)});
-  ops::KernelSpec rows = makeSpec("GatherElements", {{3, 4, 2}, {5, 4, 2}}, {{5, 4, 2}},
-                                  ir::DType::kInt32);
+  ops::KernelSpec rows =
+      makeSpec("GatherElements", {{3, 4, 2}, {5, 4, 2}}, {{5, 4, 2}}, ir::DType::kInt32);
   rows.inputs[1].dtype = ir::DType::kInt32;
   parity(rows, {range(-9, 9), range(0, 3)});
   ops::KernelSpec grad = makeSpec("GatherElementsGrad", {{5, 4, 2}, {5, 4, 2}}, {{3, 4, 2}},
@@ -337,13 +341,13 @@ ops::KernelSpec resizeSpec(const std::vector<int64_t> &in, const std::vector<int
 
 TEST(CudaData, Resize) {
   // unet: bilinear x2 upsampling of the bottleneck.
-  ops::KernelSpec unet = resizeSpec({8, 32, 16, 16}, {8, 32, 32, 32}, "linear", "half_pixel", false);
+  ops::KernelSpec unet =
+      resizeSpec({8, 32, 16, 16}, {8, 32, 32, 32}, "linear", "half_pixel", false);
   parity(unet, {Fill{}, Fill{}, Fill{0, 0, bytesOf(std::vector<float>{1, 1, 2, 2})}});
   ops::KernelSpec align = resizeSpec({1, 2, 5, 7}, {1, 2, 3, 11}, "linear", "align_corners", true);
   parity(align, {Fill{}, Fill{}, Fill{}, values64({1, 2, 3, 11})});
   ops::KernelSpec nearest = resizeSpec({2, 3, 4, 4}, {2, 3, 8, 12}, "nearest", "asymmetric", false);
-  parity(nearest,
-                       {Fill{}, Fill{}, Fill{0, 0, bytesOf(std::vector<float>{1, 1, 2, 3})}});
+  parity(nearest, {Fill{}, Fill{}, Fill{0, 0, bytesOf(std::vector<float>{1, 1, 2, 3})}});
   ops::KernelSpec ints = resizeSpec({1, 1, 5, 3}, {1, 1, 3, 7}, "nearest", "half_pixel", true);
   ints.inputs[0].dtype = ints.outputs[0].dtype = ir::DType::kInt64;
   parity(ints, {range(-9, 9), Fill{}, Fill{}, values64({1, 1, 3, 7})});
@@ -352,8 +356,8 @@ TEST(CudaData, Resize) {
 TEST(CudaData, ResizeScalesThatDisagreeWithThePlanAreAnError) {
   DTC_REQUIRE_GPU();
   ops::KernelSpec spec = resizeSpec({1, 1, 4, 4}, {1, 1, 8, 8}, "linear", "half_pixel", false);
-  std::vector<HostTensor> in = randomInputs(
-      spec, 3, {Fill{}, Fill{}, Fill{0, 0, bytesOf(std::vector<float>{1, 1, 3, 2})}});
+  std::vector<HostTensor> in =
+      randomInputs(spec, 3, {Fill{}, Fill{}, Fill{0, 0, bytesOf(std::vector<float>{1, 1, 3, 2})}});
   const std::string error = cudaRunError(spec, in);
   EXPECT_NE(error.find("do not give the output shape"), std::string::npos) << error;
 }
@@ -381,16 +385,107 @@ TEST(CudaData, Pad) {
     spec.inputs[1].dtype = ir::DType::kInt64;
     spec.attrs["mode"] = std::string(mode);
     const float value = 7.5f;
-    parity(spec, {Fill{}, values64({0, 1, 2, 0, 2, 1}),
-                                Fill{0, 0, bytesOf(std::vector<float>{value})}});
+    parity(spec,
+           {Fill{}, values64({0, 1, 2, 0, 2, 1}), Fill{0, 0, bytesOf(std::vector<float>{value})}});
   }
   // Axes given (negative), negative pads (cropping), i64 data, no constant value.
   ops::KernelSpec axes = makeSpec("Pad", {{4, 5}, {2}, {}, {1}}, {{4, 3}}, ir::DType::kInt64);
   axes.inputs[1].dtype = ir::DType::kInt64;
   axes.inputs[2].dtype = ir::DType::kUndefined;
   axes.inputs[3].dtype = ir::DType::kInt32;
-  parity(axes, {range(-9, 9), values64({-1, -1}), Fill{},
-                              Fill{0, 0, bytesOf(std::vector<int32_t>{-1})}});
+  parity(axes,
+         {range(-9, 9), values64({-1, -1}), Fill{}, Fill{0, 0, bytesOf(std::vector<int32_t>{-1})}});
+}
+
+// ---- Dropout, Trilu, OneHot, CumSum, ConstantOfShape, Range ------------------------------------
+
+TEST(CudaData, Dropout) {
+  ops::KernelSpec inference = makeSpec("Dropout", {{7, 9}, {}, {}}, {{7, 9}, {7, 9}});
+  inference.inputs[2].dtype = ir::DType::kBool;
+  inference.outputs[1].dtype = ir::DType::kBool;
+  parity(inference,
+         {Fill{}, Fill{0, 0, bytesOf(std::vector<float>{0.5f})}, Fill{0, 0, std::string(1, '\0')}});
+  // Training: the CPU's Philox stream, so output and mask match exactly.
+  ops::KernelSpec training = makeSpec("DropoutTraining", {{8, 16, 32}, {3}},
+                                      {{8, 16, 32}, {8, 16, 32}}, ir::DType::kFloat32, "ai.dtc");
+  training.inputs[1].dtype = ir::DType::kInt64;
+  training.outputs[1].dtype = ir::DType::kBool;
+  training.attrs["ratio"] = 0.1f;
+  training.attrs["stream"] = int64_t{2};
+  parity(training, {Fill{}, values64({(int64_t{3} << 32) + 99, 41, 1})}, 0, 0);
+  ops::KernelSpec odd = training;
+  odd.inputs[0].shape = odd.outputs[0].shape = odd.outputs[1].shape = {1001};
+  parity(odd, {Fill{}, values64({5, 0, 0})}, 0, 0);
+  ops::KernelSpec grad =
+      makeSpec("DropoutGrad", {{1001}, {1001}}, {{1001}}, ir::DType::kFloat32, "ai.dtc");
+  grad.inputs[1].dtype = ir::DType::kBool;
+  grad.attrs["ratio"] = 0.25f;
+  parity(grad);
+}
+
+TEST(CudaData, TrainingModeDropoutIsAnErrorInTheInferenceKernel) {
+  ops::KernelSpec spec = makeSpec("Dropout", {{4}, {}, {}}, {{4}});
+  spec.inputs[2].dtype = ir::DType::kBool;
+  DTC_REQUIRE_GPU();
+  std::vector<HostTensor> in = randomInputs(
+      spec, 3,
+      {Fill{}, Fill{0, 0, bytesOf(std::vector<float>{0.5f})}, Fill{0, 0, std::string(1, '\1')}});
+  const std::string error = cudaRunError(spec, in);
+  EXPECT_NE(error.find("training-mode Dropout"), std::string::npos) << error;
+}
+
+TEST(CudaData, Trilu) {
+  for (int64_t upper : {0, 1})
+    for (int64_t k : {-2, 0, 1, 40}) {
+      ops::KernelSpec spec = makeSpec("Trilu", {{3, 5, 7}, {}}, {{3, 5, 7}});
+      spec.inputs[1].dtype = ir::DType::kInt64;
+      spec.attrs["upper"] = upper;
+      parity(spec, {Fill{}, values64({k})});
+    }
+  ops::KernelSpec noK = makeSpec("Trilu", {{16, 16}}, {{16, 16}}, ir::DType::kInt64);
+  parity(noK, {range(-9, 9)});
+}
+
+TEST(CudaData, OneHot) {
+  ops::KernelSpec spec = makeSpec("OneHot", {{4, 6}, {}, {2}}, {{4, 6, 10}});
+  spec.inputs[0].dtype = ir::DType::kInt64;
+  spec.inputs[1].dtype = ir::DType::kInt64;
+  parity(spec, {range(-12, 12), values64({10}), Fill{0, 0, bytesOf(std::vector<float>{-1, 3})}});
+  ops::KernelSpec axis0 = makeSpec("OneHot", {{5}, {}, {2}}, {{7, 5}}, ir::DType::kInt64);
+  axis0.inputs[0].dtype = ir::DType::kFloat32;
+  axis0.inputs[1].dtype = ir::DType::kFloat32;
+  axis0.attrs["axis"] = int64_t{0};
+  parity(axis0, {range(-8, 8), Fill{0, 0, bytesOf(std::vector<float>{7.0f})}, values64({0, 1})});
+}
+
+TEST(CudaData, CumSum) {
+  for (int64_t axis : {0, 1, -1})
+    for (int64_t flags : {0, 1, 2, 3}) {
+      ops::KernelSpec spec = makeSpec("CumSum", {{6, 5, 7}, {}}, {{6, 5, 7}});
+      spec.inputs[1].dtype = ir::DType::kInt64;
+      spec.attrs["exclusive"] = flags & 1;
+      spec.attrs["reverse"] = (flags >> 1) & 1;
+      parity(spec, {Fill{}, values64({axis})}, 0, 0); // the CPU's order: exact
+    }
+  ops::KernelSpec ints = makeSpec("CumSum", {{1000}, {}}, {{1000}}, ir::DType::kInt32);
+  parity(ints, {range(-99, 99), Fill{0, 0, bytesOf(std::vector<int32_t>{0})}});
+}
+
+TEST(CudaData, ConstantOfShapeAndRange) {
+  ops::KernelSpec fill = makeSpec("ConstantOfShape", {{3}}, {{2, 3, 5}}, ir::DType::kInt64);
+  fill.attrs["value"] = ir::TensorDataPtr(ir::TensorData::fromInt64s("value", {1}, {-7}));
+  parity(fill, {values64({2, 3, 5})});
+  ops::KernelSpec zeros = makeSpec("ConstantOfShape", {{1}}, {{1001}});
+  zeros.inputs[0].dtype = ir::DType::kInt64;
+  parity(zeros, {values64({1001})});
+  ops::KernelSpec ints = makeSpec("Range", {{}, {}, {}}, {{5}}, ir::DType::kInt64);
+  parity(ints, {values64({10}), values64({-3}), values64({-3})});
+  ops::KernelSpec floats = makeSpec("Range", {{}, {}, {}}, {{10}});
+  parity(floats,
+         {Fill{0, 0, bytesOf(std::vector<float>{0.1f})},
+          Fill{0, 0, bytesOf(std::vector<float>{1.05f})},
+          Fill{0, 0, bytesOf(std::vector<float>{0.1f})}},
+         0, 0);
 }
 
 } // namespace

@@ -18,8 +18,8 @@
 namespace dtc::gputest {
 namespace {
 
-using ops::cuda::Broadcast3;
 using ops::shapeStr;
+using ops::cuda::Broadcast3;
 using ops::cuda::StridedMap;
 
 std::string bytesOf(const std::vector<int64_t> &v) {
@@ -56,7 +56,8 @@ void applyScatter(const StridedMap &m, const std::string &in, size_t elem, std::
 }
 
 TEST(CudaDataMath, SliceClampMatchesTheSharedRule) {
-  const int64_t big = std::numeric_limits<int64_t>::max(), small = std::numeric_limits<int64_t>::min();
+  const int64_t big = std::numeric_limits<int64_t>::max(),
+                small = std::numeric_limits<int64_t>::min();
   const std::vector<int64_t> values = {small, -100, -7, -5, -1, 0, 1, 2, 4, 5, 6, 100, big};
   const std::vector<int64_t> steps = {small, -3, -2, -1, 1, 2, 3, big};
   for (int64_t dim : {0, 1, 5, 6})
@@ -118,14 +119,13 @@ TEST(CudaDataMath, TransposeMapsMatchTheCpuKernel) {
     std::vector<int64_t> in, perm;
     bool tiled;
   };
-  const Case cases[] = {
-      {{96, 32}, {1, 0}, true},                 // gpt: a weight transpose
-      {{8, 16, 2, 16}, {0, 2, 1, 3}, false},    // gpt: heads
-      {{8, 2, 16, 16}, {0, 1, 3, 2}, true},     // gpt: K^T (batched 2-D)
-      {{33, 17}, {1, 0}, true},                 // odd sizes, partial tiles
-      {{2, 3, 4, 5}, {3, 1, 0, 2}, false},      // general
-      {{4, 1, 5}, {2, 1, 0}, true},             // a size-1 axis
-      {{3, 4, 5}, {0, 1, 2}, false}};           // identity
+  const Case cases[] = {{{96, 32}, {1, 0}, true},              // gpt: a weight transpose
+                        {{8, 16, 2, 16}, {0, 2, 1, 3}, false}, // gpt: heads
+                        {{8, 2, 16, 16}, {0, 1, 3, 2}, true},  // gpt: K^T (batched 2-D)
+                        {{33, 17}, {1, 0}, true},              // odd sizes, partial tiles
+                        {{2, 3, 4, 5}, {3, 1, 0, 2}, false},   // general
+                        {{4, 1, 5}, {2, 1, 0}, true},          // a size-1 axis
+                        {{3, 4, 5}, {0, 1, 2}, false}};        // identity
   for (const Case &c : cases) {
     std::vector<int64_t> out;
     for (int64_t p : c.perm)
@@ -154,10 +154,10 @@ TEST(CudaDataMath, TransposeMapsMatchTheCpuKernel) {
 }
 
 /// A Slice spec with i64 starts/ends/axes/steps (axes and steps may be empty: omitted).
-ops::KernelSpec sliceSpec(const std::vector<int64_t> &in, const std::vector<int64_t> &out,
-                          size_t n, bool axes, bool steps) {
-  std::vector<std::vector<int64_t>> shapes = {in, {static_cast<int64_t>(n)},
-                                              {static_cast<int64_t>(n)}};
+ops::KernelSpec sliceSpec(const std::vector<int64_t> &in, const std::vector<int64_t> &out, size_t n,
+                          bool axes, bool steps) {
+  std::vector<std::vector<int64_t>> shapes = {
+      in, {static_cast<int64_t>(n)}, {static_cast<int64_t>(n)}};
   if (axes || steps)
     shapes.push_back({static_cast<int64_t>(n)});
   if (steps)
@@ -176,11 +176,11 @@ TEST(CudaDataMath, SliceMapsMatchTheCpuKernel) {
   };
   const int64_t big = std::numeric_limits<int64_t>::max();
   const Case cases[] = {
-      {{1, 1, 32, 32}, {1, 1, 16, 32}, {0}, {16}, {2}, {}},         // gpt: the causal mask
+      {{1, 1, 32, 32}, {1, 1, 16, 32}, {0}, {16}, {2}, {}}, // gpt: the causal mask
       {{1, 1, 32, 32}, {1, 1, 16, 16}, {0, 0}, {16, 16}, {2, 3}, {}},
-      {{5, 7}, {3, 2}, {-1, 1}, {-big, 5}, {0, 1}, {-2, 3}},        // negative step, clamping
-      {{6}, {6}, {big}, {-big}, {}, {-1}},                          // reverse
-      {{4, 5, 6}, {2, 5, 2}, {1, 1}, {3, 100}, {0, -1}, {1, 3}},    // negative axis
+      {{5, 7}, {3, 2}, {-1, 1}, {-big, 5}, {0, 1}, {-2, 3}},     // negative step, clamping
+      {{6}, {6}, {big}, {-big}, {}, {-1}},                       // reverse
+      {{4, 5, 6}, {2, 5, 2}, {1, 1}, {3, 100}, {0, -1}, {1, 3}}, // negative axis
       {{3, 4}, {3, 4}, {0}, {big}, {}, {}}};
   for (const Case &c : cases) {
     const size_t n = c.starts.size();
@@ -197,8 +197,8 @@ TEST(CudaDataMath, SliceMapsMatchTheCpuKernel) {
     StridedMap m;
     const ops::cuda::SliceArgs args{c.starts.data(), c.ends.data(), axes ? c.axes.data() : nullptr,
                                     steps ? c.steps.data() : nullptr, static_cast<int64_t>(n)};
-    ASSERT_EQ(ops::cuda::sliceMap(c.in.data(), c.out.data(), static_cast<int>(c.in.size()), args, m),
-              0)
+    ASSERT_EQ(
+        ops::cuda::sliceMap(c.in.data(), c.out.data(), static_cast<int>(c.in.size()), args, m), 0)
         << shapeStr(c.in);
     ops::cuda::coalesce(m);
     EXPECT_EQ(applyGather(m, in[0].bytes, 4, spec.outputs[0].numElements()), cpu[0].bytes)
@@ -213,10 +213,9 @@ TEST(CudaDataMath, SliceMapRejectsWhatTheCpuRejects) {
   StridedMap m;
   auto run = [&](const std::vector<int64_t> &e, const std::vector<int64_t> *ax,
                  const std::vector<int64_t> *st) {
-    return ops::cuda::sliceMap(in.data(), out.data(), 2,
-                               {starts.data(), e.data(), ax ? ax->data() : nullptr,
-                                st ? st->data() : nullptr, 1},
-                               m);
+    return ops::cuda::sliceMap(
+        in.data(), out.data(), 2,
+        {starts.data(), e.data(), ax ? ax->data() : nullptr, st ? st->data() : nullptr, 1}, m);
   };
   EXPECT_EQ(run(ends, &axes0, nullptr), 0);
   EXPECT_EQ(run(ends3, &axes0, nullptr), 1); // another output shape
@@ -265,8 +264,7 @@ TEST(CudaDataMath, SliceGradConcatSplitExpandTileMatchTheCpuKernels) {
       ASSERT_EQ(cpu.size(), 3u);
       const auto maps = ops::cuda::concatMaps(outs, {2, 16, 96}, 2);
       for (size_t i = 0; i < maps.size(); ++i)
-        EXPECT_EQ(applyGather(maps[i], in[0].bytes, 4, spec.outputs[i].numElements()),
-                  cpu[i].bytes)
+        EXPECT_EQ(applyGather(maps[i], in[0].bytes, 4, spec.outputs[i].numElements()), cpu[i].bytes)
             << i;
     }
   }
@@ -288,8 +286,7 @@ TEST(CudaDataMath, SliceGradConcatSplitExpandTileMatchTheCpuKernels) {
   { // Tile.
     ops::KernelSpec spec = makeSpec("Tile", {{2, 3, 1}, {3}}, {{4, 9, 2}});
     spec.inputs[1].dtype = ir::DType::kInt64;
-    std::vector<HostTensor> in =
-        randomInputs(spec, 19, {Fill{}, Fill{0, 0, bytesOf({2, 3, 2})}});
+    std::vector<HostTensor> in = randomInputs(spec, 19, {Fill{}, Fill{0, 0, bytesOf({2, 3, 2})}});
     std::vector<HostTensor> cpu = runCpu(spec, in);
     ASSERT_EQ(cpu.size(), 1u);
     EXPECT_EQ(applyGather(ops::cuda::tileMap({2, 3, 1}, {4, 9, 2}), in[0].bytes, 4,
@@ -369,16 +366,16 @@ template <typename From> void expectCastsFrom(ir::DType from, const std::vector<
 
 TEST(CudaDataMath, CastMatchesTheCpuKernel) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
-  expectCastsFrom<float>(ir::DType::kFloat32, {0.0f, -0.0f, 1.5f, -1.5f, 2.7f, -2.7f, 127.9f,
-                                               128.0f, -129.0f, 255.5f, 300.0f, 3e9f, -3e9f, 1e19f,
-                                               -1e19f, inf, -inf, nan, 1e-40f});
+  expectCastsFrom<float>(ir::DType::kFloat32,
+                         {0.0f, -0.0f, 1.5f, -1.5f, 2.7f, -2.7f, 127.9f, 128.0f, -129.0f, 255.5f,
+                          300.0f, 3e9f, -3e9f, 1e19f, -1e19f, inf, -inf, nan, 1e-40f});
   expectCastsFrom<double>(ir::DType::kFloat64,
-                          {0.0, -0.5, 0.5, 2147483647.5, 2147483648.0, -2147483649.0, 1e300,
-                           -1e300, 9.3e18, -9.3e18, 3.4e39, std::nan(""), 1e-320});
-  expectCastsFrom<int32_t>(ir::DType::kInt32, {0, 1, -1, 127, 128, 255, 256, -129, INT32_MAX,
-                                               INT32_MIN, 16777217});
-  expectCastsFrom<int64_t>(ir::DType::kInt64,
-                           {0, 1, -1, 300, INT64_MAX, INT64_MIN, int64_t{1} << 40, 9007199254740993});
+                          {0.0, -0.5, 0.5, 2147483647.5, 2147483648.0, -2147483649.0, 1e300, -1e300,
+                           9.3e18, -9.3e18, 3.4e39, std::nan(""), 1e-320});
+  expectCastsFrom<int32_t>(ir::DType::kInt32,
+                           {0, 1, -1, 127, 128, 255, 256, -129, INT32_MAX, INT32_MIN, 16777217});
+  expectCastsFrom<int64_t>(
+      ir::DType::kInt64, {0, 1, -1, 300, INT64_MAX, INT64_MIN, int64_t{1} << 40, 9007199254740993});
   expectCastsFrom<int8_t>(ir::DType::kInt8, {0, 1, -1, 127, -128});
   expectCastsFrom<uint8_t>(ir::DType::kUInt8, {0, 1, 128, 255});
   // Bool bytes: any non-zero byte reads as true.
@@ -389,14 +386,14 @@ TEST(CudaDataMath, ResizeTapsMatchTheCpuMaps) {
   using ops::cpu::ResizeRounding;
   using ops::cpu::ResizeTransform;
   const ResizeTransform transforms[] = {
-      ResizeTransform::kHalfPixel,    ResizeTransform::kHalfPixelSymmetric,
+      ResizeTransform::kHalfPixel,        ResizeTransform::kHalfPixelSymmetric,
       ResizeTransform::kPytorchHalfPixel, ResizeTransform::kAlignCorners,
-      ResizeTransform::kAsymmetric,   ResizeTransform::kTfHalfPixelForNn};
+      ResizeTransform::kAsymmetric,       ResizeTransform::kTfHalfPixelForNn};
   const ResizeRounding roundings[] = {ResizeRounding::kRoundPreferFloor,
                                       ResizeRounding::kRoundPreferCeil, ResizeRounding::kFloor,
                                       ResizeRounding::kCeil};
-  const std::pair<int64_t, int64_t> lengths[] = {{16, 32}, {32, 16}, {5, 7}, {7, 3}, {1, 4},
-                                                 {4, 1},   {3, 3},   {6, 9}};
+  const std::pair<int64_t, int64_t> lengths[] = {{16, 32}, {32, 16}, {5, 7}, {7, 3},
+                                                 {1, 4},   {4, 1},   {3, 3}, {6, 9}};
   for (bool linear : {false, true})
     for (ResizeTransform t : transforms)
       for (ResizeRounding r : roundings)
@@ -404,9 +401,9 @@ TEST(CudaDataMath, ResizeTapsMatchTheCpuMaps) {
           for (double s : {static_cast<double>(out) / static_cast<double>(in), 2.0, 0.5, 1.0}) {
             const ops::cpu::ResizeAxisMap m = ops::cpu::resizeAxisMap(linear, t, r, in, out, s);
             for (int64_t x = 0; x < out; ++x) {
-              const ops::cuda::ResizeTap tap = ops::cuda::resizeTap(
-                  linear, static_cast<ops::cuda::ResizeTransformMode>(t),
-                  static_cast<ops::cuda::ResizeNearestMode>(r), in, out, s, x);
+              const ops::cuda::ResizeTap tap =
+                  ops::cuda::resizeTap(linear, static_cast<ops::cuda::ResizeTransformMode>(t),
+                                       static_cast<ops::cuda::ResizeNearestMode>(r), in, out, s, x);
               const size_t u = static_cast<size_t>(x);
               ASSERT_EQ(tap.i0, m.i0[u]) << linear << " " << static_cast<int>(t) << " " << in
                                          << "->" << out << " s " << s << " x " << x;
@@ -465,16 +462,31 @@ TEST(CudaDataMath, ResizeAndResizeGradMatchTheCpuKernels) {
     std::string mode, transform;
     ops::cuda::ResizeTransformMode t;
   };
-  const Case cases[] = {
-      // unet: bilinear x2 of the bottleneck (half_pixel), batch 2.
-      {{2, 4, 8, 8}, {2, 4, 16, 16}, {1, 1, 2, 2}, "linear", "half_pixel",
-       ops::cuda::ResizeTransformMode::kHalfPixel},
-      {{1, 2, 5, 7}, {1, 2, 3, 11}, {1, 1, 0.6f, 1.6f}, "linear", "align_corners",
-       ops::cuda::ResizeTransformMode::kAlignCorners},
-      {{2, 3, 4, 4}, {2, 3, 8, 12}, {1, 1, 2, 3}, "nearest", "asymmetric",
-       ops::cuda::ResizeTransformMode::kAsymmetric},
-      {{1, 1, 3, 3, 3}, {1, 1, 6, 5, 4}, {1, 1, 2, 1.7f, 1.4f}, "linear", "pytorch_half_pixel",
-       ops::cuda::ResizeTransformMode::kPytorchHalfPixel}};
+  const Case cases[] = {// unet: bilinear x2 of the bottleneck (half_pixel), batch 2.
+                        {{2, 4, 8, 8},
+                         {2, 4, 16, 16},
+                         {1, 1, 2, 2},
+                         "linear",
+                         "half_pixel",
+                         ops::cuda::ResizeTransformMode::kHalfPixel},
+                        {{1, 2, 5, 7},
+                         {1, 2, 3, 11},
+                         {1, 1, 0.6f, 1.6f},
+                         "linear",
+                         "align_corners",
+                         ops::cuda::ResizeTransformMode::kAlignCorners},
+                        {{2, 3, 4, 4},
+                         {2, 3, 8, 12},
+                         {1, 1, 2, 3},
+                         "nearest",
+                         "asymmetric",
+                         ops::cuda::ResizeTransformMode::kAsymmetric},
+                        {{1, 1, 3, 3, 3},
+                         {1, 1, 6, 5, 4},
+                         {1, 1, 2, 1.7f, 1.4f},
+                         "linear",
+                         "pytorch_half_pixel",
+                         ops::cuda::ResizeTransformMode::kPytorchHalfPixel}};
   for (const Case &c : cases) {
     const int64_t k = static_cast<int64_t>(c.in.size());
     ops::KernelSpec spec = makeSpec("Resize", {c.in, {0}, {k}}, {c.out});
@@ -519,8 +531,8 @@ TEST(CudaDataMath, ResizeAndResizeGradMatchTheCpuKernels) {
 
 TEST(CudaDataMath, ResizeCornersRefuseTooManyInterpolatedAxes) {
   std::vector<int64_t> in(5, 3), out(5, 5);
-  const ops::cuda::ResizeGeometry g = geometry(in, out, true, ops::cuda::ResizeTransformMode::kHalfPixel,
-                                               std::vector<double>(5, 5.0 / 3.0));
+  const ops::cuda::ResizeGeometry g = geometry(
+      in, out, true, ops::cuda::ResizeTransformMode::kHalfPixel, std::vector<double>(5, 5.0 / 3.0));
   int64_t off[1 << ops::cuda::kResizeLinearMax];
   float w[1 << ops::cuda::kResizeLinearMax];
   // Element (1,1,1,1,1): every axis has a fractional coordinate.
@@ -528,18 +540,54 @@ TEST(CudaDataMath, ResizeCornersRefuseTooManyInterpolatedAxes) {
   EXPECT_EQ(ops::cuda::resizeCorners(g, e, off, w), -1);
 }
 
+TEST(CudaDataMath, DropoutMasksMatchTheCpuKernelBitForBit) {
+  // 4099 elements: a partial last Philox block; a seed above 2^32, rank 3, step 17, stream 5.
+  const int64_t n = 4099;
+  ops::KernelSpec spec =
+      makeSpec("DropoutTraining", {{n}, {3}}, {{n}, {n}}, ir::DType::kFloat32, "ai.dtc");
+  spec.inputs[1].dtype = ir::DType::kInt64;
+  spec.outputs[1].dtype = ir::DType::kBool;
+  spec.attrs["ratio"] = 0.3f;
+  spec.attrs["stream"] = int64_t{5};
+  const std::vector<int64_t> rng = {(int64_t{7} << 32) + 12345, 17, 3};
+  std::vector<HostTensor> in = randomInputs(spec, 37, {Fill{}, Fill{0, 0, bytesOf(rng)}});
+  std::vector<HostTensor> cpu = runCpu(spec, in);
+  ASSERT_EQ(cpu.size(), 2u);
+  const double ratio = 0.3f;
+  const uint64_t threshold = static_cast<uint64_t>(std::floor(ratio * 4294967296.0));
+  const float scale = static_cast<float>(1.0 / (1.0 - ratio));
+  std::string mask(static_cast<size_t>(n), '\0');
+  std::vector<float> x(static_cast<size_t>(n)), y(x.size());
+  std::memcpy(x.data(), in[0].bytes.data(), in[0].bytes.size());
+  int64_t kept = 0;
+  for (int64_t b = 0; b < (n + 3) / 4; ++b) {
+    bool keep[4];
+    ops::cuda::dropoutKeep(b, static_cast<uint64_t>(rng[0]), 17, 3, 5, threshold, keep);
+    for (int64_t l = 0; l < 4 && 4 * b + l < n; ++l) {
+      const size_t i = static_cast<size_t>(4 * b + l);
+      mask[i] = keep[l] ? 1 : 0;
+      y[i] = keep[l] ? x[i] * scale : 0.f;
+      kept += keep[l] ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(mask, cpu[1].bytes);
+  EXPECT_EQ(bytesOfT(y), cpu[0].bytes);
+  // About 70% kept (4099 draws: 5 standard deviations is about 0.036).
+  EXPECT_NEAR(static_cast<double>(kept) / static_cast<double>(n), 0.7, 0.036);
+}
+
 TEST(CudaDataChecks, TheTargetTakesTheBundledModelsShapesAndRefusesItsLimits) {
   const ops::Target &t = ops::cudaTarget();
   ops::KernelSpec tr = makeSpec("Transpose", {{8, 16, 2, 16}}, {{8, 2, 16, 16}});
   tr.attrs["perm"] = std::vector<int64_t>{0, 2, 1, 3};
   EXPECT_TRUE(t.checkKernel(tr).isOk()) << t.checkKernel(tr).message();
-  ops::KernelSpec deep = makeSpec("Transpose", {std::vector<int64_t>(9, 1)},
-                                  {std::vector<int64_t>(9, 1)});
+  ops::KernelSpec deep =
+      makeSpec("Transpose", {std::vector<int64_t>(9, 1)}, {std::vector<int64_t>(9, 1)});
   deep.attrs["perm"] = std::vector<int64_t>{8, 7, 6, 5, 4, 3, 2, 1, 0};
   EXPECT_NE(t.checkKernel(deep).message().find("rank <= 8"), std::string::npos)
       << t.checkKernel(deep).message();
-  ops::KernelSpec resize = makeSpec("Resize", {{1, 1, 2, 2, 2, 2, 2}, {0}, {7}},
-                                    {{1, 1, 4, 4, 4, 4, 4}});
+  ops::KernelSpec resize =
+      makeSpec("Resize", {{1, 1, 2, 2, 2, 2, 2}, {0}, {7}}, {{1, 1, 4, 4, 4, 4, 4}});
   resize.inputs[1].dtype = ir::DType::kUndefined;
   resize.attrs["mode"] = std::string("linear");
   EXPECT_NE(t.checkKernel(resize).message().find("at most 4"), std::string::npos)
