@@ -1,15 +1,16 @@
 // CUDA kernels of the data-movement ops that map output coordinates to input coordinates axis by
 // axis: Transpose (a 32x32 shared-memory tile kernel for (batched) 2-D transposes, a strided
-// gather otherwise), Slice and Pad (their starts/ends/axes/steps or pads are read on the device by
-// the first thread of every block and checked against the plan's output shape; a mismatch is an
-// error site, never a host synchronization), Concat and Split (one strided copy per operand),
-// Expand and Tile (broadcast strides, wrapped coordinates; their shape/repeats inputs are implied
-// by the static output shape and not read), ai.dtc.SliceGrad (zero fill, strided scatter), Where
-// (three-way broadcasting) and Cast/CastLike (ops/cpu/Cast.cpp's conversions). Elements move by
-// size (1, 2, 4 or 8 bytes), so one instantiation serves every dtype of that size. The index
-// math is in ops/cuda/DataUtil.cuh.
+// gather otherwise; DepthToSpace and SpaceToDepth are transposes of a 6-D view), Slice and Pad
+// (their starts/ends/axes/steps or pads are read on the device by the first thread of every block
+// and checked against the plan's output shape; a mismatch is an error site, never a host
+// synchronization), Concat and Split (one strided copy per operand), Expand and Tile (broadcast
+// strides, wrapped coordinates; their shape/repeats inputs are implied by the static output shape
+// and not read), ai.dtc.SliceGrad (zero fill, strided scatter), Where (three-way broadcasting) and
+// Cast/CastLike (ops/cpu/Cast.cpp's conversions). Elements move by size (1, 2, 4 or 8 bytes), so
+// one instantiation serves every dtype of that size. The index math is in ops/cuda/DataUtil.cuh.
 #include "ops/cuda/CudaKernel.h"
 #include "ops/cuda/DataUtil.cuh"
+#include "ops/tensor/SpaceDepthView.h"
 
 #include <algorithm>
 
@@ -519,6 +520,17 @@ Expected<KernelPtr> createTranspose(const KernelSpec &spec, CudaContext &ctx) {
     perm[i] = static_cast<int64_t>(perm.size() - 1 - i);
   perm = spec.attrInts("perm", perm);
   return KernelPtr(std::make_unique<TransposeKernel>(spec, ctx, transposeMap(in, perm)));
+}
+
+Expected<KernelPtr> createSpaceDepth(const KernelSpec &spec, CudaContext &ctx) {
+  // One permutation of a 6-D view of the input (ops/tensor/SpaceDepthView.h, the CPU's view).
+  const std::vector<int64_t> &x = spec.inputs[0].shape;
+  const int64_t b = spec.attrInt("blocksize", 1);
+  const SpaceDepthView v =
+      spec.op == "DepthToSpace"
+          ? depthToSpaceView(x[0], x[1], x[2], x[3], b, spec.attrString("mode", "DCR") == "CRD")
+          : spaceToDepthView(x[0], x[1], x[2], x[3], b);
+  return KernelPtr(std::make_unique<TransposeKernel>(spec, ctx, transposeMap(v.dims, v.perm)));
 }
 
 Expected<KernelPtr> createSlice(const KernelSpec &spec, CudaContext &ctx) {

@@ -192,6 +192,31 @@ DTC_HD inline int sliceMap(const int64_t *in, const int64_t *out, int rank, cons
   return bad;
 }
 
+/// The geometry of GatherND, GatherNDGrad and ScatterND (the CPU's GatherNDGeometry,
+/// ops/cpu/IndexUtil.h): `tuples` index tuples of `m` int64 indices each select a contiguous
+/// slice of `slice` elements; tuple t belongs to batch t / groups of `batchSize` elements.
+struct NDGeometry {
+  int64_t batchDims = 0, m = 0, groups = 1, tuples = 0, slice = 1, batchSize = 1;
+  int64_t dataShape[kDataMaxRank] = {};
+};
+
+/// Element offset into data of tuple t (its m indices at `tuple`, negative from the back), or -1
+/// when an index is out of range.
+DTC_HD inline int64_t ndOffset(const NDGeometry &g, int64_t t, const int64_t *tuple) {
+  int64_t off = (t / g.groups) * g.batchSize, stride = g.batchSize;
+  for (int64_t k = 0; k < g.m; ++k) {
+    const int64_t s = g.dataShape[g.batchDims + k];
+    if (s <= 0) // an empty axis: no index is in range
+      return -1;
+    stride /= s;
+    const int64_t v = tuple[k];
+    if (v < -s || v >= s)
+      return -1;
+    off += (v < 0 ? v + s : v) * stride;
+  }
+  return off;
+}
+
 /// Pad modes (ONNX Pad-19).
 enum class PadMode : int { kConstant, kEdge, kReflect, kWrap };
 
@@ -549,6 +574,28 @@ inline std::vector<StridedMap> concatMaps(const std::vector<std::vector<int64_t>
     offset += p[static_cast<size_t>(axis)];
   }
   return maps;
+}
+
+/// The NDGeometry of data shape `data` and indices shape `indices` with `batchDims` leading batch
+/// axes (shapes already validated by the CPU check: m in [1, rank - batchDims]).
+inline NDGeometry ndGeometry(const std::vector<int64_t> &data, const std::vector<int64_t> &indices,
+                             int64_t batchDims) {
+  NDGeometry g;
+  g.batchDims = batchDims;
+  g.m = indices.back();
+  for (size_t k = 0; k < data.size(); ++k)
+    g.dataShape[k] = data[k];
+  int64_t batches = 1;
+  for (int64_t k = 0; k < batchDims; ++k)
+    batches *= data[static_cast<size_t>(k)];
+  for (size_t k = static_cast<size_t>(batchDims); k + 1 < indices.size(); ++k)
+    g.groups *= indices[k];
+  for (size_t k = static_cast<size_t>(batchDims + g.m); k < data.size(); ++k)
+    g.slice *= data[k];
+  for (size_t k = static_cast<size_t>(batchDims); k < data.size(); ++k)
+    g.batchSize *= data[k];
+  g.tuples = batches * g.groups;
+  return g;
 }
 
 /// Where: three operand shapes broadcast (numpy, trailing axes aligned) to `out`.

@@ -1,15 +1,20 @@
-// CUDA kernels of the data-dependent gathers and their gradients: Gather and GatherElements
-// (int32 or int64 indices read on the device; negative ones count from the end; an index out of
-// range writes 0 and records an error site, reported at the device's next synchronization),
-// ai.dtc.GatherGrad and ai.dtc.GatherElementsGrad (zero fill, then scatter-add with atomicAdd:
-// repeated indices accumulate in no fixed order, so sums may differ from the CPU's in the last
-// bits from run to run), Resize (nearest and linear; the scales or sizes input is read on the
-// device by the first thread of every block with the CPU kernel's rules, a mismatch with the
-// plan's output shape is an error site) and ai.dtc.ResizeGrad (the adjoint: each dY element
-// scatter-adds its weighted corners). Coordinates come from ops/cuda/DataUtil.cuh's resizeTap,
-// compiled here without FMA contraction (data.cmake) so that they match the CPU's bit for bit.
+// CUDA kernels of the data-dependent gathers and scatters: Gather, GatherElements and GatherND
+// (indices read on the device; negative ones count from the end; an index out of range writes 0
+// and records an error site, reported at the device's next synchronization), ai.dtc.GatherGrad,
+// ai.dtc.GatherElementsGrad and ai.dtc.GatherNDGrad (zero fill, then scatter-add with atomicAdd:
+// repeated indices accumulate in no fixed order, so f32 sums may differ from the CPU's in the
+// last bits from run to run), ScatterElements and ScatterND (a copy of data, then each update
+// combined by `reduction` with a compare-and-swap loop; with reduction none and repeated indices
+// one update wins, as ONNX leaves it undefined), Resize (nearest and linear; the scales or sizes
+// input is read on the device by the first thread of every block with the CPU kernel's rules, a
+// mismatch with the plan's output shape is an error site) and ai.dtc.ResizeGrad (the adjoint:
+// each dY element scatter-adds its weighted corners). Coordinates come from
+// ops/cuda/DataUtil.cuh's resizeTap, compiled here without FMA contraction (data.cmake) so that
+// they match the CPU's bit for bit.
 #include "ops/cuda/CudaKernel.h"
 #include "ops/cuda/DataUtil.cuh"
+
+#include <type_traits>
 
 namespace dtc::ops::cuda {
 
@@ -231,6 +236,244 @@ private:
   ir::DType indexType_;
   int64_t elem_, total_;
   size_t outBytes_;
+  StridedMap m_;
+  int64_t axisStride_ = 0;
+  GatherShape g_;
+};
+
+// ---- GatherND, GatherNDGrad, ScatterND, ScatterElements ----------------------------------------
+
+/// GatherND: out[t * slice + k] = in[offset(t) + k].
+template <typename T>
+__global__ void gatherNDKernel(const T *__restrict__ in, const int64_t *__restrict__ idx,
+                               T *__restrict__ out, int64_t total, NDGeometry g, int *slot,
+                               int site) {
+  for (int64_t e = gridStart(); e < total; e += gridStride()) {
+    const int64_t t = e / g.slice, k = e % g.slice;
+    const int64_t off = ndOffset(g, t, idx + t * g.m);
+    if (off < 0) {
+      reportError(slot, site);
+      out[e] = T(0);
+      continue;
+    }
+    out[e] = in[off + k];
+  }
+}
+
+/// GatherNDGrad: dx[offset(t) + k] += dy[t * slice + k] (dx zeroed before).
+__global__ void gatherNDGradKernel(const float *__restrict__ dy, const int64_t *__restrict__ idx,
+                                   float *__restrict__ dx, int64_t total, NDGeometry g, int *slot,
+                                   int site) {
+  for (int64_t e = gridStart(); e < total; e += gridStride()) {
+    const int64_t t = e / g.slice, k = e % g.slice;
+    const int64_t off = ndOffset(g, t, idx + t * g.m);
+    if (off < 0) {
+      reportError(slot, site);
+      continue;
+    }
+    atomicAdd(dx + off + k, dy[e]);
+  }
+}
+
+/// ScatterElements/ScatterND's `reduction`.
+enum class Reduction : int { kNone, kAdd, kMul, kMin, kMax };
+
+template <typename T> __device__ inline T combined(Reduction r, T d, T u) {
+  switch (r) {
+  case Reduction::kAdd:
+    return static_cast<T>(d + u);
+  case Reduction::kMul:
+    return static_cast<T>(d * u);
+  case Reduction::kMin:
+    return u < d ? u : d;
+  case Reduction::kMax:
+    return u > d ? u : d;
+  default:
+    return u;
+  }
+}
+
+/// *addr = combined(r, *addr, u) atomically (a compare-and-swap loop on the element's bits, so
+/// every reduction of every 4- or 8-byte type works; repeated indices combine in no fixed
+/// order). `none` is a plain store: with repeated indices one of the updates wins.
+template <typename T> __device__ inline void atomicCombine(T *addr, T u, Reduction r) {
+  if (r == Reduction::kNone) {
+    *addr = u;
+    return;
+  }
+  using Bits = typename std::conditional<sizeof(T) == 4, unsigned int, unsigned long long>::type;
+  Bits *word = reinterpret_cast<Bits *>(addr);
+  Bits old = *word, assumed;
+  do {
+    assumed = old;
+    T current;
+    memcpy(&current, &assumed, sizeof(T));
+    const T next = combined(r, current, u);
+    Bits nextBits;
+    memcpy(&nextBits, &next, sizeof(T));
+    old = atomicCAS(word, assumed, nextBits);
+  } while (old != assumed);
+}
+
+/// ScatterND: y[offset(t) + k] (+)= u[t * slice + k] (y starts as a copy of data).
+template <typename T>
+__global__ void scatterNDKernel(const int64_t *__restrict__ idx, const T *__restrict__ u, T *y,
+                                int64_t total, NDGeometry g, Reduction r, int *slot, int site) {
+  for (int64_t e = gridStart(); e < total; e += gridStride()) {
+    const int64_t t = e / g.slice, k = e % g.slice;
+    const int64_t off = ndOffset(g, t, idx + t * g.m);
+    if (off < 0) {
+      reportError(slot, site);
+      continue;
+    }
+    atomicCombine(y + off + k, u[e], r);
+  }
+}
+
+/// ScatterElements: y[c with axis coordinate idx[c]] (+)= u[c] (y starts as a copy of data).
+template <typename T, typename I>
+__global__ void scatterElementsKernel(const I *__restrict__ idx, const T *__restrict__ u, T *y,
+                                      int64_t total, StridedMap m, int64_t axisStride, Reduction r,
+                                      GatherShape g) {
+  for (int64_t e = gridStart(); e < total; e += gridStride()) {
+    int64_t v = static_cast<int64_t>(idx[e]);
+    if (v < 0)
+      v += g.dim;
+    if (v < 0 || v >= g.dim) {
+      reportError(g.slot, g.site);
+      continue;
+    }
+    atomicCombine(y + stridedOffset(m, e) + v * axisStride, u[e], r);
+  }
+}
+
+/// GatherND (kind 0), GatherNDGrad (1) or ScatterND (2).
+class NDKernel : public Kernel {
+public:
+  NDKernel(const KernelSpec &spec, CudaContext &ctx, int kind)
+      : where_(spec.where()), ctx_(ctx), kind_(kind), dtype_(spec.inputs[0].dtype),
+        elem_(ir::dtypeSize(spec.inputs[0].dtype)),
+        total_(kind == 2
+                   ? spec.inputs[2].numElements()
+                   : (kind == 1 ? spec.inputs[0].numElements() : spec.outputs[0].numElements())),
+        outBytes_(static_cast<size_t>(spec.outputs[0].byteSize())) {
+    const std::vector<int64_t> &data = kind == 1 ? spec.outputs[0].shape : spec.inputs[0].shape;
+    g_ = ndGeometry(data, spec.inputs[1].shape, kind == 2 ? 0 : spec.attrInt("batch_dims", 0));
+    red_ = reductionOf(spec);
+    site_ = ctx.addErrorSite(spec.where() + ": an index tuple is out of range for data " +
+                             shapeStr(data));
+  }
+  Status run(const KernelArgs &args) override {
+    if (kind_ == 1)
+      DTC_CUDA_RETURN_IF_ERROR(where_,
+                               cudaMemsetAsync(args.outputs[0], 0, outBytes_, ctx_.stream()));
+    if (kind_ == 2 && args.outputs[0] != args.inputs[0])
+      DTC_CUDA_RETURN_IF_ERROR(where_, cudaMemcpyAsync(args.outputs[0], args.inputs[0], outBytes_,
+                                                       cudaMemcpyDeviceToDevice, ctx_.stream()));
+    if (total_ == 0)
+      return Status::ok();
+    const int64_t *idx = static_cast<const int64_t *>(args.inputs[1]);
+    const unsigned grid = dataGrid(total_);
+    if (kind_ == 1) {
+      gatherNDGradKernel<<<grid, kDataBlock, 0, ctx_.stream()>>>(
+          static_cast<const float *>(args.inputs[0]), idx, static_cast<float *>(args.outputs[0]),
+          total_, g_, ctx_.errorSlot(), site_);
+      return lastLaunchError(where_);
+    }
+    if (kind_ == 2)
+      return withScatterType(dtype_, [&](auto tag) {
+        using T = decltype(tag);
+        scatterNDKernel<T><<<grid, kDataBlock, 0, ctx_.stream()>>>(
+            idx, static_cast<const T *>(args.inputs[2]), static_cast<T *>(args.outputs[0]), total_,
+            g_, red_, ctx_.errorSlot(), site_);
+        return lastLaunchError(where_);
+      });
+    return withElementSize(elem_, [&](auto tag) {
+      using T = decltype(tag);
+      gatherNDKernel<T><<<grid, kDataBlock, 0, ctx_.stream()>>>(
+          static_cast<const T *>(args.inputs[0]), idx, static_cast<T *>(args.outputs[0]), total_,
+          g_, ctx_.errorSlot(), site_);
+      return lastLaunchError(where_);
+    });
+  }
+
+  /// The `reduction` attribute (the CPU check accepted it).
+  static Reduction reductionOf(const KernelSpec &spec) {
+    const std::string r = spec.attrString("reduction", "none");
+    return r == "add"   ? Reduction::kAdd
+           : r == "mul" ? Reduction::kMul
+           : r == "min" ? Reduction::kMin
+           : r == "max" ? Reduction::kMax
+                        : Reduction::kNone;
+  }
+  /// Calls fn(T{}) for ScatterElements/ScatterND's data types (f32, f64, i32, i64).
+  template <typename Fn> static Status withScatterType(ir::DType t, Fn &&fn) {
+    switch (t) {
+    case ir::DType::kFloat64:
+      return fn(double{});
+    case ir::DType::kInt32:
+      return fn(int32_t{});
+    case ir::DType::kInt64:
+      return fn(int64_t{});
+    default:
+      return fn(float{});
+    }
+  }
+
+private:
+  std::string where_;
+  CudaContext &ctx_;
+  int kind_;
+  ir::DType dtype_;
+  int64_t elem_, total_;
+  size_t outBytes_;
+  NDGeometry g_;
+  Reduction red_ = Reduction::kNone;
+  int site_ = 0;
+};
+
+class ScatterElementsKernel : public Kernel {
+public:
+  ScatterElementsKernel(const KernelSpec &spec, CudaContext &ctx)
+      : where_(spec.where()), ctx_(ctx), dtype_(spec.inputs[0].dtype),
+        indexType_(spec.inputs[1].dtype), total_(spec.inputs[1].numElements()),
+        bytes_(static_cast<size_t>(spec.inputs[0].byteSize())), red_(NDKernel::reductionOf(spec)) {
+    const std::vector<int64_t> &data = spec.inputs[0].shape;
+    const int64_t axis = normalizedAxis(spec, data.size());
+    std::vector<int64_t> strides = denseStrides(data);
+    axisStride_ = strides[static_cast<size_t>(axis)];
+    strides[static_cast<size_t>(axis)] = 0;
+    m_ = makeStridedMap(spec.inputs[1].shape, strides);
+    coalesce(m_);
+    g_.dim = data[static_cast<size_t>(axis)];
+    g_.slot = ctx.errorSlot();
+    g_.site = ctx.addErrorSite(rangeMessage(spec, axis, g_.dim));
+  }
+  Status run(const KernelArgs &args) override {
+    if (args.outputs[0] != args.inputs[0])
+      DTC_CUDA_RETURN_IF_ERROR(where_, cudaMemcpyAsync(args.outputs[0], args.inputs[0], bytes_,
+                                                       cudaMemcpyDeviceToDevice, ctx_.stream()));
+    if (total_ == 0)
+      return Status::ok();
+    return NDKernel::withScatterType(dtype_, [&](auto tag) {
+      using T = decltype(tag);
+      return withIndexType(indexType_, [&](auto itag) {
+        using I = decltype(itag);
+        scatterElementsKernel<T, I><<<dataGrid(total_), kDataBlock, 0, ctx_.stream()>>>(
+            static_cast<const I *>(args.inputs[1]), static_cast<const T *>(args.inputs[2]),
+            static_cast<T *>(args.outputs[0]), total_, m_, axisStride_, red_, g_);
+        return lastLaunchError(where_);
+      });
+    });
+  }
+
+private:
+  std::string where_;
+  CudaContext &ctx_;
+  ir::DType dtype_, indexType_;
+  int64_t total_;
+  size_t bytes_;
+  Reduction red_;
   StridedMap m_;
   int64_t axisStride_ = 0;
   GatherShape g_;
@@ -515,6 +758,22 @@ Expected<KernelPtr> createResize(const KernelSpec &spec, CudaContext &ctx) {
 
 Expected<KernelPtr> createResizeGrad(const KernelSpec &spec, CudaContext &ctx) {
   return KernelPtr(std::make_unique<ResizeGradKernel>(spec, ctx));
+}
+
+Expected<KernelPtr> createGatherND(const KernelSpec &spec, CudaContext &ctx) {
+  return KernelPtr(std::make_unique<NDKernel>(spec, ctx, 0));
+}
+
+Expected<KernelPtr> createGatherNDGrad(const KernelSpec &spec, CudaContext &ctx) {
+  return KernelPtr(std::make_unique<NDKernel>(spec, ctx, 1));
+}
+
+Expected<KernelPtr> createScatterND(const KernelSpec &spec, CudaContext &ctx) {
+  return KernelPtr(std::make_unique<NDKernel>(spec, ctx, 2));
+}
+
+Expected<KernelPtr> createScatterElements(const KernelSpec &spec, CudaContext &ctx) {
+  return KernelPtr(std::make_unique<ScatterElementsKernel>(spec, ctx));
 }
 
 } // namespace dtc::ops::cuda

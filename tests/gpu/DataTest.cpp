@@ -488,5 +488,62 @@ TEST(CudaData, ConstantOfShapeAndRange) {
          0, 0);
 }
 
+// ---- GatherND, GatherNDGrad, ScatterND, ScatterElements, DepthToSpace, SpaceToDepth ------------
+
+TEST(CudaData, GatherNDAndGrad) {
+  ops::KernelSpec spec = makeSpec("GatherND", {{4, 5, 6}, {3, 2}}, {{3, 6}});
+  spec.inputs[1].dtype = ir::DType::kInt64;
+  parity(spec, {Fill{}, values64({0, 1, -1, -5, 3, 2})});
+  ops::KernelSpec batched =
+      makeSpec("GatherND", {{2, 5, 6}, {2, 4, 1}}, {{2, 4, 6}}, ir::DType::kInt64);
+  batched.attrs["batch_dims"] = int64_t{1};
+  parity(batched, {range(-9, 9), values64({0, 4, -1, 2, 3, 3, 1, 0})});
+  ops::KernelSpec grad =
+      makeSpec("GatherNDGrad", {{3, 6}, {3, 2}}, {{4, 5, 6}}, ir::DType::kFloat32, "ai.dtc");
+  grad.inputs[1].dtype = ir::DType::kInt64;
+  parity(grad, {Fill{}, values64({0, 1, 0, 1, 3, 2})}); // a repeated tuple accumulates
+}
+
+TEST(CudaData, ScatterND) {
+  for (const char *reduction : {"none", "add", "mul", "min", "max"}) {
+    ops::KernelSpec spec = makeSpec("ScatterND", {{4, 5, 6}, {3, 2}, {3, 6}}, {{4, 5, 6}});
+    spec.inputs[1].dtype = ir::DType::kInt64;
+    spec.attrs["reduction"] = std::string(reduction);
+    // Repeated tuples only where the reduction makes the result order-free (up to rounding).
+    const bool repeat = std::string(reduction) != "none";
+    parity(spec, {Fill{}, values64({0, 1, repeat ? 0 : 2, 1, 3, -1}), Fill{}});
+  }
+  ops::KernelSpec ints = makeSpec("ScatterND", {{8}, {3, 1}, {3}}, {{8}}, ir::DType::kInt64);
+  ints.attrs["reduction"] = std::string("add");
+  parity(ints, {range(-9, 9), values64({7, 0, 7}), range(-9, 9)});
+}
+
+TEST(CudaData, ScatterElements) {
+  for (const char *reduction : {"none", "add", "max"}) {
+    ops::KernelSpec spec = makeSpec("ScatterElements", {{3, 5}, {3, 2}, {3, 2}}, {{3, 5}});
+    spec.inputs[1].dtype = ir::DType::kInt64;
+    spec.attrs["axis"] = int64_t{1};
+    spec.attrs["reduction"] = std::string(reduction);
+    parity(spec, {Fill{}, values64({0, 4, 2, 1, -1, 3}), Fill{}});
+  }
+  ops::KernelSpec rows =
+      makeSpec("ScatterElements", {{4, 3}, {6, 3}, {6, 3}}, {{4, 3}}, ir::DType::kInt32);
+  rows.inputs[1].dtype = ir::DType::kInt32;
+  rows.attrs["reduction"] = std::string("add");
+  parity(rows, {range(-9, 9), range(0, 4), range(-9, 9)}); // repeats: integer sums are exact
+}
+
+TEST(CudaData, DepthToSpaceAndSpaceToDepth) {
+  for (const char *mode : {"DCR", "CRD"}) {
+    ops::KernelSpec spec = makeSpec("DepthToSpace", {{2, 12, 3, 5}}, {{2, 3, 6, 10}});
+    spec.attrs["blocksize"] = int64_t{2};
+    spec.attrs["mode"] = std::string(mode);
+    parity(spec);
+  }
+  ops::KernelSpec s2d = makeSpec("SpaceToDepth", {{2, 3, 6, 10}}, {{2, 12, 3, 5}});
+  s2d.attrs["blocksize"] = int64_t{2};
+  parity(s2d);
+}
+
 } // namespace
 } // namespace dtc::gputest

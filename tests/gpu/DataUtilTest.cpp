@@ -6,6 +6,7 @@
 #include "tests/gpu/GpuTestUtil.h"
 
 #include "ops/ShapeHelpers.h"
+#include "ops/cpu/IndexUtil.h"
 #include "ops/cpu/ResizeCoords.h"
 #include "ops/cuda/DataUtil.cuh"
 #include "ops/kernel/Target.h"
@@ -574,6 +575,40 @@ TEST(CudaDataMath, DropoutMasksMatchTheCpuKernelBitForBit) {
   EXPECT_EQ(bytesOfT(y), cpu[0].bytes);
   // About 70% kept (4099 draws: 5 standard deviations is about 0.036).
   EXPECT_NEAR(static_cast<double>(kept) / static_cast<double>(n), 0.7, 0.036);
+}
+
+TEST(CudaDataMath, NDGeometryMatchesTheCpuGeometry) {
+  struct Case {
+    std::vector<int64_t> data, indices;
+    int64_t batchDims;
+  };
+  const Case cases[] = {{{4, 5, 6}, {3, 2}, 0},
+                        {{4, 5, 6}, {2, 3, 3}, 0},
+                        {{2, 5, 6}, {2, 4, 1}, 1},
+                        {{2, 3, 5, 6}, {2, 3, 7, 1}, 2},
+                        {{7}, {5, 1}, 0}};
+  std::mt19937_64 rng(41);
+  for (const Case &c : cases) {
+    ops::KernelSpec spec = makeSpec("GatherND", {c.data, c.indices}, {{1}});
+    std::vector<int64_t> out;
+    auto cpu = ops::cpu::GatherNDGeometry::make(spec, c.data, c.indices, c.batchDims, out);
+    ASSERT_TRUE(cpu.hasValue()) << cpu.status().message();
+    const ops::cuda::NDGeometry g = ops::cuda::ndGeometry(c.data, c.indices, c.batchDims);
+    ASSERT_EQ(g.tuples, cpu->tuples);
+    ASSERT_EQ(g.slice, cpu->slice);
+    for (int64_t t = 0; t < g.tuples; ++t) {
+      std::vector<int64_t> tuple(static_cast<size_t>(g.m));
+      for (int64_t k = 0; k < g.m; ++k) {
+        const int64_t s = c.data[static_cast<size_t>(c.batchDims + k)];
+        tuple[static_cast<size_t>(k)] =
+            static_cast<int64_t>(rng() % static_cast<uint64_t>(3 * s)) - s - s / 2; // some bad
+      }
+      int64_t bad = 0;
+      const int64_t want = cpu->offset(t, tuple.data(), bad);
+      const int64_t got = ops::cuda::ndOffset(g, t, tuple.data());
+      ASSERT_EQ(got, want < 0 ? -1 : want) << shapeStr(c.data) << " tuple " << shapeStr(tuple);
+    }
+  }
 }
 
 TEST(CudaDataChecks, TheTargetTakesTheBundledModelsShapesAndRefusesItsLimits) {
