@@ -10,6 +10,7 @@
 #include "ops/cpu/ResizeCoords.h"
 #include "ops/cuda/DataUtil.cuh"
 #include "ops/kernel/Target.h"
+#include "ops/tensor/SpaceDepthView.h"
 
 #include <cmath>
 #include <cstring>
@@ -152,6 +153,31 @@ TEST(CudaDataMath, TransposeMapsMatchTheCpuKernel) {
       EXPECT_EQ(bytesOfT(y), cpu[0].bytes) << shapeStr(c.in);
     }
   }
+}
+
+TEST(CudaDataMath, SpaceDepthMapsMatchTheCpuKernels) {
+  for (const char *mode : {"DCR", "CRD"}) {
+    ops::KernelSpec spec = makeSpec("DepthToSpace", {{2, 12, 3, 5}}, {{2, 3, 6, 10}});
+    spec.attrs["blocksize"] = int64_t{2};
+    spec.attrs["mode"] = std::string(mode);
+    std::vector<HostTensor> in = randomInputs(spec, 43);
+    std::vector<HostTensor> cpu = runCpu(spec, in);
+    ASSERT_EQ(cpu.size(), 1u);
+    const ops::SpaceDepthView v = ops::depthToSpaceView(2, 12, 3, 5, 2, std::string(mode) == "CRD");
+    EXPECT_EQ(applyGather(ops::cuda::transposeMap(v.dims, v.perm), in[0].bytes, 4,
+                          spec.outputs[0].numElements()),
+              cpu[0].bytes)
+        << mode;
+  }
+  ops::KernelSpec spec = makeSpec("SpaceToDepth", {{2, 3, 6, 10}}, {{2, 12, 3, 5}});
+  spec.attrs["blocksize"] = int64_t{2};
+  std::vector<HostTensor> in = randomInputs(spec, 47);
+  std::vector<HostTensor> cpu = runCpu(spec, in);
+  ASSERT_EQ(cpu.size(), 1u);
+  const ops::SpaceDepthView v = ops::spaceToDepthView(2, 3, 6, 10, 2);
+  EXPECT_EQ(applyGather(ops::cuda::transposeMap(v.dims, v.perm), in[0].bytes, 4,
+                        spec.outputs[0].numElements()),
+            cpu[0].bytes);
 }
 
 /// A Slice spec with i64 starts/ends/axes/steps (axes and steps may be empty: omitted).
