@@ -576,6 +576,31 @@ inline std::vector<StridedMap> concatMaps(const std::vector<std::vector<int64_t>
   return maps;
 }
 
+/// A strided map that is a 2-D copy of `height` rows of `width` bytes: the strided side's rows
+/// start `pitch` bytes apart at byte offset `offset`, the dense side's rows are packed
+/// (cudaMemcpy2DAsync's form: Concat and Split of contiguous slabs, Slice of whole inner rows).
+struct PitchedCopy {
+  size_t width = 0, height = 0, pitch = 0, offset = 0;
+};
+
+/// True (and `c` set) when a coalesced map of `elem`-byte elements is such a copy: innermost
+/// stride 1, no wrap, a non-negative base, rows that do not overlap, and pitches below 2^31
+/// (cudaMemcpy2D's limit on every current GPU).
+inline bool asPitchedCopy(const StridedMap &m, int64_t elem, PitchedCopy &c) {
+  if (m.rank < 1 || m.rank > 2 || m.strides[m.rank - 1] != 1 || m.wrap[0] != 0 ||
+      m.wrap[m.rank - 1] != 0 || m.base < 0)
+    return false;
+  const int64_t inner = m.dims[m.rank - 1];
+  const int64_t rowStride = m.rank == 2 ? m.strides[0] : inner;
+  if (rowStride < inner || rowStride * elem >= (int64_t{1} << 31))
+    return false;
+  c.width = static_cast<size_t>(inner * elem);
+  c.height = static_cast<size_t>(m.rank == 2 ? m.dims[0] : 1);
+  c.pitch = static_cast<size_t>(rowStride * elem);
+  c.offset = static_cast<size_t>(m.base * elem);
+  return true;
+}
+
 /// The NDGeometry of data shape `data` and indices shape `indices` with `batchDims` leading batch
 /// axes (shapes already validated by the CPU check: m in [1, rank - batchDims]).
 inline NDGeometry ndGeometry(const std::vector<int64_t> &data, const std::vector<int64_t> &indices,

@@ -57,6 +57,54 @@ void applyScatter(const StridedMap &m, const std::string &in, size_t elem, std::
   }
 }
 
+/// cudaMemcpy2D on the host: `height` rows of `width` bytes.
+void copy2d(char *dst, size_t dpitch, const char *src, size_t spitch, size_t width, size_t height) {
+  for (size_t r = 0; r < height; ++r)
+    std::memcpy(dst + r * dpitch, src + r * spitch, width);
+}
+
+TEST(CudaDataMath, PitchedCopiesEqualTheirMaps) {
+  // Concat/Split slabs, a row slice, a plain copy; and maps that must not take the 2-D path.
+  const auto concat = ops::cuda::concatMaps({{8, 32, 4, 4}, {8, 16, 4, 4}}, {8, 48, 4, 4}, 1);
+  StridedMap rows;
+  const std::vector<int64_t> in = {6, 10}, out = {3, 10};
+  const std::vector<int64_t> starts = {2}, ends = {5};
+  ASSERT_EQ(ops::cuda::sliceMap(in.data(), out.data(), 2,
+                                {starts.data(), ends.data(), nullptr, nullptr, 1}, rows),
+            0);
+  ops::cuda::coalesce(rows);
+  const StridedMap plain = ops::cuda::transposeMap({3, 4, 5}, {0, 1, 2});
+  for (const StridedMap &m : {concat[0], concat[1], rows, plain}) {
+    ops::cuda::PitchedCopy c;
+    ASSERT_TRUE(ops::cuda::asPitchedCopy(m, 4, c));
+    int64_t n = 1, span = m.base + 1;
+    for (int a = 0; a < m.rank; ++a) {
+      n *= m.dims[a];
+      span += (m.dims[a] - 1) * m.strides[a];
+    }
+    std::string dense(static_cast<size_t>(n) * 4, '\0'),
+        strided(static_cast<size_t>(span) * 4, '\0');
+    for (size_t i = 0; i < dense.size(); ++i)
+      dense[i] = static_cast<char>(i * 7 + 3);
+    for (size_t i = 0; i < strided.size(); ++i)
+      strided[i] = static_cast<char>(i * 5 + 1);
+    // Gather: dense out from the strided side.
+    std::string viaCopy(dense.size(), '\0');
+    copy2d(viaCopy.data(), c.width, strided.data() + c.offset, c.pitch, c.width, c.height);
+    EXPECT_EQ(viaCopy, applyGather(m, strided, 4, n));
+    // Scatter: dense in to the strided side.
+    std::string a = strided, b = strided;
+    copy2d(a.data() + c.offset, c.pitch, dense.data(), c.width, c.width, c.height);
+    applyScatter(m, dense, 4, b);
+    EXPECT_EQ(a, b);
+  }
+  ops::cuda::PitchedCopy c;
+  EXPECT_FALSE(ops::cuda::asPitchedCopy(ops::cuda::expandMap({1, 16}, {8, 16}), 4, c));
+  EXPECT_FALSE(ops::cuda::asPitchedCopy(ops::cuda::transposeMap({96, 32}, {1, 0}), 4, c));
+  EXPECT_FALSE(ops::cuda::asPitchedCopy(ops::cuda::tileMap({2, 3}, {2, 9}), 4, c));
+  EXPECT_FALSE(ops::cuda::asPitchedCopy(ops::cuda::sliceGradMap({3}, {7}, {6}, {-2}), 4, c));
+}
+
 TEST(CudaDataMath, SliceClampMatchesTheSharedRule) {
   const int64_t big = std::numeric_limits<int64_t>::max(),
                 small = std::numeric_limits<int64_t>::min();
