@@ -4,13 +4,15 @@
 // on the device), OneHot (depth checked on the device against the plan's output), CumSum (axis
 // read on the device; one thread per line sums in the CPU's order, so results match exactly),
 // ConstantOfShape (the value attribute; the shape input is implied by the static output shape)
-// and Range (start/limit/delta read on the device, the length checked against the plan's).
+// Range (start/limit/delta read on the device, the length checked against the plan's), and
+// Shape and Size (values known from the static input shape).
 // Scalars that the CPU reads on the host are read here by every thread (one cached load) or by
 // the first thread, which records an error site when they disagree with the plan: nothing in
 // run() synchronizes with the host.
 #include "ops/cuda/CudaKernel.h"
 #include "ops/cuda/DataUtil.cuh"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -481,6 +483,47 @@ private:
   int site_;
 };
 
+// ---- Shape, Size -------------------------------------------------------------------------------
+
+/// Up to kDataMaxRank int64 values known when the kernel is made.
+struct KnownValues {
+  int64_t v[kDataMaxRank] = {};
+  int n = 0;
+};
+
+__global__ void writeValuesKernel(int64_t *out, KnownValues k) {
+  for (int i = threadIdx.x; i < k.n; i += blockDim.x)
+    out[i] = k.v[i];
+}
+
+/// Shape (the input's dims in [start, end), ONNX Shape-15 clamping) or Size (its element count):
+/// both follow from the static input shape; its data is not read.
+class KnownValuesKernel : public Kernel {
+public:
+  KnownValuesKernel(const KernelSpec &spec, CudaContext &ctx) : where_(spec.where()), ctx_(ctx) {
+    const std::vector<int64_t> &in = spec.inputs[0].shape;
+    if (spec.op == "Size") {
+      k_.v[k_.n++] = spec.inputs[0].numElements();
+      return;
+    }
+    const int64_t rank = static_cast<int64_t>(in.size());
+    int64_t start = spec.attrInt("start", 0), end = spec.attrInt("end", rank);
+    start = std::clamp<int64_t>(start < 0 ? start + rank : start, 0, rank);
+    end = std::clamp<int64_t>(end < 0 ? end + rank : end, 0, rank);
+    for (int64_t a = start; a < end; ++a)
+      k_.v[k_.n++] = in[static_cast<size_t>(a)];
+  }
+  Status run(const KernelArgs &args) override {
+    writeValuesKernel<<<1, 32, 0, ctx_.stream()>>>(static_cast<int64_t *>(args.outputs[0]), k_);
+    return lastLaunchError(where_);
+  }
+
+private:
+  std::string where_;
+  CudaContext &ctx_;
+  KnownValues k_;
+};
+
 } // namespace
 
 Expected<KernelPtr> createDropout(const KernelSpec &spec, CudaContext &ctx) {
@@ -521,6 +564,10 @@ Expected<KernelPtr> createConstantOfShape(const KernelSpec &spec, CudaContext &c
     std::memcpy(&bits, (*bytes)->data(), (*bytes)->size());
   }
   return KernelPtr(std::make_unique<ConstantOfShapeKernel>(spec, ctx, bits));
+}
+
+Expected<KernelPtr> createShapeOp(const KernelSpec &spec, CudaContext &ctx) {
+  return KernelPtr(std::make_unique<KnownValuesKernel>(spec, ctx));
 }
 
 Expected<KernelPtr> createRange(const KernelSpec &spec, CudaContext &ctx) {

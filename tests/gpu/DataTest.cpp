@@ -545,5 +545,19 @@ TEST(CudaData, DepthToSpaceAndSpaceToDepth) {
   parity(s2d);
 }
 
+TEST(CudaData, ShapeAndSize) {
+  ops::KernelSpec shape = makeSpec("Shape", {{2, 3, 5, 7}}, {{2}});
+  shape.outputs[0].dtype = ir::DType::kInt64;
+  shape.attrs["start"] = int64_t{1};
+  shape.attrs["end"] = int64_t{-1};
+  parity(shape);
+  ops::KernelSpec all = makeSpec("Shape", {{4, 1, 6}}, {{3}});
+  all.outputs[0].dtype = ir::DType::kInt64;
+  parity(all);
+  ops::KernelSpec size = makeSpec("Size", {{4, 1, 6}}, {{}});
+  size.outputs[0].dtype = ir::DType::kInt64;
+  parity(size);
+}
+
 } // namespace
 } // namespace dtc::gputest
