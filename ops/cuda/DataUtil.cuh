@@ -1,9 +1,11 @@
-// Index math of the CUDA data-movement kernels (ops/cuda/Data.cu, ops/cuda/Index.cu): strided
-// maps between a dense tensor and a strided view of another (Transpose, Slice, Concat, Split,
-// Expand, Tile, SliceGrad), three-way broadcasting (Where), ONNX Slice clamping and Pad source
-// indices, Cast's conversions and Resize's coordinate transforms. Every function is
-// __host__ __device__ and needs no CUDA header, so the tests (tests/gpu/DataTest.cpp) check it on
-// the CPU against the CPU kernels' rules (ops/ShapeHelpers.h, ops/cpu/ResizeCoords.h).
+// Index math of the CUDA data-movement kernels (ops/cuda/Data.cu, Index.cu, Generate.cu):
+// strided maps between a dense tensor and a strided view of another (Transpose, Slice, Concat,
+// Split, Expand, Tile, SliceGrad, DepthToSpace) and when they are plain 2-D copies, three-way
+// broadcasting (Where), ONNX Slice clamping and Pad source indices, the GatherND geometry, Cast's
+// conversions, Resize's coordinate transforms and corners, and the Philox stream of the dropout
+// masks. The device-side functions are __host__ __device__ and the map builders plain C++; none
+// needs a CUDA header, so tests/gpu/DataUtilTest.cpp checks them on the CPU against the CPU
+// kernels and their rules (ops/ShapeHelpers.h, ops/cpu/ResizeCoords.h, ops/cpu/IndexUtil.h).
 #pragma once
 
 #include <cmath>

@@ -559,5 +559,17 @@ TEST(CudaData, ShapeAndSize) {
   parity(size);
 }
 
+TEST(CudaData, CumSumAxisAndRangeLengthErrors) {
+  ops::KernelSpec cumsum = makeSpec("CumSum", {{4, 5}, {}}, {{4, 5}});
+  cumsum.inputs[1].dtype = ir::DType::kInt64;
+  ops::KernelSpec range = makeSpec("Range", {{}, {}, {}}, {{5}}, ir::DType::kInt64);
+  DTC_REQUIRE_GPU();
+  std::string error = cudaRunError(cumsum, randomInputs(cumsum, 3, {Fill{}, values64({2})}));
+  EXPECT_NE(error.find("axis input is out of range"), std::string::npos) << error;
+  error =
+      cudaRunError(range, randomInputs(range, 3, {values64({0}), values64({6}), values64({1})}));
+  EXPECT_NE(error.find("do not give the 5 elements"), std::string::npos) << error;
+}
+
 } // namespace
 } // namespace dtc::gputest
