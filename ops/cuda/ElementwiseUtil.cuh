@@ -1,0 +1,838 @@
+// Shared helpers of the hand-written CUDA kernels (elementwise, reductions, losses, optimizers):
+// the per-element math as __host__ __device__ functions (the formulas of the CPU kernels in
+// ops/cpu/Unary.cpp, Eltwise.cpp, Binary.cpp, ActivationGradEltwise.cpp, Optimizer.cpp, with the
+// same NaN behaviour), numpy broadcasting with int64 index math over collapsed dims, and, under
+// nvcc, a grid-stride launch helper. Without nvcc the math compiles as plain inline C++, so the
+// GPU tests check it against the CPU kernels on a machine without a GPU.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#ifdef __CUDACC__
+#define DTC_HD __host__ __device__ inline
+#else
+#define DTC_HD inline
+#endif
+
+namespace dtc::ops::cuda {
+
+/// True when the sign bit of x is set (-0, negative numbers, negative NaN), as std::signbit.
+DTC_HD bool signBitF(float x) {
+#ifdef __CUDA_ARCH__
+  return __float_as_int(x) < 0;
+#else
+  int32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  return bits < 0;
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// Unary ops (f32): the CPU's Unary family, Relu/Sigmoid/Tanh, and their parameters.
+
+enum class UnaryOp : int32_t {
+  kRelu,
+  kSigmoid,
+  kTanh,
+  kSqrt,
+  kExp,
+  kLog,
+  kAbs,
+  kLeakyRelu,
+  kHardSwish,
+  kGeluErf,
+  kGeluTanh,
+  kNeg,
+  kReciprocal,
+  kErf,
+  kHardSigmoid,
+  kFloor,
+  kCeil,
+  kRound,
+  kSign,
+  kSoftplus,
+  kSoftsign,
+  kElu,
+  kSelu,
+  kCelu,
+  kMish,
+  kSin,
+  kCos,
+  kClip,
+};
+
+/// The ONNX op name (and Gelu's `approximate`) as a UnaryOp; false for an op of another family.
+inline bool unaryOpOf(const std::string &op, const std::string &approximate, UnaryOp &out) {
+  static const std::pair<const char *, UnaryOp> kOps[] = {
+      {"Relu", UnaryOp::kRelu},
+      {"Sigmoid", UnaryOp::kSigmoid},
+      {"Tanh", UnaryOp::kTanh},
+      {"Sqrt", UnaryOp::kSqrt},
+      {"Exp", UnaryOp::kExp},
+      {"Log", UnaryOp::kLog},
+      {"Abs", UnaryOp::kAbs},
+      {"LeakyRelu", UnaryOp::kLeakyRelu},
+      {"HardSwish", UnaryOp::kHardSwish},
+      {"Neg", UnaryOp::kNeg},
+      {"Reciprocal", UnaryOp::kReciprocal},
+      {"Erf", UnaryOp::kErf},
+      {"HardSigmoid", UnaryOp::kHardSigmoid},
+      {"Floor", UnaryOp::kFloor},
+      {"Ceil", UnaryOp::kCeil},
+      {"Round", UnaryOp::kRound},
+      {"Sign", UnaryOp::kSign},
+      {"Softplus", UnaryOp::kSoftplus},
+      {"Softsign", UnaryOp::kSoftsign},
+      {"Elu", UnaryOp::kElu},
+      {"Selu", UnaryOp::kSelu},
+      {"Celu", UnaryOp::kCelu},
+      {"Mish", UnaryOp::kMish},
+      {"Sin", UnaryOp::kSin},
+      {"Cos", UnaryOp::kCos},
+      {"Clip", UnaryOp::kClip},
+  };
+  if (op == "Gelu") {
+    out = approximate == "tanh" ? UnaryOp::kGeluTanh : UnaryOp::kGeluErf;
+    return true;
+  }
+  for (const auto &[name, value] : kOps)
+    if (op == name) {
+      out = value;
+      return true;
+    }
+  return false;
+}
+
+/// log(1 + e^x) without overflow (the CPU's Softplus loop).
+DTC_HD float softplusF(float x) {
+  return x > 0.f ? x + log1pf(expf(-x)) : log1pf(expf(x));
+}
+
+/// y = op(x) for f32. alpha/beta: LeakyRelu alpha; Elu alpha; HardSigmoid alpha, beta; Selu
+/// alpha, gamma (in beta); Celu alpha; Clip min, max (already defaulted to -inf/+inf). NaN in
+/// gives NaN out for every op (Relu: NaN < 0 is false, so NaN is kept).
+DTC_HD float unaryF32(UnaryOp op, float x, float alpha, float beta) {
+  switch (op) {
+  case UnaryOp::kRelu:
+    return x < 0.f ? 0.f : x;
+  case UnaryOp::kSigmoid:
+    return 1.f / (1.f + expf(-x));
+  case UnaryOp::kTanh:
+    return tanhf(x);
+  case UnaryOp::kSqrt:
+    return sqrtf(x);
+  case UnaryOp::kExp:
+    return expf(x);
+  case UnaryOp::kLog:
+    return logf(x);
+  case UnaryOp::kAbs:
+    return fabsf(x);
+  case UnaryOp::kLeakyRelu: // x > 0 ? x : alpha x (NaN: alpha * NaN)
+    return x > 0.f ? x : alpha * x;
+  case UnaryOp::kHardSwish: { // x * relu6(x + 3) / 6
+    float v = x + 3.f;
+    v = v < 0.f ? 0.f : v;
+    v = v > 6.f ? 6.f : v;
+    return x * v / 6.f;
+  }
+  case UnaryOp::kGeluErf: // 0.5 x (1 + erf(x / sqrt(2)))
+    return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
+  case UnaryOp::kGeluTanh: { // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+    const float k = 0.79788456080286536f;
+    return 0.5f * x * (1.f + tanhf(k * (x + 0.044715f * x * x * x)));
+  }
+  case UnaryOp::kNeg:
+    return -x;
+  case UnaryOp::kReciprocal:
+    return 1.f / x;
+  case UnaryOp::kErf:
+    return erff(x);
+  case UnaryOp::kHardSigmoid: { // max(0, min(1, alpha x + beta)); NaN stays NaN
+    float v = alpha * x + beta;
+    v = 1.f < v ? 1.f : v;
+    return v < 0.f ? 0.f : v;
+  }
+  case UnaryOp::kFloor:
+    return floorf(x);
+  case UnaryOp::kCeil:
+    return ceilf(x);
+  case UnaryOp::kRound: // halves to even
+    return rintf(x);
+  case UnaryOp::kSign:
+    return x != x ? x : static_cast<float>((x > 0.f) - (x < 0.f));
+  case UnaryOp::kSoftplus:
+    return softplusF(x);
+  case UnaryOp::kSoftsign:
+    return x / (1.f + fabsf(x));
+  case UnaryOp::kElu:
+    return x > 0.f ? x : alpha * expm1f(x);
+  case UnaryOp::kSelu: // gamma (x > 0 ? x : alpha (e^x - 1)); gamma is beta
+    return beta * (x > 0.f ? x : alpha * expm1f(x));
+  case UnaryOp::kCelu:
+    return x > 0.f ? x : alpha * expm1f(x / alpha);
+  case UnaryOp::kMish:
+    return x * tanhf(softplusF(x));
+  case UnaryOp::kSin:
+    return sinf(x);
+  case UnaryOp::kCos:
+    return cosf(x);
+  case UnaryOp::kClip: { // Min(max, Max(x, min)): min > max gives max; NaN stays NaN
+    float v = x < alpha ? alpha : x;
+    return beta < v ? beta : v;
+  }
+  }
+  return x;
+}
+
+/// The i64 forms: Neg and Abs wrap like two's complement (INT64_MIN stays), Sign, Clip (alpha,
+/// beta are the bounds).
+DTC_HD int64_t unaryI64(UnaryOp op, int64_t x, int64_t lo, int64_t hi) {
+  if (op == UnaryOp::kClip) {
+    int64_t v = x < lo ? lo : x;
+    return hi < v ? hi : v;
+  }
+  if (op == UnaryOp::kSign)
+    return (x > 0) - (x < 0);
+  const uint64_t u = static_cast<uint64_t>(x);
+  const bool negate = op == UnaryOp::kNeg || x < 0;
+  return static_cast<int64_t>(negate ? 0 - u : u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// ai.dtc.EltwiseGrad (formulas: ops/training/ActivationGradOps.cpp) and ClipGrad.
+
+enum class GradAlg : int32_t {
+  kRelu,
+  kReluDst,
+  kLogisticDst,
+  kTanhDst,
+  kExpDst,
+  kSqrtDst,
+  kReciprocalDst,
+  kLog,
+  kAbs,
+  kErf,
+  kGeluErf,
+  kGeluTanh,
+  kHardSwish,
+  kHardSigmoid,
+  kSoftRelu,
+  kSoftsign,
+  kElu,
+  kSelu,
+  kCelu,
+  kMish,
+  kSin,
+  kCos,
+};
+
+/// The `algorithm` attribute as a GradAlg; false for an unknown name.
+inline bool gradAlgOf(const std::string &name, GradAlg &out) {
+  static const std::pair<const char *, GradAlg> kAlgs[] = {
+      {"relu", GradAlg::kRelu},
+      {"relu_dst", GradAlg::kReluDst},
+      {"logistic_dst", GradAlg::kLogisticDst},
+      {"tanh_dst", GradAlg::kTanhDst},
+      {"exp_dst", GradAlg::kExpDst},
+      {"sqrt_dst", GradAlg::kSqrtDst},
+      {"reciprocal_dst", GradAlg::kReciprocalDst},
+      {"log", GradAlg::kLog},
+      {"abs", GradAlg::kAbs},
+      {"erf", GradAlg::kErf},
+      {"gelu_erf", GradAlg::kGeluErf},
+      {"gelu_tanh", GradAlg::kGeluTanh},
+      {"hardswish", GradAlg::kHardSwish},
+      {"hardsigmoid", GradAlg::kHardSigmoid},
+      {"soft_relu", GradAlg::kSoftRelu},
+      {"softsign", GradAlg::kSoftsign},
+      {"elu", GradAlg::kElu},
+      {"selu", GradAlg::kSelu},
+      {"celu", GradAlg::kCelu},
+      {"mish", GradAlg::kMish},
+      {"sin", GradAlg::kSin},
+      {"cos", GradAlg::kCos},
+  };
+  for (const auto &[n, a] : kAlgs)
+    if (name == n) {
+      out = a;
+      return true;
+    }
+  return false;
+}
+
+/// dX = dY * f'(.) where t is the forward input X, or the forward output Y for the *_dst forms.
+DTC_HD float eltwiseGradF32(GradAlg alg, float dy, float t, float alpha, float beta) {
+  switch (alg) {
+  case GradAlg::kRelu:
+  case GradAlg::kReluDst:
+    return t > 0.f ? dy : alpha * dy;
+  case GradAlg::kLogisticDst:
+    return dy * t * (1.f - t);
+  case GradAlg::kTanhDst:
+    return dy * (1.f - t * t);
+  case GradAlg::kExpDst:
+    return dy * t;
+  case GradAlg::kSqrtDst:
+    return dy / (2.f * t);
+  case GradAlg::kReciprocalDst:
+    return -dy * (t * t);
+  case GradAlg::kLog:
+    return dy / t;
+  case GradAlg::kAbs:
+    return t > 0.f ? dy : (t < 0.f ? -dy : 0.f);
+  case GradAlg::kErf:
+    return dy * 1.1283791670955126f * expf(-t * t);
+  case GradAlg::kGeluErf: { // Phi(x) + x phi(x)
+    const float cdf = 0.5f * (1.f + erff(t * 0.70710678118654752f));
+    const float pdf = 0.39894228040143268f * expf(-0.5f * t * t);
+    return dy * (cdf + t * pdf);
+  }
+  case GradAlg::kGeluTanh: {
+    const float k = 0.79788456080286536f, c = 0.044715f;
+    const float th = tanhf(k * (t + c * t * t * t));
+    const float dinner = k * (1.f + 3.f * c * t * t);
+    return dy * (0.5f * (1.f + th) + 0.5f * t * (1.f - th * th) * dinner);
+  }
+  case GradAlg::kHardSwish:
+    return t < -3.f ? 0.f : (t <= 3.f ? dy * (t / 3.f + 0.5f) : dy);
+  case GradAlg::kHardSigmoid: {
+    const float v = alpha * t + beta;
+    return v > 0.f && v < 1.f ? alpha * dy : 0.f;
+  }
+  case GradAlg::kSoftRelu:
+    return dy / (1.f + expf(-t));
+  case GradAlg::kSoftsign: {
+    const float d = 1.f + fabsf(t);
+    return dy / (d * d);
+  }
+  case GradAlg::kElu:
+    return t > 0.f ? dy : alpha * expf(t) * dy;
+  case GradAlg::kSelu:
+    return t > 0.f ? beta * dy : beta * alpha * expf(t) * dy;
+  case GradAlg::kCelu:
+    return t > 0.f ? dy : expf(t / alpha) * dy;
+  case GradAlg::kMish: {
+    const float th = tanhf(softplusF(t));
+    const float sg = 1.f / (1.f + expf(-t));
+    return dy * (th + t * sg * (1.f - th * th));
+  }
+  case GradAlg::kSin:
+    return dy * cosf(t);
+  case GradAlg::kCos:
+    return -dy * sinf(t);
+  }
+  return dy;
+}
+
+/// ClipGrad: lo <= x <= hi ? dy : 0 (NaN x gives 0).
+DTC_HD float clipGradF32(float dy, float x, float lo, float hi) {
+  return x >= lo && x <= hi ? dy : 0.f;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Binary arithmetic, comparisons, variadic combination.
+
+enum class BinaryOp : int32_t { kAdd, kSub, kMul, kDiv, kPow, kMax, kMin };
+
+DTC_HD float binaryF32(BinaryOp op, float x, float y) {
+  switch (op) {
+  case BinaryOp::kAdd:
+    return x + y;
+  case BinaryOp::kSub:
+    return x - y;
+  case BinaryOp::kMul:
+    return x * y;
+  case BinaryOp::kDiv:
+    return x / y;
+  case BinaryOp::kPow: // x*x is pow(x, 2) exactly (both correctly rounded)
+    return y == 2.f ? x * x : powf(x, y);
+  case BinaryOp::kMax: // NaN wins (np.maximum)
+    return (x != x || y != y) ? x + y : (y > x ? y : x);
+  case BinaryOp::kMin:
+    return (x != x || y != y) ? x + y : (y < x ? y : x);
+  }
+  return x;
+}
+
+/// i64 arithmetic wrapping like two's complement; Div truncates toward zero and INT64_MIN / -1
+/// gives INT64_MIN. A zero divisor must be caught by the caller (it returns 0 here).
+DTC_HD int64_t binaryI64(BinaryOp op, int64_t x, int64_t y) {
+  using U = uint64_t;
+  switch (op) {
+  case BinaryOp::kAdd:
+    return static_cast<int64_t>(U(x) + U(y));
+  case BinaryOp::kSub:
+    return static_cast<int64_t>(U(x) - U(y));
+  case BinaryOp::kMul:
+    return static_cast<int64_t>(U(x) * U(y));
+  case BinaryOp::kDiv:
+    if (y == 0)
+      return 0;
+    if (x == INT64_MIN && y == -1)
+      return x;
+    return x / y;
+  case BinaryOp::kMax:
+    return y > x ? y : x;
+  case BinaryOp::kMin:
+    return y < x ? y : x;
+  case BinaryOp::kPow:
+    break;
+  }
+  return x;
+}
+
+/// Pow with an i64 exponent: |x| ** e in double, negated for a negative base (or -0) and an odd
+/// exponent (the CPU's PowKernel).
+DTC_HD float powIntExponent(float x, int64_t e) {
+  const double mag = pow(fabs(static_cast<double>(x)), static_cast<double>(e));
+  const bool odd = (e & 1) != 0;
+  return static_cast<float>(signBitF(x) && odd ? -mag : mag);
+}
+
+enum class CompareOp : int32_t { kEqual, kLess, kGreater, kLessOrEqual, kGreaterOrEqual };
+
+/// Comparisons with NaN are false (Equal too), as IEEE and the CPU kernels.
+template <typename T> DTC_HD bool compareValues(CompareOp op, T x, T y) {
+  switch (op) {
+  case CompareOp::kEqual:
+    return x == y;
+  case CompareOp::kLess:
+    return x < y;
+  case CompareOp::kGreater:
+    return x > y;
+  case CompareOp::kLessOrEqual:
+    return x <= y;
+  case CompareOp::kGreaterOrEqual:
+    return x >= y;
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Optimizers (torch 1.13 single-tensor SGD with dampening 0, Adam, AdamW; the CPU's
+// Optimizer.cpp): the scalars of one step, then the per-element update.
+
+struct AdamScalars {
+  float negStepSize; ///< -lr / (1 - beta1^t)
+  float bc2Sqrt;     ///< sqrt(1 - beta2^t)
+  float oneMinusB1, oneMinusB2;
+  float decay; ///< AdamW: 1 - lr * weight_decay
+};
+
+/// The scalars of step `step` (0-based; t = step + 1), computed in double as PyTorch does in
+/// Python, then rounded to f32.
+DTC_HD AdamScalars adamScalars(float lr, int64_t step, float beta1, float beta2,
+                               float weightDecay) {
+  const double t = static_cast<double>(step) + 1.0;
+  const double bc1 = 1.0 - pow(static_cast<double>(beta1), t);
+  const double bc2 = 1.0 - pow(static_cast<double>(beta2), t);
+  AdamScalars s;
+  s.negStepSize = static_cast<float>(-static_cast<double>(lr) / bc1);
+  s.bc2Sqrt = static_cast<float>(sqrt(bc2));
+  s.oneMinusB1 = static_cast<float>(1.0 - static_cast<double>(beta1));
+  s.oneMinusB2 = static_cast<float>(1.0 - static_cast<double>(beta2));
+  s.decay = static_cast<float>(1.0 - static_cast<double>(lr) * static_cast<double>(weightDecay));
+  return s;
+}
+
+/// One Adam (adamw = false: L2 weight decay added to the gradient) or AdamW (decoupled decay)
+/// element update: p, m, v in, updated in place.
+DTC_HD void adamStep(bool adamw, const AdamScalars &s, float beta1, float beta2, float eps,
+                     float weightDecay, float scale, float g, float &p, float &m, float &v) {
+  float pi, gi;
+  if (adamw) {
+    pi = p * s.decay;
+    gi = g * scale;
+  } else {
+    pi = p;
+    gi = g * scale + weightDecay * p;
+  }
+  const float mi = m * beta1 + s.oneMinusB1 * gi;
+  const float vi = v * beta2 + s.oneMinusB2 * gi * gi;
+  m = mi;
+  v = vi;
+  p = pi + s.negStepSize * (mi / (sqrtf(vi) / s.bc2Sqrt + eps));
+}
+
+/// One SGD element update; `buf` (the momentum buffer) is used when momentum != 0.
+DTC_HD void sgdStep(float lr, float momentum, bool nesterov, float weightDecay, float scale,
+                    float g, float &p, float &buf) {
+  const float pi = p;
+  const float d = g * scale + weightDecay * pi;
+  if (momentum == 0.f) {
+    p = pi + (-lr) * d;
+    return;
+  }
+  const float b = buf * momentum + d;
+  buf = b;
+  p = pi + (-lr) * (nesterov ? d + momentum * b : b);
+}
+
+/// ClipGradNormScale: input_scale * min(max_norm / (input_scale * sqrt(sum) + 1e-6), 1); NaN
+/// stays NaN (torch.clamp).
+DTC_HD float clipGradNormScale(double sumSquares, float maxNorm, float inputScale) {
+  const double norm = static_cast<double>(inputScale) * sqrt(sumSquares);
+  double coef = static_cast<double>(maxNorm) / (norm + 1e-6);
+  coef = coef != coef ? coef : (coef < 1.0 ? coef : 1.0);
+  return static_cast<float>(inputScale * coef);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Broadcasting: N operands read as the output's shape, dims collapsed (size-1 dims dropped,
+// neighbours merged where every operand is contiguous or broadcast across both).
+
+constexpr int kMaxDims = 8;
+
+template <int N> struct Broadcast {
+  int rank = 0;                          ///< collapsed output rank (0: a single element)
+  int64_t dims[kMaxDims] = {};           ///< collapsed output dims
+  int64_t strides[N][kMaxDims] = {};     ///< element strides per operand (0: broadcast)
+  bool flat[N] = {};                     ///< operand k has the output's shape: index = o
+
+  /// Element index of operand k for output element o (row-major).
+  DTC_HD int64_t index(int k, int64_t o) const {
+    if (flat[k])
+      return o;
+    int64_t idx = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+      const int64_t q = o / dims[d];
+      idx += (o - q * dims[d]) * strides[k][d];
+      o = q;
+    }
+    return idx;
+  }
+};
+
+/// Builds the collapsed broadcast of `ins` (each broadcastable to `out`, as the CPU check
+/// proved). False when more than kMaxDims dims remain after collapsing.
+template <int N>
+bool makeBroadcast(const std::vector<int64_t> &out, const std::vector<std::vector<int64_t>> &ins,
+                   Broadcast<N> &b) {
+  const size_t rank = out.size();
+  std::vector<int64_t> dims;
+  std::vector<std::vector<int64_t>> strides(N);
+  // Row-major strides of each operand padded to the output's rank, 0 along broadcast dims.
+  std::vector<std::vector<int64_t>> full(N, std::vector<int64_t>(rank, 0));
+  for (int k = 0; k < N; ++k) {
+    const std::vector<int64_t> &s = ins[static_cast<size_t>(k)];
+    b.flat[k] = s == out;
+    int64_t stride = 1;
+    for (size_t i = 0; i < rank; ++i) {
+      const size_t d = rank - 1 - i;
+      const int64_t dim = i < s.size() ? s[s.size() - 1 - i] : 1;
+      full[static_cast<size_t>(k)][d] = dim == 1 ? 0 : stride;
+      stride *= dim;
+    }
+  }
+  for (size_t d = 0; d < rank; ++d) {
+    if (out[d] == 1)
+      continue;
+    bool merge = !dims.empty();
+    for (int k = 0; merge && k < N; ++k)
+      merge = strides[static_cast<size_t>(k)].back() ==
+              full[static_cast<size_t>(k)][d] * out[d];
+    if (merge) {
+      dims.back() *= out[d];
+      for (int k = 0; k < N; ++k)
+        strides[static_cast<size_t>(k)].back() = full[static_cast<size_t>(k)][d];
+    } else {
+      dims.push_back(out[d]);
+      for (int k = 0; k < N; ++k)
+        strides[static_cast<size_t>(k)].push_back(full[static_cast<size_t>(k)][d]);
+    }
+  }
+  if (dims.size() > static_cast<size_t>(kMaxDims))
+    return false;
+  b.rank = static_cast<int>(dims.size());
+  for (size_t d = 0; d < dims.size(); ++d) {
+    b.dims[d] = dims[d];
+    for (int k = 0; k < N; ++k)
+      b.strides[k][d] = strides[static_cast<size_t>(k)][d];
+  }
+  return true;
+}
+
+/// The numpy broadcast shape of all `shapes`; false when they do not broadcast.
+inline bool broadcastShape(const std::vector<std::vector<int64_t>> &shapes,
+                           std::vector<int64_t> &out) {
+  out.clear();
+  for (const std::vector<int64_t> &s : shapes) {
+    std::vector<int64_t> next(std::max(out.size(), s.size()), 1);
+    for (size_t i = 0; i < next.size(); ++i) {
+      const int64_t a = i < out.size() ? out[out.size() - 1 - i] : 1;
+      const int64_t c = i < s.size() ? s[s.size() - 1 - i] : 1;
+      if (a != c && a != 1 && c != 1)
+        return false;
+      next[next.size() - 1 - i] = a == 1 ? c : a;
+    }
+    out = std::move(next);
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reductions over run-time axes: the plan (kept and reduced dims, collapsed, with input
+// strides) is built by the same function on the host (static axes) and on the device (axes in
+// device memory), so no kernel waits for the host.
+
+constexpr int kMaxReduceRank = 12;
+
+struct ReduceShape {
+  int rank = 0;
+  int64_t in[kMaxReduceRank] = {};
+  int outRank = 0;
+  int64_t out[kMaxReduceRank] = {};
+  bool keepdims = true;
+  bool noopWithEmptyAxes = false;
+};
+
+struct ReducePlan {
+  int ok = 0;   ///< 1 when the axes were valid and gave the plan's output shape
+  int nk = 0;   ///< collapsed kept dims (row-major order of the output)
+  int nr = 0;   ///< collapsed reduced dims
+  int64_t keptDims[kMaxReduceRank] = {}, keptStrides[kMaxReduceRank] = {};
+  int64_t redDims[kMaxReduceRank] = {}, redStrides[kMaxReduceRank] = {};
+  int64_t mid = 1; ///< elements per output (product of the reduced dims)
+
+  DTC_HD int64_t keptOffset(int64_t o) const {
+    int64_t off = 0;
+    for (int d = nk - 1; d >= 0; --d) {
+      const int64_t q = o / keptDims[d];
+      off += (o - q * keptDims[d]) * keptStrides[d];
+      o = q;
+    }
+    return off;
+  }
+  DTC_HD int64_t reducedOffset(int64_t r) const {
+    if (nr == 1)
+      return r * redStrides[0];
+    int64_t off = 0;
+    for (int d = nr - 1; d >= 0; --d) {
+      const int64_t q = r / redDims[d];
+      off += (r - q * redDims[d]) * redStrides[d];
+      r = q;
+    }
+    return off;
+  }
+};
+
+/// Builds the plan from `numAxes` axes (ONNX: negative counts from the end; none: every axis,
+/// or nothing with noop_with_empty_axes). plan.ok = 0 for an axis out of range, an axis named
+/// twice, or axes that do not give the output shape (the CPU kernel's run-time checks).
+DTC_HD void buildReducePlan(const ReduceShape &s, const int64_t *axes, int64_t numAxes,
+                            ReducePlan &plan) {
+  plan.ok = 0;
+  plan.nk = plan.nr = 0;
+  plan.mid = 1;
+  bool named[kMaxReduceRank] = {};
+  bool copy = false;
+  if (numAxes == 0) {
+    copy = s.noopWithEmptyAxes;
+    for (int d = 0; d < s.rank; ++d)
+      named[d] = !copy;
+  } else {
+    for (int64_t i = 0; i < numAxes; ++i) {
+      int64_t a = axes[i];
+      if (a < -s.rank || a >= s.rank)
+        return;
+      if (a < 0)
+        a += s.rank;
+      if (named[a])
+        return;
+      named[a] = true;
+    }
+  }
+  // The output shape the axes give must be the plan's.
+  int j = 0;
+  for (int d = 0; d < s.rank; ++d) {
+    int64_t expect = -1;
+    if (!named[d])
+      expect = s.in[d];
+    else if (s.keepdims)
+      expect = 1;
+    if (expect < 0)
+      continue;
+    if (j >= s.outRank || s.out[j] != expect)
+      return;
+    ++j;
+  }
+  if (j != s.outRank)
+    return;
+  // Row-major input strides; collapse neighbours of one kind that are contiguous.
+  int64_t strides[kMaxReduceRank];
+  int64_t st = 1;
+  for (int d = s.rank - 1; d >= 0; --d) {
+    strides[d] = st;
+    st *= s.in[d];
+  }
+  for (int d = 0; d < s.rank; ++d) {
+    if (s.in[d] == 1)
+      continue;
+    const bool reduced = named[d];
+    int &n = reduced ? plan.nr : plan.nk;
+    int64_t *dims = reduced ? plan.redDims : plan.keptDims;
+    int64_t *strs = reduced ? plan.redStrides : plan.keptStrides;
+    if (n > 0 && strs[n - 1] == strides[d] * s.in[d]) {
+      dims[n - 1] *= s.in[d];
+      strs[n - 1] = strides[d];
+    } else {
+      dims[n] = s.in[d];
+      strs[n] = strides[d];
+      ++n;
+    }
+    if (reduced)
+      plan.mid *= s.in[d];
+  }
+  // An empty input: the reduced count is 0 when a reduced dim is 0 (mid = 0 from the product).
+  for (int d = 0; d < s.rank; ++d)
+    if (named[d] && s.in[d] == 0)
+      plan.mid = 0;
+  plan.ok = 1;
+}
+
+enum class ReduceOp : int32_t {
+  kMean,
+  kSum,
+  kMax,
+  kMin,
+  kProd,
+  kL1,
+  kL2,
+  kLogSumExp,
+  kSumSquare
+};
+
+inline bool reduceOpOf(const std::string &op, ReduceOp &out) {
+  static const std::pair<const char *, ReduceOp> kOps[] = {
+      {"ReduceMean", ReduceOp::kMean}, {"ReduceSum", ReduceOp::kSum},
+      {"ReduceMax", ReduceOp::kMax},   {"ReduceMin", ReduceOp::kMin},
+      {"ReduceProd", ReduceOp::kProd}, {"ReduceL1", ReduceOp::kL1},
+      {"ReduceL2", ReduceOp::kL2},     {"ReduceLogSumExp", ReduceOp::kLogSumExp},
+      {"ReduceSumSquare", ReduceOp::kSumSquare},
+  };
+  for (const auto &[name, value] : kOps)
+    if (op == name) {
+      out = value;
+      return true;
+    }
+  return false;
+}
+
+/// Accumulation of reductions: double for f32 inputs, wrapping int64 for i64 (numpy).
+template <typename A> DTC_HD A reduceInit(ReduceOp op) {
+  if constexpr (std::is_integral_v<A>) {
+    if (op == ReduceOp::kMax || op == ReduceOp::kLogSumExp)
+      return INT64_MIN;
+    if (op == ReduceOp::kMin)
+      return INT64_MAX;
+  } else {
+    if (op == ReduceOp::kMax || op == ReduceOp::kLogSumExp)
+      return -static_cast<A>(INFINITY);
+    if (op == ReduceOp::kMin)
+      return static_cast<A>(INFINITY);
+  }
+  return op == ReduceOp::kProd ? A(1) : A(0);
+}
+
+template <typename A> DTC_HD A wrapAdd(A a, A b) {
+  if constexpr (std::is_integral_v<A>)
+    return static_cast<A>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+  else
+    return a + b;
+}
+
+template <typename A> DTC_HD A wrapMul(A a, A b) {
+  if constexpr (std::is_integral_v<A>)
+    return static_cast<A>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+  else
+    return a * b;
+}
+
+/// Folds one element v into the accumulator (for LogSumExp: the max pass).
+template <typename A> DTC_HD A reduceStep(ReduceOp op, A a, A v) {
+  switch (op) {
+  case ReduceOp::kMax:
+  case ReduceOp::kLogSumExp:
+    return (v > a || v != v) ? v : a; // NaN propagates
+  case ReduceOp::kMin:
+    return (v < a || v != v) ? v : a;
+  case ReduceOp::kProd:
+    return wrapMul(a, v);
+  case ReduceOp::kL1:
+    return wrapAdd(a, v < A(0) ? wrapMul(v, A(-1)) : v);
+  case ReduceOp::kL2:
+  case ReduceOp::kSumSquare:
+    return wrapAdd(a, wrapMul(v, v));
+  default:
+    return wrapAdd(a, v);
+  }
+}
+
+/// Combines two partial accumulators (max/min/prod/sum-like).
+template <typename A> DTC_HD A reduceCombine(ReduceOp op, A a, A b) {
+  switch (op) {
+  case ReduceOp::kMax:
+  case ReduceOp::kLogSumExp:
+    return (b > a || b != b) ? b : a;
+  case ReduceOp::kMin:
+    return (b < a || b != b) ? b : a;
+  case ReduceOp::kProd:
+    return wrapMul(a, b);
+  default:
+    return wrapAdd(a, b);
+  }
+}
+
+/// The final value from the accumulator over `count` elements (Mean divides, L2 takes the
+/// root; an empty f32 mean is NaN, an empty i64 mean 0).
+template <typename A> DTC_HD A reduceFinish(ReduceOp op, A a, int64_t count) {
+  if (op == ReduceOp::kMean) {
+    if constexpr (std::is_integral_v<A>)
+      return count ? a / count : 0;
+    else
+      return count ? a / static_cast<A>(count) : static_cast<A>(NAN);
+  }
+  if constexpr (!std::is_integral_v<A>)
+    if (op == ReduceOp::kL2)
+      return sqrt(a);
+  return a;
+}
+
+} // namespace dtc::ops::cuda
+
+#ifdef __CUDACC__
+#include <cuda_runtime.h>
+
+namespace dtc::ops::cuda {
+
+constexpr int kBlock = 256;
+
+/// Blocks for a grid-stride loop over n elements (at least 1, at most 2^16 blocks: enough to
+/// fill any current GPU; each thread then loops).
+inline unsigned gridFor(int64_t n, int block = kBlock) {
+  int64_t blocks = (n + block - 1) / block;
+  if (blocks < 1)
+    blocks = 1;
+  if (blocks > 65536)
+    blocks = 65536;
+  return static_cast<unsigned>(blocks);
+}
+
+/// The first element and the stride of a grid-stride loop (int64: sizes may pass 2^31).
+__device__ inline int64_t gridStart() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ inline int64_t gridStride() { return static_cast<int64_t>(blockDim.x) * gridDim.x; }
+
+/// Reports error site `site` (first one wins) to the context's error slot.
+__device__ inline void reportError(int *slot, int site) { atomicCAS(slot, 0, site); }
+
+} // namespace dtc::ops::cuda
+#endif
