@@ -584,22 +584,24 @@ inline bool broadcastShape(const std::vector<std::vector<int64_t>> &shapes,
 
 constexpr int kMaxReduceRank = 12;
 
+// Trivial types (no member initializers: the kernels keep a ReducePlan in shared memory);
+// value-initialize them ({}) on the host.
 struct ReduceShape {
-  int rank = 0;
-  int64_t in[kMaxReduceRank] = {};
-  int outRank = 0;
-  int64_t out[kMaxReduceRank] = {};
-  bool keepdims = true;
-  bool noopWithEmptyAxes = false;
+  int rank;
+  int64_t in[kMaxReduceRank];
+  int outRank;
+  int64_t out[kMaxReduceRank];
+  bool keepdims;
+  bool noopWithEmptyAxes;
 };
 
 struct ReducePlan {
-  int ok = 0;   ///< 1 when the axes were valid and gave the plan's output shape
-  int nk = 0;   ///< collapsed kept dims (row-major order of the output)
-  int nr = 0;   ///< collapsed reduced dims
-  int64_t keptDims[kMaxReduceRank] = {}, keptStrides[kMaxReduceRank] = {};
-  int64_t redDims[kMaxReduceRank] = {}, redStrides[kMaxReduceRank] = {};
-  int64_t mid = 1; ///< elements per output (product of the reduced dims)
+  int ok; ///< 1 when the axes were valid and gave the plan's output shape
+  int nk; ///< collapsed kept dims (row-major order of the output)
+  int nr; ///< collapsed reduced dims
+  int64_t keptDims[kMaxReduceRank], keptStrides[kMaxReduceRank];
+  int64_t redDims[kMaxReduceRank], redStrides[kMaxReduceRank];
+  int64_t mid; ///< elements per output (product of the reduced dims)
 
   DTC_HD int64_t keptOffset(int64_t o) const {
     int64_t off = 0;

@@ -10,5 +10,8 @@ if(DTC_ENABLE_CUDA)
   set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
   target_sources(dtc_ops_cuda PRIVATE
     ${CMAKE_CURRENT_LIST_DIR}/Elementwise.cu
+    ${CMAKE_CURRENT_LIST_DIR}/Loss.cu
+    ${CMAKE_CURRENT_LIST_DIR}/Optimizer.cu
+    ${CMAKE_CURRENT_LIST_DIR}/Reduce.cu
   )
 endif()
