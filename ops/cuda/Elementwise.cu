@@ -332,26 +332,7 @@ class UnaryKernel : public ElementwiseKernelBase {
 public:
   UnaryKernel(const KernelSpec &spec, CudaContext &ctx, UnaryOp op)
       : ElementwiseKernelBase(spec, ctx), op_(op), dtype_(spec.inputs[0].dtype) {
-    // The attributes' defaults from the ONNX operator text (as the CPU kernels).
-    switch (op) {
-    case UnaryOp::kLeakyRelu:
-      alpha_ = spec.attrFloat("alpha", 0.01f);
-      break;
-    case UnaryOp::kElu:
-    case UnaryOp::kCelu:
-      alpha_ = spec.attrFloat("alpha", 1.f);
-      break;
-    case UnaryOp::kHardSigmoid:
-      alpha_ = spec.attrFloat("alpha", 0.2f);
-      beta_ = spec.attrFloat("beta", 0.5f);
-      break;
-    case UnaryOp::kSelu:
-      alpha_ = spec.attrFloat("alpha", 1.67326319217681884765625f);
-      beta_ = spec.attrFloat("gamma", 1.05070102214813232421875f);
-      break;
-    default:
-      break;
-    }
+    unaryAttrs(spec, op, alpha_, beta_);
   }
 
   Status run(const KernelArgs &args) override {

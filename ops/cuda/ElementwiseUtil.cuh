@@ -6,6 +6,8 @@
 // GPU tests check it against the CPU kernels on a machine without a GPU.
 #pragma once
 
+#include "ops/kernel/Kernel.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -110,6 +112,32 @@ inline bool unaryOpOf(const std::string &op, const std::string &approximate, Una
   return false;
 }
 
+/// The attributes of a unary op as unaryF32's alpha and beta, with the ONNX operator text's
+/// defaults (as the CPU kernels): LeakyRelu alpha 0.01; Elu, Celu alpha 1; HardSigmoid alpha
+/// 0.2, beta 0.5; Selu alpha 1.6732632, gamma 1.0507010 (in beta). Clip's bounds are inputs.
+inline void unaryAttrs(const KernelSpec &spec, UnaryOp op, float &alpha, float &beta) {
+  alpha = beta = 0.f;
+  switch (op) {
+  case UnaryOp::kLeakyRelu:
+    alpha = spec.attrFloat("alpha", 0.01f);
+    break;
+  case UnaryOp::kElu:
+  case UnaryOp::kCelu:
+    alpha = spec.attrFloat("alpha", 1.f);
+    break;
+  case UnaryOp::kHardSigmoid:
+    alpha = spec.attrFloat("alpha", 0.2f);
+    beta = spec.attrFloat("beta", 0.5f);
+    break;
+  case UnaryOp::kSelu:
+    alpha = spec.attrFloat("alpha", 1.67326319217681884765625f);
+    beta = spec.attrFloat("gamma", 1.05070102214813232421875f);
+    break;
+  default:
+    break;
+  }
+}
+
 /// log(1 + e^x) without overflow (the CPU's Softplus loop).
 DTC_HD float softplusF(float x) {
   return x > 0.f ? x + log1pf(expf(-x)) : log1pf(expf(x));
@@ -134,8 +162,8 @@ DTC_HD float unaryF32(UnaryOp op, float x, float alpha, float beta) {
     return logf(x);
   case UnaryOp::kAbs:
     return fabsf(x);
-  case UnaryOp::kLeakyRelu: // x > 0 ? x : alpha x (NaN: alpha * NaN)
-    return x > 0.f ? x : alpha * x;
+  case UnaryOp::kLeakyRelu: // x > 0 ? x : alpha x; alpha 0 is Relu (-inf gives 0, NaN stays)
+    return x > 0.f ? x : (alpha == 0.f ? (x < 0.f ? 0.f : x) : alpha * x);
   case UnaryOp::kHardSwish: { // x * relu6(x + 3) / 6
     float v = x + 3.f;
     v = v < 0.f ? 0.f : v;
