@@ -203,8 +203,7 @@ private:
 class VariadicKernel : public ElementwiseKernelBase {
 public:
   VariadicKernel(const KernelSpec &spec, CudaContext &ctx)
-      : ElementwiseKernelBase(spec, ctx), dtype_(spec.outputs[0].dtype),
-        mean_(spec.op == "Mean") {
+      : ElementwiseKernelBase(spec, ctx), dtype_(spec.outputs[0].dtype), mean_(spec.op == "Mean") {
     op_ = spec.op == "Max" ? BinaryOp::kMax : spec.op == "Min" ? BinaryOp::kMin : BinaryOp::kAdd;
     for (const TensorDesc &t : spec.inputs)
       bcs_.push_back(broadcastOf(spec.outputs[0].shape, t.shape, spec.outputs[0].shape));
@@ -284,15 +283,16 @@ private:
 class LogicalKernel : public ElementwiseKernelBase {
 public:
   LogicalKernel(const KernelSpec &spec, CudaContext &ctx)
-      : ElementwiseKernelBase(spec, ctx),
-        op_(spec.op == "And" ? 0 : spec.op == "Or" ? 1 : 2),
+      : ElementwiseKernelBase(spec, ctx), op_(spec.op == "And"  ? 0
+                                              : spec.op == "Or" ? 1
+                                                                : 2),
         bc_(broadcastOf(spec.outputs[0].shape, spec.inputs[0].shape, spec.inputs[1].shape)) {}
 
   Status run(const KernelArgs &args) override {
     logicalKernel<<<grid(), kBlock, 0, ctx_.stream()>>>(
         op_, static_cast<const uint8_t *>(args.inputs[0]),
-        static_cast<const uint8_t *>(args.inputs[1]), static_cast<uint8_t *>(args.outputs[0]),
-        n_, bc_);
+        static_cast<const uint8_t *>(args.inputs[1]), static_cast<uint8_t *>(args.outputs[0]), n_,
+        bc_);
     return lastLaunchError(where_);
   }
 
@@ -339,8 +339,9 @@ public:
     const void *lo = optionalInput(args, 1), *hi = optionalInput(args, 2);
     if (dtype_ == DType::kInt64)
       unaryI64Kernel<<<grid(), kBlock, 0, ctx_.stream()>>>(
-          op_, static_cast<const int64_t *>(args.inputs[0]), static_cast<int64_t *>(args.outputs[0]),
-          n_, static_cast<const int64_t *>(lo), static_cast<const int64_t *>(hi));
+          op_, static_cast<const int64_t *>(args.inputs[0]),
+          static_cast<int64_t *>(args.outputs[0]), n_, static_cast<const int64_t *>(lo),
+          static_cast<const int64_t *>(hi));
     else
       unaryF32Kernel<<<grid(), kBlock, 0, ctx_.stream()>>>(
           op_, static_cast<const float *>(args.inputs[0]), static_cast<float *>(args.outputs[0]),

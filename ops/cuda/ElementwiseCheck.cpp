@@ -22,8 +22,10 @@ Status checkBroadcastRank(const KernelSpec &spec) {
     if (!makeBroadcast<2>(spec.outputs[0].shape, {s, spec.outputs[0].shape}, b))
       return spec.error("the broadcast of " + shapeStr(s) + " to " +
                         shapeStr(spec.outputs[0].shape) + " has more than " +
-                        std::to_string(kMaxDims) + " dims after merging; the CUDA kernel "
-                        "supports up to " + std::to_string(kMaxDims));
+                        std::to_string(kMaxDims) +
+                        " dims after merging; the CUDA kernel "
+                        "supports up to " +
+                        std::to_string(kMaxDims));
   }
   if (shapes.size() == 2) {
     Broadcast<2> b;
@@ -146,9 +148,10 @@ Status checkLossGrad(const KernelSpec &spec) {
   const bool sce = spec.op == "SoftmaxCrossEntropyLossGrad";
   const size_t labels = sce ? 2 : 1;
   for (size_t i = 0; i < spec.inputs.size(); ++i)
-    DTC_RETURN_IF_ERROR(checkInputDType(
-        spec, i, i == labels ? std::vector<DType>{DType::kInt64, DType::kInt32}
-                             : std::vector<DType>{DType::kFloat32}));
+    DTC_RETURN_IF_ERROR(checkInputDType(spec, i,
+                                        i == labels
+                                            ? std::vector<DType>{DType::kInt64, DType::kInt32}
+                                            : std::vector<DType>{DType::kFloat32}));
   return checkOutputDType(spec, 0, {DType::kFloat32});
 }
 
@@ -159,10 +162,10 @@ int inPlaceSceLossGrad(const KernelSpec &spec) {
 
 Status checkOptimizer(const KernelSpec &spec) {
   for (size_t i = 0; i < spec.inputs.size(); ++i)
-    DTC_RETURN_IF_ERROR(checkInputDType(
-        spec, i,
-        (spec.op != "SGD" && i == 3) ? std::vector<DType>{DType::kInt64}
-                                     : std::vector<DType>{DType::kFloat32}));
+    DTC_RETURN_IF_ERROR(checkInputDType(spec, i,
+                                        (spec.op != "SGD" && i == 3)
+                                            ? std::vector<DType>{DType::kInt64}
+                                            : std::vector<DType>{DType::kFloat32}));
   for (size_t i = 0; i < spec.outputs.size(); ++i)
     DTC_RETURN_IF_ERROR(checkOutputDType(spec, i, {DType::kFloat32}));
   return Status::ok();

@@ -139,9 +139,7 @@ inline void unaryAttrs(const KernelSpec &spec, UnaryOp op, float &alpha, float &
 }
 
 /// log(1 + e^x) without overflow (the CPU's Softplus loop).
-DTC_HD float softplusF(float x) {
-  return x > 0.f ? x + log1pf(expf(-x)) : log1pf(expf(x));
-}
+DTC_HD float softplusF(float x) { return x > 0.f ? x + log1pf(expf(-x)) : log1pf(expf(x)); }
 
 /// y = op(x) for f32. alpha/beta: LeakyRelu alpha; Elu alpha; HardSigmoid alpha, beta; Selu
 /// alpha, gamma (in beta); Celu alpha; Clip min, max (already defaulted to -inf/+inf). NaN in
@@ -519,10 +517,10 @@ DTC_HD float clipGradNormScale(double sumSquares, float maxNorm, float inputScal
 constexpr int kMaxDims = 8;
 
 template <int N> struct Broadcast {
-  int rank = 0;                          ///< collapsed output rank (0: a single element)
-  int64_t dims[kMaxDims] = {};           ///< collapsed output dims
-  int64_t strides[N][kMaxDims] = {};     ///< element strides per operand (0: broadcast)
-  bool flat[N] = {};                     ///< operand k has the output's shape: index = o
+  int rank = 0;                      ///< collapsed output rank (0: a single element)
+  int64_t dims[kMaxDims] = {};       ///< collapsed output dims
+  int64_t strides[N][kMaxDims] = {}; ///< element strides per operand (0: broadcast)
+  bool flat[N] = {};                 ///< operand k has the output's shape: index = o
 
   /// Element index of operand k for output element o (row-major).
   DTC_HD int64_t index(int k, int64_t o) const {
@@ -564,8 +562,7 @@ bool makeBroadcast(const std::vector<int64_t> &out, const std::vector<std::vecto
       continue;
     bool merge = !dims.empty();
     for (int k = 0; merge && k < N; ++k)
-      merge = strides[static_cast<size_t>(k)].back() ==
-              full[static_cast<size_t>(k)][d] * out[d];
+      merge = strides[static_cast<size_t>(k)].back() == full[static_cast<size_t>(k)][d] * out[d];
     if (merge) {
       dims.back() *= out[d];
       for (int k = 0; k < N; ++k)
@@ -727,24 +724,18 @@ DTC_HD void buildReducePlan(const ReduceShape &s, const int64_t *axes, int64_t n
   plan.ok = 1;
 }
 
-enum class ReduceOp : int32_t {
-  kMean,
-  kSum,
-  kMax,
-  kMin,
-  kProd,
-  kL1,
-  kL2,
-  kLogSumExp,
-  kSumSquare
-};
+enum class ReduceOp : int32_t { kMean, kSum, kMax, kMin, kProd, kL1, kL2, kLogSumExp, kSumSquare };
 
 inline bool reduceOpOf(const std::string &op, ReduceOp &out) {
   static const std::pair<const char *, ReduceOp> kOps[] = {
-      {"ReduceMean", ReduceOp::kMean}, {"ReduceSum", ReduceOp::kSum},
-      {"ReduceMax", ReduceOp::kMax},   {"ReduceMin", ReduceOp::kMin},
-      {"ReduceProd", ReduceOp::kProd}, {"ReduceL1", ReduceOp::kL1},
-      {"ReduceL2", ReduceOp::kL2},     {"ReduceLogSumExp", ReduceOp::kLogSumExp},
+      {"ReduceMean", ReduceOp::kMean},
+      {"ReduceSum", ReduceOp::kSum},
+      {"ReduceMax", ReduceOp::kMax},
+      {"ReduceMin", ReduceOp::kMin},
+      {"ReduceProd", ReduceOp::kProd},
+      {"ReduceL1", ReduceOp::kL1},
+      {"ReduceL2", ReduceOp::kL2},
+      {"ReduceLogSumExp", ReduceOp::kLogSumExp},
       {"ReduceSumSquare", ReduceOp::kSumSquare},
   };
   for (const auto &[name, value] : kOps)

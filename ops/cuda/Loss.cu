@@ -18,12 +18,12 @@ using ir::DType;
 
 /// What every loss kernel needs about its samples.
 struct LossShape {
-  int64_t n, c, d;      ///< scores (N, C, D)
-  bool labels32;        ///< i32 labels (else i64)
-  bool hasIgnore;       ///< ignore_index given
-  int64_t ignore;       ///< ignore_index
-  int reduction;        ///< 0 none, 1 sum, 2 mean
-  int site;             ///< error site of an out-of-range label
+  int64_t n, c, d; ///< scores (N, C, D)
+  bool labels32;   ///< i32 labels (else i64)
+  bool hasIgnore;  ///< ignore_index given
+  int64_t ignore;  ///< ignore_index
+  int reduction;   ///< 0 none, 1 sum, 2 mean
+  int site;        ///< error site of an out-of-range label
   __host__ __device__ int64_t samples() const { return n * d; }
 };
 
@@ -152,8 +152,8 @@ __global__ void lossTotalKernel(LossShape s, const double *scratch, float *loss)
 }
 
 /// Gradients, reduction sum or mean: *g = dloss (sum) or dloss / (sum of applied weights).
-__global__ void gradScaleKernel(LossShape s, const float *dloss, const void *labels,
-                                const float *w, double *g, int *errorSlot) {
+__global__ void gradScaleKernel(LossShape s, const float *dloss, const void *labels, const float *w,
+                                double *g, int *errorSlot) {
   __shared__ double sums[kBlock];
   double wt = 0.0;
   for (int64_t i = threadIdx.x; i < s.samples(); i += blockDim.x) {
@@ -224,8 +224,8 @@ __global__ void sceGradBlockKernel(LossShape s, const float *dloss, const float 
   __shared__ float fscratch[kBlock];
   __shared__ double dscratch[kBlock];
   for (int64_t i = blockIdx.x; i < s.samples(); i += gridDim.x)
-    sceGradSample(s, dloss, x, labels, w, dlp, g, dx, errorSlot, i,
-                  static_cast<int>(threadIdx.x), kBlock, fscratch, dscratch);
+    sceGradSample(s, dloss, x, labels, w, dlp, g, dx, errorSlot, i, static_cast<int>(threadIdx.x),
+                  kBlock, fscratch, dscratch);
 }
 
 __global__ void sceGradThreadKernel(LossShape s, const float *dloss, const float *x,
@@ -236,8 +236,8 @@ __global__ void sceGradThreadKernel(LossShape s, const float *dloss, const float
 }
 
 /// dinput = -scale at the target class (dx zeroed before).
-__global__ void nllGradKernel(LossShape s, const float *dloss, const void *labels,
-                              const float *w, const double *g, float *dx, int *errorSlot) {
+__global__ void nllGradKernel(LossShape s, const float *dloss, const void *labels, const float *w,
+                              const double *g, float *dx, int *errorSlot) {
   for (int64_t i = gridStart(); i < s.samples(); i += gridStride()) {
     int64_t y;
     const float scale = sampleScale(s, dloss, labels, w, g, i, errorSlot, y);
@@ -247,8 +247,8 @@ __global__ void nllGradKernel(LossShape s, const float *dloss, const void *label
   }
 }
 
-LossShape lossShape(const KernelSpec &spec, const std::vector<int64_t> &scores,
-                    size_t labelsInput, CudaContext &ctx) {
+LossShape lossShape(const KernelSpec &spec, const std::vector<int64_t> &scores, size_t labelsInput,
+                    CudaContext &ctx) {
   LossShape s{};
   s.n = scores[0];
   s.c = scores[1];
@@ -260,9 +260,8 @@ LossShape lossShape(const KernelSpec &spec, const std::vector<int64_t> &scores,
   s.ignore = spec.attrInt("ignore_index", 0);
   const std::string r = spec.attrString("reduction", "mean");
   s.reduction = r == "none" ? 0 : r == "sum" ? 1 : 2;
-  s.site = ctx.addErrorSite(spec.where() + ": a label is out of range [0, " +
-                            std::to_string(s.c) + ")" +
-                            (s.hasIgnore ? " and is not ignore_index" : ""));
+  s.site = ctx.addErrorSite(spec.where() + ": a label is out of range [0, " + std::to_string(s.c) +
+                            ")" + (s.hasIgnore ? " and is not ignore_index" : ""));
   return s;
 }
 
@@ -345,8 +344,8 @@ public:
         sceGradBlockKernel<<<sampleBlocks(s_.samples()), kBlock, 0, st>>>(
             s_, dloss, x, labels, w, dlp, g, dx, ctx_.errorSlot());
       else
-        sceGradThreadKernel<<<gridFor(s_.samples()), kBlock, 0, st>>>(s_, dloss, x, labels, w,
-                                                                      dlp, g, dx, ctx_.errorSlot());
+        sceGradThreadKernel<<<gridFor(s_.samples()), kBlock, 0, st>>>(s_, dloss, x, labels, w, dlp,
+                                                                      g, dx, ctx_.errorSlot());
     } else {
       DTC_CUDA_RETURN_IF_ERROR(where_, cudaMemsetAsync(dx, 0, bytes_, st));
       nllGradKernel<<<gridFor(s_.samples()), kBlock, 0, st>>>(s_, dloss, labels, w, g, dx,

@@ -68,9 +68,9 @@ public:
     };
     if (a_.sgd) {
       const bool momentum = a_.momentum != 0.f;
-      sgdKernel<<<gridFor(n_), kBlock, 0, ctx_.stream()>>>(
-          a_, in(0), in(1), in(2), momentum ? in(3) : nullptr, in(4), out(0),
-          momentum ? out(1) : nullptr, n_);
+      sgdKernel<<<gridFor(n_), kBlock, 0, ctx_.stream()>>>(a_, in(0), in(1), in(2),
+                                                           momentum ? in(3) : nullptr, in(4),
+                                                           out(0), momentum ? out(1) : nullptr, n_);
     } else {
       adamKernel<<<gridFor(n_), kBlock, 0, ctx_.stream()>>>(
           a_, in(0), in(1), in(2), static_cast<const int64_t *>(args.inputs[3]), in(4), in(5),
@@ -224,8 +224,8 @@ public:
       for (size_t k = first; k < numInputs_ && c.count < kChunk; ++k)
         c.ptr[c.count++] = static_cast<const float *>(args.inputs[k]);
       clipNormKernel<<<1, 1, 0, ctx_.stream()>>>(
-          c, static_cast<double *>(sum_.get()), first == 0, first + kChunk >= numInputs_,
-          maxNorm_, inputScale_, static_cast<float *>(args.outputs[0]));
+          c, static_cast<double *>(sum_.get()), first == 0, first + kChunk >= numInputs_, maxNorm_,
+          inputScale_, static_cast<float *>(args.outputs[0]));
     }
     return lastLaunchError(where_);
   }
@@ -241,8 +241,7 @@ private:
 class ZeroGradientKernel : public Kernel {
 public:
   ZeroGradientKernel(const KernelSpec &spec, CudaContext &ctx)
-      : where_(spec.where()), ctx_(ctx), bytes_(static_cast<size_t>(spec.outputs[0].byteSize())) {
-  }
+      : where_(spec.where()), ctx_(ctx), bytes_(static_cast<size_t>(spec.outputs[0].byteSize())) {}
   Status run(const KernelArgs &args) override {
     DTC_CUDA_RETURN_IF_ERROR(where_, cudaMemsetAsync(args.outputs[0], 0, bytes_, ctx_.stream()));
     return Status::ok();

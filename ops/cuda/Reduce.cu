@@ -35,8 +35,7 @@ __device__ inline void loadPlan(ReducePlan &dst, const ReducePlan *fromDevice,
 }
 
 template <typename T, typename A>
-__device__ inline T finishValue(ReduceOp op, A acc, const T *x, int64_t base,
-                                const ReducePlan &p) {
+__device__ inline T finishValue(ReduceOp op, A acc, const T *x, int64_t base, const ReducePlan &p) {
   if constexpr (!std::is_integral_v<A>) {
     if (op == ReduceOp::kLogSumExp && isfinite(acc)) {
       double s = 0.0;
@@ -115,9 +114,8 @@ public:
   ReduceKernel(const KernelSpec &spec, CudaContext &ctx, ReduceOp op)
       : where_(spec.where()), ctx_(ctx), op_(op), dtype_(spec.inputs[0].dtype),
         outCount_(spec.outputs[0].numElements()),
-        numAxes_(spec.inputs.size() == 2 && spec.inputs[1].present()
-                     ? spec.inputs[1].numElements()
-                     : 0) {
+        numAxes_(spec.inputs.size() == 2 && spec.inputs[1].present() ? spec.inputs[1].numElements()
+                                                                     : 0) {
     const std::vector<int64_t> &in = spec.inputs[0].shape, &out = spec.outputs[0].shape;
     shape_.rank = static_cast<int>(in.size());
     shape_.outRank = static_cast<int>(out.size());

@@ -67,8 +67,8 @@ std::vector<float> testValues() {
   for (int i = 0; i <= 256; ++i)
     v.push_back(-8.f + 16.f * static_cast<float>(i) / 256.f);
   const float inf = std::numeric_limits<float>::infinity();
-  for (float x : {0.f, -0.f, 0.5f, -0.5f, 1.5f, 2.5f, -2.5f, 3.f, -3.f, 1e-3f, -1e-3f, 30.f,
-                  -30.f, 100.f, -100.f, inf, -inf, std::numeric_limits<float>::quiet_NaN()})
+  for (float x : {0.f, -0.f, 0.5f, -0.5f, 1.5f, 2.5f, -2.5f, 3.f, -3.f, 1e-3f, -1e-3f, 30.f, -30.f,
+                  100.f, -100.f, inf, -inf, std::numeric_limits<float>::quiet_NaN()})
     v.push_back(x);
   return v;
 }
@@ -102,18 +102,37 @@ struct UnaryCase {
 
 TEST(CudaElementwiseMath, UnaryF32MatchesCpuKernels) {
   const std::vector<UnaryCase> cases = {
-      {"Relu", {}},        {"Sigmoid", {}},     {"Tanh", {}},
-      {"Sqrt", {}},        {"Exp", {}},         {"Log", {}},
-      {"Abs", {}},         {"LeakyRelu", {}},   {"LeakyRelu", {{"alpha", 0.f}}},
-      {"LeakyRelu", {{"alpha", -0.3f}}},        {"HardSwish", {}},
-      {"Gelu", {}},        {"Gelu", {{"approximate", "tanh"}}},
-      {"Neg", {}},         {"Reciprocal", {}},  {"Erf", {}},
-      {"HardSigmoid", {}}, {"HardSigmoid", {{"alpha", 0.5f}, {"beta", 0.25f}}},
-      {"Floor", {}},       {"Ceil", {}},        {"Round", {}},
-      {"Sign", {}},        {"Softplus", {}},    {"Softsign", {}},
-      {"Elu", {}},         {"Elu", {{"alpha", 0.5f}}},
-      {"Selu", {}},        {"Celu", {{"alpha", 2.f}}},
-      {"Mish", {}},        {"Sin", {}},         {"Cos", {}},
+      {"Relu", {}},
+      {"Sigmoid", {}},
+      {"Tanh", {}},
+      {"Sqrt", {}},
+      {"Exp", {}},
+      {"Log", {}},
+      {"Abs", {}},
+      {"LeakyRelu", {}},
+      {"LeakyRelu", {{"alpha", 0.f}}},
+      {"LeakyRelu", {{"alpha", -0.3f}}},
+      {"HardSwish", {}},
+      {"Gelu", {}},
+      {"Gelu", {{"approximate", "tanh"}}},
+      {"Neg", {}},
+      {"Reciprocal", {}},
+      {"Erf", {}},
+      {"HardSigmoid", {}},
+      {"HardSigmoid", {{"alpha", 0.5f}, {"beta", 0.25f}}},
+      {"Floor", {}},
+      {"Ceil", {}},
+      {"Round", {}},
+      {"Sign", {}},
+      {"Softplus", {}},
+      {"Softsign", {}},
+      {"Elu", {}},
+      {"Elu", {{"alpha", 0.5f}}},
+      {"Selu", {}},
+      {"Celu", {{"alpha", 2.f}}},
+      {"Mish", {}},
+      {"Sin", {}},
+      {"Cos", {}},
   };
   const std::vector<float> x = testValues();
   const int64_t n = static_cast<int64_t>(x.size());
@@ -162,9 +181,9 @@ TEST(CudaElementwiseMath, ClipF32AndI64MatchCpuKernels) {
   }
   ops::KernelSpec spec = makeSpec("Clip", {{m}, {}, {}}, {{m}}, DType::kInt64);
   spec.inputs[1].dtype = DType::kUndefined; // no lower bound
-  std::vector<HostTensor> out = runCpu(
-      spec, {hostTensor(spec.inputs[0], bytesOf(xi)), hostTensor(spec.inputs[1], ""),
-             hostTensor(spec.inputs[2], bytesOf(std::vector<int64_t>{5}))});
+  std::vector<HostTensor> out =
+      runCpu(spec, {hostTensor(spec.inputs[0], bytesOf(xi)), hostTensor(spec.inputs[1], ""),
+                    hostTensor(spec.inputs[2], bytesOf(std::vector<int64_t>{5}))});
   std::vector<int64_t> want = valuesOf<int64_t>(out[0]);
   for (size_t i = 0; i < xi.size(); ++i)
     EXPECT_EQ(ops::cuda::unaryI64(UnaryOp::kClip, xi[i], std::numeric_limits<int64_t>::min(), 5),
@@ -172,11 +191,11 @@ TEST(CudaElementwiseMath, ClipF32AndI64MatchCpuKernels) {
 }
 
 TEST(CudaElementwiseMath, EltwiseGradMatchesCpuKernels) {
-  const char *kAlgs[] = {"relu",      "relu_dst",   "logistic_dst", "tanh_dst",  "exp_dst",
-                         "sqrt_dst",  "reciprocal_dst", "log",      "abs",       "erf",
-                         "gelu_erf",  "gelu_tanh",  "hardswish",    "hardsigmoid", "soft_relu",
-                         "softsign",  "elu",        "selu",         "celu",      "mish",
-                         "sin",       "cos"};
+  const char *kAlgs[] = {
+      "relu",           "relu_dst",    "logistic_dst", "tanh_dst", "exp_dst",  "sqrt_dst",
+      "reciprocal_dst", "log",         "abs",          "erf",      "gelu_erf", "gelu_tanh",
+      "hardswish",      "hardsigmoid", "soft_relu",    "softsign", "elu",      "selu",
+      "celu",           "mish",        "sin",          "cos"};
   std::vector<float> t;
   for (int i = 0; i <= 200; ++i)
     t.push_back(-5.f + 10.f * static_cast<float>(i) / 200.f);
@@ -205,8 +224,8 @@ TEST(CudaElementwiseMath, EltwiseGradMatchesCpuKernels) {
       alpha = 1.6732632f, beta = 1.050701f;
     spec.attrs["alpha"] = alpha;
     spec.attrs["beta"] = beta;
-    std::vector<HostTensor> out = runCpu(spec, {hostTensor(spec.inputs[0], bytesOf(dy)),
-                                                hostTensor(spec.inputs[1], bytesOf(t))});
+    std::vector<HostTensor> out = runCpu(
+        spec, {hostTensor(spec.inputs[0], bytesOf(dy)), hostTensor(spec.inputs[1], bytesOf(t))});
     ASSERT_EQ(out.size(), 1u) << alg;
     GradAlg g;
     ASSERT_TRUE(ops::cuda::gradAlgOf(alg, g)) << alg;
@@ -222,10 +241,15 @@ TEST(CudaElementwiseMath, BroadcastBinaryMatchesCpuKernels) {
   struct ShapeCase {
     std::vector<int64_t> a, b;
   };
-  const std::vector<ShapeCase> shapes = {
-      {{8, 128}, {128}},       {{2, 3, 4}, {3, 1}},    {{4, 1, 5}, {3, 1}}, {{1}, {2, 7}},
-      {{}, {3, 5}},            {{6, 1, 4, 1}, {1, 5, 1, 3}}, {{2, 16, 64}, {2, 16, 64}},
-      {{2, 4, 16, 16}, {16, 16}}, {{3, 1, 2, 1, 2}, {1, 4, 1, 3, 1}}};
+  const std::vector<ShapeCase> shapes = {{{8, 128}, {128}},
+                                         {{2, 3, 4}, {3, 1}},
+                                         {{4, 1, 5}, {3, 1}},
+                                         {{1}, {2, 7}},
+                                         {{}, {3, 5}},
+                                         {{6, 1, 4, 1}, {1, 5, 1, 3}},
+                                         {{2, 16, 64}, {2, 16, 64}},
+                                         {{2, 4, 16, 16}, {16, 16}},
+                                         {{3, 1, 2, 1, 2}, {1, 4, 1, 3, 1}}};
   for (const ShapeCase &sc : shapes) {
     std::vector<int64_t> out;
     ASSERT_TRUE(ops::cuda::broadcastShape({sc.a, sc.b}, out));
@@ -247,8 +271,8 @@ TEST(CudaElementwiseMath, BroadcastBinaryMatchesCpuKernels) {
           std::vector<float> a = valuesOf<float>(in[0]), b = valuesOf<float>(in[1]), mine;
           for (int64_t o = 0; o < n; ++o)
             mine.push_back(ops::cuda::binaryF32(op, a[bc.index(0, o)], b[bc.index(1, o)]));
-          expectFloatsClose(spec.where() + " " + ops::shapeStr(sc.a) + " " + ops::shapeStr(sc.b), mine,
-                            valuesOf<float>(cpu[0]), {}, 0, 0);
+          expectFloatsClose(spec.where() + " " + ops::shapeStr(sc.a) + " " + ops::shapeStr(sc.b),
+                            mine, valuesOf<float>(cpu[0]), {}, 0, 0);
         } else {
           std::vector<int64_t> a = valuesOf<int64_t>(in[0]), b = valuesOf<int64_t>(in[1]);
           std::vector<int64_t> want = valuesOf<int64_t>(cpu[0]);
@@ -293,8 +317,8 @@ TEST(CudaElementwiseMath, PowIntExponentMatchesCpuKernel) {
   spec.inputs[1].dtype = DType::kInt64;
   const std::vector<float> x = {-2.f, -2.f, 3.f, -0.f, 0.5f, -1.5f};
   const std::vector<int64_t> e = {3, 2, -2, 3, 4, 5};
-  std::vector<HostTensor> out = runCpu(spec, {hostTensor(spec.inputs[0], bytesOf(x)),
-                                              hostTensor(spec.inputs[1], bytesOf(e))});
+  std::vector<HostTensor> out = runCpu(
+      spec, {hostTensor(spec.inputs[0], bytesOf(x)), hostTensor(spec.inputs[1], bytesOf(e))});
   std::vector<float> want = valuesOf<float>(out[0]);
   for (size_t i = 0; i < x.size(); ++i) {
     const float got = ops::cuda::powIntExponent(x[i], e[i]);
@@ -332,9 +356,9 @@ TEST(CudaElementwiseTarget, ChecksWithoutAGpu) {
 
 TEST(CudaElementwise, BinaryBroadcastShapes) {
   const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> shapes = {
-      {{8, 128}, {128}},      {{2, 16, 64}, {64}},   {{2, 4, 16, 16}, {4, 1, 1}},
-      {{1}, {3, 1000}},       {{}, {257}},           {{5, 1, 7}, {1, 3, 1}},
-      {{2, 16, 64}, {2, 16, 64}}, {{1, 1}, {1}},     {{0, 4}, {4}}};
+      {{8, 128}, {128}},          {{2, 16, 64}, {64}}, {{2, 4, 16, 16}, {4, 1, 1}},
+      {{1}, {3, 1000}},           {{}, {257}},         {{5, 1, 7}, {1, 3, 1}},
+      {{2, 16, 64}, {2, 16, 64}}, {{1, 1}, {1}},       {{0, 4}, {4}}};
   for (const auto &[a, b] : shapes) {
     std::vector<int64_t> out;
     ASSERT_TRUE(ops::cuda::broadcastShape({a, b}, out));
@@ -346,8 +370,8 @@ TEST(CudaElementwise, BinaryBroadcastShapes) {
 }
 
 TEST(CudaElementwise, PowScalarAndIntExponents) {
-  parity(makeSpec("Pow", {{2, 16, 64}, {}}, {{2, 16, 64}}), {range(0.1, 3),
-                       given(bytesOf(std::vector<float>{2.f}))});
+  parity(makeSpec("Pow", {{2, 16, 64}, {}}, {{2, 16, 64}}),
+         {range(0.1, 3), given(bytesOf(std::vector<float>{2.f}))});
   parity(makeSpec("Pow", {{33, 7}, {7}}, {{33, 7}}), {range(0.1, 3), range(-2, 2)});
   ops::KernelSpec spec = makeSpec("Pow", {{100}, {100}}, {{100}});
   spec.inputs[1].dtype = DType::kInt64;
@@ -361,9 +385,9 @@ TEST(CudaElementwise, VariadicOps) {
   }
   for (const char *op : {"Max", "Min"}) {
     parity(makeSpec(op, {{3, 300}, {300}}, {{3, 300}}, DType::kInt64),
-                         {range(-100, 100), range(-100, 100)});
+           {range(-100, 100), range(-100, 100)});
     parity(makeSpec(op, {{3, 300}, {3, 1}}, {{3, 300}}, DType::kInt32),
-                         {range(-100, 100), range(-100, 100)});
+           {range(-100, 100), range(-100, 100)});
   }
 }
 
@@ -400,13 +424,33 @@ TEST(CudaElementwise, IsNaNIsInf) {
 }
 
 TEST(CudaElementwise, UnaryOps) {
-  const std::vector<UnaryCase> cases = {
-      {"Relu", {}},  {"Sigmoid", {}},  {"Tanh", {}},       {"Sqrt", {}},     {"Exp", {}},
-      {"Log", {}},   {"Abs", {}},      {"LeakyRelu", {}},  {"HardSwish", {}}, {"Gelu", {}},
-      {"Gelu", {{"approximate", "tanh"}}}, {"Neg", {}},    {"Reciprocal", {}}, {"Erf", {}},
-      {"HardSigmoid", {}}, {"Floor", {}}, {"Ceil", {}},    {"Round", {}},    {"Sign", {}},
-      {"Softplus", {}}, {"Softsign", {}}, {"Elu", {}},     {"Selu", {}},     {"Celu", {}},
-      {"Mish", {}},  {"Sin", {}},      {"Cos", {}}};
+  const std::vector<UnaryCase> cases = {{"Relu", {}},
+                                        {"Sigmoid", {}},
+                                        {"Tanh", {}},
+                                        {"Sqrt", {}},
+                                        {"Exp", {}},
+                                        {"Log", {}},
+                                        {"Abs", {}},
+                                        {"LeakyRelu", {}},
+                                        {"HardSwish", {}},
+                                        {"Gelu", {}},
+                                        {"Gelu", {{"approximate", "tanh"}}},
+                                        {"Neg", {}},
+                                        {"Reciprocal", {}},
+                                        {"Erf", {}},
+                                        {"HardSigmoid", {}},
+                                        {"Floor", {}},
+                                        {"Ceil", {}},
+                                        {"Round", {}},
+                                        {"Sign", {}},
+                                        {"Softplus", {}},
+                                        {"Softsign", {}},
+                                        {"Elu", {}},
+                                        {"Selu", {}},
+                                        {"Celu", {}},
+                                        {"Mish", {}},
+                                        {"Sin", {}},
+                                        {"Cos", {}}};
   const std::vector<float> values = testValues();
   for (const UnaryCase &c : cases) {
     for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{2 * 16 * 64 + 3}}) {
@@ -425,21 +469,22 @@ TEST(CudaElementwise, UnaryOps) {
 
 TEST(CudaElementwise, ClipWithAndWithoutBounds) {
   parity(makeSpec("Clip", {{500}, {}, {}}, {{500}}),
-                       {range(-3, 3), given(bytesOf(std::vector<float>{-1.f})),
-                        given(bytesOf(std::vector<float>{0.5f}))});
+         {range(-3, 3), given(bytesOf(std::vector<float>{-1.f})),
+          given(bytesOf(std::vector<float>{0.5f}))});
   ops::KernelSpec upper = makeSpec("Clip", {{500}, {}, {}}, {{500}});
   upper.inputs[1].dtype = DType::kUndefined;
   parity(upper, {range(-3, 3), Fill{}, given(bytesOf(std::vector<float>{1.f}))});
   ops::KernelSpec i64 = makeSpec("Clip", {{500}, {}, {}}, {{500}}, DType::kInt64);
   parity(i64, {range(-100, 100), given(bytesOf(std::vector<int64_t>{-5})),
-                             given(bytesOf(std::vector<int64_t>{7}))});
+               given(bytesOf(std::vector<int64_t>{7}))});
 }
 
 TEST(CudaElementwise, EltwiseGradAlgorithms) {
-  for (const char *alg : {"relu", "relu_dst", "logistic_dst", "tanh_dst", "exp_dst", "sqrt_dst",
-                          "reciprocal_dst", "log", "abs", "erf", "gelu_erf", "gelu_tanh",
-                          "hardswish", "hardsigmoid", "soft_relu", "softsign", "elu", "selu",
-                          "celu", "mish", "sin", "cos"}) {
+  for (const char *alg :
+       {"relu",           "relu_dst",    "logistic_dst", "tanh_dst", "exp_dst",  "sqrt_dst",
+        "reciprocal_dst", "log",         "abs",          "erf",      "gelu_erf", "gelu_tanh",
+        "hardswish",      "hardsigmoid", "soft_relu",    "softsign", "elu",      "selu",
+        "celu",           "mish",        "sin",          "cos"}) {
     for (int64_t n : {int64_t{8 * 128}, int64_t{1001}}) {
       ops::KernelSpec spec = makeSpec("EltwiseGrad", {{n}, {n}}, {{n}}, DType::kFloat32, "ai.dtc");
       spec.attrs["algorithm"] = alg;
@@ -452,13 +497,12 @@ TEST(CudaElementwise, EltwiseGradAlgorithms) {
 }
 
 TEST(CudaElementwise, ClipGrad) {
-  ops::KernelSpec spec = makeSpec("ClipGrad", {{700}, {700}, {}, {}}, {{700}}, DType::kFloat32,
-                                  "ai.dtc");
+  ops::KernelSpec spec =
+      makeSpec("ClipGrad", {{700}, {700}, {}, {}}, {{700}}, DType::kFloat32, "ai.dtc");
   parity(spec, {range(-1, 1), range(-2, 2), given(bytesOf(std::vector<float>{-1})),
-                              given(bytesOf(std::vector<float>{1}))});
+                given(bytesOf(std::vector<float>{1}))});
   spec.inputs[2].dtype = DType::kUndefined;
-  parity(spec, {range(-1, 1), range(-2, 2), Fill{},
-                              given(bytesOf(std::vector<float>{0.5f}))});
+  parity(spec, {range(-1, 1), range(-2, 2), Fill{}, given(bytesOf(std::vector<float>{0.5f}))});
 }
 
 } // namespace

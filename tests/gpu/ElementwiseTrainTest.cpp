@@ -62,9 +62,9 @@ void parity(const ops::KernelSpec &spec, const std::vector<Fill> &fills = {}, do
 ops::KernelSpec reduceSpec(const std::string &op, const std::vector<int64_t> &in,
                            const std::vector<int64_t> &axes, const std::vector<int64_t> &out,
                            bool keepdims, DType dtype = DType::kFloat32, bool noop = false) {
-  ops::KernelSpec spec = axes.empty() ? makeSpec(op, {in}, {out}, dtype)
-                                      : makeSpec(op, {in, {static_cast<int64_t>(axes.size())}},
-                                                 {out}, dtype);
+  ops::KernelSpec spec =
+      axes.empty() ? makeSpec(op, {in}, {out}, dtype)
+                   : makeSpec(op, {in, {static_cast<int64_t>(axes.size())}}, {out}, dtype);
   if (!axes.empty())
     spec.inputs[1].dtype = DType::kInt64;
   spec.attrs["keepdims"] = int64_t{keepdims ? 1 : 0};
@@ -94,8 +94,8 @@ std::vector<T> hostReduce(ReduceOp op, const ReducePlan &p, const std::vector<T>
     const int64_t base = p.keptOffset(o);
     A acc = ops::cuda::reduceInit<A>(op);
     for (int64_t r = 0; r < p.mid; ++r)
-      acc = ops::cuda::reduceStep<A>(op, acc,
-                                     static_cast<A>(x[static_cast<size_t>(base + p.reducedOffset(r))]));
+      acc = ops::cuda::reduceStep<A>(
+          op, acc, static_cast<A>(x[static_cast<size_t>(base + p.reducedOffset(r))]));
     if constexpr (!std::is_integral_v<A>) {
       if (op == ReduceOp::kLogSumExp && std::isfinite(acc)) {
         double s = 0.0;
@@ -119,19 +119,26 @@ struct ReduceCase {
 /// cases (size-1 axes, no axes, negative axes, non-contiguous reduced axes, empty inputs).
 std::vector<ReduceCase> reduceCases() {
   return {
-      {{8, 10}, {0}, {1, 10}, true},          {{32, 64}, {0}, {1, 64}, true},
-      {{2, 16, 64}, {-1}, {2, 16, 1}, true},  {{2, 16, 64}, {2}, {2, 16}, false},
-      {{4, 3, 5, 5}, {0, 2, 3}, {3}, false},   {{4, 3, 5, 5}, {2, 3}, {4, 3, 1, 1}, true},
-      {{3, 1, 4}, {1}, {3, 4}, false},         {{3, 1, 4}, {1}, {3, 1, 4}, true},
-      {{5, 7}, {}, {1, 1}, true},              {{5, 7}, {}, {}, false},
-      {{2, 3, 4, 5}, {0, 2}, {3, 5}, false},   {{6, 0, 3}, {1}, {6, 1, 3}, true},
-      {{7}, {0}, {}, false},                   {{2, 3, 300}, {1, 2}, {2, 1, 1}, true},
+      {{8, 10}, {0}, {1, 10}, true},
+      {{32, 64}, {0}, {1, 64}, true},
+      {{2, 16, 64}, {-1}, {2, 16, 1}, true},
+      {{2, 16, 64}, {2}, {2, 16}, false},
+      {{4, 3, 5, 5}, {0, 2, 3}, {3}, false},
+      {{4, 3, 5, 5}, {2, 3}, {4, 3, 1, 1}, true},
+      {{3, 1, 4}, {1}, {3, 4}, false},
+      {{3, 1, 4}, {1}, {3, 1, 4}, true},
+      {{5, 7}, {}, {1, 1}, true},
+      {{5, 7}, {}, {}, false},
+      {{2, 3, 4, 5}, {0, 2}, {3, 5}, false},
+      {{6, 0, 3}, {1}, {6, 1, 3}, true},
+      {{7}, {0}, {}, false},
+      {{2, 3, 300}, {1, 2}, {2, 1, 1}, true},
   };
 }
 
-const std::vector<std::string> kReduceOps = {"ReduceSum",  "ReduceMean",      "ReduceMax",
-                                             "ReduceMin",  "ReduceProd",      "ReduceL1",
-                                             "ReduceL2",   "ReduceLogSumExp", "ReduceSumSquare"};
+const std::vector<std::string> kReduceOps = {"ReduceSum", "ReduceMean",      "ReduceMax",
+                                             "ReduceMin", "ReduceProd",      "ReduceL1",
+                                             "ReduceL2",  "ReduceLogSumExp", "ReduceSumSquare"};
 
 // ---------------------------------------------------------------------------------------------
 // Host path against the CPU kernels (no GPU needed).
@@ -156,8 +163,7 @@ TEST(CudaReduceMath, PlanAndMathMatchCpuKernels) {
         ASSERT_TRUE(ops::cuda::reduceOpOf(name, op));
         const int64_t outCount = spec.outputs[0].numElements();
         const std::string what = spec.where() + " " + ops::shapeStr(c.in) + " axes " +
-                                 ops::shapeStr(c.axes) + " keepdims " +
-                                 std::to_string(c.keepdims);
+                                 ops::shapeStr(c.axes) + " keepdims " + std::to_string(c.keepdims);
         if (dt == DType::kInt64) {
           EXPECT_EQ((hostReduce<int64_t, int64_t>(op, plan, valuesOf<int64_t>(in[0]), outCount)),
                     valuesOf<int64_t>(cpu[0]))
@@ -183,8 +189,7 @@ TEST(CudaReduceMath, BadAxesAreRejectedLikeTheCpu) {
   for (const std::vector<int64_t> &axes : bad) {
     ops::KernelSpec spec = reduceSpec("ReduceSum", {4, 5}, axes, {4, 1}, true);
     ReducePlan plan{};
-    ops::cuda::buildReducePlan(shapeOf(spec), axes.data(), static_cast<int64_t>(axes.size()),
-                               plan);
+    ops::cuda::buildReducePlan(shapeOf(spec), axes.data(), static_cast<int64_t>(axes.size()), plan);
     EXPECT_EQ(plan.ok, 0) << ops::shapeStr(axes);
   }
   // Axis 0 gives [1, 5], not the plan's [4, 1].
@@ -216,12 +221,18 @@ TEST(CudaOptimizerMath, StepsMatchCpuKernels) {
       {"SGD", {{"momentum", 0.f}, {"weight_decay", 0.01f}}, 0, true},
       {"SGD", {{"momentum", 0.9f}, {"nesterov", int64_t{0}}, {"weight_decay", 0.f}}, 0, false},
       {"SGD", {{"momentum", 0.9f}, {"nesterov", int64_t{1}}, {"weight_decay", 1e-4f}}, 0, true},
-      {"Adam", {{"beta1", 0.9f}, {"beta2", 0.999f}, {"epsilon", 1e-8f}, {"weight_decay", 0.f}}, 0,
+      {"Adam",
+       {{"beta1", 0.9f}, {"beta2", 0.999f}, {"epsilon", 1e-8f}, {"weight_decay", 0.f}},
+       0,
        false},
-      {"Adam", {{"beta1", 0.8f}, {"beta2", 0.99f}, {"epsilon", 1e-6f}, {"weight_decay", 0.1f}}, 7,
+      {"Adam",
+       {{"beta1", 0.8f}, {"beta2", 0.99f}, {"epsilon", 1e-6f}, {"weight_decay", 0.1f}},
+       7,
        true},
-      {"AdamW", {{"beta1", 0.9f}, {"beta2", 0.999f}, {"epsilon", 1e-8f}, {"weight_decay", 0.01f}},
-       3, false},
+      {"AdamW",
+       {{"beta1", 0.9f}, {"beta2", 0.999f}, {"epsilon", 1e-8f}, {"weight_decay", 0.01f}},
+       3,
+       false},
   };
   const int64_t n = 1000;
   const float lr = 0.05f, scale = 0.7f;
@@ -240,10 +251,10 @@ TEST(CudaOptimizerMath, StepsMatchCpuKernels) {
       if (c.gradScale)
         ins.push_back({});
     }
-    ops::KernelSpec spec =
-        makeSpec(c.op, ins, sgd ? std::vector<std::vector<int64_t>>(momentum ? 2 : 1, {n})
-                                : std::vector<std::vector<int64_t>>(3, {n}),
-                 DType::kFloat32, "ai.dtc");
+    ops::KernelSpec spec = makeSpec(c.op, ins,
+                                    sgd ? std::vector<std::vector<int64_t>>(momentum ? 2 : 1, {n})
+                                        : std::vector<std::vector<int64_t>>(3, {n}),
+                                    DType::kFloat32, "ai.dtc");
     spec.attrs = c.attrs;
     if (sgd && !momentum)
       spec.inputs[3].dtype = DType::kUndefined;
@@ -305,9 +316,8 @@ TEST(CudaOptimizerMath, ClipGradNormScaleMatchesCpuKernel) {
     spec.attrs["max_norm"] = 1.5f;
     spec.attrs["input_scale"] = 0.5f;
     const float a = sum * 0.25f, b = sum * 0.75f;
-    std::vector<HostTensor> cpu = runCpu(
-        spec, {{spec.inputs[0], bytesOf(std::vector<float>{a})},
-               {spec.inputs[1], bytesOf(std::vector<float>{b})}});
+    std::vector<HostTensor> cpu = runCpu(spec, {{spec.inputs[0], bytesOf(std::vector<float>{a})},
+                                                {spec.inputs[1], bytesOf(std::vector<float>{b})}});
     const float want = valuesOf<float>(cpu[0])[0];
     const float mine = ops::cuda::clipGradNormScale(static_cast<double>(a) + b, 1.5f, 0.5f);
     if (std::isnan(want))
@@ -327,8 +337,8 @@ TEST(CudaTrainTarget, ChecksWithoutAGpu) {
   sce.attrs["reduction"] = "mean";
   EXPECT_TRUE(t.checkKernel(sce).isOk()) << t.checkKernel(sce).message();
   EXPECT_EQ(t.inPlaceInput(sce), 1);
-  ops::KernelSpec adam = makeSpec("Adam", {{4}, {4}, {}, {}, {4}, {4}}, {{4}, {4}, {4}},
-                                  DType::kFloat32, "ai.dtc");
+  ops::KernelSpec adam =
+      makeSpec("Adam", {{4}, {4}, {}, {}, {4}, {4}}, {{4}, {4}, {4}}, DType::kFloat32, "ai.dtc");
   adam.inputs[3].dtype = DType::kInt64;
   EXPECT_TRUE(t.checkKernel(adam).isOk()) << t.checkKernel(adam).message();
   EXPECT_EQ(t.inPlaceInput(adam), 0);
@@ -341,21 +351,21 @@ TEST(CudaReduce, EveryOpShapeAndDtype) {
   for (const ReduceCase &c : reduceCases())
     for (const std::string &name : kReduceOps) {
       parity(reduceSpec(name, c.in, c.axes, c.out, c.keepdims),
-                           {range(-2, 2), given(bytesOf(c.axes))}, 1e-5, 1e-6);
+             {range(-2, 2), given(bytesOf(c.axes))}, 1e-5, 1e-6);
       if (name != "ReduceL2" && name != "ReduceLogSumExp")
         parity(reduceSpec(name, c.in, c.axes, c.out, c.keepdims, DType::kInt64),
-                             {range(-3, 4), given(bytesOf(c.axes))});
+               {range(-3, 4), given(bytesOf(c.axes))});
     }
 }
 
 TEST(CudaReduce, LargeRowsAndNoopWithEmptyAxes) {
   // Long rows (one block per output) and long columns (one thread per output).
   parity(reduceSpec("ReduceSum", {3, 100000}, {1}, {3, 1}, true),
-                       {range(-1, 1), given(bytesOf(std::vector<int64_t>{1}))}, 1e-5, 1e-5);
+         {range(-1, 1), given(bytesOf(std::vector<int64_t>{1}))}, 1e-5, 1e-5);
   parity(reduceSpec("ReduceMean", {4096, 33}, {0}, {1, 33}, true),
-                       {range(-1, 1), given(bytesOf(std::vector<int64_t>{0}))}, 1e-5, 1e-6);
+         {range(-1, 1), given(bytesOf(std::vector<int64_t>{0}))}, 1e-5, 1e-6);
   parity(reduceSpec("ReduceMax", {3, 5000}, {1}, {3}, false),
-                       {range(-1, 1), given(bytesOf(std::vector<int64_t>{1}))});
+         {range(-1, 1), given(bytesOf(std::vector<int64_t>{1}))});
   // No axes with noop_with_empty_axes: a copy (L1 takes |x|).
   parity(reduceSpec("ReduceL1", {4, 6}, {}, {4, 6}, true, DType::kFloat32, true));
   parity(reduceSpec("ReduceSum", {4, 6}, {}, {4, 6}, true, DType::kFloat32, true));
@@ -367,7 +377,7 @@ TEST(CudaReduce, NanPropagatesThroughMaxAndMin) {
   x[40] = -std::numeric_limits<float>::infinity();
   for (const char *op : {"ReduceMax", "ReduceMin", "ReduceLogSumExp"})
     parity(reduceSpec(op, {2, 32}, {1}, {2, 1}, true),
-                         {given(bytesOf(x)), given(bytesOf(std::vector<int64_t>{1}))});
+           {given(bytesOf(x)), given(bytesOf(std::vector<int64_t>{1}))});
 }
 
 /// Loss specs: scores (N, C, d...), labels (N, d...), optional weights.
@@ -413,11 +423,9 @@ TEST(CudaLoss, ForwardShapesReductionsWeights) {
       for (bool weights : {false, true})
         for (DType lt : {DType::kInt64, DType::kInt32}) {
           parity(lossSpec("SoftmaxCrossEntropyLoss", s, reduction, weights, true, lt),
-                               {range(-3, 3), labelFill(samples, s[1], lt), range(0.5, 2)}, 1e-5,
-                               1e-6);
-          parity(
-              lossSpec("NegativeLogLikelihoodLoss", s, reduction, weights, false, lt),
-              {range(-3, 0), labelFill(samples, s[1], lt), range(0.5, 2)}, 1e-5, 1e-6);
+                 {range(-3, 3), labelFill(samples, s[1], lt), range(0.5, 2)}, 1e-5, 1e-6);
+          parity(lossSpec("NegativeLogLikelihoodLoss", s, reduction, weights, false, lt),
+                 {range(-3, 0), labelFill(samples, s[1], lt), range(0.5, 2)}, 1e-5, 1e-6);
         }
   }
 }
@@ -439,30 +447,29 @@ TEST(CudaLoss, GradientsShapesReductionsWeights) {
           ins.push_back(weights ? std::vector<int64_t>{s[1]} : std::vector<int64_t>{});
           if (dlp)
             ins.push_back(s);
-          ops::KernelSpec sce = makeSpec("SoftmaxCrossEntropyLossGrad", ins, {s},
-                                         DType::kFloat32, "ai.dtc");
+          ops::KernelSpec sce =
+              makeSpec("SoftmaxCrossEntropyLossGrad", ins, {s}, DType::kFloat32, "ai.dtc");
           sce.inputs[2].dtype = DType::kInt64;
           if (!weights)
             sce.inputs[3].dtype = DType::kUndefined;
           sce.attrs["reduction"] = reduction;
           sce.attrs["ignore_index"] = int64_t{-100};
-          parity(sce, {range(0.5, 1.5), range(-3, 3),
-                                     labelFill(samples, s[1], DType::kInt64), range(0.5, 2),
-                                     range(-0.1, 0.1)},
-                               1e-5, 1e-6);
+          parity(sce,
+                 {range(0.5, 1.5), range(-3, 3), labelFill(samples, s[1], DType::kInt64),
+                  range(0.5, 2), range(-0.1, 0.1)},
+                 1e-5, 1e-6);
         }
       for (bool weights : {false, true}) {
         std::vector<std::vector<int64_t>> ins = {dloss, perSample};
         if (weights)
           ins.push_back({s[1]});
-        ops::KernelSpec nll = makeSpec("NegativeLogLikelihoodLossGrad", ins, {s},
-                                       DType::kFloat32, "ai.dtc");
+        ops::KernelSpec nll =
+            makeSpec("NegativeLogLikelihoodLossGrad", ins, {s}, DType::kFloat32, "ai.dtc");
         nll.inputs[1].dtype = DType::kInt32;
         nll.attrs["reduction"] = reduction;
         nll.attrs["ignore_index"] = int64_t{-100};
-        parity(nll, {range(0.5, 1.5), labelFill(samples, s[1], DType::kInt32),
-                                   range(0.5, 2)},
-                             1e-5, 1e-6);
+        parity(nll, {range(0.5, 1.5), labelFill(samples, s[1], DType::kInt32), range(0.5, 2)}, 1e-5,
+               1e-6);
       }
     }
   }
@@ -482,24 +489,22 @@ TEST(CudaOptimizer, SgdAdamAdamW) {
         sgd.attrs["momentum"] = momentum;
         sgd.attrs["nesterov"] = nesterov;
         sgd.attrs["weight_decay"] = 1e-4f;
-        parity(sgd, {range(-1, 1), range(-1, 1),
-                                   given(bytesOf(std::vector<float>{0.1f})), range(-0.5, 0.5),
-                                   given(bytesOf(std::vector<float>{0.8f}))});
+        parity(sgd, {range(-1, 1), range(-1, 1), given(bytesOf(std::vector<float>{0.1f})),
+                     range(-0.5, 0.5), given(bytesOf(std::vector<float>{0.8f}))});
       }
     for (const char *op : {"Adam", "AdamW"}) {
-      ops::KernelSpec adam = makeSpec(op, {{n}, {n}, {}, {}, {n}, {n}}, {{n}, {n}, {n}},
-                                      DType::kFloat32, "ai.dtc");
+      ops::KernelSpec adam =
+          makeSpec(op, {{n}, {n}, {}, {}, {n}, {n}}, {{n}, {n}, {n}}, DType::kFloat32, "ai.dtc");
       adam.inputs[3].dtype = DType::kInt64;
       adam.attrs["beta1"] = 0.9f;
       adam.attrs["beta2"] = 0.999f;
       adam.attrs["epsilon"] = 1e-8f;
       adam.attrs["weight_decay"] = 0.01f;
       for (int64_t step : {0, 9})
-        parity(adam, {range(-1, 1), range(-1, 1),
-                                    given(bytesOf(std::vector<float>{1e-3f})),
-                                    given(bytesOf(std::vector<int64_t>{step})),
-                                    range(-0.1, 0.1), range(0, 0.01)},
-                             1e-5, 1e-7);
+        parity(adam,
+               {range(-1, 1), range(-1, 1), given(bytesOf(std::vector<float>{1e-3f})),
+                given(bytesOf(std::vector<int64_t>{step})), range(-0.1, 0.1), range(0, 0.01)},
+               1e-5, 1e-7);
     }
   }
 }
@@ -509,15 +514,13 @@ TEST(CudaOptimizer, SumSquaresClipScaleZeroGradient) {
   std::vector<std::vector<int64_t>> grads;
   for (int i = 0; i < 70; ++i)
     grads.push_back({i == 5 ? 128 * 784 : (i % 7) * 33 + 1});
-  parity(makeSpec("SumSquares", grads, {{}}, DType::kFloat32, "ai.dtc"), {}, 1e-5,
-                       1e-6);
+  parity(makeSpec("SumSquares", grads, {{}}, DType::kFloat32, "ai.dtc"), {}, 1e-5, 1e-6);
   std::vector<std::vector<int64_t>> scalars(40, std::vector<int64_t>{});
   ops::KernelSpec clip = makeSpec("ClipGradNormScale", scalars, {{}}, DType::kFloat32, "ai.dtc");
   clip.attrs["max_norm"] = 1.f;
   clip.attrs["input_scale"] = 0.5f;
   parity(clip, std::vector<Fill>(40, range(0, 2)), 1e-6, 1e-7);
-  parity(makeSpec("ZeroGradient", {{1000}, {1000}}, {{1000}}, DType::kFloat32,
-                                "ai.dtc"));
+  parity(makeSpec("ZeroGradient", {{1000}, {1000}}, {{1000}}, DType::kFloat32, "ai.dtc"));
 }
 
 } // namespace
