@@ -1,4 +1,4 @@
-// CUDA kernels of the elementwise ops: Add, Sub, Mul, Div, Pow (numpy broadcasting), Max, Min,
+// CUDA kernels of the elementwise ops: Add, Sub, Mul, Div, Pow, Mod (numpy broadcasting), Max, Min,
 // Sum, Mean (variadic), the comparisons and And/Or/Xor/Not, IsNaN/IsInf, every unary activation
 // and math op of the CPU's Unary family, ai.dtc.EltwiseGrad and ai.dtc.ClipGrad. One grid-stride
 // kernel per dtype with the op as a uniform switch (ElementwiseUtil.cuh holds the math, shared
@@ -36,6 +36,19 @@ __global__ void powIntKernel(const float *a, const int64_t *e, float *y, int64_t
                              Broadcast<2> bc) {
   for (int64_t o = gridStart(); o < n; o += gridStride())
     y[o] = powIntExponent(a[bc.index(0, o)], e[bc.index(1, o)]);
+}
+
+/// Mod; an integer zero divisor is reported to the error slot.
+template <typename T>
+__global__ void modKernel(bool fmod, const T *a, const T *b, T *y, int64_t n, Broadcast<2> bc,
+                          int *errorSlot, int site) {
+  for (int64_t o = gridStart(); o < n; o += gridStride()) {
+    const T x = a[bc.index(0, o)], v = b[bc.index(1, o)];
+    if constexpr (!std::is_floating_point_v<T>)
+      if (v == 0)
+        reportError(errorSlot, site);
+    y[o] = modValue<T>(x, v, fmod);
+  }
 }
 
 /// y[o] = x[ix(o)] (the first input of a variadic op, broadcast to the output).
@@ -196,6 +209,41 @@ private:
   DType dtype_;
   bool intExponent_;
   BinaryOp op_;
+  Broadcast<2> bc_;
+  int site_ = 0;
+};
+
+class ModKernel : public ElementwiseKernelBase {
+public:
+  ModKernel(const KernelSpec &spec, CudaContext &ctx)
+      : ElementwiseKernelBase(spec, ctx), dtype_(spec.outputs[0].dtype),
+        fmod_(spec.attrInt("fmod", 0) != 0),
+        bc_(broadcastOf(spec.outputs[0].shape, spec.inputs[0].shape, spec.inputs[1].shape)) {
+    if (dtype_ != DType::kFloat32)
+      site_ = ctx.addErrorSite(where_ + ": integer division by zero");
+  }
+
+  Status run(const KernelArgs &args) override {
+    switch (dtype_) {
+    case DType::kInt64:
+      return launch<int64_t>(args);
+    case DType::kInt32:
+      return launch<int32_t>(args);
+    default:
+      return launch<float>(args);
+    }
+  }
+
+private:
+  template <typename T> Status launch(const KernelArgs &args) {
+    modKernel<T><<<grid(), kBlock, 0, ctx_.stream()>>>(
+        fmod_, static_cast<const T *>(args.inputs[0]), static_cast<const T *>(args.inputs[1]),
+        static_cast<T *>(args.outputs[0]), n_, bc_, ctx_.errorSlot(), site_);
+    return lastLaunchError(where_);
+  }
+
+  DType dtype_;
+  bool fmod_;
   Broadcast<2> bc_;
   int site_ = 0;
 };
@@ -390,6 +438,10 @@ public:
 
 Expected<KernelPtr> createBinary(const KernelSpec &spec, CudaContext &ctx) {
   return KernelPtr(std::make_unique<BinaryKernel>(spec, ctx));
+}
+
+Expected<KernelPtr> createMod(const KernelSpec &spec, CudaContext &ctx) {
+  return KernelPtr(std::make_unique<ModKernel>(spec, ctx));
 }
 
 Expected<KernelPtr> createVariadic(const KernelSpec &spec, CudaContext &ctx) {

@@ -67,6 +67,13 @@ Status checkPow(const KernelSpec &spec) {
 
 int inPlacePow(const KernelSpec &spec) { return sameShapeInput(spec); }
 
+Status checkMod(const KernelSpec &spec) {
+  DTC_RETURN_IF_ERROR(checkDTypes(spec, {DType::kFloat32, DType::kInt64, DType::kInt32}));
+  return checkBroadcastRank(spec);
+}
+
+int inPlaceMod(const KernelSpec &spec) { return sameShapeInput(spec); }
+
 Status checkVariadic(const KernelSpec &spec) {
   if (spec.op == "Max" || spec.op == "Min")
     DTC_RETURN_IF_ERROR(checkDTypes(spec, {DType::kFloat32, DType::kInt64, DType::kInt32}));

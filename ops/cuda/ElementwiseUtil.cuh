@@ -422,6 +422,23 @@ DTC_HD float powIntExponent(float x, int64_t e) {
   return static_cast<float>(signBitF(x) && odd ? -mag : mag);
 }
 
+/// Mod: C fmod for f32 (ONNX requires fmod = 1 for floats); for integers the divisor's sign
+/// (fmod = 0, Python's %) or the dividend's (fmod = 1). A zero divisor must be caught by the
+/// caller (it returns 0 here); x % -1 is 0 (no INT_MIN / -1 trap).
+template <typename T> DTC_HD T modValue(T x, T y, bool fmod) {
+  if constexpr (std::is_floating_point_v<T>) {
+    (void)fmod;
+    return fmodf(x, y);
+  } else {
+    if (y == 0)
+      return 0;
+    T r = y == -1 ? T{0} : static_cast<T>(x % y);
+    if (!fmod && r != 0 && ((r < 0) != (y < 0)))
+      r = static_cast<T>(r + y);
+    return r;
+  }
+}
+
 enum class CompareOp : int32_t { kEqual, kLess, kGreater, kLessOrEqual, kGreaterOrEqual };
 
 /// Comparisons with NaN are false (Equal too), as IEEE and the CPU kernels.

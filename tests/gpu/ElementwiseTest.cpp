@@ -312,6 +312,41 @@ TEST(CudaElementwiseMath, BroadcastCollapsesDims) {
   EXPECT_FALSE(ops::cuda::broadcastShape({{2, 3}, {4, 3}}, ten));
 }
 
+TEST(CudaElementwiseMath, ModMatchesCpuKernel) {
+  const std::vector<int64_t> xi = {7, -7, 7, -7, 0, 5, std::numeric_limits<int64_t>::min(), 9};
+  const std::vector<int64_t> yi = {3, 3, -3, -3, 4, -1, -1, 9};
+  const int64_t n = static_cast<int64_t>(xi.size());
+  for (int64_t fmod : {0, 1}) {
+    ops::KernelSpec spec = makeSpec("Mod", {{n}, {n}}, {{n}}, DType::kInt64);
+    spec.attrs["fmod"] = fmod;
+    std::vector<HostTensor> out = runCpu(
+        spec, {hostTensor(spec.inputs[0], bytesOf(xi)), hostTensor(spec.inputs[1], bytesOf(yi))});
+    std::vector<int64_t> want = valuesOf<int64_t>(out[0]);
+    for (size_t i = 0; i < xi.size(); ++i)
+      EXPECT_EQ(ops::cuda::modValue<int64_t>(xi[i], yi[i], fmod != 0), want[i])
+          << xi[i] << " mod " << yi[i] << " fmod " << fmod;
+    ops::KernelSpec spec32 = makeSpec("Mod", {{n}, {n}}, {{n}}, DType::kInt32);
+    spec32.attrs["fmod"] = fmod;
+    const std::vector<int32_t> x32 = {7, -7, 7, -7, 0, 5, std::numeric_limits<int32_t>::min(), 9};
+    const std::vector<int32_t> y32(yi.begin(), yi.end());
+    out = runCpu(spec32, {hostTensor(spec32.inputs[0], bytesOf(x32)),
+                          hostTensor(spec32.inputs[1], bytesOf(y32))});
+    std::vector<int32_t> want32 = valuesOf<int32_t>(out[0]);
+    for (size_t i = 0; i < x32.size(); ++i)
+      EXPECT_EQ(ops::cuda::modValue<int32_t>(x32[i], y32[i], fmod != 0), want32[i]) << i;
+  }
+  const std::vector<float> xf = {5.5f, -5.5f, 5.5f, 0.f, 1.f};
+  const std::vector<float> yf = {2.f, 2.f, -2.f, 3.f, 0.f};
+  ops::KernelSpec specf = makeSpec("Mod", {{5}, {5}}, {{5}});
+  specf.attrs["fmod"] = int64_t{1};
+  std::vector<HostTensor> out = runCpu(
+      specf, {hostTensor(specf.inputs[0], bytesOf(xf)), hostTensor(specf.inputs[1], bytesOf(yf))});
+  std::vector<float> mine;
+  for (size_t i = 0; i < xf.size(); ++i)
+    mine.push_back(ops::cuda::modValue<float>(xf[i], yf[i], true));
+  expectFloatsClose("Mod f32", mine, valuesOf<float>(out[0]), xf, 0, 0);
+}
+
 TEST(CudaElementwiseMath, PowIntExponentMatchesCpuKernel) {
   ops::KernelSpec spec = makeSpec("Pow", {{6}, {6}}, {{6}});
   spec.inputs[1].dtype = DType::kInt64;
@@ -376,6 +411,18 @@ TEST(CudaElementwise, PowScalarAndIntExponents) {
   ops::KernelSpec spec = makeSpec("Pow", {{100}, {100}}, {{100}});
   spec.inputs[1].dtype = DType::kInt64;
   parity(spec, {range(-3, 3), range(-3, 4)});
+}
+
+TEST(CudaElementwise, Mod) {
+  for (int64_t fmod : {0, 1})
+    for (DType dt : {DType::kInt64, DType::kInt32}) {
+      ops::KernelSpec spec = makeSpec("Mod", {{4, 300}, {300}}, {{4, 300}}, dt);
+      spec.attrs["fmod"] = fmod;
+      parity(spec, {range(-100, 100), range(1, 9)});
+    }
+  ops::KernelSpec spec = makeSpec("Mod", {{3, 1, 50}, {7, 1}}, {{3, 7, 50}});
+  spec.attrs["fmod"] = int64_t{1};
+  parity(spec, {range(-10, 10), range(0.5, 3)});
 }
 
 TEST(CudaElementwise, VariadicOps) {
