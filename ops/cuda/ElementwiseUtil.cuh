@@ -910,8 +910,190 @@ __device__ inline int64_t gridStart() {
 }
 __device__ inline int64_t gridStride() { return static_cast<int64_t>(blockDim.x) * gridDim.x; }
 
-/// Reports error site `site` (first one wins) to the context's error slot.
-__device__ inline void reportError(int *slot, int site) { atomicCAS(slot, 0, site); }
+/// Block-wide sum in double (blockDim.x == kBlock); every thread gets the result.
+__device__ inline double blockSum(double v, double *scratch) {
+  scratch[threadIdx.x] = v;
+  __syncthreads();
+  for (int k = kBlock / 2; k > 0; k /= 2) {
+    if (static_cast<int>(threadIdx.x) < k)
+      scratch[threadIdx.x] += scratch[threadIdx.x + k];
+    __syncthreads();
+  }
+  const double r = scratch[0];
+  __syncthreads();
+  return r;
+}
+
+/// Block-wide max of floats (NaN ignored, as std::max from -inf on the CPU).
+__device__ inline float blockMax(float v, float *scratch) {
+  scratch[threadIdx.x] = v;
+  __syncthreads();
+  for (int k = kBlock / 2; k > 0; k /= 2) {
+    if (static_cast<int>(threadIdx.x) < k) {
+      const float o = scratch[threadIdx.x + k];
+      scratch[threadIdx.x] = scratch[threadIdx.x] < o ? o : scratch[threadIdx.x];
+    }
+    __syncthreads();
+  }
+  const float r = scratch[0];
+  __syncthreads();
+  return r;
+}
 
 } // namespace dtc::ops::cuda
 #endif
+
+namespace dtc::ops::cuda {
+
+/// Reports error site `site` (first one wins) to the context's error slot (on the host: the
+/// slot is a plain int, for the tests of the host path).
+DTC_HD void reportError(int *slot, int site) {
+#ifdef __CUDA_ARCH__
+  atomicCAS(slot, 0, site);
+#else
+  if (*slot == 0)
+    *slot = site;
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// Losses (SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss and their gradients; the CPU's
+// Loss.cpp and TensorGradLoss.cpp): scores (N, C, D), one sample per (n, j). `group` threads
+// (1, or a whole block of kBlock on the device) work on one sample; `lane` is this thread's
+// index among them.
+
+struct LossShape {
+  int64_t n, c, d; ///< scores (N, C, D)
+  bool labels32;   ///< i32 labels (else i64)
+  bool hasIgnore;  ///< ignore_index given
+  int64_t ignore;  ///< ignore_index
+  int reduction;   ///< 0 none, 1 sum, 2 mean
+  int site;        ///< error site of an out-of-range label
+  DTC_HD int64_t samples() const { return n * d; }
+};
+
+DTC_HD int64_t loadLabel(const void *labels, bool is32, int64_t i) {
+  return is32 ? static_cast<const int32_t *>(labels)[i] : static_cast<const int64_t *>(labels)[i];
+}
+
+/// The label of sample i, or -1 when it is ignored; reports (and ignores) one out of range.
+DTC_HD int64_t sampleLabel(const LossShape &s, const void *labels, int64_t i, int *errorSlot) {
+  const int64_t y = loadLabel(labels, s.labels32, i);
+  if (s.hasIgnore && y == s.ignore)
+    return -1;
+  if (y < 0 || y >= s.c) {
+    reportError(errorSlot, s.site);
+    return -1;
+  }
+  return y;
+}
+
+/// Forward, per sample: the loss -w[y] logp[y] (0 for an ignored sample) and its weight, to
+/// `loss` (reduction none) or to scratch[i] and scratch[samples + i]; log_prob when asked.
+/// The log-softmax as the CPU: max in f32, sum of exponentials and log-sum-exp in double.
+DTC_HD void lossSample(const LossShape &s, bool softmax, const float *x, const void *labels,
+                       const float *w, float *loss, float *logProb, double *scratch, int *errorSlot,
+                       int64_t i, int lane, int group, float *fscratch, double *dscratch) {
+  const int64_t n = i / s.d, j = i - n * s.d;
+  const float *col = x + n * s.c * s.d + j; // class c at col[c * d]
+  const int64_t y = sampleLabel(s, labels, i, errorSlot);
+  double lpy = 0.0;
+  if (softmax) {
+    float mx = -INFINITY;
+    for (int64_t c = lane; c < s.c; c += group) {
+      const float v = col[c * s.d];
+      mx = mx < v ? v : mx;
+    }
+    double se = 0.0;
+#ifdef __CUDA_ARCH__
+    if (group > 1)
+      mx = blockMax(mx, fscratch);
+#endif
+    for (int64_t c = lane; c < s.c; c += group)
+      se += exp(static_cast<double>(col[c * s.d]) - mx);
+#ifdef __CUDA_ARCH__
+    if (group > 1)
+      se = blockSum(se, dscratch);
+#endif
+    const double lse = static_cast<double>(mx) + log(se);
+    if (logProb)
+      for (int64_t c = lane; c < s.c; c += group)
+        logProb[n * s.c * s.d + c * s.d + j] = static_cast<float>(col[c * s.d] - lse);
+    if (y >= 0)
+      lpy = static_cast<float>(col[y * s.d] - lse);
+  } else if (y >= 0) {
+    lpy = col[y * s.d];
+  }
+  (void)fscratch;
+  (void)dscratch;
+  if (lane != 0)
+    return;
+  const double wt = y < 0 ? 0.0 : (w ? w[y] : 1.0);
+  const double l = y < 0 ? 0.0 : -wt * lpy;
+  if (s.reduction == 0) {
+    loss[i] = static_cast<float>(l);
+  } else {
+    scratch[i] = l;
+    scratch[s.samples() + i] = wt;
+  }
+}
+
+/// The per-sample factor of both gradients (0 for an ignored sample; y set to its label or
+/// -1): w[y] dloss[i] (none) or w[y] g, g = dloss (sum) or dloss / sum of applied weights (mean).
+DTC_HD float sampleScale(const LossShape &s, const float *dloss, const void *labels, const float *w,
+                         const double *g, int64_t i, int *errorSlot, int64_t &y) {
+  y = sampleLabel(s, labels, i, errorSlot);
+  if (y < 0)
+    return 0.f;
+  const float wt = w ? w[y] : 1.f;
+  return s.reduction == 0 ? wt * dloss[i] : static_cast<float>(wt * *g);
+}
+
+/// dscores = scale (softmax - onehot) + dlp - softmax sum(dlp) for one sample. Every class is
+/// read (max, sums) before any is written, and the write of class c reads class c first: dx may
+/// be the scores' buffer.
+DTC_HD void sceGradSample(const LossShape &s, const float *dloss, const float *x,
+                          const void *labels, const float *w, const float *dlp, const double *g,
+                          float *dx, int *errorSlot, int64_t i, int lane, int group,
+                          float *fscratch, double *dscratch) {
+  const int64_t n = i / s.d, j = i - n * s.d;
+  const int64_t off = n * s.c * s.d + j; // class c at off + c * d
+  int64_t y;
+  const float scale = sampleScale(s, dloss, labels, w, g, i, errorSlot, y);
+  float mx = -INFINITY;
+  for (int64_t c = lane; c < s.c; c += group) {
+    const float v = x[off + c * s.d];
+    mx = mx < v ? v : mx;
+  }
+#ifdef __CUDA_ARCH__
+  if (group > 1)
+    mx = blockMax(mx, fscratch);
+#endif
+  double se = 0.0, sd = 0.0;
+  for (int64_t c = lane; c < s.c; c += group) {
+    se += exp(static_cast<double>(x[off + c * s.d]) - mx);
+    if (dlp)
+      sd += dlp[off + c * s.d];
+  }
+#ifdef __CUDA_ARCH__
+  if (group > 1) {
+    se = blockSum(se, dscratch);
+    if (dlp)
+      sd = blockSum(sd, dscratch);
+  }
+#endif
+  (void)fscratch;
+  (void)dscratch;
+  const float inv = static_cast<float>(1.0 / se);
+  const float coef = dlp ? scale - static_cast<float>(sd) : scale;
+  for (int64_t c = lane; c < s.c; c += group) {
+    const int64_t k = off + c * s.d;
+    const float p = expf(x[k] - mx) * inv;
+    float v = dlp ? p * coef + dlp[k] : p * coef;
+    if (c == y)
+      v -= scale;
+    dx[k] = v;
+  }
+}
+
+} // namespace dtc::ops::cuda

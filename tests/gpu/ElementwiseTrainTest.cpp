@@ -3,6 +3,7 @@
 // path, no GPU needed), and every kernel against its CPU kernel (skipped without a GPU).
 #include "tests/gpu/GpuTestUtil.h"
 
+#include "ops/cpu/Kernel.h"
 #include "ops/cuda/ElementwiseUtil.cuh"
 #include "ops/kernel/Target.h"
 
@@ -327,6 +328,198 @@ TEST(CudaOptimizerMath, ClipGradNormScaleMatchesCpuKernel) {
   }
 }
 
+/// Labels in [0, C) with every fifth one ignored (-100).
+Fill labelFill(int64_t count, int64_t classes, DType dtype) {
+  std::vector<int64_t> v;
+  for (int64_t i = 0; i < count; ++i)
+    v.push_back(i % 5 == 3 ? -100 : (i * 7 + 3) % classes);
+  if (dtype == DType::kInt64)
+    return given(bytesOf(v));
+  std::vector<int32_t> w(v.begin(), v.end());
+  return given(bytesOf(w));
+}
+
+/// The host path of the loss kernels (one thread per sample) for one spec: returns the
+/// outputs as the CUDA kernels compute them. `slot` receives an out-of-range label's site.
+std::vector<std::vector<float>> hostLoss(const ops::KernelSpec &spec,
+                                         const std::vector<HostTensor> &in, int &slot) {
+  const bool grad = spec.domain == "ai.dtc";
+  const bool softmax = spec.op.rfind("SoftmaxCrossEntropyLoss", 0) == 0;
+  const size_t labelsInput = grad ? (softmax ? 2 : 1) : 1;
+  const std::vector<int64_t> &scores = grad ? spec.outputs[0].shape : spec.inputs[0].shape;
+  ops::cuda::LossShape s{};
+  s.n = scores[0];
+  s.c = scores[1];
+  s.d = 1;
+  for (size_t i = 2; i < scores.size(); ++i)
+    s.d *= scores[i];
+  s.labels32 = spec.inputs[labelsInput].dtype == DType::kInt32;
+  s.hasIgnore = spec.attrs.count("ignore_index") > 0;
+  s.ignore = spec.attrInt("ignore_index", 0);
+  const std::string r = spec.attrString("reduction", "mean");
+  s.reduction = r == "none" ? 0 : r == "sum" ? 1 : 2;
+  s.site = 7;
+  auto ptr = [&](size_t i) -> const void * {
+    return i < in.size() && in[i].desc.present() ? in[i].bytes.data() : nullptr;
+  };
+  const float *w = static_cast<const float *>(ptr(labelsInput + 1));
+  const int64_t samples = s.samples();
+  std::vector<std::vector<float>> out;
+  for (const ops::TensorDesc &d : spec.outputs)
+    out.emplace_back(static_cast<size_t>(d.numElements()), 0.f);
+  if (!grad) {
+    std::vector<double> scratch(static_cast<size_t>(2 * samples));
+    for (int64_t i = 0; i < samples; ++i)
+      ops::cuda::lossSample(s, softmax, static_cast<const float *>(ptr(0)), ptr(1), w,
+                            out[0].data(), out.size() > 1 ? out[1].data() : nullptr, scratch.data(),
+                            &slot, i, 0, 1, nullptr, nullptr);
+    if (s.reduction != 0) {
+      double l = 0.0, wt = 0.0;
+      for (int64_t i = 0; i < samples; ++i) {
+        l += scratch[static_cast<size_t>(i)];
+        wt += scratch[static_cast<size_t>(samples + i)];
+      }
+      out[0][0] = static_cast<float>(s.reduction == 2 ? l / wt : l);
+    }
+    return out;
+  }
+  const float *dloss = static_cast<const float *>(ptr(0));
+  double g = 0.0;
+  if (s.reduction != 0) {
+    double wt = 0.0;
+    for (int64_t i = 0; i < samples; ++i) {
+      const int64_t y = ops::cuda::sampleLabel(s, ptr(labelsInput), i, &slot);
+      if (y >= 0)
+        wt += w ? w[y] : 1.f;
+    }
+    g = s.reduction == 2 ? static_cast<double>(dloss[0]) / wt : static_cast<double>(dloss[0]);
+  }
+  for (int64_t i = 0; i < samples; ++i) {
+    if (softmax) {
+      ops::cuda::sceGradSample(s, dloss, static_cast<const float *>(ptr(1)), ptr(2), w,
+                               static_cast<const float *>(ptr(4)), &g, out[0].data(), &slot, i, 0,
+                               1, nullptr, nullptr);
+    } else {
+      int64_t y;
+      const float scale = ops::cuda::sampleScale(s, dloss, ptr(1), w, &g, i, &slot, y);
+      const int64_t n = i / s.d, j = i - n * s.d;
+      if (y >= 0)
+        out[0][static_cast<size_t>((n * s.c + y) * s.d + j)] = -scale;
+    }
+  }
+  return out;
+}
+
+void expectLossMatchesCpu(const ops::KernelSpec &spec, const std::vector<Fill> &fills) {
+  std::vector<HostTensor> in = randomInputs(spec, 9, fills);
+  std::vector<HostTensor> cpu = runCpu(spec, in);
+  ASSERT_EQ(cpu.size(), spec.outputs.size()) << spec.where();
+  int slot = 0;
+  std::vector<std::vector<float>> mine = hostLoss(spec, in, slot);
+  EXPECT_EQ(slot, 0) << spec.where();
+  for (size_t o = 0; o < cpu.size(); ++o) {
+    const std::vector<float> want = valuesOf<float>(cpu[o]);
+    ASSERT_EQ(mine[o].size(), want.size());
+    int reported = 0;
+    for (size_t i = 0; i < want.size() && reported < 5; ++i)
+      if (!((std::isnan(mine[o][i]) && std::isnan(want[i])) ||
+            std::fabs(mine[o][i] - want[i]) <= 1e-6 + 1e-5 * std::fabs(want[i]))) {
+        ++reported;
+        ADD_FAILURE() << spec.where() << " " << spec.attrString("reduction", "mean") << " "
+                      << spec.outputs[0].str() << " output " << o << " element " << i << ": "
+                      << mine[o][i] << " vs CPU " << want[i];
+      }
+  }
+}
+
+TEST(CudaLossMath, ForwardAndGradientsMatchCpuKernels) {
+  const std::vector<std::vector<int64_t>> shapes = {{8, 10}, {2, 65, 16}, {2, 3, 4, 4}};
+  for (const auto &sc : shapes) {
+    std::vector<int64_t> perSample = sc;
+    perSample.erase(perSample.begin() + 1);
+    int64_t samples = sc[0];
+    for (size_t i = 2; i < sc.size(); ++i)
+      samples *= sc[i];
+    for (const char *reduction : {"mean", "sum", "none"}) {
+      for (bool weights : {false, true}) {
+        std::vector<std::vector<int64_t>> ins = {sc, perSample};
+        ins.push_back(weights ? std::vector<int64_t>{sc[1]} : std::vector<int64_t>{});
+        for (const char *op : {"SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"}) {
+          const bool sce = std::string(op) == "SoftmaxCrossEntropyLoss";
+          std::vector<std::vector<int64_t>> outs = {
+              std::string(reduction) == "none" ? perSample : std::vector<int64_t>{}};
+          if (sce)
+            outs.push_back(sc);
+          ops::KernelSpec spec = makeSpec(op, ins, outs);
+          spec.inputs[1].dtype = DType::kInt64;
+          if (!weights)
+            spec.inputs[2].dtype = DType::kUndefined;
+          spec.attrs["reduction"] = reduction;
+          spec.attrs["ignore_index"] = int64_t{-100};
+          expectLossMatchesCpu(spec, {range(-3, sce ? 3 : 0),
+                                      labelFill(samples, sc[1], DType::kInt64), range(0.5, 2)});
+        }
+        const std::vector<int64_t> dloss =
+            std::string(reduction) == "none" ? perSample : std::vector<int64_t>{};
+        for (bool dlp : {false, true}) {
+          std::vector<std::vector<int64_t>> gin = {
+              dloss, sc, perSample, weights ? std::vector<int64_t>{sc[1]} : std::vector<int64_t>{}};
+          if (dlp)
+            gin.push_back(sc);
+          ops::KernelSpec sceGrad =
+              makeSpec("SoftmaxCrossEntropyLossGrad", gin, {sc}, DType::kFloat32, "ai.dtc");
+          sceGrad.inputs[2].dtype = DType::kInt32;
+          if (!weights)
+            sceGrad.inputs[3].dtype = DType::kUndefined;
+          sceGrad.attrs["reduction"] = reduction;
+          sceGrad.attrs["ignore_index"] = int64_t{-100};
+          expectLossMatchesCpu(sceGrad, {range(0.5, 1.5), range(-3, 3),
+                                         labelFill(samples, sc[1], DType::kInt32), range(0.5, 2),
+                                         range(-0.1, 0.1)});
+        }
+        std::vector<std::vector<int64_t>> nin = {dloss, perSample};
+        if (weights)
+          nin.push_back({sc[1]});
+        ops::KernelSpec nll =
+            makeSpec("NegativeLogLikelihoodLossGrad", nin, {sc}, DType::kFloat32, "ai.dtc");
+        nll.inputs[1].dtype = DType::kInt64;
+        nll.attrs["reduction"] = reduction;
+        nll.attrs["ignore_index"] = int64_t{-100};
+        expectLossMatchesCpu(
+            nll, {range(0.5, 1.5), labelFill(samples, sc[1], DType::kInt64), range(0.5, 2)});
+      }
+    }
+  }
+}
+
+TEST(CudaLossMath, OutOfRangeLabelIsReported) {
+  ops::cuda::LossShape s{};
+  s.n = 2;
+  s.c = 3;
+  s.d = 1;
+  s.hasIgnore = true;
+  s.ignore = -100;
+  s.site = 5;
+  const std::vector<int64_t> labels = {-100, 3};
+  int slot = 0;
+  EXPECT_EQ(ops::cuda::sampleLabel(s, labels.data(), 0, &slot), -1);
+  EXPECT_EQ(slot, 0);
+  EXPECT_EQ(ops::cuda::sampleLabel(s, labels.data(), 1, &slot), -1);
+  EXPECT_EQ(slot, 5);
+  // The CPU kernel refuses the same label.
+  ops::KernelSpec spec = makeSpec("SoftmaxCrossEntropyLoss", {{2, 3}, {2}}, {{}});
+  spec.inputs[1].dtype = DType::kInt64;
+  spec.attrs["ignore_index"] = int64_t{-100};
+  ops::cpu::CpuContext ctx;
+  auto k = ops::cpu::createKernel(spec, ctx);
+  ASSERT_TRUE(k.hasValue()) << k.status().message();
+  const std::vector<float> x(6, 0.f);
+  float loss = 0.f;
+  const void *ins[] = {x.data(), labels.data()};
+  void *outs[] = {&loss};
+  EXPECT_FALSE((*k)->run({ins, 2, outs, 1}).isOk());
+}
+
 TEST(CudaTrainTarget, ChecksWithoutAGpu) {
   const ops::Target &t = ops::cudaTarget();
   ops::KernelSpec sum = reduceSpec("ReduceSum", {8, 10}, {0}, {1, 10}, true);
@@ -398,17 +591,6 @@ ops::KernelSpec lossSpec(const std::string &op, const std::vector<int64_t> &scor
   spec.attrs["reduction"] = reduction;
   spec.attrs["ignore_index"] = int64_t{-100};
   return spec;
-}
-
-/// Labels in [0, C) with every fifth one ignored (-100).
-Fill labelFill(int64_t count, int64_t classes, DType dtype) {
-  std::vector<int64_t> v;
-  for (int64_t i = 0; i < count; ++i)
-    v.push_back(i % 5 == 3 ? -100 : (i * 7 + 3) % classes);
-  if (dtype == DType::kInt64)
-    return given(bytesOf(v));
-  std::vector<int32_t> w(v.begin(), v.end());
-  return given(bytesOf(w));
 }
 
 TEST(CudaLoss, ForwardShapesReductionsWeights) {
