@@ -4,9 +4,10 @@
 // reduction plan from them (ElementwiseUtil.cuh buildReducePlan, the CPU kernel's checks: an
 // axis out of range or named twice, or axes that do not give the plan's output shape, is an
 // error reported at the next synchronization) and the reduction reads the plan, so nothing
-// waits for the host. Without axes the plan is built once on the host. One thread per output
-// when the reduced elements are strided (coalesced across outputs), one block per output when
-// the innermost axis is reduced.
+// waits for the host. Without axes the plan is built once on the host. One block per output
+// when the innermost axis is reduced; otherwise (reduced elements strided, reads coalesced
+// across outputs) tiles of 32 outputs by 16 threads splitting each output's elements, or one
+// thread per output when each has few elements.
 #include "ops/cuda/CudaKernel.h"
 #include "ops/cuda/ElementwiseUtil.cuh"
 
@@ -61,6 +62,66 @@ __global__ void reduceThreadKernel(ReduceOp op, const T *x, T *y, int64_t outCou
     for (int64_t r = 0; r < p.mid; ++r)
       acc = reduceStep<A>(op, acc, static_cast<A>(x[base + p.reducedOffset(r)]));
     y[o] = finishValue<T, A>(op, acc, x, base, p);
+  }
+}
+
+constexpr int kTileX = 32, kTileY = 16;
+
+/// Strided reductions with many elements per output (bias gradients: (N*T, C) -> C): a block
+/// of kTileX consecutive outputs (coalesced reads across x) by kTileY threads that split each
+/// output's reduced elements, combined in shared memory.
+template <typename T, typename A>
+__global__ void reduceTileKernel(ReduceOp op, const T *x, T *y, int64_t outCount,
+                                 const ReducePlan *planPtr, ReducePlan planValue) {
+  __shared__ ReducePlan p;
+  __shared__ A scratch[kTileY][kTileX];
+  const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y);
+  if (tx == 0 && ty == 0)
+    p = planPtr ? *planPtr : planValue;
+  __syncthreads();
+  if (!p.ok)
+    return;
+  for (int64_t tile = blockIdx.x; tile * kTileX < outCount; tile += gridDim.x) {
+    const int64_t o = tile * kTileX + tx;
+    const bool active = o < outCount;
+    const int64_t base = active ? p.keptOffset(o) : 0;
+    A acc = reduceInit<A>(op);
+    if (active)
+      for (int64_t r = ty; r < p.mid; r += kTileY)
+        acc = reduceStep<A>(op, acc, static_cast<A>(x[base + p.reducedOffset(r)]));
+    scratch[ty][tx] = acc;
+    __syncthreads();
+    if (ty == 0) {
+      for (int k = 1; k < kTileY; ++k)
+        acc = reduceCombine<A>(op, acc, scratch[k][tx]);
+      scratch[0][tx] = acc;
+    }
+    __syncthreads();
+    acc = scratch[0][tx];
+    __syncthreads(); // scratch is reused below and by the next tile
+    if constexpr (!std::is_integral_v<A>) {
+      if (op == ReduceOp::kLogSumExp) {
+        const bool finite = isfinite(acc);
+        double sum = 0.0;
+        if (active && finite)
+          for (int64_t r = ty; r < p.mid; r += kTileY)
+            sum += exp(static_cast<double>(x[base + p.reducedOffset(r)]) - acc);
+        scratch[ty][tx] = sum;
+        __syncthreads();
+        if (ty == 0) {
+          for (int k = 1; k < kTileY; ++k)
+            sum += scratch[k][tx];
+          scratch[0][tx] = sum;
+        }
+        __syncthreads();
+        sum = scratch[0][tx];
+        __syncthreads();
+        if (finite)
+          acc += log(sum);
+      }
+    }
+    if (ty == 0 && active)
+      y[o] = static_cast<T>(reduceFinish(op, acc, p.mid));
   }
 }
 
@@ -141,6 +202,7 @@ public:
     else if (shape_.keepdims && last >= 0)
       innerReduced = out[static_cast<size_t>(last)] == 1;
     useBlock_ = innerReduced && mid >= 32;
+    useTile_ = !useBlock_ && mid >= 64;
   }
 
   Status init() {
@@ -174,6 +236,11 @@ private:
     if (useBlock_) {
       const unsigned blocks = static_cast<unsigned>(outCount_ < 65536 ? outCount_ : 65536);
       reduceBlockKernel<T, A><<<blocks, kBlock, 0, ctx_.stream()>>>(op_, x, y, outCount_, p, plan_);
+    } else if (useTile_) {
+      const int64_t tiles = (outCount_ + kTileX - 1) / kTileX;
+      const unsigned blocks = static_cast<unsigned>(tiles < 65536 ? tiles : 65536);
+      reduceTileKernel<T, A>
+          <<<blocks, dim3(kTileX, kTileY), 0, ctx_.stream()>>>(op_, x, y, outCount_, p, plan_);
     } else {
       reduceThreadKernel<T, A>
           <<<gridFor(outCount_), kBlock, 0, ctx_.stream()>>>(op_, x, y, outCount_, p, plan_);
@@ -188,7 +255,7 @@ private:
   int64_t numAxes_;
   ReduceShape shape_{};
   ReducePlan plan_{};
-  bool useBlock_ = false;
+  bool useBlock_ = false, useTile_ = false;
   DeviceBuffer planBuffer_;
   int site_ = 0;
 };
