@@ -545,8 +545,9 @@ TEST(CudaTrainTarget, ChecksWithoutAGpu) {
 TEST(CudaReduce, EveryOpShapeAndDtype) {
   for (const ReduceCase &c : reduceCases())
     for (const std::string &name : kReduceOps) {
+      // The CPU sums some axis sets in f32 (oneDNN), the CUDA kernels in double.
       parity(reduceSpec(name, c.in, c.axes, c.out, c.keepdims),
-             {range(-2, 2), given(bytesOf(c.axes))}, 1e-5, 1e-6);
+             {range(-2, 2), given(bytesOf(c.axes))}, 2e-5, 1e-5);
       if (name != "ReduceL2" && name != "ReduceLogSumExp")
         parity(reduceSpec(name, c.in, c.axes, c.out, c.keepdims, DType::kInt64),
                {range(-3, 4), given(bytesOf(c.axes))});
