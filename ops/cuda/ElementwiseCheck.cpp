@@ -148,6 +148,10 @@ Status checkDropoutGrad(const KernelSpec &spec) {
   return checkOutputDType(spec, 0, {DType::kFloat32});
 }
 
+Status checkArgReduce(const KernelSpec &spec) {
+  return checkInputDType(spec, 0, {DType::kFloat32, DType::kInt64, DType::kInt32});
+}
+
 Status checkReduce(const KernelSpec &spec) {
   DTC_RETURN_IF_ERROR(checkInputDType(spec, 0, {DType::kFloat32, DType::kInt64}));
   DTC_RETURN_IF_ERROR(checkInputDType(spec, 1, {DType::kInt64}));

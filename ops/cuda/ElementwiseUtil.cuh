@@ -500,6 +500,28 @@ template <typename T> DTC_HD bool compareValues(CompareOp op, T x, T y) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// ArgMax / ArgMin (the CPU's ArgReduce.cpp, numpy): the index along a line of n elements (stride
+// `stride`) of the best one, the first on ties (the last with select_last_index), a NaN winning
+// over numbers (the first NaN stays).
+
+template <typename T>
+DTC_HD int64_t argReduceLine(const T *line, int64_t n, int64_t stride, bool isMax, bool last) {
+  int64_t best = 0;
+  for (int64_t j = 1; j < n; ++j) {
+    const T a = line[j * stride], b = line[best * stride];
+    bool better = (isMax ? a > b : a < b) || (last && a == b);
+    if constexpr (std::is_floating_point_v<T>) {
+      if (b != b)
+        continue;
+      better = better || a != a;
+    }
+    if (better)
+      best = j;
+  }
+  return best;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Optimizers (torch 1.13 single-tensor SGD with dampening 0, Adam, AdamW; the CPU's
 // Optimizer.cpp): the scalars of one step, then the per-element update.
 

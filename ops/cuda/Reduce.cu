@@ -1,13 +1,13 @@
 // CUDA kernels of ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd, ReduceL1, ReduceL2,
 // ReduceLogSumExp and ReduceSumSquare (f32 accumulated in double, i64 wrapping, as the CPU
-// kernels). The axes arrive at run time in device memory: a one-thread kernel builds the
-// reduction plan from them (ElementwiseUtil.cuh buildReducePlan, the CPU kernel's checks: an
-// axis out of range or named twice, or axes that do not give the plan's output shape, is an
-// error reported at the next synchronization) and the reduction reads the plan, so nothing
-// waits for the host. Without axes the plan is built once on the host. One block per output
-// when the innermost axis is reduced; otherwise (reduced elements strided, reads coalesced
-// across outputs) tiles of 32 outputs by 16 threads splitting each output's elements, or one
-// thread per output when each has few elements.
+// kernels), and ArgMax / ArgMin (one thread per line along the axis). The axes arrive at run time
+// in device memory: a one-thread kernel builds the reduction plan from them (ElementwiseUtil.cuh
+// buildReducePlan, the CPU kernel's checks: an axis out of range or named twice, or axes that do
+// not give the plan's output shape, is an error reported at the next synchronization) and the
+// reduction reads the plan, so nothing waits for the host. Without axes the plan is built once on
+// the host. One block per output when the innermost axis is reduced; otherwise (reduced elements
+// strided, reads coalesced across outputs) tiles of 32 outputs by 16 threads splitting each
+// output's elements, or one thread per output when each has few elements.
 #include "ops/cuda/CudaKernel.h"
 #include "ops/cuda/ElementwiseUtil.cuh"
 
@@ -170,6 +170,62 @@ __global__ void reduceBlockKernel(ReduceOp op, const T *x, T *y, int64_t outCoun
   }
 }
 
+/// ArgMax / ArgMin: one thread per (outer, inner) line along the axis.
+template <typename T>
+__global__ void argReduceKernel(const T *x, int64_t *y, int64_t outer, int64_t n, int64_t inner,
+                                bool isMax, bool last) {
+  const int64_t count = outer * inner;
+  for (int64_t o = gridStart(); o < count; o += gridStride()) {
+    const int64_t a = o / inner, i = o - a * inner;
+    y[o] = argReduceLine<T>(x + a * n * inner + i, n, inner, isMax, last);
+  }
+}
+
+class ArgReduceKernel : public Kernel {
+public:
+  ArgReduceKernel(const KernelSpec &spec, CudaContext &ctx)
+      : where_(spec.where()), ctx_(ctx), dtype_(spec.inputs[0].dtype), isMax_(spec.op == "ArgMax"),
+        last_(spec.attrInt("select_last_index", 0) != 0) {
+    const std::vector<int64_t> &s = spec.inputs[0].shape;
+    const int64_t rank = static_cast<int64_t>(s.size());
+    int64_t axis = spec.attrInt("axis", 0);
+    if (axis < 0)
+      axis += rank; // the CPU check proved it in range
+    for (int64_t k = 0; k < rank; ++k) {
+      if (k < axis)
+        outer_ *= s[static_cast<size_t>(k)];
+      else if (k > axis)
+        inner_ *= s[static_cast<size_t>(k)];
+    }
+    n_ = s[static_cast<size_t>(axis)];
+  }
+
+  Status run(const KernelArgs &args) override {
+    switch (dtype_) {
+    case DType::kInt64:
+      return launch<int64_t>(args);
+    case DType::kInt32:
+      return launch<int32_t>(args);
+    default:
+      return launch<float>(args);
+    }
+  }
+
+private:
+  template <typename T> Status launch(const KernelArgs &args) {
+    argReduceKernel<T><<<gridFor(outer_ * inner_), kBlock, 0, ctx_.stream()>>>(
+        static_cast<const T *>(args.inputs[0]), static_cast<int64_t *>(args.outputs[0]), outer_, n_,
+        inner_, isMax_, last_);
+    return lastLaunchError(where_);
+  }
+
+  std::string where_;
+  CudaContext &ctx_;
+  DType dtype_;
+  bool isMax_, last_;
+  int64_t outer_ = 1, inner_ = 1, n_ = 0;
+};
+
 class ReduceKernel : public Kernel {
 public:
   ReduceKernel(const KernelSpec &spec, CudaContext &ctx, ReduceOp op)
@@ -261,6 +317,10 @@ private:
 };
 
 } // namespace
+
+Expected<KernelPtr> createArgReduce(const KernelSpec &spec, CudaContext &ctx) {
+  return KernelPtr(std::make_unique<ArgReduceKernel>(spec, ctx));
+}
 
 Expected<KernelPtr> createReduce(const KernelSpec &spec, CudaContext &ctx) {
   ReduceOp op;

@@ -212,6 +212,42 @@ TEST(CudaReduceMath, BadAxesAreRejectedLikeTheCpu) {
   }
 }
 
+TEST(CudaReduceMath, ArgMaxArgMinMatchCpuKernel) {
+  std::vector<float> x;
+  for (int i = 0; i < 60; ++i)
+    x.push_back(static_cast<float>((i * 7) % 5)); // ties
+  x[13] = std::numeric_limits<float>::quiet_NaN();
+  x[44] = std::numeric_limits<float>::quiet_NaN();
+  for (const char *op : {"ArgMax", "ArgMin"})
+    for (int64_t axis : {0, 1, -1})
+      for (int64_t last : {0, 1}) {
+        std::vector<int64_t> out = {3, 4, 5};
+        out[static_cast<size_t>(axis < 0 ? 2 : axis)] = 1;
+        ops::KernelSpec spec = makeSpec(op, {{3, 4, 5}}, {out});
+        spec.outputs[0].dtype = DType::kInt64;
+        spec.attrs["axis"] = axis;
+        spec.attrs["select_last_index"] = last;
+        std::vector<HostTensor> cpu = runCpu(spec, {{spec.inputs[0], bytesOf(x)}});
+        ASSERT_EQ(cpu.size(), 1u);
+        const int64_t a = axis < 0 ? 2 : axis;
+        const int64_t n = spec.inputs[0].shape[static_cast<size_t>(a)];
+        int64_t outer = 1, inner = 1;
+        for (int64_t k = 0; k < 3; ++k) {
+          if (k < a)
+            outer *= spec.inputs[0].shape[static_cast<size_t>(k)];
+          else if (k > a)
+            inner *= spec.inputs[0].shape[static_cast<size_t>(k)];
+        }
+        std::vector<int64_t> mine;
+        for (int64_t o = 0; o < outer * inner; ++o) {
+          const int64_t q = o / inner, i = o - q * inner;
+          mine.push_back(ops::cuda::argReduceLine<float>(x.data() + q * n * inner + i, n, inner,
+                                                         std::string(op) == "ArgMax", last != 0));
+        }
+        EXPECT_EQ(mine, valuesOf<int64_t>(cpu[0])) << op << " axis " << axis << " last " << last;
+      }
+}
+
 TEST(CudaOptimizerMath, StepsMatchCpuKernels) {
   struct Case {
     std::string op;
@@ -565,6 +601,20 @@ TEST(CudaReduce, LargeRowsAndNoopWithEmptyAxes) {
   // No axes with noop_with_empty_axes: a copy (L1 takes |x|).
   parity(reduceSpec("ReduceL1", {4, 6}, {}, {4, 6}, true, DType::kFloat32, true));
   parity(reduceSpec("ReduceSum", {4, 6}, {}, {4, 6}, true, DType::kFloat32, true));
+}
+
+TEST(CudaReduce, ArgMaxArgMin) {
+  for (const char *op : {"ArgMax", "ArgMin"})
+    for (DType dt : {DType::kFloat32, DType::kInt64, DType::kInt32})
+      for (int64_t axis : {0, 1, 2}) {
+        std::vector<int64_t> out = {7, 33, 65};
+        out[static_cast<size_t>(axis)] = 1;
+        ops::KernelSpec spec = makeSpec(op, {{7, 33, 65}}, {out}, dt);
+        spec.outputs[0].dtype = DType::kInt64;
+        spec.attrs["axis"] = axis;
+        spec.attrs["select_last_index"] = int64_t{axis == 1};
+        parity(spec, {range(-5, 5)});
+      }
 }
 
 TEST(CudaReduce, NanPropagatesThroughMaxAndMin) {
