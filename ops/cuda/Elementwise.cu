@@ -1,6 +1,6 @@
-// CUDA kernels of the elementwise ops: Add, Sub, Mul, Div, Pow, Mod (numpy broadcasting), Max, Min,
-// Sum, Mean (variadic), the comparisons and And/Or/Xor/Not, IsNaN/IsInf, every unary activation
-// and math op of the CPU's Unary family, ai.dtc.EltwiseGrad and ai.dtc.ClipGrad, Dropout
+// CUDA kernels of the elementwise ops: Add, Sub, Mul, Div, Pow, Mod, PRelu (broadcasting), Max,
+// Min, Sum, Mean (variadic), the comparisons and And/Or/Xor/Not, IsNaN/IsInf, every unary
+// activation and math op of the CPU's Unary family, ai.dtc.EltwiseGrad and ai.dtc.ClipGrad, Dropout
 // (inference) and ai.dtc.DropoutTraining / DropoutGrad (the CPU's Philox masks bit for bit). One
 // grid-stride kernel per dtype with the op as a uniform switch (ElementwiseUtil.cuh holds the math,
 // shared with the host so the GPU tests check it against the CPU kernels). Each thread reads
@@ -215,7 +215,8 @@ public:
           : spec.op == "Sub" ? BinaryOp::kSub
           : spec.op == "Mul" ? BinaryOp::kMul
           : spec.op == "Div" ? BinaryOp::kDiv
-                             : BinaryOp::kPow;
+          : spec.op == "Pow" ? BinaryOp::kPow
+                             : BinaryOp::kPRelu;
     if (dtype_ == DType::kInt64)
       site_ = ctx.addErrorSite(where_ + ": integer division by zero");
   }

@@ -74,6 +74,11 @@ Status checkMod(const KernelSpec &spec) {
 
 int inPlaceMod(const KernelSpec &spec) { return sameShapeInput(spec); }
 
+Status checkPRelu(const KernelSpec &spec) {
+  DTC_RETURN_IF_ERROR(checkDTypes(spec, {DType::kFloat32}));
+  return checkBroadcastRank(spec);
+}
+
 Status checkVariadic(const KernelSpec &spec) {
   if (spec.op == "Max" || spec.op == "Min")
     DTC_RETURN_IF_ERROR(checkDTypes(spec, {DType::kFloat32, DType::kInt64, DType::kInt32}));

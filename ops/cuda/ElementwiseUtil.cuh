@@ -406,7 +406,7 @@ inline uint64_t dropoutThreshold(float ratio) {
 // ---------------------------------------------------------------------------------------------
 // Binary arithmetic, comparisons, variadic combination.
 
-enum class BinaryOp : int32_t { kAdd, kSub, kMul, kDiv, kPow, kMax, kMin };
+enum class BinaryOp : int32_t { kAdd, kSub, kMul, kDiv, kPow, kMax, kMin, kPRelu };
 
 DTC_HD float binaryF32(BinaryOp op, float x, float y) {
   switch (op) {
@@ -424,6 +424,8 @@ DTC_HD float binaryF32(BinaryOp op, float x, float y) {
     return (x != x || y != y) ? x + y : (y > x ? y : x);
   case BinaryOp::kMin:
     return (x != x || y != y) ? x + y : (y < x ? y : x);
+  case BinaryOp::kPRelu: // y is the slope
+    return x > 0.f ? x : y * x;
   }
   return x;
 }
@@ -450,6 +452,7 @@ DTC_HD int64_t binaryI64(BinaryOp op, int64_t x, int64_t y) {
   case BinaryOp::kMin:
     return y < x ? y : x;
   case BinaryOp::kPow:
+  case BinaryOp::kPRelu:
     break;
   }
   return x;

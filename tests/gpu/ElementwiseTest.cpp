@@ -347,6 +347,23 @@ TEST(CudaElementwiseMath, ModMatchesCpuKernel) {
   expectFloatsClose("Mod f32", mine, valuesOf<float>(out[0]), xf, 0, 0);
 }
 
+TEST(CudaElementwiseMath, PReluMatchesCpuKernel) {
+  for (const std::vector<int64_t> &slope :
+       {std::vector<int64_t>{3, 1, 1}, std::vector<int64_t>{5}, std::vector<int64_t>{1}}) {
+    ops::KernelSpec spec = makeSpec("PRelu", {{2, 3, 4, 5}, slope}, {{2, 3, 4, 5}});
+    std::vector<HostTensor> in = randomInputs(spec, 4, {range(-2, 2), range(-0.5, 0.5)});
+    std::vector<HostTensor> cpu = runCpu(spec, in);
+    ASSERT_EQ(cpu.size(), 1u);
+    Broadcast<2> bc;
+    ASSERT_TRUE(ops::cuda::makeBroadcast<2>({2, 3, 4, 5}, {{2, 3, 4, 5}, slope}, bc));
+    const std::vector<float> x = valuesOf<float>(in[0]), a = valuesOf<float>(in[1]);
+    std::vector<float> mine;
+    for (int64_t o = 0; o < 120; ++o)
+      mine.push_back(ops::cuda::binaryF32(BinaryOp::kPRelu, x[bc.index(0, o)], a[bc.index(1, o)]));
+    expectFloatsClose("PRelu " + ops::shapeStr(slope), mine, valuesOf<float>(cpu[0]), x, 0, 0);
+  }
+}
+
 TEST(CudaElementwiseMath, PowIntExponentMatchesCpuKernel) {
   ops::KernelSpec spec = makeSpec("Pow", {{6}, {6}}, {{6}});
   spec.inputs[1].dtype = DType::kInt64;
@@ -443,6 +460,11 @@ TEST(CudaElementwise, PowScalarAndIntExponents) {
   ops::KernelSpec spec = makeSpec("Pow", {{100}, {100}}, {{100}});
   spec.inputs[1].dtype = DType::kInt64;
   parity(spec, {range(-3, 3), range(-3, 4)});
+}
+
+TEST(CudaElementwise, PRelu) {
+  parity(makeSpec("PRelu", {{2, 16, 8, 8}, {16, 1, 1}}, {{2, 16, 8, 8}}));
+  parity(makeSpec("PRelu", {{1001}, {1}}, {{1001}}));
 }
 
 TEST(CudaElementwise, Mod) {
