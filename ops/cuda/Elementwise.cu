@@ -1,11 +1,10 @@
 // CUDA kernels of the elementwise ops: Add, Sub, Mul, Div, Pow, Mod, PRelu (broadcasting), Max,
 // Min, Sum, Mean (variadic), the comparisons and And/Or/Xor/Not, IsNaN/IsInf, every unary
-// activation and math op of the CPU's Unary family, ai.dtc.EltwiseGrad and ai.dtc.ClipGrad, Dropout
-// (inference) and ai.dtc.DropoutTraining / DropoutGrad (the CPU's Philox masks bit for bit). One
-// grid-stride kernel per dtype with the op as a uniform switch (ElementwiseUtil.cuh holds the math,
-// shared with the host so the GPU tests check it against the CPU kernels). Each thread reads
-// element o of every operand before it writes element o, so an output may overwrite an input of its
-// shape.
+// activation and math op of the CPU's Unary family, ai.dtc.EltwiseGrad and ai.dtc.ClipGrad. One
+// grid-stride kernel per dtype with the op as a uniform switch (ElementwiseUtil.cuh holds the
+// math, shared with the host so the GPU tests check it against the CPU kernels). Each thread reads
+// element o of every operand before it writes element o, so an output may overwrite an input of
+// its shape. (Dropout is in Generate.cu.)
 #include "ops/cuda/CudaKernel.h"
 #include "ops/cuda/ElementwiseUtil.cuh"
 
@@ -144,37 +143,6 @@ __global__ void clipGradKernel(const float *dy, const float *x, float *dx, int64
   const float l = lo ? *lo : -INFINITY, h = hi ? *hi : INFINITY;
   for (int64_t o = gridStart(); o < n; o += gridStride())
     dx[o] = clipGradF32(dy[o], x[o], l, h);
-}
-
-/// DropoutTraining: one thread per Philox block of four elements (read before written).
-__global__ void dropoutTrainingKernel(const float *x, const int64_t *rng, float *y, uint8_t *mask,
-                                      int64_t n, int64_t stream, uint64_t threshold, float scale) {
-  const uint64_t seed = static_cast<uint64_t>(rng[0]);
-  const int64_t step = rng[1], rank = rng[2];
-  const int64_t blocks = (n + 3) / 4;
-  for (int64_t b = gridStart(); b < blocks; b += gridStride()) {
-    uint32_t u[4];
-    dropoutWords(b, seed, step, rank, stream, u);
-    const int64_t base = 4 * b, lanes = n - base < 4 ? n - base : 4;
-    for (int64_t l = 0; l < lanes; ++l) {
-      const bool keep = u[l] >= threshold;
-      const float v = x[base + l];
-      mask[base + l] = keep ? 1 : 0;
-      y[base + l] = keep ? v * scale : 0.f;
-    }
-  }
-}
-
-__global__ void dropoutGradKernel(const float *dy, const uint8_t *mask, float *dx, int64_t n,
-                                  float scale) {
-  for (int64_t o = gridStart(); o < n; o += gridStride())
-    dx[o] = mask[o] ? dy[o] * scale : 0.f;
-}
-
-/// Inference Dropout's training_mode input: true at run time is an error.
-__global__ void trainingModeKernel(const uint8_t *training, int *errorSlot, int site) {
-  if (*training)
-    reportError(errorSlot, site);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -468,89 +436,7 @@ public:
   }
 };
 
-/// 1 / (1 - ratio) in double, as the CPU kernels.
-float dropoutScale(const KernelSpec &spec) {
-  return static_cast<float>(1.0 / (1.0 - static_cast<double>(spec.attrFloat("ratio", 0.5f))));
-}
-
-class DropoutTrainingKernel : public ElementwiseKernelBase {
-public:
-  DropoutTrainingKernel(const KernelSpec &spec, CudaContext &ctx)
-      : ElementwiseKernelBase(spec, ctx), stream_(spec.attrInt("stream", 0)),
-        threshold_(dropoutThreshold(spec.attrFloat("ratio", 0.5f))), scale_(dropoutScale(spec)) {}
-  Status run(const KernelArgs &args) override {
-    dropoutTrainingKernel<<<gridFor((n_ + 3) / 4), kBlock, 0, ctx_.stream()>>>(
-        static_cast<const float *>(args.inputs[0]), static_cast<const int64_t *>(args.inputs[1]),
-        static_cast<float *>(args.outputs[0]), static_cast<uint8_t *>(args.outputs[1]), n_, stream_,
-        threshold_, scale_);
-    return lastLaunchError(where_);
-  }
-
-private:
-  int64_t stream_;
-  uint64_t threshold_;
-  float scale_;
-};
-
-class DropoutGradKernel : public ElementwiseKernelBase {
-public:
-  DropoutGradKernel(const KernelSpec &spec, CudaContext &ctx)
-      : ElementwiseKernelBase(spec, ctx), scale_(dropoutScale(spec)) {}
-  Status run(const KernelArgs &args) override {
-    dropoutGradKernel<<<grid(), kBlock, 0, ctx_.stream()>>>(
-        static_cast<const float *>(args.inputs[0]), static_cast<const uint8_t *>(args.inputs[1]),
-        static_cast<float *>(args.outputs[0]), n_, scale_);
-    return lastLaunchError(where_);
-  }
-
-private:
-  float scale_;
-};
-
-/// Inference Dropout: output = data (no copy when aliased), mask all true.
-class DropoutKernel : public ElementwiseKernelBase {
-public:
-  DropoutKernel(const KernelSpec &spec, CudaContext &ctx)
-      : ElementwiseKernelBase(spec, ctx), bytes_(static_cast<size_t>(spec.outputs[0].byteSize())),
-        maskBytes_(spec.outputs.size() > 1 && spec.outputs[1].present()
-                       ? static_cast<size_t>(spec.outputs[1].byteSize())
-                       : 0),
-        site_(ctx.addErrorSite(where_ +
-                               ": training-mode Dropout runs in training plans (not yet)")) {}
-  Status run(const KernelArgs &args) override {
-    cudaStream_t s = ctx_.stream();
-    const void *training = optionalInput(args, 2);
-    if (training) {
-      trainingModeKernel<<<1, 1, 0, s>>>(static_cast<const uint8_t *>(training), ctx_.errorSlot(),
-                                         site_);
-      DTC_RETURN_IF_ERROR(lastLaunchError(where_));
-    }
-    if (args.outputs[0] != args.inputs[0])
-      DTC_CUDA_RETURN_IF_ERROR(where_, cudaMemcpyAsync(args.outputs[0], args.inputs[0], bytes_,
-                                                       cudaMemcpyDeviceToDevice, s));
-    if (maskBytes_ > 0 && args.numOutputs > 1 && args.outputs[1])
-      DTC_CUDA_RETURN_IF_ERROR(where_, cudaMemsetAsync(args.outputs[1], 1, maskBytes_, s));
-    return Status::ok();
-  }
-
-private:
-  size_t bytes_, maskBytes_;
-  int site_;
-};
-
 } // namespace
-
-Expected<KernelPtr> createDropoutTraining(const KernelSpec &spec, CudaContext &ctx) {
-  return KernelPtr(std::make_unique<DropoutTrainingKernel>(spec, ctx));
-}
-
-Expected<KernelPtr> createDropoutGrad(const KernelSpec &spec, CudaContext &ctx) {
-  return KernelPtr(std::make_unique<DropoutGradKernel>(spec, ctx));
-}
-
-Expected<KernelPtr> createDropout(const KernelSpec &spec, CudaContext &ctx) {
-  return KernelPtr(std::make_unique<DropoutKernel>(spec, ctx));
-}
 
 Expected<KernelPtr> createBinary(const KernelSpec &spec, CudaContext &ctx) {
   return KernelPtr(std::make_unique<BinaryKernel>(spec, ctx));

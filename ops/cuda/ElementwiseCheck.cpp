@@ -138,21 +138,6 @@ Status checkEltwiseGrad(const KernelSpec &spec) {
 
 Status checkClipGrad(const KernelSpec &spec) { return checkDTypes(spec, {DType::kFloat32}); }
 
-Status checkDropout(const KernelSpec &spec) {
-  DTC_RETURN_IF_ERROR(checkInputDType(spec, 0, {DType::kFloat32}));
-  return checkOutputDType(spec, 0, {DType::kFloat32});
-}
-
-Status checkDropoutTraining(const KernelSpec &spec) {
-  DTC_RETURN_IF_ERROR(checkInputDType(spec, 0, {DType::kFloat32}));
-  return checkOutputDType(spec, 0, {DType::kFloat32});
-}
-
-Status checkDropoutGrad(const KernelSpec &spec) {
-  DTC_RETURN_IF_ERROR(checkInputDType(spec, 0, {DType::kFloat32}));
-  return checkOutputDType(spec, 0, {DType::kFloat32});
-}
-
 Status checkArgReduce(const KernelSpec &spec) {
   return checkInputDType(spec, 0, {DType::kFloat32, DType::kInt64, DType::kInt32});
 }

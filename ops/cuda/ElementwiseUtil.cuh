@@ -363,47 +363,6 @@ DTC_HD float clipGradF32(float dy, float x, float lo, float hi) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Dropout masks: Philox4x32-10 (Salmon, Moraes, Dror, Shaw, "Parallel random numbers: as easy as
-// 1, 2, 3", SC 2011; the constants and round function of Random123's philox.h), the CPU's
-// ActivationGradDropout.cpp bit for bit: element i's word is lane i % 4 of block i / 4 under
-// counter (block, stream, step) and key (seed low word, seed high word ^ rank).
-
-DTC_HD void philox4x32x10(uint32_t ctr[4], uint32_t k0, uint32_t k1) {
-  const uint64_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
-  const uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
-  for (int round = 0; round < 10; ++round) {
-    if (round > 0) {
-      k0 += kW0;
-      k1 += kW1;
-    }
-    const uint64_t p0 = kM0 * ctr[0], p1 = kM1 * ctr[2];
-    const uint32_t c1 = ctr[1], c3 = ctr[3];
-    ctr[0] = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0;
-    ctr[1] = static_cast<uint32_t>(p1);
-    ctr[2] = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1;
-    ctr[3] = static_cast<uint32_t>(p0);
-  }
-}
-
-/// The four Philox words of dropout block `block` (elements 4 block .. 4 block + 3) for the rng
-/// input {seed, step, rank} and the op's `stream` attribute.
-DTC_HD void dropoutWords(int64_t block, uint64_t seed, int64_t step, int64_t rank, int64_t stream,
-                         uint32_t words[4]) {
-  const uint64_t ub = static_cast<uint64_t>(block);
-  words[0] = static_cast<uint32_t>(ub);
-  words[1] = static_cast<uint32_t>(ub >> 32);
-  words[2] = static_cast<uint32_t>(stream);
-  words[3] = static_cast<uint32_t>(step);
-  philox4x32x10(words, static_cast<uint32_t>(seed),
-                static_cast<uint32_t>(seed >> 32) ^ static_cast<uint32_t>(rank));
-}
-
-/// The keep threshold of `ratio`: an element is kept when its word is >= floor(ratio 2^32).
-inline uint64_t dropoutThreshold(float ratio) {
-  return static_cast<uint64_t>(std::floor(static_cast<double>(ratio) * 4294967296.0));
-}
-
-// ---------------------------------------------------------------------------------------------
 // Binary arithmetic, comparisons, variadic combination.
 
 enum class BinaryOp : int32_t { kAdd, kSub, kMul, kDiv, kPow, kMax, kMin, kPRelu };

@@ -379,38 +379,6 @@ TEST(CudaElementwiseMath, PowIntExponentMatchesCpuKernel) {
   }
 }
 
-TEST(CudaElementwiseMath, DropoutMasksMatchCpuKernelBitForBit) {
-  const int64_t n = 1001; // not a multiple of the Philox block of 4
-  for (float ratio : {0.1f, 0.5f})
-    for (int64_t stream : {0, 3}) {
-      ops::KernelSpec spec =
-          makeSpec("DropoutTraining", {{n}, {3}}, {{n}, {n}}, DType::kFloat32, "ai.dtc");
-      spec.inputs[1].dtype = DType::kInt64;
-      spec.outputs[1].dtype = DType::kBool;
-      spec.attrs["ratio"] = ratio;
-      spec.attrs["stream"] = stream;
-      const std::vector<int64_t> rng = {int64_t{0x1234567890LL}, 17, 1};
-      std::vector<HostTensor> in = randomInputs(spec, 11, {range(-1, 1), given(bytesOf(rng))});
-      std::vector<HostTensor> cpu = runCpu(spec, in);
-      ASSERT_EQ(cpu.size(), 2u);
-      const std::vector<float> x = valuesOf<float>(in[0]), y = valuesOf<float>(cpu[0]);
-      const std::vector<uint8_t> mask = valuesOf<uint8_t>(cpu[1]);
-      const uint64_t threshold = ops::cuda::dropoutThreshold(ratio);
-      const float scale = static_cast<float>(1.0 / (1.0 - static_cast<double>(ratio)));
-      int64_t kept = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        uint32_t u[4];
-        ops::cuda::dropoutWords(i / 4, static_cast<uint64_t>(rng[0]), rng[1], rng[2], stream, u);
-        const bool keep = u[i % 4] >= threshold;
-        kept += keep;
-        ASSERT_EQ(keep, mask[static_cast<size_t>(i)] != 0) << i;
-        ASSERT_EQ(keep ? x[static_cast<size_t>(i)] * scale : 0.f, y[static_cast<size_t>(i)]) << i;
-      }
-      // The mask is random: about (1 - ratio) of the elements are kept.
-      EXPECT_NEAR(static_cast<double>(kept) / n, 1.0 - ratio, 0.06);
-    }
-}
-
 TEST(CudaElementwiseTarget, ChecksWithoutAGpu) {
   const ops::Target &t = ops::cudaTarget();
   ops::KernelSpec add = makeSpec("Add", {{8, 128}, {128}}, {{8, 128}});
@@ -594,25 +562,6 @@ TEST(CudaElementwise, EltwiseGradAlgorithms) {
       const bool positive = std::string(alg) == "sqrt_dst" || std::string(alg) == "log";
       parity(spec, {range(-1, 1), positive ? range(0.1, 4) : range(-4, 4)}, 1e-5, 1e-6);
     }
-  }
-}
-
-TEST(CudaElementwise, Dropout) {
-  for (int64_t n : {int64_t{1}, int64_t{1001}, int64_t{2 * 16 * 64}}) {
-    ops::KernelSpec train =
-        makeSpec("DropoutTraining", {{n}, {3}}, {{n}, {n}}, DType::kFloat32, "ai.dtc");
-    train.inputs[1].dtype = DType::kInt64;
-    train.outputs[1].dtype = DType::kBool;
-    train.attrs["ratio"] = 0.3f;
-    train.attrs["stream"] = int64_t{2};
-    parity(train, {range(-1, 1), given(bytesOf(std::vector<int64_t>{42, 5, 0}))}, 0, 0);
-    ops::KernelSpec grad = makeSpec("DropoutGrad", {{n}, {n}}, {{n}}, DType::kFloat32, "ai.dtc");
-    grad.inputs[1].dtype = DType::kBool;
-    grad.attrs["ratio"] = 0.3f;
-    parity(grad, {range(-1, 1), Fill{}}, 0, 0);
-    ops::KernelSpec infer = makeSpec("Dropout", {{n}}, {{n}, {n}});
-    infer.outputs[1].dtype = DType::kBool;
-    parity(infer, {}, 0, 0);
   }
 }
 
