@@ -204,57 +204,6 @@ const Entry *findEntry(const std::string &domain, const std::string &op) {
   return nullptr;
 }
 
-/// Checks a run's operand pointers against the spec, then runs the kernel with an input array
-/// as long as spec.inputs (omitted trailing optional inputs filled with nullptr).
-class CheckedKernel : public Kernel {
-public:
-  CheckedKernel(const KernelSpec &spec, KernelPtr inner)
-      : where_(spec.where()), inner_(std::move(inner)), inputs_(spec.inputs.size(), nullptr) {
-    for (const TensorDesc &t : spec.inputs)
-      required_.push_back(t.present() && t.byteSize() > 0);
-    for (const TensorDesc &t : spec.outputs)
-      outputBytes_.push_back(t.byteSize());
-  }
-
-  Status run(const KernelArgs &args) override {
-    if (args.numInputs > inputs_.size() || (args.numInputs > 0 && !args.inputs))
-      return Status::error(where_, "run with " + std::to_string(args.numInputs) +
-                                       " inputs; the kernel has " + std::to_string(inputs_.size()));
-    if (args.numOutputs != outputBytes_.size() || (args.numOutputs > 0 && !args.outputs))
-      return Status::error(where_, "run with " + std::to_string(args.numOutputs) +
-                                       " outputs; the kernel has " +
-                                       std::to_string(outputBytes_.size()));
-    for (size_t i = 0; i < inputs_.size(); ++i) {
-      inputs_[i] = i < args.numInputs ? args.inputs[i] : nullptr;
-      if (required_[i] && !inputs_[i])
-        return Status::error(where_, "input " + std::to_string(i) + " has no buffer");
-    }
-    for (size_t i = 0; i < outputBytes_.size(); ++i)
-      if (outputBytes_[i] > 0 && !args.outputs[i])
-        return Status::error(where_, "output " + std::to_string(i) + " has no buffer");
-    // Nothing to compute for empty outputs (a zero-sized dim).
-    bool anyOutput =
-        std::any_of(outputBytes_.begin(), outputBytes_.end(), [](int64_t b) { return b > 0; });
-    if (!anyOutput)
-      return Status::ok();
-    KernelArgs inner{inputs_.data(), inputs_.size(), args.outputs, args.numOutputs};
-    return inner_->run(inner);
-  }
-
-private:
-  std::string where_;
-  KernelPtr inner_;
-  std::vector<const void *> inputs_;
-  std::vector<bool> required_;
-  std::vector<int64_t> outputBytes_;
-};
-
-/// Stands in for a kernel whose outputs are all empty.
-class NoOpKernel : public Kernel {
-public:
-  Status run(const KernelArgs &) override { return Status::ok(); }
-};
-
 } // namespace
 
 Status checkKernel(const KernelSpec &spec) {
@@ -289,17 +238,7 @@ Status checkKernel(const KernelSpec &spec) {
 Expected<std::unique_ptr<Kernel>> createKernel(const KernelSpec &spec, CpuContext &ctx) {
   DTC_RETURN_IF_ERROR(checkKernel(spec));
   const Entry *e = findEntry(spec.domain, spec.op);
-  bool anyOutput = std::any_of(spec.outputs.begin(), spec.outputs.end(),
-                               [](const TensorDesc &t) { return t.byteSize() > 0; });
-  KernelPtr inner;
-  if (!anyOutput) {
-    inner = std::make_unique<NoOpKernel>();
-  } else {
-    DTC_ASSIGN_OR_RETURN(inner, e->create(spec, ctx));
-    if (!spec.attrKindError.empty())
-      return spec.error(spec.attrKindError);
-  }
-  return KernelPtr(std::make_unique<CheckedKernel>(spec, std::move(inner)));
+  return makeCheckedKernel(spec, [&]() { return e->create(spec, ctx); });
 }
 
 bool hasKernel(const std::string &domain, const std::string &op) {

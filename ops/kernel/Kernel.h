@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -99,6 +100,15 @@ public:
 };
 
 using KernelPtr = std::unique_ptr<Kernel>;
+
+/// What every backend's registry returns for a spec its target accepted: the kernel `create`
+/// makes (not called when every output is empty: nothing to compute), wrapped so that each run
+/// first checks its operand pointers against the spec (a missing buffer is an error naming the
+/// node, never a kernel on a null pointer) and passes an input array as long as spec.inputs
+/// (omitted trailing optional inputs as nullptr). An attribute-kind mismatch that `create` met
+/// is an error naming the node.
+Expected<KernelPtr> makeCheckedKernel(const KernelSpec &spec,
+                                      const std::function<Expected<KernelPtr>()> &create);
 
 /// Collectives a kernel may call while it runs: synchronized BatchNormalization
 /// (--sync-batchnorm) sums its per-channel statistics over the data-parallel group. The
