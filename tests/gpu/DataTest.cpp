@@ -60,6 +60,8 @@ std::string cudaRunError(const ops::KernelSpec &spec, const std::vector<HostTens
   std::vector<void *> outs;
   for (const ops::TensorDesc &d : spec.outputs)
     outs.push_back(alloc(std::string(static_cast<size_t>(d.byteSize()), '\0')));
+  // The pageable uploads complete before the kernel's non-blocking stream reads them.
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   Status s = (*kernel)->run({ins.data(), ins.size(), outs.data(), outs.size()});
   EXPECT_TRUE(s.isOk()) << s.message();
   EXPECT_EQ(cudaStreamSynchronize((*ctx)->stream()), cudaSuccess);
