@@ -43,8 +43,7 @@ Expected<std::unique_ptr<CudaContext>> CudaContext::create(int device) {
   DTC_CUDA_RETURN_IF_ERROR(where, cudaMalloc(reinterpret_cast<void **>(&ctx->errorSlot_), sizeof(int)));
   // On the compute stream: cudaMemset runs on the legacy default stream, which a non-blocking
   // stream does not wait for, so a kernel could record an error before the slot is cleared.
-  DTC_CUDA_RETURN_IF_ERROR(where,
-                           cudaMemsetAsync(ctx->errorSlot_, 0, sizeof(int), ctx->stream_));
+  DTC_CUDA_RETURN_IF_ERROR(where, cudaMemsetAsync(ctx->errorSlot_, 0, sizeof(int), ctx->stream_));
   DTC_CUDA_RETURN_IF_ERROR(where, cudaStreamSynchronize(ctx->stream_));
   return ctx;
 }
