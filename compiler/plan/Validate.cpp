@@ -680,6 +680,14 @@ Status checkPlan(const Plan &plan, const KernelCheck &kernelCheck) {
                                       " is not cpu or cuda");
     if (ri.device().index() < 0)
       return Status::error(where, "device index " + str(ri.device().index()) + " is below 0");
+    // One device kind for the whole plan: the runtime checks every instruction against that
+    // kind's kernels, and the collectives run on one kind of communicator (host or NCCL).
+    if (i > 0 && ri.device().type() != plan.ranks(0).device().type())
+      return Status::error(where, std::string("runs on a ") +
+                                      (ri.device().type() == DEVICE_CUDA ? "cuda" : "cpu") +
+                                      " device but rank 0 on a " +
+                                      (ri.device().type() == DEVICE_CUDA ? "cpu" : "cuda") +
+                                      " one: all ranks of a plan use one device type");
     if (ri.program() < 0 || ri.program() >= plan.programs_size())
       return Status::error(where, "program " + str(ri.program()) + " is not in [0, " +
                                       std::to_string(plan.programs_size()) + ")");

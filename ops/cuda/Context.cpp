@@ -41,7 +41,10 @@ Expected<std::unique_ptr<CudaContext>> CudaContext::create(int device) {
   DTC_CUDNN_RETURN_IF_ERROR(where, cudnnCreate(&ctx->cudnn_));
   DTC_CUDNN_RETURN_IF_ERROR(where, cudnnSetStream(ctx->cudnn_, ctx->stream_));
   DTC_CUDA_RETURN_IF_ERROR(where, cudaMalloc(reinterpret_cast<void **>(&ctx->errorSlot_), sizeof(int)));
-  DTC_CUDA_RETURN_IF_ERROR(where, cudaMemset(ctx->errorSlot_, 0, sizeof(int)));
+  // On the compute stream: cudaMemset runs on the legacy default stream, which a non-blocking
+  // stream does not wait for, so a kernel could record an error before the slot is cleared.
+  DTC_CUDA_RETURN_IF_ERROR(where, cudaMemsetAsync(ctx->errorSlot_, 0, sizeof(int), ctx->stream_));
+  DTC_CUDA_RETURN_IF_ERROR(where, cudaStreamSynchronize(ctx->stream_));
   return ctx;
 }
 
@@ -112,8 +115,9 @@ Status CudaContext::checkErrors() {
                            cudaMemcpy(&site, errorSlot_, sizeof(int), cudaMemcpyDeviceToHost));
   if (site == 0)
     return Status::ok();
+  // Stream-ordered before every kernel enqueued after this call (see create()).
   DTC_CUDA_RETURN_IF_ERROR("cuda:" + std::to_string(device_),
-                           cudaMemset(errorSlot_, 0, sizeof(int)));
+                           cudaMemsetAsync(errorSlot_, 0, sizeof(int), stream_));
   if (site < 1 || site > static_cast<int>(errorSites_.size()))
     return Status::error("cuda:" + std::to_string(device_),
                          "a kernel reported unknown error site " + std::to_string(site));

@@ -60,6 +60,8 @@ std::string cudaRunError(const ops::KernelSpec &spec, const std::vector<HostTens
   std::vector<void *> outs;
   for (const ops::TensorDesc &d : spec.outputs)
     outs.push_back(alloc(std::string(static_cast<size_t>(d.byteSize()), '\0')));
+  // The pageable uploads complete before the kernel's non-blocking stream reads them.
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   Status s = (*kernel)->run({ins.data(), ins.size(), outs.data(), outs.size()});
   EXPECT_TRUE(s.isOk()) << s.message();
   EXPECT_EQ(cudaStreamSynchronize((*ctx)->stream()), cudaSuccess);
@@ -224,6 +226,7 @@ TEST(CudaData, Where) {
   whereCase({3, 1}, {1, 4}, {3, 4}, {3, 4}, ir::DType::kInt64);
   whereCase({5}, {5}, {5}, {5}, ir::DType::kBool);
   whereCase({2, 1, 3}, {4, 1}, {1}, {2, 4, 3}, ir::DType::kInt32);
+  whereCase({3, 0}, {1}, {3, 1}, {3, 0}); // empty: a launch of at least one block
 }
 
 // ---- Cast, CastLike ----------------------------------------------------------------------------
@@ -395,6 +398,10 @@ TEST(CudaData, Pad) {
   axes.inputs[3].dtype = ir::DType::kInt32;
   parity(axes,
          {range(-9, 9), values64({-1, -1}), Fill{}, Fill{0, 0, bytesOf(std::vector<int32_t>{-1})}});
+  // An empty output (its pads still checked by the kernel).
+  ops::KernelSpec empty = makeSpec("Pad", {{0, 3}, {4}}, {{0, 5}});
+  empty.inputs[1].dtype = ir::DType::kInt64;
+  parity(empty, {Fill{}, values64({0, 1, 0, 1})});
 }
 
 // ---- Dropout, Trilu, OneHot, CumSum, ConstantOfShape, Range ------------------------------------
@@ -421,6 +428,9 @@ TEST(CudaData, Dropout) {
   grad.inputs[1].dtype = ir::DType::kBool;
   grad.attrs["ratio"] = 0.25f;
   parity(grad);
+  ops::KernelSpec emptyGrad = grad; // empty: a launch of at least one block
+  emptyGrad.inputs[0].shape = emptyGrad.inputs[1].shape = emptyGrad.outputs[0].shape = {0};
+  parity(emptyGrad);
 }
 
 TEST(CudaData, TrainingModeDropoutIsAnErrorInTheInferenceKernel) {
@@ -444,6 +454,7 @@ TEST(CudaData, Trilu) {
     }
   ops::KernelSpec noK = makeSpec("Trilu", {{16, 16}}, {{16, 16}}, ir::DType::kInt64);
   parity(noK, {range(-9, 9)});
+  parity(makeSpec("Trilu", {{2, 0, 4}}, {{2, 0, 4}})); // empty
 }
 
 TEST(CudaData, OneHot) {

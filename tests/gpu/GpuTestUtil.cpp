@@ -152,6 +152,9 @@ std::vector<HostTensor> runCuda(const ops::KernelSpec &spec, const std::vector<H
     // NaN-filled, so that an element the kernel does not write shows up as a mismatch.
     outPtrs.push_back(upload(std::string(t.bytes.size(), '\xff')));
   }
+  // A pageable cudaMemcpy may return before its DMA ends, and the kernel's non-blocking stream
+  // does not wait for the legacy default stream: the uploads complete first.
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   Status s = (*kernel)->run({ins.data(), ins.size(), outPtrs.data(), outPtrs.size()});
   EXPECT_TRUE(s.isOk()) << "CUDA run: " << s.message();
   EXPECT_EQ(cudaStreamSynchronize((*ctx)->stream()), cudaSuccess);

@@ -570,6 +570,25 @@ TEST(ValidateTest, RankSettings) {
   EXPECT_EQ(validate(p), "plan t.dtc: rank 0: device type 0 is not cpu or cuda");
 }
 
+TEST(ValidateTest, MixedDeviceTypes) {
+  // Two ranks on one program, rank 1 on a GPU: the runtime would check rank 0's CPU kernels
+  // against the CUDA target and bootstrap NCCL on rank 1 only.
+  Plan p = makePlan();
+  p.set_world_size(2);
+  p.mutable_programs(0)->add_ranks(1);
+  RankInfo *ri = p.add_ranks();
+  ri->set_rank(1);
+  ri->mutable_device()->set_type(DEVICE_CUDA);
+  EXPECT_EQ(validate(p), "plan t.dtc: rank 1: runs on a cuda device but rank 0 on a cpu one: all "
+                         "ranks of a plan use one device type");
+  ri->mutable_device()->set_type(DEVICE_CPU);
+  p.mutable_ranks(0)->mutable_device()->set_type(DEVICE_CUDA);
+  EXPECT_EQ(validate(p), "plan t.dtc: rank 1: runs on a cpu device but rank 0 on a cuda one: all "
+                         "ranks of a plan use one device type");
+  p.mutable_ranks(0)->mutable_device()->set_type(DEVICE_CPU);
+  EXPECT_EQ(validate(p), "");
+}
+
 TEST(ValidateTest, BufferPastArena) {
   Plan p = makePlan();
   p.mutable_programs(0)->mutable_buffers(4)->set_offset(320);

@@ -3,6 +3,7 @@
 # in tests/lit/breaker-run need neither protoc nor generated code:
 #   planedit.py IN OUT attr-float INSTR NAME VALUE   add float attribute NAME to instruction INSTR
 #   planedit.py IN OUT clear-checksum                empty ModelRef.checksum and its algorithm
+#   planedit.py IN OUT device RANK TYPE              set rank RANK's device type (1 cpu, 2 cuda)
 import struct
 import sys
 
@@ -90,6 +91,19 @@ def main():
         # Plan.model(4) -> ModelRef.checksum(5), ModelRef.checksum_algorithm(6)
         edit_sub(plan, 4, 0, lambda model: model.__setitem__(
             slice(None), [f for f in model if f[0] not in (5, 6)]))
+    elif cmd == "device":
+        rank, dtype = int(args[0]), int(args[1])
+
+        def set_type(device):
+            device[:] = [f for f in device if f[0] != 1] + [[1, 0, dtype]]
+
+        def set_device(info):
+            if not any(f[0] == 2 for f in info):
+                info.append([2, 2, b""])
+            edit_sub(info, 2, 0, set_type)
+
+        # Plan.ranks(14)[rank] -> RankInfo.device(2) -> Device.type(1)
+        edit_sub(plan, 14, rank, set_device)
     else:
         raise SystemExit("unknown command " + cmd)
     open(dst, "wb").write(encode(plan))
