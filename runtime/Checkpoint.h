@@ -4,10 +4,11 @@
 // written last, atomically: a step's checkpoint exists exactly when its manifest does.
 //
 // File format (version 2), in the checkpoint folder D, for step S (zero-padded to 8+ digits):
-// - D/ckpt-<S>.shard-<P>.npz, one per program index P of the plan (Plan.programs; a pipeline
-//   has one per stage, data-parallel replicas share one program and so one shard, tensor
-//   parallelism one per tp rank), written by the program's lowest rank: an uncompressed .npz
-//   (numpy.load reads it) holding one array per persistent buffer of program P (parameters,
+// - D/ckpt-<S>.shard-<P>.npz, one per shard key P: the program index of the plan (Plan.programs;
+//   a pipeline has one per stage, data-parallel replicas share one program and so one shard);
+//   with tensor parallelism (tp degree T > 1), whose peers run one program on different slices,
+//   P = program * T + tp rank. Written by the lowest rank with that key: an uncompressed .npz
+//   (numpy.load reads it) holding one array per persistent buffer of shard P (parameters,
 //   optimizer state, running statistics), named after the plan buffer, and "__meta__", a u8
 //   array with the UTF-8 JSON object {"format": "dtc-checkpoint-shard", "version": 2, "step": S,
 //   "program": P, "plan_fingerprint": ..., "sha256": H}. H is the SHA-256 (lowercase hex) of the

@@ -589,12 +589,6 @@ Status train(plan::Plan plan, const TrainOptions &opts) {
     return Status::error("--epochs and --steps", "give one of them");
   if (opts.resume && opts.checkpointDir.empty())
     return Status::error("--resume", "needs --checkpoint-dir");
-  // Checkpoint shards are per program, and tensor-parallel peers share one program while
-  // holding different shards: refuse rather than write an incomplete checkpoint.
-  if (plan.mesh().tp() > 1 && !opts.checkpointDir.empty())
-    return Status::error("--checkpoint-dir", "checkpoints of tensor-parallel plans (tp=" +
-                                                 std::to_string(plan.mesh().tp()) +
-                                                 ") are not supported yet");
   // ZeRO stage 2: no rank keeps whole gradients after their bucket's reduce-scatter.
   if (plan.hyperparameters().zero() == 2 && !opts.dumpGradientsPath.empty())
     return Status::error("--dump-gradients", "no rank holds whole gradients under --zero 2 (each "

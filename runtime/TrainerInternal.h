@@ -154,8 +154,13 @@ private:
   Status gather(Part part, std::vector<HostArray> &out);
   /// The program this rank runs, and the rank that writes program `program`'s checkpoint shard
   /// (its lowest rank; RankInfo.program is authoritative).
-  int programIndex() const;
-  int shardWriter(int program) const;
+  /// The checkpoint shard a rank's persistent buffers go to: its program's index, times the
+  /// tp degree plus its tp rank under tensor parallelism (tp peers run one program on different
+  /// slices). "program P" or "program P, tp rank t" for messages.
+  int shardKey(int rank) const;
+  std::string shardKeyName(int key) const;
+  /// The lowest rank with shard key `key` (it writes the shard), or -1.
+  int shardWriter(int key) const;
   /// Every rank calls it at the same point with its own outcome: ok on every rank when every
   /// rank's is ok, else on every rank the error of the lowest failing rank ("rank R: <its
   /// message>", naming the other failing ranks), so that no rank waits for one that failed.

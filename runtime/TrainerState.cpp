@@ -175,7 +175,16 @@ Status Trainer::gather(Part part, std::vector<HostArray> &out) {
   return Status::ok();
 }
 
-int Trainer::programIndex() const { return plan_.ranks(rank_).program(); }
+int Trainer::shardKey(int rank) const {
+  const int tp = std::max<int>(1, static_cast<int>(plan_.mesh().tp()));
+  return plan_.ranks(rank).program() * tp + static_cast<int>(plan_.ranks(rank).tp());
+}
+
+std::string Trainer::shardKeyName(int key) const {
+  const int tp = std::max<int>(1, static_cast<int>(plan_.mesh().tp()));
+  return tp == 1 ? "program " + std::to_string(key)
+                 : "program " + std::to_string(key / tp) + ", tp rank " + std::to_string(key % tp);
+}
 
 std::vector<int> Trainer::zeroShardedState() const {
   std::vector<int> out;
@@ -191,9 +200,9 @@ std::string Trainer::zeroShardName(const std::string &buffer, int64_t dp) {
   return buffer + "@dp" + std::to_string(dp);
 }
 
-int Trainer::shardWriter(int program) const {
+int Trainer::shardWriter(int key) const {
   for (int r = 0; r < plan_.ranks_size(); ++r)
-    if (plan_.ranks(r).program() == program)
+    if (shardKey(r) == key)
       return r;
   return -1;
 }
@@ -253,8 +262,9 @@ Status Trainer::writeCheckpointAt(int64_t step, int64_t epoch, int64_t stepInEpo
   meta.epochCorrect = t.correct;
   meta.epochCounted = t.counted;
   const std::string what = "checkpoint of step " + std::to_string(step);
-  // 1. The lowest rank of every program writes that program's shard.
-  const int program = programIndex();
+  // 1. The lowest rank of every shard key (a program; with tensor parallelism a program and a
+  // tp rank, whose peers hold different slices) writes that key's shard.
+  const int program = shardKey(rank_);
   ShardRecord mine;
   Status wrote = Status::ok();
   // ZeRO: every data-parallel replica of a program holds its own optimizer-state shard; the
@@ -288,7 +298,7 @@ Status Trainer::writeCheckpointAt(int64_t step, int64_t epoch, int64_t stepInEpo
       }
       for (int r = 0; r < world_ && !sharded.empty(); ++r)
         for (int b : sharded) {
-          if (r == rank_ || plan_.ranks(r).program() != program)
+          if (r == rank_ || shardKey(r) != program)
             continue;
           const plan::Buffer &buf = program_.buffers(b);
           HostArray a;
@@ -372,20 +382,21 @@ Expected<Manifest> Trainer::pickCheckpoint() {
     return Status::error(path, "inconsistent position (step " + std::to_string(m.step) +
                                    ", epoch " + std::to_string(m.epoch) + ", step in epoch " +
                                    std::to_string(m.stepInEpoch) + ")");
-  // One shard for every program a rank runs, and no other.
+  // One shard for every shard key of the plan's ranks (program, and tp rank), and no other.
   std::set<int> want, have;
-  for (const plan::RankInfo &ri : plan_.ranks())
-    want.insert(ri.program());
+  for (int r = 0; r < plan_.ranks_size(); ++r)
+    want.insert(shardKey(r));
   for (const ShardRef &s : mf.shards)
     have.insert(s.program);
   if (want != have)
-    return Status::error(path, "names shards of programs " + listOf(have) +
-                                   ", the plan's ranks run programs " + listOf(want));
+    return Status::error(path, "names shards " + listOf(have) + ", the plan's ranks need shards " +
+                                   listOf(want) + " (one per program" +
+                                   (plan_.mesh().tp() > 1 ? " and tp rank)" : ")"));
   return mf;
 }
 
 Status Trainer::restoreShard(const Manifest &manifest) {
-  const int program = programIndex();
+  const int program = shardKey(rank_);
   DTC_ASSIGN_OR_RETURN(std::vector<HostArray> arrays, readShard(manifest, program));
   const std::string path =
       (std::filesystem::path(manifest.path).parent_path() / manifest.shardOf(program)->file)
@@ -394,7 +405,7 @@ Status Trainer::restoreShard(const Manifest &manifest) {
   for (const HostArray &a : arrays)
     byName[a.name] = &a;
   const std::string of =
-      "program " + std::to_string(program) + " (rank " + std::to_string(rank_) + ")";
+      shardKeyName(program) + " (rank " + std::to_string(rank_) + ")";
   // ZeRO: the shard holds every data-parallel rank's optimizer-state shard; this rank takes its
   // own ("<buffer>@dp<r>").
   const std::vector<int> sharded = zeroShardedState();
