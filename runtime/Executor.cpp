@@ -257,9 +257,10 @@ Status Executor::load() {
     for (int32_t g : plan_.ranks(opts_.rank).groups())
       groupOfAxis[plan_.groups(g).axis()] = g;
   }
-  if (hasCollectives) {
+  if (opts_.comm && plan_.world_size() > 1) {
     // On a GPU the collectives run on the device's communicator (NCCL, bootstrapped over the
-    // host communicator, with the same groups); the CPU device returns null.
+    // host communicator, with the same groups); the CPU device returns null. Its bootstrap is
+    // collective over the world, so every rank makes it, with collectives of its own or not.
     CommOptions co;
     co.timeoutSeconds = opts_.commTimeoutSeconds;
     co.tracer = opts_.tracer;
