@@ -19,46 +19,6 @@ using ops::cuda::ReduceOp;
 using ops::cuda::ReducePlan;
 using ops::cuda::ReduceShape;
 
-template <typename T> std::string bytesOf(const std::vector<T> &v) {
-  return std::string(reinterpret_cast<const char *>(v.data()), v.size() * sizeof(T));
-}
-
-template <typename T> std::vector<T> valuesOf(const HostTensor &t) {
-  std::vector<T> v(t.bytes.size() / sizeof(T));
-  std::memcpy(v.data(), t.bytes.data(), t.bytes.size());
-  return v;
-}
-
-Fill range(double lo, double hi) {
-  Fill f;
-  f.lo = lo;
-  f.hi = hi;
-  return f;
-}
-
-Fill given(std::string bytes) {
-  Fill f;
-  f.values = std::move(bytes);
-  return f;
-}
-
-/// The parity check of one spec: the CUDA target accepts it (checked without a GPU too: the
-/// spec is valid for the CPU kernel and within the CUDA kernel's limits), then the CUDA kernel
-/// matches the CPU kernel on random inputs (skipped, once per test, without a GPU).
-void parity(const ops::KernelSpec &spec, const std::vector<Fill> &fills = {}, double rtol = 1e-4,
-            double atol = 1e-5) {
-  const Status s = ops::cudaTarget().checkKernel(spec);
-  EXPECT_TRUE(s.isOk()) << s.message();
-  if (!s.isOk())
-    return;
-  if (!gpuAvailable()) {
-    if (!::testing::Test::IsSkipped())
-      GTEST_SKIP() << "no CUDA device";
-    return;
-  }
-  expectCudaMatchesCpu(spec, fills, rtol, atol);
-}
-
 /// A reduction spec: input `in`, output `out`, axes (an i64 input when not empty).
 ops::KernelSpec reduceSpec(const std::string &op, const std::vector<int64_t> &in,
                            const std::vector<int64_t> &axes, const std::vector<int64_t> &out,
@@ -582,25 +542,25 @@ TEST(CudaReduce, EveryOpShapeAndDtype) {
   for (const ReduceCase &c : reduceCases())
     for (const std::string &name : kReduceOps) {
       // The CPU sums some axis sets in f32 (oneDNN), the CUDA kernels in double.
-      parity(reduceSpec(name, c.in, c.axes, c.out, c.keepdims),
-             {range(-2, 2), given(bytesOf(c.axes))}, 2e-5, 1e-5);
+      expectParity(reduceSpec(name, c.in, c.axes, c.out, c.keepdims),
+                   {range(-2, 2), given(bytesOf(c.axes))}, 2e-5, 1e-5);
       if (name != "ReduceL2" && name != "ReduceLogSumExp")
-        parity(reduceSpec(name, c.in, c.axes, c.out, c.keepdims, DType::kInt64),
-               {range(-3, 4), given(bytesOf(c.axes))});
+        expectParity(reduceSpec(name, c.in, c.axes, c.out, c.keepdims, DType::kInt64),
+                     {range(-3, 4), given(bytesOf(c.axes))});
     }
 }
 
 TEST(CudaReduce, LargeRowsAndNoopWithEmptyAxes) {
   // Long rows (one block per output) and long columns (one thread per output).
-  parity(reduceSpec("ReduceSum", {3, 100000}, {1}, {3, 1}, true),
-         {range(-1, 1), given(bytesOf(std::vector<int64_t>{1}))}, 1e-5, 1e-5);
-  parity(reduceSpec("ReduceMean", {4096, 33}, {0}, {1, 33}, true),
-         {range(-1, 1), given(bytesOf(std::vector<int64_t>{0}))}, 1e-5, 1e-6);
-  parity(reduceSpec("ReduceMax", {3, 5000}, {1}, {3}, false),
-         {range(-1, 1), given(bytesOf(std::vector<int64_t>{1}))});
+  expectParity(reduceSpec("ReduceSum", {3, 100000}, {1}, {3, 1}, true),
+               {range(-1, 1), given(bytesOf(std::vector<int64_t>{1}))}, 1e-5, 1e-5);
+  expectParity(reduceSpec("ReduceMean", {4096, 33}, {0}, {1, 33}, true),
+               {range(-1, 1), given(bytesOf(std::vector<int64_t>{0}))}, 1e-5, 1e-6);
+  expectParity(reduceSpec("ReduceMax", {3, 5000}, {1}, {3}, false),
+               {range(-1, 1), given(bytesOf(std::vector<int64_t>{1}))});
   // No axes with noop_with_empty_axes: a copy (L1 takes |x|).
-  parity(reduceSpec("ReduceL1", {4, 6}, {}, {4, 6}, true, DType::kFloat32, true));
-  parity(reduceSpec("ReduceSum", {4, 6}, {}, {4, 6}, true, DType::kFloat32, true));
+  expectParity(reduceSpec("ReduceL1", {4, 6}, {}, {4, 6}, true, DType::kFloat32, true));
+  expectParity(reduceSpec("ReduceSum", {4, 6}, {}, {4, 6}, true, DType::kFloat32, true));
 }
 
 TEST(CudaReduce, ArgMaxArgMin) {
@@ -613,7 +573,7 @@ TEST(CudaReduce, ArgMaxArgMin) {
         spec.outputs[0].dtype = DType::kInt64;
         spec.attrs["axis"] = axis;
         spec.attrs["select_last_index"] = int64_t{axis == 1};
-        parity(spec, {range(-5, 5)});
+        expectParity(spec, {range(-5, 5)});
       }
 }
 
@@ -622,8 +582,8 @@ TEST(CudaReduce, NanPropagatesThroughMaxAndMin) {
   x[17] = std::numeric_limits<float>::quiet_NaN();
   x[40] = -std::numeric_limits<float>::infinity();
   for (const char *op : {"ReduceMax", "ReduceMin", "ReduceLogSumExp"})
-    parity(reduceSpec(op, {2, 32}, {1}, {2, 1}, true),
-           {given(bytesOf(x)), given(bytesOf(std::vector<int64_t>{1}))});
+    expectParity(reduceSpec(op, {2, 32}, {1}, {2, 1}, true),
+                 {given(bytesOf(x)), given(bytesOf(std::vector<int64_t>{1}))});
 }
 
 /// Loss specs: scores (N, C, d...), labels (N, d...), optional weights.
@@ -657,10 +617,10 @@ TEST(CudaLoss, ForwardShapesReductionsWeights) {
     for (const char *reduction : {"mean", "sum", "none"})
       for (bool weights : {false, true})
         for (DType lt : {DType::kInt64, DType::kInt32}) {
-          parity(lossSpec("SoftmaxCrossEntropyLoss", s, reduction, weights, true, lt),
-                 {range(-3, 3), labelFill(samples, s[1], lt), range(0.5, 2)}, 1e-5, 1e-6);
-          parity(lossSpec("NegativeLogLikelihoodLoss", s, reduction, weights, false, lt),
-                 {range(-3, 0), labelFill(samples, s[1], lt), range(0.5, 2)}, 1e-5, 1e-6);
+          expectParity(lossSpec("SoftmaxCrossEntropyLoss", s, reduction, weights, true, lt),
+                       {range(-3, 3), labelFill(samples, s[1], lt), range(0.5, 2)}, 1e-5, 1e-6);
+          expectParity(lossSpec("NegativeLogLikelihoodLoss", s, reduction, weights, false, lt),
+                       {range(-3, 0), labelFill(samples, s[1], lt), range(0.5, 2)}, 1e-5, 1e-6);
         }
   }
 }
@@ -689,10 +649,10 @@ TEST(CudaLoss, GradientsShapesReductionsWeights) {
             sce.inputs[3].dtype = DType::kUndefined;
           sce.attrs["reduction"] = reduction;
           sce.attrs["ignore_index"] = int64_t{-100};
-          parity(sce,
-                 {range(0.5, 1.5), range(-3, 3), labelFill(samples, s[1], DType::kInt64),
-                  range(0.5, 2), range(-0.1, 0.1)},
-                 1e-5, 1e-6);
+          expectParity(sce,
+                       {range(0.5, 1.5), range(-3, 3), labelFill(samples, s[1], DType::kInt64),
+                        range(0.5, 2), range(-0.1, 0.1)},
+                       1e-5, 1e-6);
         }
       for (bool weights : {false, true}) {
         std::vector<std::vector<int64_t>> ins = {dloss, perSample};
@@ -703,8 +663,8 @@ TEST(CudaLoss, GradientsShapesReductionsWeights) {
         nll.inputs[1].dtype = DType::kInt32;
         nll.attrs["reduction"] = reduction;
         nll.attrs["ignore_index"] = int64_t{-100};
-        parity(nll, {range(0.5, 1.5), labelFill(samples, s[1], DType::kInt32), range(0.5, 2)}, 1e-5,
-               1e-6);
+        expectParity(nll, {range(0.5, 1.5), labelFill(samples, s[1], DType::kInt32), range(0.5, 2)},
+                     1e-5, 1e-6);
       }
     }
   }
@@ -724,8 +684,8 @@ TEST(CudaOptimizer, SgdAdamAdamW) {
         sgd.attrs["momentum"] = momentum;
         sgd.attrs["nesterov"] = nesterov;
         sgd.attrs["weight_decay"] = 1e-4f;
-        parity(sgd, {range(-1, 1), range(-1, 1), given(bytesOf(std::vector<float>{0.1f})),
-                     range(-0.5, 0.5), given(bytesOf(std::vector<float>{0.8f}))});
+        expectParity(sgd, {range(-1, 1), range(-1, 1), given(bytesOf(std::vector<float>{0.1f})),
+                           range(-0.5, 0.5), given(bytesOf(std::vector<float>{0.8f}))});
       }
     for (const char *op : {"Adam", "AdamW"}) {
       ops::KernelSpec adam =
@@ -736,10 +696,10 @@ TEST(CudaOptimizer, SgdAdamAdamW) {
       adam.attrs["epsilon"] = 1e-8f;
       adam.attrs["weight_decay"] = 0.01f;
       for (int64_t step : {0, 9})
-        parity(adam,
-               {range(-1, 1), range(-1, 1), given(bytesOf(std::vector<float>{1e-3f})),
-                given(bytesOf(std::vector<int64_t>{step})), range(-0.1, 0.1), range(0, 0.01)},
-               1e-5, 1e-7);
+        expectParity(adam,
+                     {range(-1, 1), range(-1, 1), given(bytesOf(std::vector<float>{1e-3f})),
+                      given(bytesOf(std::vector<int64_t>{step})), range(-0.1, 0.1), range(0, 0.01)},
+                     1e-5, 1e-7);
     }
   }
 }
@@ -749,13 +709,13 @@ TEST(CudaOptimizer, SumSquaresClipScaleZeroGradient) {
   std::vector<std::vector<int64_t>> grads;
   for (int i = 0; i < 70; ++i)
     grads.push_back({i == 5 ? 128 * 784 : (i % 7) * 33 + 1});
-  parity(makeSpec("SumSquares", grads, {{}}, DType::kFloat32, "ai.dtc"), {}, 1e-5, 1e-6);
+  expectParity(makeSpec("SumSquares", grads, {{}}, DType::kFloat32, "ai.dtc"), {}, 1e-5, 1e-6);
   std::vector<std::vector<int64_t>> scalars(40, std::vector<int64_t>{});
   ops::KernelSpec clip = makeSpec("ClipGradNormScale", scalars, {{}}, DType::kFloat32, "ai.dtc");
   clip.attrs["max_norm"] = 1.f;
   clip.attrs["input_scale"] = 0.5f;
-  parity(clip, std::vector<Fill>(40, range(0, 2)), 1e-6, 1e-7);
-  parity(makeSpec("ZeroGradient", {{1000}, {1000}}, {{1000}}, DType::kFloat32, "ai.dtc"));
+  expectParity(clip, std::vector<Fill>(40, range(0, 2)), 1e-6, 1e-7);
+  expectParity(makeSpec("ZeroGradient", {{1000}, {1000}}, {{1000}}, DType::kFloat32, "ai.dtc"));
 }
 
 } // namespace

@@ -3,6 +3,7 @@
 
 #include "ops/cpu/Kernel.h"
 #include "ops/cuda/CudaKernel.h"
+#include "ops/kernel/Target.h"
 
 #include <cmath>
 #include <cstring>
@@ -197,7 +198,8 @@ void expectClose(const ops::KernelSpec &spec, const std::vector<HostTensor> &cud
       }
       }
       bool ok = exact ? a == 0
-                      : (std::isnan(a) && std::isnan(b)) || std::fabs(a - b) <= atol + rtol * std::fabs(b);
+                      : (std::isnan(a) && std::isnan(b)) ||
+                            std::fabs(a - b) <= atol + rtol * std::fabs(b);
       if (!ok) {
         ++reported;
         ADD_FAILURE() << spec.where() << " output " << o << " " << d.str() << " element " << k
@@ -207,8 +209,8 @@ void expectClose(const ops::KernelSpec &spec, const std::vector<HostTensor> &cud
   }
 }
 
-void expectCudaMatchesCpu(const ops::KernelSpec &spec, const std::vector<Fill> &fills,
-                          double rtol, double atol, uint64_t seed) {
+void expectCudaMatchesCpu(const ops::KernelSpec &spec, const std::vector<Fill> &fills, double rtol,
+                          double atol, uint64_t seed) {
   if (!gpuAvailable())
     GTEST_SKIP() << "no CUDA device";
   std::vector<HostTensor> in = randomInputs(spec, seed, fills);
@@ -217,6 +219,17 @@ void expectCudaMatchesCpu(const ops::KernelSpec &spec, const std::vector<Fill> &
   if (::testing::Test::HasFailure())
     return;
   expectClose(spec, cuda, cpu, rtol, atol);
+}
+
+void expectParity(const ops::KernelSpec &spec, const std::vector<Fill> &fills, double rtol,
+                  double atol) {
+  const Status s = ops::cudaTarget().checkKernel(spec);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  std::vector<HostTensor> in = randomInputs(spec, 1, fills);
+  runCpu(spec, in);
+  if (::testing::Test::HasFailure())
+    return;
+  expectCudaMatchesCpu(spec, fills, rtol, atol);
 }
 
 ops::KernelSpec makeSpec(const std::string &op, const std::vector<std::vector<int64_t>> &inputs,

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -55,6 +56,27 @@ void expectClose(const ops::KernelSpec &spec, const std::vector<HostTensor> &cud
 /// The whole parity check: random inputs, both backends, expectClose. Skips without a GPU.
 void expectCudaMatchesCpu(const ops::KernelSpec &spec, const std::vector<Fill> &fills = {},
                           double rtol = 1e-4, double atol = 1e-5, uint64_t seed = 1);
+
+/// The parity check of one spec, whose CPU side runs without a GPU too: the CUDA target accepts
+/// the spec (valid for the CPU kernel and within the CUDA kernel's limits) and the CPU kernel
+/// runs on the random inputs; then, with a GPU, expectCudaMatchesCpu (else the test is skipped).
+void expectParity(const ops::KernelSpec &spec, const std::vector<Fill> &fills = {},
+                  double rtol = 1e-4, double atol = 1e-5);
+
+/// The bytes of `v` (a Fill's values, a HostTensor's bytes).
+template <typename T> std::string bytesOf(const std::vector<T> &v) {
+  return std::string(reinterpret_cast<const char *>(v.data()), v.size() * sizeof(T));
+}
+/// The elements of `t` as T.
+template <typename T> std::vector<T> valuesOf(const HostTensor &t) {
+  std::vector<T> v(t.bytes.size() / sizeof(T));
+  std::memcpy(v.data(), t.bytes.data(), t.bytes.size());
+  return v;
+}
+/// Uniform in [lo, hi) (integers: indices below hi).
+inline Fill range(double lo, double hi) { return Fill{lo, hi, {}}; }
+/// Exactly these bytes.
+inline Fill given(std::string bytes) { return Fill{0, 0, std::move(bytes)}; }
 
 /// A spec with row-major f32 (or `dtype`) operands: makeSpec("Add", {{2,3},{3}}, {{2,3}}).
 ops::KernelSpec makeSpec(const std::string &op, const std::vector<std::vector<int64_t>> &inputs,
