@@ -2,7 +2,7 @@
 // Reduce.cu, Loss.cu, Optimizer.cu): which dtypes each kernel takes and the limits of its index
 // math. The CPU check has already proved the spec consistent (arity, shapes, attributes).
 #include "ops/cuda/Checks.h"
-#include "ops/cuda/ElementwiseUtil.cuh"
+#include "ops/cuda/TrainingUtil.cuh"
 
 namespace dtc::ops::cuda {
 

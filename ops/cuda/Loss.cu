@@ -8,7 +8,7 @@
 // positions); sums over samples are one block in double, in a fixed order. A label outside
 // [0, C) that is not ignore_index is an error reported at the next synchronization.
 #include "ops/cuda/CudaKernel.h"
-#include "ops/cuda/ElementwiseUtil.cuh"
+#include "ops/cuda/TrainingUtil.cuh"
 
 namespace dtc::ops::cuda {
 

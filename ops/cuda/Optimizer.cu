@@ -6,7 +6,7 @@
 // partial sum per block in double, then one block adds the partials in a fixed order: the same
 // bits on every run); ClipGradNormScale; ZeroGradient.
 #include "ops/cuda/CudaKernel.h"
-#include "ops/cuda/ElementwiseUtil.cuh"
+#include "ops/cuda/TrainingUtil.cuh"
 
 namespace dtc::ops::cuda {
 

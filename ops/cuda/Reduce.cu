@@ -1,7 +1,7 @@
 // CUDA kernels of ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd, ReduceL1, ReduceL2,
 // ReduceLogSumExp and ReduceSumSquare (f32 accumulated in double, i64 wrapping, as the CPU
 // kernels), and ArgMax / ArgMin (one thread per line along the axis). The axes arrive at run time
-// in device memory: a one-thread kernel builds the reduction plan from them (ElementwiseUtil.cuh
+// in device memory: a one-thread kernel builds the reduction plan from them (TrainingUtil.cuh
 // buildReducePlan, the CPU kernel's checks: an axis out of range or named twice, or axes that do
 // not give the plan's output shape, is an error reported at the next synchronization) and the
 // reduction reads the plan, so nothing waits for the host. Without axes the plan is built once on
@@ -9,7 +9,7 @@
 // strided, reads coalesced across outputs) tiles of 32 outputs by 16 threads splitting each
 // output's elements, or one thread per output when each has few elements.
 #include "ops/cuda/CudaKernel.h"
-#include "ops/cuda/ElementwiseUtil.cuh"
+#include "ops/cuda/TrainingUtil.cuh"
 
 namespace dtc::ops::cuda {
 

@@ -1,10 +1,10 @@
 // The CUDA reductions, losses and optimizers (ops/cuda/Reduce.cu, Loss.cu, Optimizer.cu): the
-// reduction plan and the optimizer math of ElementwiseUtil.cuh against the CPU kernels (host
+// reduction plan and the optimizer math of TrainingUtil.cuh against the CPU kernels (host
 // path, no GPU needed), and every kernel against its CPU kernel (skipped without a GPU).
 #include "tests/gpu/GpuTestUtil.h"
 
 #include "ops/cpu/Kernel.h"
-#include "ops/cuda/ElementwiseUtil.cuh"
+#include "ops/cuda/TrainingUtil.cuh"
 #include "ops/kernel/Target.h"
 
 #include <cmath>
