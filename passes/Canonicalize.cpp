@@ -55,6 +55,8 @@ public:
     graph.removeDeadValues();
     if (changed) // stopped by the round limit: bring the types up to date
       DTC_RETURN_IF_ERROR(inferShapes(graph, ctx.diags));
+    if (!ctx.training)
+      DTC_RETURN_IF_ERROR(batchStatisticsForInference(graph, ctx.diags));
     // bind-dims re-runs canonicalize on the bound graph, where the first run (on the graph as
     // exported) already warned and every batch now looks fixed: it turns the warning off.
     if (!ctx.options.count("no-batch-warnings"))
@@ -63,6 +65,49 @@ public:
   }
 
 private:
+  /// An inference compilation of a graph exported in training mode (BatchNormalization with
+  /// training_mode=1, as torch.onnx.export(..., training=TRAINING) writes it): ONNX defines Y
+  /// with the batch's own mean and variance (BatchNormalization-15), so the node becomes
+  /// ai.dtc.BatchNormTraining, whose running-statistic outputs are left unused, and the result
+  /// equals onnxruntime's. A warning says how to get the running statistics instead (an export
+  /// in eval mode). The running-statistic outputs of the ONNX node must be unused: an inference
+  /// plan does not update state.
+  static Status batchStatisticsForInference(ir::Graph &graph, Diagnostics &diags) {
+    bool warned = false;
+    for (ir::Node *n : graph.nodes()) {
+      if (!n->domain().empty() || n->opType() != "BatchNormalization" ||
+          n->attrInt("training_mode", 0) == 0)
+        continue;
+      for (size_t o = 1; o < n->numOutputs(); ++o)
+        if (n->output(o) && (n->output(o)->hasUses() || n->output(o)->isGraphOutput()))
+          return Status::error(n->where(),
+                               "training_mode=1 with the running statistics used (output '" +
+                                   n->output(o)->name() +
+                                   "'): an inference compilation does not update them; compile "
+                                   "for training, or export the model in eval mode");
+      const std::string base = n->name() + "/batch_stats";
+      std::vector<std::string> outs;
+      for (const char *s : {"Y", "running_mean", "running_var", "saved_mean", "saved_var"})
+        outs.push_back(graph.uniqueName(base + "." + s));
+      ir::Node *bn = graph.insertNodeBefore(n, "BatchNormTraining",
+                                            {n->input(0), n->input(1), n->input(2), n->input(3),
+                                             n->input(4)},
+                                            outs, ir::kDtcDomain, base);
+      bn->setAttr("epsilon", ir::Attribute(n->attrFloat("epsilon", 1e-5f)));
+      bn->setAttr("momentum", ir::Attribute(n->attrFloat("momentum", 0.9f)));
+      DTC_RETURN_IF_ERROR(ops::inferNode(*bn, diags));
+      if (!warned)
+        diags.warning(n->where(),
+                      "training_mode=1 (exported in training mode): inference normalizes with "
+                      "each batch's statistics, as the graph says; export the model in eval mode "
+                      "(model.eval()) to normalize with the running statistics");
+      warned = true;
+      n->output(0)->replaceAllUsesWith(bn->output(0));
+      graph.eraseNode(n);
+    }
+    return Status::ok();
+  }
+
   /// Identity(x) -> x, and so is a Cast to the type x already has (torch.onnx.export's dynamo
   /// path casts every Softmax output to float), unless it defines a graph output (its name is
   /// the model's interface) fed by another graph output or input.
