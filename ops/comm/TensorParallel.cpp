@@ -39,9 +39,14 @@ OpDef defineTensorParallelCopy() {
 }
 
 /// AllGather(X) -> Y[parts, X dims...]: rank r's X is Y[r] on every rank of the group
-/// (MPI_Allgather order). Attributes: group (mesh axis, "tp"), parts (the group size). No CPU
-/// kernel: lowering makes it an ALL_GATHER collective. Gradient: Y's gradient is the same on
-/// every rank (what follows is replicated), so X's is its row r = dtc::tp_rank.
+/// (MPI_Allgather order). Attributes: group (mesh axis, "tp"), parts (the group size),
+/// reduce_scatter_grad (default 0). No CPU kernel: lowering makes it an ALL_GATHER collective.
+/// Gradient: Y's gradient is the same on every rank (what follows is replicated), so X's is its
+/// row r = dtc::tp_rank. With reduce_scatter_grad = 1 what follows is a split computation
+/// (--sequence-parallel: the gathered sequence feeds a column-parallel layer), so each rank
+/// holds a partial sum of Y's gradient and X's is row r of the sum over the group: a
+/// reduce-scatter (Megatron-LM's gather_from_sequence_parallel_region with
+/// tensor_parallel_output_grad; Korthikanti et al. 2022, section 4.2.2, g-bar).
 OpDef defineAllGather() {
   OpDef d;
   d.name = "AllGather";
@@ -51,6 +56,7 @@ OpDef defineAllGather() {
       .out("Y", "T")
       .attr("group", ir::AttrKind::kString)
       .attr("parts", ir::AttrKind::kInt, true)
+      .attr("reduce_scatter_grad", ir::AttrKind::kInt)
       .type("T", kNumericTypes | kBoolType);
   d.infer = [](InferenceContext &ctx) -> Status {
     const int64_t parts = ctx.node().attrInt("parts", 0);
@@ -65,6 +71,26 @@ OpDef defineAllGather() {
   d.gradient = [](GradientContext &ctx) -> Status {
     if (!ctx.needsGrad(0) || !ctx.outputGrad(0))
       return Status::ok();
+    if (ctx.node().attrInt("reduce_scatter_grad", 0) != 0) {
+      const ir::Shape &x = ctx.input(0)->shape();
+      const int64_t parts = ctx.node().attrInt("parts", 0);
+      if (!x.isStatic() || parts < 1)
+        return ctx.error("reduce_scatter_grad needs a static input shape and parts >= 1");
+      int64_t n = parts;
+      for (int64_t d : x.staticSizes())
+        n *= d;
+      DTC_ASSIGN_OR_RETURN(ir::Value * flat, ctx.reshapeTo(ctx.outputGrad(0), {n}));
+      DTC_ASSIGN_OR_RETURN(
+          ir::Value * g,
+          ctx.emit1("ReduceScatter", {flat},
+                    {{"op", ir::Attribute("sum")},
+                     {"group", ir::Attribute(ctx.node().attrString("group", "tp"))},
+                     {"parts", ir::Attribute(parts)}},
+                    ir::kDtcDomain));
+      DTC_ASSIGN_OR_RETURN(g, ctx.reshapeTo(g, x.staticSizes()));
+      ctx.setInputGrad(0, g);
+      return Status::ok();
+    }
     ir::Value *rank = ctx.graph().findValue(ir::kTpRankInput);
     if (!rank)
       return ctx.error("needs the runtime input " + std::string(ir::kTpRankInput));

@@ -28,8 +28,16 @@ Groups (--only takes a comma-separated subset; all by default):
                from step 2 and ends bit for bit where an uninterrupted 6-step run does
                (parameters, and every persistent buffer of every shard).
   errors       --tp-shard naming no weight, or a dimension that does not divide.
+  sequence-parallel
+               --sequence-parallel (Korthikanti et al. 2022): the law on the GPT and the tied
+               GPT at tp=2 and on dp=2,tp=2 (4 ranks); the plan's reduce-scatters and
+               all-gathers on group tp against plain tp's all-reduces (same bytes on the wire,
+               up to the tp all-reduces of the replicated parameters' gradients and of the
+               first block's input), and rank 0's arena against plain tp's; errors: without
+               tp > 1, a sequence that does not divide by T, activations without a sequence axis.
 
-Usage: tp_train.py --build BUILD_DIR [--only equivalence,plans,checkpoints,errors] [--keep]
+Usage: tp_train.py --build BUILD_DIR [--only equivalence,plans,checkpoints,errors,sequence-parallel]
+                   [--keep]
 """
 import argparse
 import os
@@ -44,7 +52,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dp_train import GOLDEN, MODELS, STEPS, CheckFailed, Runner, assert_law  # noqa: E402
 from pp_train import same_losses, same_params  # noqa: E402
 
-GROUPS = ["equivalence", "plans", "checkpoints", "errors"]
+GROUPS = ["equivalence", "plans", "checkpoints", "errors", "sequence-parallel"]
 def cases():
     digits = os.path.join(MODELS, "data", "digits_train.npz")
     gpt_data = os.path.join(GOLDEN, "gpt_data.npz")
@@ -221,6 +229,119 @@ def run_checkpoints(r):
         r.check(f"checkpoints/resume/{name}", case)
 
 
+PLAN_BUFFER = re.compile(r'^\s*buffer (%\d+) "([^"]*)" (\w+) \S+ @\d+\+(\d+)', re.M)
+PLAN_COLLECTIVE = re.compile(
+    r'^\s*\d+: (%\d+) = (all-reduce|all-gather|reduce-scatter)\S*\((%\d+)\) group="tp"', re.M)
+
+
+def tp_traffic(text, parts):
+    """The tp collectives of a plan text: {kind: (count, bytes of the whole tensors)} and the
+    bytes one rank sends per step on a ring (all-reduce 2(T-1)/T of its tensor, all-gather and
+    reduce-scatter (T-1)/T of the whole gathered or scattered tensor)."""
+    size = {b: int(n) for b, _, _, n in PLAN_BUFFER.findall(text)}
+    kinds, ring = {}, 0.0
+    for out, kind, inp in PLAN_COLLECTIVE.findall(text):
+        whole = size[out] if kind == "all-gather" else size[inp]
+        count, total = kinds.get(kind, (0, 0))
+        kinds[kind] = (count + 1, total + whole)
+        ring += whole * (2 if kind == "all-reduce" else 1) * (parts - 1) / parts
+    return kinds, ring
+
+
+def activation_bytes(text):
+    return sum(int(n) for _, _, kind, n in PLAN_BUFFER.findall(text) if kind == "activation")
+
+
+def run_sequence_parallel(r):
+    gpt_data = os.path.join(GOLDEN, "gpt_data.npz")
+    gpt_sgd = ["--batch-size", "8", "--optimizer", "sgd", "--lr", "0.1", "--momentum", "0.9",
+               "--class-axis", "-1"]
+    gpt = os.path.join(MODELS, "gpt_train.onnx")
+    tied = os.path.join(MODELS, "gpt_tied_train.onnx")
+    run_args = ["--steps", str(STEPS), "--no-shuffle"]
+    baselines = {}
+    for name, model, strategy, nproc in [("gpt/tp=2", gpt, "tp=2", 2),
+                                         ("gpt_tied/tp=2", tied, "tp=2", 2),
+                                         ("gpt/dp=2,tp=2", gpt, "dp=2,tp=2", 4),
+                                         ("gpt_tied/dp=2,tp=2", tied, "dp=2,tp=2", 4)]:
+        def check(model=model, strategy=strategy, nproc=nproc):
+            if model not in baselines:
+                plan = r.compile(model, ["--strategy", "single"] + gpt_sgd)
+                baselines[model] = r.train(plan, gpt_data, 0, run_args)
+            single, single_rows = baselines[model]
+            plan = r.compile(model, ["--strategy", strategy, "--sequence-parallel"] + gpt_sgd)
+            params, rows = r.train(plan, gpt_data, nproc, run_args)
+            same_losses(single_rows, rows)
+            return assert_law(single, params)
+
+        r.check(f"sequence-parallel/equivalence/{name}", check)
+
+    def plans():
+        # Megatron's exchange: each tp all-reduce of a block's activations becomes a
+        # reduce-scatter (g, forward; backward: all-gather) and an all-gather (g-bar, forward;
+        # backward: reduce-scatter) of the same tensor.
+        plain = r.plan_text(gpt, ["--strategy", "tp=2"] + gpt_sgd)
+        sp = r.plan_text(gpt, ["--strategy", "tp=2", "--sequence-parallel"] + gpt_sgd)
+        pk, pring = tp_traffic(plain, 2)
+        sk, sring = tp_traffic(sp, 2)
+        rs, ag = sk.get("reduce-scatter", (0, 0)), sk.get("all-gather", (0, 0))
+        if rs[0] != 8 or ag[0] != 8:
+            raise CheckFailed(f"tp collectives {sk}, expected 8 reduce-scatters (4 forward, 4 "
+                              f"backward) and 8 all-gathers")
+        if sk.get("all-reduce", (0, 0))[0] == 0:
+            raise CheckFailed("no tp all-reduce of the replicated parameters' gradients")
+        if "ln1.weight/tp_copy/grad/AllReduce" not in sp:
+            raise CheckFailed("the LayerNorm weights' gradients are not all-reduced over tp")
+        # The activations' traffic: plain tp's all-reduces of [8, 16, 32] f32 tensors against
+        # the reduce-scatters and all-gathers (every one of a whole [8, 16, 32] tensor).
+        act = 8 * 16 * 32 * 4
+        if pk.get("all-reduce", (0, 0)) != (8, 8 * act) or rs[1] != 8 * act or ag[1] != 8 * act:
+            raise CheckFailed(f"plain tp {pk}, sequence-parallel {sk}")
+        pa, sa = activation_bytes(plain), activation_bytes(sp)
+        parena = int(re.search(r"arena=(\d+)", plain).group(1))
+        sarena = int(re.search(r"arena=(\d+)", sp).group(1))
+        return (f"plain tp: {pk['all-reduce'][0]} all-reduces ({pk['all-reduce'][1]} B), ring "
+                f"{pring:.0f} B/rank/step; sequence-parallel: {rs[0]} reduce-scatters "
+                f"({rs[1]} B), {ag[0]} all-gathers ({ag[1]} B), "
+                f"{sk['all-reduce'][0]} all-reduces ({sk['all-reduce'][1]} B), ring "
+                f"{sring:.0f} B/rank/step; activation buffers {sa} B vs {pa} B "
+                f"({sa / pa:.2f}x), arena {sarena} B vs {parena} B ({sarena / parena:.2f}x)")
+
+    r.check("sequence-parallel/plans/gpt", plans)
+
+    mlp = os.path.join(MODELS, "mlp_digits.onnx")
+    mlp_flags = ["--batch-size", "16", "--optimizer", "sgd", "--lr", "0.05"]
+    r.check("sequence-parallel/errors/no-tp", lambda: r.expect_compile_error(
+        mlp, mlp_flags + ["--strategy", "dp=2", "--sequence-parallel"],
+        r"error: --sequence-parallel: .*needs --strategy with tp > 1"))
+    r.check("sequence-parallel/errors/no-sequence-axis", lambda: r.expect_compile_error(
+        mlp, mlp_flags + ["--strategy", "tp=2", "--sequence-parallel"],
+        r"error: value '.*': --sequence-parallel: cannot determine the sequence axis"))
+
+    def indivisible():
+        # A column/row pair on activations [N, 6, 8] at tp=4: the hidden 16 splits, the
+        # sequence 6 does not.
+        import onnx
+        from onnx import TensorProto, helper, numpy_helper
+        rng = np.random.default_rng(0)
+        w = [numpy_helper.from_array(rng.standard_normal(s).astype(np.float32), n)
+             for n, s in (("w1", (8, 16)), ("w2", (16, 8)))]
+        graph = helper.make_graph(
+            [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("MatMul", ["r", "w2"], ["o"]),
+             helper.make_node("Add", ["x", "o"], ["y"])], "seq6",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 6, 8])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 6, 8])], w)
+        path = r.unique("seq6", ".onnx")
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+        return r.expect_compile_error(path, ["--batch-size", "2", "--loss", "mse", "--strategy",
+                                             "tp=4", "--sequence-parallel"],
+                                      r"error: value 'o': --sequence-parallel: the sequence axis "
+                                      r"1 of f32\[2,6,8\] \(size 6\) does not divide by tp=4")
+
+    r.check("sequence-parallel/errors/indivisible-sequence", indivisible)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", required=True)
@@ -234,7 +355,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="dtc-tp-")
     r = Runner(os.path.abspath(args.build), tmp)
     runs = {"equivalence": run_equivalence, "plans": run_plans, "checkpoints": run_checkpoints,
-            "errors": run_errors}
+            "errors": run_errors, "sequence-parallel": run_sequence_parallel}
     r.run_groups([runs[g] for g in groups], args.keep)
 
 
