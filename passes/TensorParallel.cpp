@@ -438,7 +438,9 @@ private:
       } else {
         if (isFree(v))
           decide(v, Sharding::replicated());
-        else if (layoutOf(x) != want) {
+        else if (layoutOf(x).isReplicated() && want.isSplit()) {
+          DTC_ASSIGN_OR_RETURN(x, scatterSequence(x, want, n));
+        } else if (layoutOf(x) != want) {
           DTC_ASSIGN_OR_RETURN(x, convert(x, want, n));
         }
         if (want.isReplicated() && ir::isFloat(x->dtype()) && !x->isConstant()) {
@@ -507,6 +509,27 @@ private:
     seqSplit_.insert(r);
     seqScattered_[key] = r;
     return r;
+  }
+
+  /// Replicated -> split along the sequence where the region reads a replicated activation
+  /// (the first block's residual input): the rank's slice of a TensorParallelCopy that only
+  /// the slice reads, whose gradient is then an all-gather of the slices' gradients rather than
+  /// an all-reduce (Megatron-LM's scatter_to_sequence_parallel_region).
+  Expected<ir::Value *> scatterSequence(ir::Value *v, const Sharding &s, ir::Node *before) {
+    const std::string key = v->name() + "|" + s.text();
+    auto it = seqScattered_.find(key);
+    if (it != seqScattered_.end())
+      return it->second;
+    if (!ir::isFloat(v->dtype()))
+      return convert(v, s, before); // no gradient to gather
+    ir::Node *c = insert(before, "TensorParallelCopy", {v}, v->name() + "/sp_copy", ir::kDtcDomain);
+    c->setAttr("sliced_axis", ir::Attribute(s.axis));
+    c->setAttr("parts", ir::Attribute(s.parts));
+    ir::Value *x = typed(c, v->type(), Sharding::replicated());
+    DTC_ASSIGN_OR_RETURN(x, slice(x, s, before));
+    seqSplit_.insert(x);
+    seqScattered_[key] = x;
+    return x;
   }
 
   /// Sequence-split -> replicated for a column-parallel reader (g-bar): the all-gather of
