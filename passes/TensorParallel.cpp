@@ -321,7 +321,8 @@ private:
     const std::string shape = v->type().str();
     if (d.size() < 3)
       return Status::error(where, "--sequence-parallel: cannot determine the sequence axis of " +
-                                      shape + " (expected [batch, sequence, hidden] or "
+                                      shape +
+                                      " (expected [batch, sequence, hidden] or "
                                       "[sequence, batch, hidden] activations)");
     std::vector<int64_t> candidates;
     for (size_t a = 0; a + 1 < d.size(); ++a)
@@ -502,9 +503,9 @@ private:
     rs->setAttr("op", ir::Attribute("sum"));
     rs->setAttr("group", ir::Attribute("tp"));
     rs->setAttr("parts", ir::Attribute(T));
-    ir::Node *out = insert(before, "Reshape",
-                           {rs->output(0), constI64(v->name() + "/sp_local", local)},
-                           v->name() + "/sp_local");
+    ir::Node *out =
+        insert(before, "Reshape", {rs->output(0), constI64(v->name() + "/sp_local", local)},
+               v->name() + "/sp_local");
     ir::Value *r = typed(out, v->type(), s);
     seqSplit_.insert(r);
     seqScattered_[key] = r;

@@ -184,8 +184,8 @@ Status readTrainConfigFile(const std::string &path, TrainingConfig &cfg,
                       "lr, momentum, nesterov, weight-decay, betas, eps, lr-schedule, "
                       "warmup-steps, step-size, gamma, total-steps, min-lr, clip-grad-norm, "
                       "grad-accum-steps, freeze, untie-initializers, batch-size, bucket-mb, "
-                      "sync-batchnorm, zero, sequence-parallel, pp-cuts, device-memory, staleness, async-rule, "
-                      "ps-min-shard-bytes)");
+                      "sync-batchnorm, zero, sequence-parallel, pp-cuts, device-memory, "
+                      "staleness, async-rule, ps-min-shard-bytes)");
     DTC_RETURN_IF_ERROR(s);
   }
   return Status::ok();

@@ -54,10 +54,10 @@ OpDef defineReduceScatter() {
     if (!ctx.needsGrad(0) || !ctx.outputGrad(0))
       return Status::ok();
     const int64_t parts = ctx.node().attrInt("parts", 0);
-    DTC_ASSIGN_OR_RETURN(ir::Value * g,
-                         ctx.emit1("AllGather", {ctx.outputGrad(0)},
-                                   {{"group", ir::Attribute("tp")}, {"parts", ir::Attribute(parts)}},
-                                   ir::kDtcDomain));
+    DTC_ASSIGN_OR_RETURN(
+        ir::Value * g, ctx.emit1("AllGather", {ctx.outputGrad(0)},
+                                 {{"group", ir::Attribute("tp")}, {"parts", ir::Attribute(parts)}},
+                                 ir::kDtcDomain));
     const ir::Shape &x = ctx.input(0)->shape();
     if (!x.isStatic())
       return ctx.error("needs a static input shape");

@@ -35,10 +35,10 @@ Status slicedCopyGrad(GradientContext &ctx) {
   DTC_ASSIGN_OR_RETURN(ir::Value * idx, ctx.emit1("Add", {ctx.constantI64s(base), first}));
   DTC_ASSIGN_OR_RETURN(ir::Value * local,
                        ctx.emit1("Gather", {ctx.outputGrad(0), idx}, {{"axis", ir::Attribute(a)}}));
-  DTC_ASSIGN_OR_RETURN(
-      ir::Value * g,
-      ctx.emit1("AllGather", {local}, {{"group", ir::Attribute("tp")}, {"parts", ir::Attribute(T)}},
-                ir::kDtcDomain));
+  DTC_ASSIGN_OR_RETURN(ir::Value * g,
+                       ctx.emit1("AllGather", {local},
+                                 {{"group", ir::Attribute("tp")}, {"parts", ir::Attribute(T)}},
+                                 ir::kDtcDomain));
   if (a > 0) {
     std::vector<int64_t> perm;
     for (int64_t d = 1; d <= a; ++d)
@@ -136,12 +136,11 @@ OpDef defineAllGather() {
         n *= d;
       DTC_ASSIGN_OR_RETURN(ir::Value * flat, ctx.reshapeTo(ctx.outputGrad(0), {n}));
       DTC_ASSIGN_OR_RETURN(
-          ir::Value * g,
-          ctx.emit1("ReduceScatter", {flat},
-                    {{"op", ir::Attribute("sum")},
-                     {"group", ir::Attribute(ctx.node().attrString("group", "tp"))},
-                     {"parts", ir::Attribute(parts)}},
-                    ir::kDtcDomain));
+          ir::Value * g, ctx.emit1("ReduceScatter", {flat},
+                                   {{"op", ir::Attribute("sum")},
+                                    {"group", ir::Attribute(ctx.node().attrString("group", "tp"))},
+                                    {"parts", ir::Attribute(parts)}},
+                                   ir::kDtcDomain));
       DTC_ASSIGN_OR_RETURN(g, ctx.reshapeTo(g, x.staticSizes()));
       ctx.setInputGrad(0, g);
       return Status::ok();
