@@ -30,7 +30,8 @@ Groups (--only takes a comma-separated subset; all by default):
   errors       --tp-shard naming no weight, or a dimension that does not divide.
   sequence-parallel
                --sequence-parallel (Korthikanti et al. 2022): the law on the GPT and the tied
-               GPT at tp=2 and on dp=2,tp=2 (4 ranks); the plan's reduce-scatters and
+               GPT at tp=2 and on dp=2,tp=2 (4 ranks), the tied GPT at tp=4, the GPT on
+               pp=2,tp=2 and the tied GPT on dp=2,pp=2,tp=2 (8 ranks); the plan's reduce-scatters and
                all-gathers on group tp against plain tp's all-reduces (same bytes on the wire,
                up to the tp all-reduces of the replicated parameters' gradients and of the
                first block's input), and rank 0's arena against plain tp's; errors: without
@@ -263,7 +264,11 @@ def run_sequence_parallel(r):
     for name, model, strategy, nproc in [("gpt/tp=2", gpt, "tp=2", 2),
                                          ("gpt_tied/tp=2", tied, "tp=2", 2),
                                          ("gpt/dp=2,tp=2", gpt, "dp=2,tp=2", 4),
-                                         ("gpt_tied/dp=2,tp=2", tied, "dp=2,tp=2", 4)]:
+                                         ("gpt_tied/dp=2,tp=2", tied, "dp=2,tp=2", 4),
+                                         ("gpt_tied/tp=4", tied, "tp=4", 4),
+                                         ("gpt/pp=2,tp=2", gpt, "pp=2,tp=2,microbatches=2", 4),
+                                         ("gpt_tied/dp=2,pp=2,tp=2", tied,
+                                          "dp=2,pp=2,tp=2,microbatches=2", 8)]:
         def check(model=model, strategy=strategy, nproc=nproc):
             if model not in baselines:
                 plan = r.compile(model, ["--strategy", "single"] + gpt_sgd)
