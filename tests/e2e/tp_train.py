@@ -31,7 +31,8 @@ Groups (--only takes a comma-separated subset; all by default):
   sequence-parallel
                --sequence-parallel (Korthikanti et al. 2022): the law on the GPT and the tied
                GPT at tp=2 and on dp=2,tp=2 (4 ranks), the tied GPT at tp=4, the GPT on
-               pp=2,tp=2 and the tied GPT on dp=2,pp=2,tp=2 (8 ranks); the plan's reduce-scatters and
+               pp=2,tp=2 and the tied GPT on dp=2,pp=2,tp=2 (8 ranks), a sequence-first
+               ([S, B, H]) block built here at tp=2; the plan's reduce-scatters and
                all-gathers on group tp against plain tp's all-reduces (same bytes on the wire,
                up to the tp all-reduces of the replicated parameters' gradients and of the
                first block's input), and rank 0's arena against plain tp's; errors: without
@@ -280,6 +281,65 @@ def run_sequence_parallel(r):
             return assert_law(single, params)
 
         r.check(f"sequence-parallel/equivalence/{name}", check)
+
+    def sequence_first():
+        # Activations [S, B, H] (PyTorch's nn.Transformer default): the model transposes its
+        # [N, 4, 8] input to [4, N, 8] and adds a learned position table [4, 1, 8], runs a
+        # pre-LayerNorm block with two column/row pairs, and transposes back. The sequence axis
+        # is 0: the reduce-scatters need no transpose, and the residual input (which carries
+        # the position table's gradient) enters the region through a slice along axis 0: 2
+        # reduce-scatters forward and 1 backward (the g-bar before the second pair).
+        import onnx
+        from onnx import TensorProto, helper, numpy_helper
+        rng = np.random.default_rng(1)
+
+        def init(name, shape, scale=0.3, base=0.0):
+            return numpy_helper.from_array(
+                (base + rng.standard_normal(shape) * scale).astype(np.float32), name)
+
+        nodes = [helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0, 2]),
+                 helper.make_node("Add", ["xt", "pos"], ["x0"])]
+        inits = [init("pos", (4, 1, 8))]
+        prev = "x0"
+        for k in (1, 2):
+            nodes += [
+                helper.make_node("LayerNormalization", [prev, f"g{k}", f"b{k}"], [f"n{k}"]),
+                helper.make_node("MatMul", [f"n{k}", f"w{k}a"], [f"h{k}"]),
+                helper.make_node("Add", [f"h{k}", f"c{k}a"], [f"hb{k}"]),
+                helper.make_node("Relu", [f"hb{k}"], [f"r{k}"]),
+                helper.make_node("MatMul", [f"r{k}", f"w{k}b"], [f"o{k}"]),
+                helper.make_node("Add", [f"o{k}", f"c{k}b"], [f"ob{k}"]),
+                helper.make_node("Add", [prev, f"ob{k}"], [f"s{k}"])]
+            inits += [init(f"g{k}", (8,), 0.1, 1.0), init(f"b{k}", (8,), 0.1),
+                      init(f"w{k}a", (8, 16)), init(f"c{k}a", (16,), 0.1),
+                      init(f"w{k}b", (16, 8)), init(f"c{k}b", (8,), 0.1)]
+            prev = f"s{k}"
+        nodes.append(helper.make_node("Transpose", [prev], ["y"], perm=[1, 0, 2]))
+        graph = helper.make_graph(
+            nodes, "seq_first", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 8])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, 8])], inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8
+        path, data = r.unique("seq_first", ".onnx"), r.unique("seq_first", ".npz")
+        onnx.save(model, path)
+        np.savez(data, x=rng.standard_normal((64, 4, 8)).astype(np.float32),
+                 label=rng.standard_normal((64, 4, 8)).astype(np.float32))
+        flags = ["--batch-size", "8", "--loss", "mse", "--optimizer", "sgd", "--lr", "0.1",
+                 "--momentum", "0.9"]
+        single, single_rows = r.train(r.compile(path, ["--strategy", "single"] + flags), data, 0,
+                                      run_args)
+        sp = ["--strategy", "tp=2", "--sequence-parallel"] + flags
+        text = r.plan_text(path, sp)
+        kinds, _ = tp_traffic(text, 2)
+        if kinds.get("reduce-scatter", (0, 0))[0] != 3 or "/sp_rank_major" in text or \
+                'name="x0/sp_copy/grad/AllGather"' not in text:
+            raise CheckFailed(f"tp collectives {kinds}; expected reduce-scatters along axis 0 "
+                              f"and the sliced residual input's all-gathered gradient")
+        params, rows = r.train(r.compile(path, sp), data, 2, run_args)
+        same_losses(single_rows, rows)
+        return assert_law(single, params)
+
+    r.check("sequence-parallel/equivalence/sequence-first", sequence_first)
 
     def plans():
         # Megatron's exchange: each tp all-reduce of a block's activations ([8, 16, 32] f32)
