@@ -312,8 +312,10 @@ private:
   }
 
   /// The sequence axis of a row-parallel output `v` ([B, S, H] or [S, B, H]): the one axis
-  /// that is neither the last (hidden) one nor of the batch's size. Errors name `v` when there
-  /// is no such single axis or its size does not divide by T.
+  /// that is neither the last (hidden) one nor of the batch's size. When S equals B the two
+  /// cannot be told apart, and either split is exact (the region's ops treat every sample and
+  /// every token alike): axis 1. Errors name `v` when there is no such axis or several, or its
+  /// size does not divide by T.
   Expected<int64_t> sequenceAxis(const ir::Value *v) const {
     const std::vector<int64_t> d = staticDims(v);
     const int64_t batch = dataBatch();
@@ -328,6 +330,8 @@ private:
     for (size_t a = 0; a + 1 < d.size(); ++a)
       if (d[a] != batch && d[a] > 1)
         candidates.push_back(static_cast<int64_t>(a));
+    if (candidates.empty() && d.size() == 3 && d[0] == batch && d[1] == batch && batch > 1)
+      candidates.push_back(1);
     if (candidates.size() != 1)
       return Status::error(where, "--sequence-parallel: cannot determine the sequence axis of " +
                                       shape + " (batch " + std::to_string(batch) + "; " +
