@@ -30,15 +30,15 @@ Groups (--only takes a comma-separated subset; all by default):
   errors       --tp-shard naming no weight, or a dimension that does not divide.
   sequence-parallel
                --sequence-parallel (Korthikanti et al. 2022): the law on the GPT and the tied
-               GPT at tp=2 (the GPT also at batch 16 = sequence 16) and on dp=2,tp=2 (4
-               ranks), the tied GPT at tp=4, the GPT on pp=2,tp=2, the tied GPT on
-               dp=2,pp=2,tp=2 (8 ranks), and a sequence-first ([S, B, H]) block built here at
-               tp=2; the GPT plan's reduce-scatters and all-gathers on group tp against plain
-               tp's all-reduces (the blocks' exchange the same bytes; the extra: the first
-               block's entry, the gather before the head, the replicated parameters'
-               gradients), the region's activations at 1/T, rank 0's arena against plain tp's;
-               errors: without tp > 1, a sequence that does not divide by T, activations
-               without a sequence axis.
+               GPT at tp=2 (the GPT also at batch 16 = sequence 16) and on dp=2,tp=2 (4 ranks),
+               the tied GPT at tp=4, with --clip-grad-norm and on dp=2,tp=2 with --zero 2, the
+               GPT on pp=2,tp=2, the tied GPT on dp=2,pp=2,tp=2 (8 ranks), and a sequence-first
+               ([S, B, H]) block built here at tp=2; the GPT plan's reduce-scatters and
+               all-gathers on group tp against plain tp's all-reduces (the blocks' exchange the
+               same bytes; the extra: the first block's entry, the gather before the head, the
+               replicated parameters' gradients), the region's activations at 1/T, rank 0's
+               arena against plain tp's; errors: without tp > 1, a sequence that does not
+               divide by T, activations without a sequence axis.
 
 Usage: tp_train.py --build BUILD_DIR [--only equivalence,plans,checkpoints,errors,sequence-parallel]
                    [--keep]
@@ -274,15 +274,21 @@ def run_sequence_parallel(r):
              ("gpt_tied/dp=2,tp=2", tied, "dp=2,tp=2", 4, gpt_sgd),
              ("gpt_tied/tp=4", tied, "tp=4", 4, gpt_sgd),
              ("gpt/pp=2,tp=2", gpt, "pp=2,tp=2,microbatches=2", 4, gpt_sgd),
-             ("gpt_tied/dp=2,pp=2,tp=2", tied, "dp=2,pp=2,tp=2,microbatches=2", 8, gpt_sgd)]
-    for name, model, strategy, nproc, flags in cases:
-        def check(model=model, strategy=strategy, nproc=nproc, flags=flags):
+             ("gpt_tied/dp=2,pp=2,tp=2", tied, "dp=2,pp=2,tp=2,microbatches=2", 8, gpt_sgd),
+             # The clipped norm counts the all-reduced (replicated) LayerNorm gradients once.
+             ("gpt_tied/tp=2,clip-grad-norm", tied, "tp=2", 2,
+              gpt_sgd + ["--clip-grad-norm", "0.1"]),
+             ("gpt_tied/dp=2,tp=2,zero=2", tied, "dp=2,tp=2", 4, gpt_sgd, ["--zero", "2"])]
+    for name, model, strategy, nproc, flags, *only_sp in cases:
+        def check(model=model, strategy=strategy, nproc=nproc, flags=flags,
+                  extra=only_sp[0] if only_sp else []):
             key = (model, tuple(flags))
             if key not in baselines:
                 plan = r.compile(model, ["--strategy", "single"] + flags)
                 baselines[key] = r.train(plan, gpt_data, 0, run_args)
             single, single_rows = baselines[key]
-            plan = r.compile(model, ["--strategy", strategy, "--sequence-parallel"] + flags)
+            plan = r.compile(model, ["--strategy", strategy, "--sequence-parallel"] + flags +
+                             extra)
             params, rows = r.train(plan, gpt_data, nproc, run_args)
             same_losses(single_rows, rows)
             return assert_law(single, params)
