@@ -92,6 +92,10 @@ int main(int argc, char **argv) {
   train->add_option("--tp-shard", tpShards,
                     "tp: split weight NAME along AXIS (NAME=AXIS, repeatable) instead of "
                     "letting the sharding rules choose");
+  train->add_flag("--sequence-parallel", flags.sequenceParallel,
+                  "tp=T: run LayerNorms, residual and bias adds split along the sequence "
+                  "(reduce-scatter and all-gather in place of the all-reduces; Korthikanti et "
+                  "al. 2022)");
   train->add_option("--staleness", flags.staleness,
                     "ps=S:W: steps a worker may run ahead of the slowest live worker; 0 is "
                     "synchronous (each update the mean of the W gradients, as dp=W); -1 "
@@ -271,6 +275,7 @@ int main(int argc, char **argv) {
                                                    "--pp-cuts",
                                                    "--device-memory",
                                                    "--tp-shard",
+                                                   "--sequence-parallel",
                                                    "--staleness",
                                                    "--async-rule",
                                                    "--ps-min-shard-bytes"};
@@ -339,6 +344,7 @@ int main(int argc, char **argv) {
     }
     if (app.count("--bucket-mb")) cfg.bucketMb = flags.bucketMb;
     if (app.count("--sync-batchnorm")) cfg.syncBatchNorm = flags.syncBatchNorm;
+    if (app.count("--sequence-parallel")) cfg.sequenceParallel = true;
     if (app.count("--zero"))
       cfg.zero = flags.zero;
     if (app.count("--staleness")) cfg.staleness = flags.staleness;

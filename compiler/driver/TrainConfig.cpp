@@ -156,6 +156,8 @@ Status readTrainConfigFile(const std::string &path, TrainingConfig &cfg,
       s = get(path, key, v, cfg.syncBatchNorm);
     else if (key == "zero")
       s = integer(cfg.zero);
+    else if (key == "sequence-parallel")
+      s = get(path, key, v, cfg.sequenceParallel);
     else if (key == "pp-cuts" && v.is_string()) // "a,b" as on the command line, or ["a", "b"]
       s = get(path, key, json(splitCuts(v.get<std::string>())), cfg.ppCuts);
     else if (key == "pp-cuts")
@@ -182,8 +184,8 @@ Status readTrainConfigFile(const std::string &path, TrainingConfig &cfg,
                       "lr, momentum, nesterov, weight-decay, betas, eps, lr-schedule, "
                       "warmup-steps, step-size, gamma, total-steps, min-lr, clip-grad-norm, "
                       "grad-accum-steps, freeze, untie-initializers, batch-size, bucket-mb, "
-                      "sync-batchnorm, zero, pp-cuts, device-memory, staleness, async-rule, "
-                      "ps-min-shard-bytes)");
+                      "sync-batchnorm, zero, sequence-parallel, pp-cuts, device-memory, "
+                      "staleness, async-rule, ps-min-shard-bytes)");
     DTC_RETURN_IF_ERROR(s);
   }
   return Status::ok();
@@ -328,6 +330,10 @@ Status validateTrainConfig(const TrainingConfig &c) {
   }
   if (c.syncBatchNorm && c.dataParallel() == 0)
     return bad("--sync-batchnorm", "applies to --strategy dp=N");
+  if (c.sequenceParallel && (c.mesh.single || c.mesh.tp < 2))
+    return bad("--sequence-parallel", "splits tensor-parallel regions: it needs --strategy "
+                                      "with tp > 1, not " +
+                                          (c.mesh.single ? std::string("single") : c.mesh.text()));
   if (c.zero < 0 || c.zero > 2)
     return bad("--zero", "must be 0 (off), 1 (optimizer state sharded) or 2 (gradients too), got " +
                              std::to_string(c.zero));

@@ -473,7 +473,10 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
       c->set_kind(COLLECTIVE_REDUCE_SCATTER);
       c->set_op(in.node->attrString("op", "mean") == "sum" ? REDUCE_SUM : REDUCE_MEAN);
       c->set_group(in.node->attrString("group", "dp"));
-      c->set_name("bucket " + std::to_string(in.node->attrInt("bucket", 0)) + " shard");
+      // ZeRO's buckets by index; the sequence-parallel reduce-scatters (group tp) by result.
+      c->set_name(in.node->hasAttr("bucket")
+                      ? "bucket " + std::to_string(in.node->attrInt("bucket", 0)) + " shard"
+                      : buffers[in.outputs.at(0)].name);
       c->add_inputs(in.inputs.at(0));
       c->add_outputs(in.outputs.at(0));
       continue;

@@ -47,6 +47,11 @@ struct TrainingConfig {
   int64_t gradAccumSteps = 1;
   /// --tp-shard NAME=AXIS: weights the tensor-parallel pass must split along AXIS.
   std::vector<std::pair<std::string, int64_t>> tpShard;
+  /// --sequence-parallel (tp > 1): the per-token regions between a row-parallel layer and the
+  /// next column-parallel one (LayerNorm, residual adds, bias adds) run split along the
+  /// sequence axis, with reduce-scatters and all-gathers in place of the all-reduces
+  /// (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models").
+  bool sequenceParallel = false;
   /// Parameters whose name matches this ECMAScript regex are frozen ("" = none).
   std::string freeze;
   /// --untie-initializers: import gives every use of a constant-filled floating-point

@@ -4,6 +4,7 @@
 // REDUCE_SCATTER Collective instruction and a Wait before the first instruction that needs it.
 #include "ops/comm/Collective.h"
 
+#include "ops/Gradient.h"
 #include "ops/OpDef.h"
 #include "ops/Sharding.h"
 
@@ -13,8 +14,11 @@ namespace dtc::ops {
 /// group gets block r of the reduction over the group (MPI_Reduce_scatter_block order).
 /// Attributes: op "sum" | "mean" (default mean), group (mesh axis, default "dp"), parts (the
 /// group size, required), bucket (index, for names). X is one-dimensional and its length a
-/// multiple of parts (the passes pad buckets with zeros). Not differentiable: it is inserted
-/// after autodiff.
+/// multiple of parts (the passes pad buckets with zeros). Gradient: only for the
+/// tensor-parallel sum (group tp, op sum), which --sequence-parallel inserts before autodiff in
+/// place of an all-reduce (Korthikanti et al. 2022, g): what follows holds rank r's block, so
+/// X's gradient is every rank's block of Y's gradient, an all-gather, the same on every rank.
+/// ZeRO's reduce-scatters are inserted after autodiff and have none.
 OpDef defineReduceScatter() {
   OpDef d;
   d.name = "ReduceScatter";
@@ -42,6 +46,23 @@ OpDef defineReduceScatter() {
                        " is not a multiple of parts " + std::to_string(parts));
     ctx.setOutputDType(0, ctx.inputDType(0));
     ctx.setOutputShape(0, ir::Shape({ir::Dim::fixed(x[0].value() / parts)}));
+    return Status::ok();
+  };
+  d.gradient = [](GradientContext &ctx) -> Status {
+    if (ctx.node().attrString("group", "dp") != "tp" || ctx.node().attrString("op", "") != "sum")
+      return ctx.error("only the tensor-parallel sum (group tp, op sum) is differentiable");
+    if (!ctx.needsGrad(0) || !ctx.outputGrad(0))
+      return Status::ok();
+    const int64_t parts = ctx.node().attrInt("parts", 0);
+    DTC_ASSIGN_OR_RETURN(
+        ir::Value * g, ctx.emit1("AllGather", {ctx.outputGrad(0)},
+                                 {{"group", ir::Attribute("tp")}, {"parts", ir::Attribute(parts)}},
+                                 ir::kDtcDomain));
+    const ir::Shape &x = ctx.input(0)->shape();
+    if (!x.isStatic())
+      return ctx.error("needs a static input shape");
+    DTC_ASSIGN_OR_RETURN(g, ctx.reshapeTo(g, x.staticSizes()));
+    ctx.setInputGrad(0, g);
     return Status::ok();
   };
   d.cost = dataMovementCost();

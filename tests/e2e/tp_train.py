@@ -28,8 +28,20 @@ Groups (--only takes a comma-separated subset; all by default):
                from step 2 and ends bit for bit where an uninterrupted 6-step run does
                (parameters, and every persistent buffer of every shard).
   errors       --tp-shard naming no weight, or a dimension that does not divide.
+  sequence-parallel
+               --sequence-parallel (Korthikanti et al. 2022): the law on the GPT and the tied
+               GPT at tp=2 (the GPT also at batch 16 = sequence 16) and on dp=2,tp=2 (4 ranks),
+               the tied GPT at tp=4, with --clip-grad-norm and on dp=2,tp=2 with --zero 2, the
+               GPT on pp=2,tp=2, the tied GPT on dp=2,pp=2,tp=2 (8 ranks), and a sequence-first
+               ([S, B, H]) block built here at tp=2; the GPT plan's reduce-scatters and
+               all-gathers on group tp against plain tp's all-reduces (the blocks' exchange the
+               same bytes; the extra: the first block's entry, the gather before the head, the
+               replicated parameters' gradients), the region's activations at 1/T, rank 0's
+               arena against plain tp's; errors: without tp > 1, a sequence that does not
+               divide by T, activations without a sequence axis.
 
-Usage: tp_train.py --build BUILD_DIR [--only equivalence,plans,checkpoints,errors] [--keep]
+Usage: tp_train.py --build BUILD_DIR [--only equivalence,plans,checkpoints,errors,sequence-parallel]
+                   [--keep]
 """
 import argparse
 import os
@@ -44,7 +56,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dp_train import GOLDEN, MODELS, STEPS, CheckFailed, Runner, assert_law  # noqa: E402
 from pp_train import same_losses, same_params  # noqa: E402
 
-GROUPS = ["equivalence", "plans", "checkpoints", "errors"]
+GROUPS = ["equivalence", "plans", "checkpoints", "errors", "sequence-parallel"]
 def cases():
     digits = os.path.join(MODELS, "data", "digits_train.npz")
     gpt_data = os.path.join(GOLDEN, "gpt_data.npz")
@@ -221,6 +233,202 @@ def run_checkpoints(r):
         r.check(f"checkpoints/resume/{name}", case)
 
 
+PLAN_BUFFER = re.compile(r'^\s*buffer (%\d+) "([^"]*)" (\w+) \S+ @\d+\+(\d+)', re.M)
+PLAN_COLLECTIVE = re.compile(
+    r'^\s*\d+: (%\d+) = (all-reduce|all-gather|reduce-scatter)\S*\((%\d+)\) group="tp"', re.M)
+
+
+def tp_traffic(text, parts):
+    """The tp collectives of a plan text: {kind: (count, bytes of the whole tensors)} and the
+    bytes one rank sends per step on a ring (all-reduce 2(T-1)/T of its tensor, all-gather and
+    reduce-scatter (T-1)/T of the whole gathered or scattered tensor)."""
+    size = {b: int(n) for b, _, _, n in PLAN_BUFFER.findall(text)}
+    kinds, ring = {}, 0.0
+    for out, kind, inp in PLAN_COLLECTIVE.findall(text):
+        whole = size[out] if kind == "all-gather" else size[inp]
+        count, total = kinds.get(kind, (0, 0))
+        kinds[kind] = (count + 1, total + whole)
+        ring += whole * (2 if kind == "all-reduce" else 1) * (parts - 1) / parts
+    return kinds, ring
+
+
+def activation_bytes(text):
+    return sum(int(n) for _, _, kind, n in PLAN_BUFFER.findall(text) if kind == "activation")
+
+
+def run_sequence_parallel(r):
+    gpt_data = os.path.join(GOLDEN, "gpt_data.npz")
+    gpt_sgd = ["--batch-size", "8", "--optimizer", "sgd", "--lr", "0.1", "--momentum", "0.9",
+               "--class-axis", "-1"]
+    gpt = os.path.join(MODELS, "gpt_train.onnx")
+    tied = os.path.join(MODELS, "gpt_tied_train.onnx")
+    run_args = ["--steps", str(STEPS), "--no-shuffle"]
+    baselines = {}
+    # Batch 16 = sequence 16: the axes of [16, 16, 32] cannot be told apart; either split is
+    # exact (the pass takes axis 1).
+    gpt_b16 = ["--batch-size", "16"] + gpt_sgd[2:]
+    cases = [("gpt/tp=2", gpt, "tp=2", 2, gpt_sgd),
+             ("gpt/tp=2,batch=sequence", gpt, "tp=2", 2, gpt_b16),
+             ("gpt_tied/tp=2", tied, "tp=2", 2, gpt_sgd),
+             ("gpt/dp=2,tp=2", gpt, "dp=2,tp=2", 4, gpt_sgd),
+             ("gpt_tied/dp=2,tp=2", tied, "dp=2,tp=2", 4, gpt_sgd),
+             ("gpt_tied/tp=4", tied, "tp=4", 4, gpt_sgd),
+             ("gpt/pp=2,tp=2", gpt, "pp=2,tp=2,microbatches=2", 4, gpt_sgd),
+             ("gpt_tied/dp=2,pp=2,tp=2", tied, "dp=2,pp=2,tp=2,microbatches=2", 8, gpt_sgd),
+             # The clipped norm counts the all-reduced (replicated) LayerNorm gradients once.
+             ("gpt_tied/tp=2,clip-grad-norm", tied, "tp=2", 2,
+              gpt_sgd + ["--clip-grad-norm", "0.1"]),
+             ("gpt_tied/dp=2,tp=2,zero=2", tied, "dp=2,tp=2", 4, gpt_sgd, ["--zero", "2"])]
+    for name, model, strategy, nproc, flags, *only_sp in cases:
+        def check(model=model, strategy=strategy, nproc=nproc, flags=flags,
+                  extra=only_sp[0] if only_sp else []):
+            key = (model, tuple(flags))
+            if key not in baselines:
+                plan = r.compile(model, ["--strategy", "single"] + flags)
+                baselines[key] = r.train(plan, gpt_data, 0, run_args)
+            single, single_rows = baselines[key]
+            plan = r.compile(model, ["--strategy", strategy, "--sequence-parallel"] + flags +
+                             extra)
+            params, rows = r.train(plan, gpt_data, nproc, run_args)
+            same_losses(single_rows, rows)
+            return assert_law(single, params)
+
+        r.check(f"sequence-parallel/equivalence/{name}", check)
+
+    def sequence_first():
+        # Activations [S, B, H] (PyTorch's nn.Transformer default): the model transposes its
+        # [N, 4, 8] input to [4, N, 8] and adds a learned position table [4, 1, 8], runs a
+        # pre-LayerNorm block with two column/row pairs, and transposes back. The sequence axis
+        # is 0: the reduce-scatters need no transpose, and the residual input (which carries
+        # the position table's gradient) enters the region through a slice along axis 0: 2
+        # reduce-scatters forward and 1 backward (the g-bar before the second pair).
+        import onnx
+        from onnx import TensorProto, helper, numpy_helper
+        rng = np.random.default_rng(1)
+
+        def init(name, shape, scale=0.3, base=0.0):
+            return numpy_helper.from_array(
+                (base + rng.standard_normal(shape) * scale).astype(np.float32), name)
+
+        nodes = [helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0, 2]),
+                 helper.make_node("Add", ["xt", "pos"], ["x0"])]
+        inits = [init("pos", (4, 1, 8))]
+        prev = "x0"
+        for k in (1, 2):
+            nodes += [
+                helper.make_node("LayerNormalization", [prev, f"g{k}", f"b{k}"], [f"n{k}"]),
+                helper.make_node("MatMul", [f"n{k}", f"w{k}a"], [f"h{k}"]),
+                helper.make_node("Add", [f"h{k}", f"c{k}a"], [f"hb{k}"]),
+                helper.make_node("Relu", [f"hb{k}"], [f"r{k}"]),
+                helper.make_node("MatMul", [f"r{k}", f"w{k}b"], [f"o{k}"]),
+                helper.make_node("Add", [f"o{k}", f"c{k}b"], [f"ob{k}"]),
+                helper.make_node("Add", [prev, f"ob{k}"], [f"s{k}"])]
+            inits += [init(f"g{k}", (8,), 0.1, 1.0), init(f"b{k}", (8,), 0.1),
+                      init(f"w{k}a", (8, 16)), init(f"c{k}a", (16,), 0.1),
+                      init(f"w{k}b", (16, 8)), init(f"c{k}b", (8,), 0.1)]
+            prev = f"s{k}"
+        nodes.append(helper.make_node("Transpose", [prev], ["y"], perm=[1, 0, 2]))
+        graph = helper.make_graph(
+            nodes, "seq_first", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 8])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, 8])], inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8
+        path, data = r.unique("seq_first", ".onnx"), r.unique("seq_first", ".npz")
+        onnx.save(model, path)
+        np.savez(data, x=rng.standard_normal((64, 4, 8)).astype(np.float32),
+                 label=rng.standard_normal((64, 4, 8)).astype(np.float32))
+        flags = ["--batch-size", "8", "--loss", "mse", "--optimizer", "sgd", "--lr", "0.1",
+                 "--momentum", "0.9"]
+        single, single_rows = r.train(r.compile(path, ["--strategy", "single"] + flags), data, 0,
+                                      run_args)
+        sp = ["--strategy", "tp=2", "--sequence-parallel"] + flags
+        text = r.plan_text(path, sp)
+        kinds, _ = tp_traffic(text, 2)
+        if kinds.get("reduce-scatter", (0, 0))[0] != 3 or "/sp_rank_major" in text or \
+                'name="x0/sp_copy/grad/AllGather"' not in text:
+            raise CheckFailed(f"tp collectives {kinds}; expected reduce-scatters along axis 0 "
+                              f"and the sliced residual input's all-gathered gradient")
+        params, rows = r.train(r.compile(path, sp), data, 2, run_args)
+        same_losses(single_rows, rows)
+        return assert_law(single, params)
+
+    r.check("sequence-parallel/equivalence/sequence-first", sequence_first)
+
+    def plans():
+        # Megatron's exchange: each tp all-reduce of a block's activations ([8, 16, 32] f32)
+        # becomes a reduce-scatter (g, forward; backward: all-gather) or an all-gather (g-bar,
+        # forward; backward: reduce-scatter) of the same tensor. The GPT's 2 blocks: forward 4
+        # reduce-scatters, 3 all-gathers before column-parallel layers and 1 before the head;
+        # backward 4 all-gathers, 3 reduce-scatters and the all-gather of the first block's
+        # residual input (sequence-parallel from there); block 0's first LayerNorm stays
+        # replicated (its f all-reduce as in plain tp), and the 12 replicated parameters read by
+        # the region (LayerNorm weights and biases after block 0's first, row-parallel biases)
+        # have their gradients all-reduced over tp.
+        plain = r.plan_text(gpt, ["--strategy", "tp=2"] + gpt_sgd)
+        sp = r.plan_text(gpt, ["--strategy", "tp=2", "--sequence-parallel"] + gpt_sgd)
+        pk, pring = tp_traffic(plain, 2)
+        sk, sring = tp_traffic(sp, 2)
+        act = 8 * 16 * 32 * 4
+        rs, ag = sk.get("reduce-scatter", (0, 0)), sk.get("all-gather", (0, 0))
+        ar = sk.get("all-reduce", (0, 0))
+        if pk.get("all-reduce") != (8, 8 * act) or rs != (7, 7 * act) or ag != (9, 9 * act) or \
+                ar != (13, act + 12 * 32 * 4):
+            raise CheckFailed(f"plain tp {pk}, sequence-parallel {sk}")
+        if "ln1.weight/tp_copy/grad/AllReduce" not in sp:
+            raise CheckFailed("the LayerNorm weights' gradients are not all-reduced over tp")
+        # The region's activations (LayerNorms after block 0's first, residual adds, ln_f) are
+        # [8, 8, 32] per rank instead of [8, 16, 32].
+        region = re.compile(r"^/(blocks/blocks\.\d+/(ln\d/|Add)|ln_f/)\S*_output_0$")
+        pb = {n: int(b) for _, n, kind, b in PLAN_BUFFER.findall(plain)
+              if kind == "activation" and region.match(n) and not n.startswith("/blocks/blocks.0/ln1/")}
+        sb = {n: int(b) for _, n, kind, b in PLAN_BUFFER.findall(sp) if n in pb}
+        if len(pb) < 20 or sorted(sb) != sorted(pb) or any(2 * sb[n] != pb[n] for n in pb):
+            raise CheckFailed(f"region activations: plain {pb}, sequence-parallel {sb}")
+        pa, sa = activation_bytes(plain), activation_bytes(sp)
+        parena = int(re.search(r"arena=(\d+)", plain).group(1))
+        sarena = int(re.search(r"arena=(\d+)", sp).group(1))
+        return (f"plain tp: {pk['all-reduce'][0]} all-reduces ({pk['all-reduce'][1]} B), ring "
+                f"{pring:.0f} B/rank/step; sequence-parallel: {rs[0]} reduce-scatters "
+                f"({rs[1]} B), {ag[0]} all-gathers ({ag[1]} B), {ar[0]} all-reduces ({ar[1]} B), "
+                f"ring {sring:.0f} B/rank/step; the region's {len(pb)} activations "
+                f"{sum(sb.values())} B vs {sum(pb.values())} B; all activation buffers {sa} B vs {pa} B "
+                f"({sa / pa:.2f}x), arena {sarena} B vs {parena} B ({sarena / parena:.2f}x)")
+
+    r.check("sequence-parallel/plans/gpt", plans)
+
+    mlp = os.path.join(MODELS, "mlp_digits.onnx")
+    mlp_flags = ["--batch-size", "16", "--optimizer", "sgd", "--lr", "0.05"]
+    r.check("sequence-parallel/errors/no-tp", lambda: r.expect_compile_error(
+        mlp, mlp_flags + ["--strategy", "dp=2", "--sequence-parallel"],
+        r"error: --sequence-parallel: .*needs --strategy with tp > 1"))
+    r.check("sequence-parallel/errors/no-sequence-axis", lambda: r.expect_compile_error(
+        mlp, mlp_flags + ["--strategy", "tp=2", "--sequence-parallel"],
+        r"error: value '.*': --sequence-parallel: cannot determine the sequence axis"))
+
+    def indivisible():
+        # A column/row pair on activations [N, 6, 8] at tp=4: the hidden 16 splits, the
+        # sequence 6 does not.
+        import onnx
+        from onnx import TensorProto, helper, numpy_helper
+        rng = np.random.default_rng(0)
+        w = [numpy_helper.from_array(rng.standard_normal(s).astype(np.float32), n)
+             for n, s in (("w1", (8, 16)), ("w2", (16, 8)))]
+        graph = helper.make_graph(
+            [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("MatMul", ["r", "w2"], ["o"]),
+             helper.make_node("Add", ["x", "o"], ["y"])], "seq6",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 6, 8])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 6, 8])], w)
+        path = r.unique("seq6", ".onnx")
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+        return r.expect_compile_error(path, ["--batch-size", "2", "--loss", "mse", "--strategy",
+                                             "tp=4", "--sequence-parallel"],
+                                      r"error: value 'o': --sequence-parallel: the sequence axis "
+                                      r"1 of f32\[2,6,8\] \(size 6\) does not divide by tp=4")
+
+    r.check("sequence-parallel/errors/indivisible-sequence", indivisible)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", required=True)
@@ -234,7 +442,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="dtc-tp-")
     r = Runner(os.path.abspath(args.build), tmp)
     runs = {"equivalence": run_equivalence, "plans": run_plans, "checkpoints": run_checkpoints,
-            "errors": run_errors}
+            "errors": run_errors, "sequence-parallel": run_sequence_parallel}
     r.run_groups([runs[g] for g in groups], args.keep)
 
 
