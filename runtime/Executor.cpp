@@ -341,10 +341,17 @@ Status Executor::load() {
         const int64_t part = whole[static_cast<size_t>(sp.axis())] / sp.blocks() / sp.parts();
         req.slice = WeightSlice{sp.axis(), plan_.ranks(opts_.rank).tp() * part, part, sp.blocks()};
       }
-      std::string bytes(buf.size_bytes(), '\0');
-      DTC_RETURN_IF_ERROR(
-          weights->readInto(req, bytes.data(), bytes.size()).withContext(rankWhere));
-      DTC_RETURN_IF_ERROR(device_->upload(buf.offset(), bytes.data(), buf.size_bytes()));
+      if (hostArena_) { // straight into the arena (validated: the buffer lies inside it)
+        DTC_RETURN_IF_ERROR(weights
+                                ->readInto(req, static_cast<char *>(device_->arenaAt(buf.offset())),
+                                           buf.size_bytes())
+                                .withContext(rankWhere));
+      } else {
+        std::string bytes(buf.size_bytes(), '\0');
+        DTC_RETURN_IF_ERROR(
+            weights->readInto(req, bytes.data(), bytes.size()).withContext(rankWhere));
+        DTC_RETURN_IF_ERROR(device_->upload(buf.offset(), bytes.data(), buf.size_bytes()));
+      }
     }
   }
   weights.reset();
