@@ -30,9 +30,19 @@ for t in model.graph.initializer:
         continue
     assert len(axes) == 1 and whole.shape[axes[0]] % part.shape[axes[0]] == 0, t.name
     a, n = axes[0], part.shape[axes[0]]
-    expect = np.take(whole, range(tp * n, (tp + 1) * n), axis=a)
-    assert np.array_equal(part, expect), f"{t.name}: not part {tp} of axis {a}"
-    print(f"{t.name} {list(part.shape)} part {tp} of {whole.shape[a] // n} along axis {a}")
+    parts = whole.shape[a] // n
+    # A fused Q/K/V weight is 3 blocks, each split in `parts`: part tp of every block.
+    for blocks in (1, 3):
+        if n % blocks or whole.shape[a] % (blocks * parts):
+            continue
+        block, m = whole.shape[a] // blocks, n // blocks
+        rows = [k * block + tp * m + i for k in range(blocks) for i in range(m)]
+        if np.array_equal(part, np.take(whole, rows, axis=a)):
+            break
+    else:
+        raise AssertionError(f"{t.name}: not part {tp} of axis {a}")
+    print(f"{t.name} {list(part.shape)} part {tp} of {parts} along axis {a}" +
+          (f" in {blocks} blocks" if blocks > 1 else ""))
 print("domains", sorted(o.domain for o in model.opset_import))
 print("ops", " ".join(sorted({(n.domain + "." if n.domain else "") + n.op_type
                                for n in model.graph.node})))
