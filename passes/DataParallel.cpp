@@ -133,10 +133,13 @@ private:
     std::stable_sort(ready.begin(), ready.end(),
                      [](const Ready &a, const Ready &b) { return a.at < b.at; });
     std::vector<ir::Value *> order;
-    for (const Ready &r : ready)
+    std::vector<int> kinds; // tensor-parallel split or replicated parameter (bucketGradients)
+    for (const Ready &r : ready) {
       order.push_back(st.gradients[r.parameter]);
+      kinds.push_back(st.parameters[r.parameter]->shard().isSplit() ? 1 : 0);
+    }
     DTC_ASSIGN_OR_RETURN(std::vector<std::vector<ir::Value *>> buckets,
-                         bucketGradients(order, cfg.bucketMb));
+                         bucketGradients(order, cfg.bucketMb, kinds));
     size_t next = 0; // index into `ready` of the bucket's first member
     for (size_t k = 0; k < buckets.size(); ++k) {
       ir::GradientShard shard;
@@ -159,11 +162,19 @@ private:
 } // namespace
 
 Expected<std::vector<std::vector<ir::Value *>>>
-bucketGradients(const std::vector<ir::Value *> &ready, float bucketMb) {
+bucketGradients(const std::vector<ir::Value *> &ready, float bucketMb,
+                const std::vector<int> &kinds) {
+  if (!kinds.empty() && kinds.size() != ready.size())
+    return Status::error("bucketGradients", "needs one kind per gradient, got " +
+                                                std::to_string(kinds.size()) + " for " +
+                                                std::to_string(ready.size()));
   const uint64_t cap = static_cast<uint64_t>(static_cast<double>(bucketMb) * (1 << 20));
   std::vector<std::vector<ir::Value *>> buckets;
   uint64_t bucketBytes = 0;
-  for (ir::Value *g : ready) {
+  int bucketKind = 0;
+  for (size_t i = 0; i < ready.size(); ++i) {
+    ir::Value *g = ready[i];
+    const int kind = kinds.empty() ? 0 : kinds[i];
     if (!g->shape().isStatic() || !g->shape().numElements())
       return Status::error("gradient '" + g->name() + "'", "has no static shape");
     const uint64_t bytes =
@@ -175,9 +186,10 @@ bucketGradients(const std::vector<ir::Value *> &ready, float bucketMb) {
     // Pipelines: a bucket holds the gradients of one stage (each stage has its own group).
     auto stageOf = [](const ir::Value *v) { return v->producer() ? v->producer()->stage() : -1; };
     if (buckets.empty() || full || buckets.back().front()->dtype() != g->dtype() ||
-        stageOf(buckets.back().front()) != stageOf(g)) {
+        stageOf(buckets.back().front()) != stageOf(g) || bucketKind != kind) {
       buckets.emplace_back();
       bucketBytes = 0;
+      bucketKind = kind;
     }
     buckets.back().push_back(g);
     bucketBytes += bytes;

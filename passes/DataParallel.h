@@ -14,10 +14,14 @@ namespace dtc::passes {
 /// Splits `ready` (gradients in the order they become ready; static shapes) into buckets as
 /// PyTorch DDP does (Li et al., VLDB 2020): the first at most min(1 MiB, bucketMb MiB), the
 /// others at most bucketMb MiB; a gradient larger than the cap gets a bucket of its own; a
-/// bucket holds one dtype and, in a pipeline, one stage's gradients. Errors: a gradient without
-/// a static shape.
+/// bucket holds one dtype and, in a pipeline, one stage's gradients. `kinds` (empty, or one per
+/// gradient of `ready`): gradients of different kinds never share a bucket (ZeRO on a
+/// tensor-parallel mesh keeps the gradients of split and of replicated parameters apart, so that
+/// the gradient-norm clip can count the replicated ones once). Errors: a gradient without a
+/// static shape.
 Expected<std::vector<std::vector<ir::Value *>>>
-bucketGradients(const std::vector<ir::Value *> &ready, float bucketMb);
+bucketGradients(const std::vector<ir::Value *> &ready, float bucketMb,
+                const std::vector<int> &kinds = {});
 
 /// Adds ai.dtc.AllReduce(bucket...) {op = "mean", group = "dp", bucket = index} named
 /// "dp/bucket<index>/AllReduce" before `before` (appended when null), in `phase`, with output i

@@ -20,7 +20,8 @@
 //
 // Clipping (clipGradNorm > 0): S = SumSquares(all update gradients), c = ClipGradNormScale(S,
 // max_norm, input_scale = 1/K), and every update op takes c as grad_scale: no scaled copy of a
-// gradient is made.
+// gradient is made. On a mesh S counts every element once (globalSumSquares): per pipeline stage,
+// tensor-parallel split gradients all-reduced over tp, ZeRO's blocks all-reduced over dp.
 //
 // ZeRO (TrainingConfig::zero 1 or 2, --strategy dp=N): one update per bucket of parameters on
 // the rank's 1/N block of the flattened, zero-padded bucket, with state for that block only,
@@ -29,9 +30,10 @@
 #include "passes/DataParallel.h"
 #include "passes/Pass.h"
 
-#include <unordered_map>
-
+#include <algorithm>
 #include <cmath>
+#include <map>
+#include <unordered_map>
 
 namespace dtc::passes {
 namespace {
@@ -156,34 +158,13 @@ public:
     }
     ir::Value *scale = nullptr;
     if (cfg.clipGradNorm > 0.f && !trained.empty()) {
-      // Tensor parallelism: a split gradient's squares are summed over the tp group (each
-      // rank holds one shard); a replicated one's are the same on every rank, counted once.
-      std::vector<ir::Value *> all, split;
-      for (size_t i : trained)
-        (st.parameters[i]->shard().isSplit() ? split : all).push_back(grads[i]);
-      ir::Value *sumSq = nullptr;
-      if (!all.empty()) {
-        DTC_ASSIGN_OR_RETURN(ir::Node * sum, emit("SumSquares", "optimizer/grad_sum_squares", all,
-                                                  {"optimizer/grad_sum_squares"}));
-        sumSq = sum->output(0);
+      std::vector<ir::Value *> values;
+      std::vector<bool> split;
+      for (size_t i : trained) {
+        values.push_back(grads[i]);
+        split.push_back(st.parameters[i]->shard().isSplit());
       }
-      ir::Value *const replicatedSum = sumSq;
-      if (!split.empty()) {
-        DTC_ASSIGN_OR_RETURN(ir::Node * part, emit("SumSquares", "optimizer/grad_sum_squares_tp",
-                                                   split, {"optimizer/grad_sum_squares_tp"}));
-        DTC_ASSIGN_OR_RETURN(ir::Node * reduced,
-                             emit("AllReduce", "optimizer/grad_sum_squares_tp/AllReduce",
-                                  {part->output(0)}, {"optimizer/grad_sum_squares_tp/reduced"},
-                                  ir::kDtcDomain,
-                                  {{"op", ir::Attribute("sum")}, {"group", ir::Attribute("tp")}}));
-        sumSq = reduced->output(0);
-        if (!all.empty()) {
-          DTC_ASSIGN_OR_RETURN(ir::Node * total, emit("Add", "optimizer/grad_sum_squares_total",
-                                                      {replicatedSum, reduced->output(0)},
-                                                      {"optimizer/grad_sum_squares_total"}, ""));
-          sumSq = total->output(0);
-        }
-      }
+      DTC_ASSIGN_OR_RETURN(ir::Value * sumSq, globalSumSquares(values, split, /*dpShards=*/false));
       DTC_ASSIGN_OR_RETURN(ir::Node * clip,
                            emit("ClipGradNormScale", "optimizer/grad_clip_scale", {sumSq},
                                 {"optimizer/grad_clip_scale"}, ir::kDtcDomain,
@@ -290,7 +271,9 @@ private:
   /// the flat parameters' block r, one update with state of s elements ("zero/bucket<b>.*",
   /// listed as the optimizer state of the bucket's first parameter), then AllGather over dp of
   /// the updated blocks, split back into the parameters (their state updates). Clipping sums
-  /// the squares of the shards and all-reduces the sum over dp (padding is zeros in both).
+  /// the squares of the shards (globalSumSquares: over dp, and over tp for buckets of split
+  /// weights, which never share a bucket with replicated ones; padding is zeros in both); on a
+  /// pipeline each bucket's update is placed on its stage.
   Status shardedStep(const TrainingConfig &cfg, const std::vector<size_t> &trained,
                      const std::vector<ir::Value *> &grads, const std::vector<ir::Value *> &accums,
                      float invK) {
@@ -311,9 +294,12 @@ private:
     } else {
       std::vector<size_t> order(trained.rbegin(), trained.rend());
       std::vector<ir::Value *> ready;
-      for (size_t i : order)
+      std::vector<int> kinds; // tensor-parallel split or replicated parameter
+      for (size_t i : order) {
         ready.push_back(grads[i]);
-      DTC_ASSIGN_OR_RETURN(auto groups, bucketGradients(ready, cfg.bucketMb));
+        kinds.push_back(st.parameters[i]->shard().isSplit() ? 1 : 0);
+      }
+      DTC_ASSIGN_OR_RETURN(auto groups, bucketGradients(ready, cfg.bucketMb, kinds));
       size_t next = 0;
       for (size_t b = 0; b < groups.size(); ++b) {
         ir::GradientShard shard;
@@ -340,18 +326,28 @@ private:
 
     ir::Value *scale = nullptr;
     if (cfg.clipGradNorm > 0.f) {
+      // A bucket holds the gradients of split or of replicated parameters only (bucketGradients'
+      // kinds), so its shard is one or the other.
       std::vector<ir::Value *> shards;
-      for (const ir::GradientShard &b : buckets)
+      std::vector<bool> split;
+      for (const ir::GradientShard &b : buckets) {
         shards.push_back(b.shard);
-      DTC_ASSIGN_OR_RETURN(ir::Node * part, emit("SumSquares", "optimizer/grad_sum_squares_shard",
-                                                 shards, {"optimizer/grad_sum_squares_shard"}));
-      DTC_ASSIGN_OR_RETURN(ir::Node * total,
-                           emit("AllReduce", "optimizer/grad_sum_squares_dp/AllReduce",
-                                {part->output(0)}, {"optimizer/grad_sum_squares"}, ir::kDtcDomain,
-                                {{"op", ir::Attribute("sum")}, {"group", ir::Attribute("dp")}}));
+        split.push_back(false);
+        for (size_t j = 0; j < b.members.size(); ++j) {
+          const bool s = st.parameters[b.members[j]]->shard().isSplit();
+          if (j == 0)
+            split.back() = s;
+          else if (s != split.back())
+            return Status::error("optimizer", "--clip-grad-norm with --zero: bucket " +
+                                                  std::to_string(&b - buckets.data()) +
+                                                  " mixes tensor-parallel split and replicated "
+                                                  "parameters");
+        }
+      }
+      DTC_ASSIGN_OR_RETURN(ir::Value * total, globalSumSquares(shards, split, /*dpShards=*/true));
       DTC_ASSIGN_OR_RETURN(ir::Node * clip,
-                           emit("ClipGradNormScale", "optimizer/grad_clip_scale",
-                                {total->output(0)}, {"optimizer/grad_clip_scale"}, ir::kDtcDomain,
+                           emit("ClipGradNormScale", "optimizer/grad_clip_scale", {total},
+                                {"optimizer/grad_clip_scale"}, ir::kDtcDomain,
                                 {{"max_norm", ir::Attribute(cfg.clipGradNorm)},
                                  {"input_scale", ir::Attribute(invK)}}));
       scale = clip->output(0);
@@ -360,9 +356,14 @@ private:
       scale = graph_->addConstant(name, ir::TensorData::fromFloats(name, {}, {invK}));
     }
 
+    std::unordered_map<const ir::Value *, int> stageMemo;
     for (size_t b = 0; b < buckets.size(); ++b) {
       const std::vector<size_t> &members = buckets[b].members;
       const std::string base = "zero/bucket" + std::to_string(b);
+      // Pipelines: the bucket's update runs on its stage (where its gradient shard is), not where
+      // the clipping scale, read from the last stage, comes from.
+      const int stage = stageOf(buckets[b].shard, stageMemo);
+      const size_t bucketNodes = graph_->nodes().size();
       std::vector<ir::Value *> params;
       for (size_t i : members)
         params.push_back(st.parameters[i]);
@@ -429,10 +430,95 @@ private:
         }
         st.optimizerState[i] = std::move(kept);
       }
+      if (stage >= 0) {
+        const std::vector<ir::Node *> nodes = graph_->nodes();
+        for (size_t n = bucketNodes; n < nodes.size(); ++n)
+          if (nodes[n]->stage() < 0)
+            nodes[n]->setStage(stage);
+      }
     }
     if (cfg.zero == 2)
       st.gradientShards = std::move(buckets);
     return Status::ok();
+  }
+
+  /// The squared global norm of `values` over the whole mesh, each distinct element counted
+  /// once: `values` are gradients (or, with `dpShards`, ZeRO's blocks of the flat, zero-padded
+  /// gradient buckets: dp rank r holds block r, so the sum is all-reduced over dp). split[i]:
+  /// values[i] belongs to a tensor-parallel split parameter (every tp rank holds another part:
+  /// those sums are all-reduced over tp); the others are replicated over tp (equal on every tp
+  /// rank: counted once). Pipelines: each stage sums the squares of its own values and only the
+  /// scalars go to the last stage (the pipeline pass places the Add there), so every element is
+  /// counted once whichever stage holds it. Sum = AllReduce_dp(replicated + AllReduce_tp(split)),
+  /// the outer all-reduce only with `dpShards` (the tp peers of one dp rank hold the same
+  /// replicated blocks, so the sum over dp x tp counts them once).
+  Expected<ir::Value *> globalSumSquares(const std::vector<ir::Value *> &values,
+                                         const std::vector<bool> &split, bool dpShards) {
+    const std::string base =
+        dpShards ? "optimizer/grad_sum_squares_shard" : "optimizer/grad_sum_squares";
+    // values by [split?][stage]
+    std::map<int, std::vector<ir::Value *>> byStage[2];
+    std::unordered_map<const ir::Value *, int> memo;
+    for (size_t i = 0; i < values.size(); ++i)
+      byStage[split[i] ? 1 : 0][stageOf(values[i], memo)].push_back(values[i]);
+    ir::Value *sums[2] = {nullptr, nullptr};
+    for (int k = 0; k < 2; ++k) {
+      const std::string name = base + (k ? "_tp" : "");
+      for (const auto &[stage, vs] : byStage[k]) {
+        const std::string at =
+            byStage[k].size() > 1 ? name + "/stage" + std::to_string(stage) : name;
+        DTC_ASSIGN_OR_RETURN(ir::Node * sum, emit("SumSquares", at, vs, {at}));
+        if (!sums[k]) {
+          sums[k] = sum->output(0);
+          continue;
+        }
+        // Added on the later stage (the pipeline pass sends the earlier stages' scalars).
+        DTC_ASSIGN_OR_RETURN(ir::Node * add, emit("Add", at + "/Add", {sums[k], sum->output(0)},
+                                                  {at + "/total"}, ""));
+        sums[k] = add->output(0);
+      }
+    }
+    ir::Value *sum = sums[0];
+    if (sums[1]) {
+      DTC_ASSIGN_OR_RETURN(ir::Node * reduced,
+                           emit("AllReduce", base + "_tp/AllReduce", {sums[1]},
+                                {base + "_tp/reduced"}, ir::kDtcDomain,
+                                {{"op", ir::Attribute("sum")}, {"group", ir::Attribute("tp")}}));
+      sum = reduced->output(0);
+      if (sums[0]) {
+        DTC_ASSIGN_OR_RETURN(
+            ir::Node * total,
+            emit("Add", base + "_total", {sums[0], reduced->output(0)}, {base + "_total"}, ""));
+        sum = total->output(0);
+      }
+    }
+    if (dpShards) {
+      DTC_ASSIGN_OR_RETURN(ir::Node * total,
+                           emit("AllReduce", "optimizer/grad_sum_squares_dp/AllReduce", {sum},
+                                {"optimizer/grad_sum_squares"}, ir::kDtcDomain,
+                                {{"op", ir::Attribute("sum")}, {"group", ir::Attribute("dp")}}));
+      sum = total->output(0);
+    }
+    return sum;
+  }
+
+  /// The pipeline stage `v` is computed on: its producer's, or for a node the optimizer added
+  /// (no stage yet) the latest of its inputs' stages, as the pipeline pass will place it; -1
+  /// outside pipelines.
+  static int stageOf(const ir::Value *v, std::unordered_map<const ir::Value *, int> &memo) {
+    const ir::Node *p = v ? v->producer() : nullptr;
+    if (!p)
+      return -1;
+    if (p->stage() >= 0)
+      return p->stage();
+    if (auto it = memo.find(v); it != memo.end())
+      return it->second;
+    memo[v] = -1; // a graph is acyclic; this only bounds the walk
+    int s = -1;
+    for (const ir::Value *in : p->inputs())
+      s = std::max(s, stageOf(in, memo));
+    memo[v] = s;
+    return s;
   }
 
   /// The graph input `name` (f32[] or i64[] scalar), created when absent.

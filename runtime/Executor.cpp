@@ -1,13 +1,12 @@
 // Plan loading and execution on one device (see Executor.h).
 #include "runtime/Executor.h"
 
-#include "compiler/ir/Sharding.h"
 #include "runtime/PlanUtil.h"
 
-#include "compiler/onnx/Importer.h"
 #include "compiler/support/FileIO.h"
 #include "runtime/Trace.h"
 #include "runtime/comm/Communicator.h"
+#include "runtime/io/WeightReader.h"
 
 #include <algorithm>
 
@@ -200,7 +199,7 @@ Status Executor::load() {
   bool needsModel = false;
   for (const plan::Buffer &b : rp.buffers())
     needsModel = needsModel || b.kind() == plan::BUFFER_PARAMETER;
-  std::unique_ptr<ir::Graph> model;
+  std::unique_ptr<WeightReader> weights;
   if (needsModel) {
     DTC_ASSIGN_OR_RETURN(const std::string modelFile, resolveModelPath(plan_, opts_));
     if (plan_.model().checksum().empty())
@@ -232,9 +231,11 @@ Status Executor::load() {
                                        " checksum differs from the plan's " +
                                        x.checksum().substr(0, 16) + "...); recompile the plan");
     }
-    Diagnostics diags;
-    DTC_ASSIGN_OR_RETURN(
-        model, onnxio::importModelFile(modelFile, diags, {plan_.model().untie_initializers()}));
+    // Only the initializers' bytes are needed (and of a shard, only its part): the weight reader
+    // parses the file once and reads each parameter lazily, without importing the model.
+    WeightReader::Options wo;
+    wo.untieInitializers = plan_.model().untie_initializers();
+    DTC_ASSIGN_OR_RETURN(weights, WeightReader::open(modelFile, wo));
     modelFile_ = modelFile;
   }
 
@@ -316,39 +317,44 @@ Status Executor::load() {
           device_->upload(buf.offset(), plan::bufferData(plan_, buf).data(), buf.size_bytes()));
     } else if (buf.kind() == plan::BUFFER_PARAMETER) {
       const std::string bw = rankWhere + ": parameter '" + buf.source() + "'";
-      ir::Value *v = model->findValue(buf.source());
-      if (!v || !v->isInitializer())
+      if (!weights->has(buf.source()))
         return Status::error(bw, "not found among the model's initializers");
-      const ir::TensorData &t = *v->initializer();
+      auto info = weights->info(buf.source());
+      if (!info)
+        return info.status().withContext(rankWhere);
       // A tensor-parallel shard: the rank's part of the whole initializer.
       const std::vector<int64_t> whole =
           buf.has_shard() ? std::vector<int64_t>(buf.shard().whole_shape().begin(),
                                                  buf.shard().whole_shape().end())
                           : shapeOf(buf);
-      if (static_cast<int32_t>(t.dtype()) != buf.dtype() || t.dims() != whole)
-        return Status::error(bw, "the model has " + typeStr(t.dtype(), t.dims()) +
-                                     ", the plan expects " +
-                                     typeStr(static_cast<ir::DType>(buf.dtype()), whole));
-      DTC_ASSIGN_OR_RETURN(const std::string *bytes, t.bytes());
+      const auto dtype = static_cast<ir::DType>(buf.dtype());
+      if (info->dtype != dtype || info->dims != whole)
+        return Status::error(bw, "the model has " + typeStr(info->dtype, info->dims) +
+                                     ", the plan expects " + typeStr(dtype, whole));
+      WeightRequest req{buf.source(), dtype, whole, std::nullopt};
       if (buf.has_shard() && buf.shard().group() == "ps") {
         // A parameter server's rows [begin, begin + rows) along axis 0 (validated in range).
-        const uint64_t rowBytes = whole.empty() || whole[0] == 0
-                                      ? 0
-                                      : bytes->size() / static_cast<uint64_t>(whole[0]);
-        const uint64_t at = rowBytes * static_cast<uint64_t>(buf.shard().begin());
-        DTC_RETURN_IF_ERROR(device_->upload(buf.offset(), bytes->data() + at, buf.size_bytes()));
+        req.slice = WeightSlice{0, buf.shard().begin(), buf.shape(0), 1};
       } else if (buf.has_shard()) {
+        // Tensor-parallel rank r's part r of each of the axis's blocks (ir::sliceShard).
         const plan::ShardSpec &sp = buf.shard();
-        const std::string part = ir::sliceShard(
-            *bytes, whole, ir::dtypeSize(t.dtype()),
-            ir::Sharding::split(sp.axis(), sp.parts(), sp.blocks()), plan_.ranks(opts_.rank).tp());
-        DTC_RETURN_IF_ERROR(device_->upload(buf.offset(), part.data(), buf.size_bytes()));
+        const int64_t part = whole[static_cast<size_t>(sp.axis())] / sp.blocks() / sp.parts();
+        req.slice = WeightSlice{sp.axis(), plan_.ranks(opts_.rank).tp() * part, part, sp.blocks()};
+      }
+      if (hostArena_) { // straight into the arena (validated: the buffer lies inside it)
+        DTC_RETURN_IF_ERROR(weights
+                                ->readInto(req, static_cast<char *>(device_->arenaAt(buf.offset())),
+                                           buf.size_bytes())
+                                .withContext(rankWhere));
       } else {
-        DTC_RETURN_IF_ERROR(device_->upload(buf.offset(), bytes->data(), buf.size_bytes()));
+        std::string bytes(buf.size_bytes(), '\0');
+        DTC_RETURN_IF_ERROR(
+            weights->readInto(req, bytes.data(), bytes.size()).withContext(rankWhere));
+        DTC_RETURN_IF_ERROR(device_->upload(buf.offset(), bytes.data(), buf.size_bytes()));
       }
     }
   }
-  model.reset();
+  weights.reset();
 
   std::vector<Profiler::Entry> entries;
   for (int i = 0; i < rp.instructions_size(); ++i) {

@@ -175,7 +175,10 @@ int main(int argc, char **argv) {
   app.add_option("--batch-size", batchSize,
                  "bind the symbolic leading (batch) dim of the graph inputs to this size");
   app.add_option("--dim", dimFlags, "bind a symbolic dim: --dim T=16 (repeatable)");
-  app.add_option("--rank", rank, "with --emit plan-text: print only this rank's program");
+  app.add_option("--rank", rank,
+                 "with --emit plan-text: print only this rank's program; with --emit onnx: write "
+                 "this rank's graph (its stage's nodes, its shards of split weights)")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--no-memory-reuse", noMemoryReuse,
                "give every buffer its own arena bytes (for debugging the memory planner)");
   std::string device = "cpu";
@@ -395,8 +398,8 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (rank >= 0 && emit != "plan-text") {
-    std::fprintf(stderr, "error: --rank applies to --emit plan-text\n");
+  if (rank >= 0 && emit != "plan-text" && emit != "onnx") {
+    std::fprintf(stderr, "error: --rank applies to --emit plan-text and --emit onnx\n");
     return 2;
   }
   dtc::plan::LowerOptions lowerOpts;
@@ -584,7 +587,11 @@ int main(int argc, char **argv) {
     return s.isOk() ? 0 : fail(s.message());
   }
   if (emit == "onnx") {
-    dtc::Status s = dtc::onnxio::writeModelFile(g, output);
+    // --rank R: that rank's graph of the mesh (an inference or single-device compile has rank 0).
+    dtc::Status s =
+        rank >= 0
+            ? dtc::onnxio::writeRankModelFile(g, training ? cfg.mesh : dtc::Mesh{}, rank, output)
+            : dtc::onnxio::writeModelFile(g, output);
     return s.isOk() ? 0 : fail(s.message());
   }
   std::ostringstream text;

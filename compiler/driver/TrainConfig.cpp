@@ -343,11 +343,6 @@ Status validateTrainConfig(const TrainingConfig &c) {
     if ((c.mesh.pp > 1 || c.mesh.tp > 1) && c.mesh.dp < 2)
       return bad("--zero",
                  "shards over data-parallel ranks: --strategy " + c.mesh.text() + " has dp=1");
-    // Not yet: the global norm would also sum over the pipeline's stages, or the tensor-parallel
-    // shards.
-    if ((c.mesh.pp > 1 || c.mesh.tp > 1 || !c.tpShard.empty()) && c.clipGradNorm > 0)
-      return bad("--clip-grad-norm", "is not supported with --zero and --strategy " +
-                                         c.mesh.text() + " yet (dp=N alone only)");
   }
   if (c.bucketMb != kDefaultBucketMb && c.dataParallel() == 0)
     return bad("--bucket-mb", "applies to --strategy dp=N");

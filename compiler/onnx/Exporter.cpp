@@ -2,6 +2,7 @@
 // with automatic external data for models whose initializers exceed protobuf's 2 GiB limit.
 #include "compiler/onnx/Exporter.h"
 
+#include "compiler/ir/Sharding.h"
 #include "compiler/support/FileIO.h"
 #include "ops/OpDef.h"
 
@@ -12,6 +13,7 @@
 #include <filesystem>
 #include <new>
 #include <optional>
+#include <unordered_set>
 
 namespace dtc::onnxio {
 namespace {
@@ -127,7 +129,18 @@ int64_t irVersionFor(int64_t opset) {
 
 } // namespace
 
-Expected<onnx::ModelProto> exportModel(const ir::Graph &g) {
+namespace {
+
+/// What of a graph goes into a model: the nodes (in order), the graph inputs and outputs, the
+/// initializers (constants become Constant nodes), and the tensor-parallel index whose shards the
+/// split initializers are cut to (-1: whole tensors).
+struct Selection {
+  std::vector<const ir::Node *> nodes;
+  std::vector<const ir::Value *> inputs, initializers, outputs;
+  int64_t tpIndex = -1;
+};
+
+Expected<onnx::ModelProto> exportSelection(const ir::Graph &g, const Selection &sel) {
   onnx::ModelProto model;
   const ir::ModelInfo &info = g.modelInfo();
   model.set_producer_name("dtc");
@@ -136,7 +149,7 @@ Expected<onnx::ModelProto> exportModel(const ir::Graph &g) {
     model.set_doc_string(info.docString);
 
   std::map<std::string, int64_t> opsets = g.opsets();
-  for (const ir::Node *n : g.nodes())
+  for (const ir::Node *n : sel.nodes)
     if (!n->domain().empty() && !opsets.count(n->domain()))
       opsets[n->domain()] = 1;
   int64_t onnxOpset = exportOpset(g, g.onnxOpset());
@@ -150,9 +163,9 @@ Expected<onnx::ModelProto> exportModel(const ir::Graph &g) {
 
   onnx::GraphProto *gp = model.mutable_graph();
   gp->set_name(g.name());
-  for (const ir::Value *v : g.inputs())
+  for (const ir::Value *v : sel.inputs)
     setValueInfo(gp->add_input(), *v);
-  for (const ir::Value *v : g.initializers()) {
+  for (const ir::Value *v : sel.initializers) {
     // Constants (from Constant nodes or folding) go back as Constant nodes so a re-import
     // keeps them apart from trainable parameters; parameters and input defaults are
     // initializers.
@@ -172,12 +185,23 @@ Expected<onnx::ModelProto> exportModel(const ir::Graph &g) {
     const ir::TensorData &t = *v->initializer();
     tp->set_name(v->name());
     tp->set_data_type(static_cast<int32_t>(t.dtype()));
+    DTC_ASSIGN_OR_RETURN(const std::string *bytes, t.bytes());
+    if (sel.tpIndex >= 0 && v->shard().isSplit()) {
+      // A tensor-parallel weight: the rank's shard, as the runtime loads it.
+      auto dims = ir::shardDims(t.dims(), v->shard());
+      if (!dims)
+        return dims.status().withContext("initializer '" + v->name() + "'");
+      for (int64_t d : *dims)
+        tp->add_dims(d);
+      tp->set_raw_data(
+          ir::sliceShard(*bytes, t.dims(), ir::dtypeSize(t.dtype()), v->shard(), sel.tpIndex));
+      continue;
+    }
     for (int64_t d : t.dims())
       tp->add_dims(d);
-    DTC_ASSIGN_OR_RETURN(const std::string *bytes, t.bytes());
     tp->set_raw_data(*bytes);
   }
-  for (const ir::Node *n : g.nodes()) {
+  for (const ir::Node *n : sel.nodes) {
     onnx::NodeProto *np = gp->add_node();
     np->set_name(n->name());
     np->set_op_type(n->opType());
@@ -190,18 +214,101 @@ Expected<onnx::ModelProto> exportModel(const ir::Graph &g) {
     for (const auto &[name, a] : n->attributes())
       DTC_RETURN_IF_ERROR(setAttribute(np->add_attribute(), name, a, n->where()));
     for (const ir::Value *out : n->outputs())
-      if (!out->isGraphOutput() && out->dtype() != ir::DType::kUndefined)
+      if (std::find(sel.outputs.begin(), sel.outputs.end(), out) == sel.outputs.end() &&
+          out->dtype() != ir::DType::kUndefined)
         setValueInfo(gp->add_value_info(), *out);
   }
-  for (const ir::Value *v : g.outputs())
+  for (const ir::Value *v : sel.outputs)
     setValueInfo(gp->add_output(), *v);
   return model;
 }
 
+/// Writes `model` to `path`, its large initializers to `<file name>.data` when they add up to
+/// more than opts.externalThresholdBytes.
+Status writeModelProto(onnx::ModelProto &model, const std::string &path, const ExportOptions &opts);
+
+} // namespace
+
+Expected<onnx::ModelProto> exportModel(const ir::Graph &g) {
+  Selection all;
+  const std::vector<ir::Node *> nodes = g.nodes();
+  all.nodes.assign(nodes.begin(), nodes.end());
+  all.inputs.assign(g.inputs().begin(), g.inputs().end());
+  const std::vector<ir::Value *> initializers = g.initializers(); // a new vector per call
+  all.initializers.assign(initializers.begin(), initializers.end());
+  all.outputs.assign(g.outputs().begin(), g.outputs().end());
+  return exportSelection(g, all);
+}
+
+Expected<onnx::ModelProto> exportRankModel(const ir::Graph &g, const Mesh &mesh, int64_t rank) {
+  const std::string where = "--rank " + std::to_string(rank);
+  if (mesh.hasParameterHost())
+    return Status::error(where, "--emit onnx --rank writes a rank of a dp/pp/tp mesh; " +
+                                    mesh.text() +
+                                    " runs server and worker roles (see --emit "
+                                    "plan-text --rank)");
+  if (rank < 0 || rank >= mesh.worldSize())
+    return Status::error(where, "the plan has " + std::to_string(mesh.worldSize()) + " rank(s)");
+  const MeshCoord at = mesh.coordOf(rank);
+  Selection sel;
+  sel.tpIndex = mesh.tp > 1 ? at.tp : -1;
+  // Pipelines: the rank runs virtual stages pp, pp + S, ... (every node has its stage by now).
+  std::unordered_set<const ir::Value *> defined;
+  for (const ir::Node *n : g.nodes())
+    if (mesh.pp <= 1 || (n->stage() >= 0 && n->stage() % mesh.pp == at.pp)) {
+      sel.nodes.push_back(n);
+      for (const ir::Value *v : n->outputs())
+        defined.insert(v);
+    }
+  std::unordered_set<const ir::Value *> read;
+  for (const ir::Node *n : sel.nodes)
+    for (const ir::Value *v : n->inputs()) {
+      if (!v)
+        continue;
+      read.insert(v);
+      if (!defined.count(v) && !v->isGraphInput() && !v->isInitializer())
+        return Status::error(where, "node '" + n->name() + "' reads '" + v->name() +
+                                        "', which another rank computes (the graph is not "
+                                        "partitioned into stages yet)");
+    }
+  for (const ir::Value *v : g.inputs())
+    if (read.count(v))
+      sel.inputs.push_back(v);
+  for (const ir::Value *v : g.initializers())
+    if (read.count(v))
+      sel.initializers.push_back(v);
+  // Outputs: the graph's outputs this rank computes, then the new values of the training state
+  // it updates (parameters, optimizer state), so that the step's results are visible.
+  std::unordered_set<const ir::Value *> out;
+  auto addOutput = [&](const ir::Value *v) {
+    if (v && defined.count(v) && out.insert(v).second)
+      sel.outputs.push_back(v);
+  };
+  for (const ir::Value *v : g.outputs())
+    addOutput(v);
+  for (const ir::StateUpdate &u : g.training().updates)
+    addOutput(u.next);
+  return exportSelection(g, sel);
+}
+
+Status writeRankModelFile(const ir::Graph &g, const Mesh &mesh, int64_t rank,
+                          const std::string &path, const ExportOptions &opts) {
+  DTC_RETURN_IF_ERROR(checkOutputTarget(path));
+  DTC_ASSIGN_OR_RETURN(onnx::ModelProto model, exportRankModel(g, mesh, rank));
+  return writeModelProto(model, path, opts);
+}
+
 Status writeModelFile(const ir::Graph &g, const std::string &path, const ExportOptions &opts) {
-  namespace fs = std::filesystem;
   DTC_RETURN_IF_ERROR(checkOutputTarget(path));
   DTC_ASSIGN_OR_RETURN(onnx::ModelProto model, exportModel(g));
+  return writeModelProto(model, path, opts);
+}
+
+namespace {
+
+Status writeModelProto(onnx::ModelProto &model, const std::string &path,
+                       const ExportOptions &opts) {
+  namespace fs = std::filesystem;
   onnx::GraphProto *gp = model.mutable_graph();
   int64_t total = 0;
   for (const onnx::TensorProto &t : gp->initializer())
@@ -254,5 +361,7 @@ Status writeModelFile(const ir::Graph &g, const std::string &path, const ExportO
     DTC_RETURN_IF_ERROR(dataFile->commit());
   return modelFile.commit();
 }
+
+} // namespace
 
 } // namespace dtc::onnxio

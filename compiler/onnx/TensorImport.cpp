@@ -29,18 +29,18 @@ std::string dimsText(const std::vector<int64_t> &dims) {
 
 namespace {
 
-/// Packs a repeated proto field into `Dst` elements (bools become 0/1).
-template <typename Dst, typename Field> std::string pack(const Field &src) {
-  std::string out(static_cast<size_t>(src.size()) * sizeof(Dst), '\0');
-  for (int i = 0; i < src.size(); ++i) {
+/// Packs elements [first, first + count) of a repeated proto field into `Dst` elements at `out`
+/// (bools become 0/1; host byte order, little-endian on every platform dtc builds for).
+template <typename Dst, typename Field>
+void pack(const Field &src, int64_t first, int64_t count, char *out) {
+  for (int64_t i = 0; i < count; ++i) {
     Dst v;
     if constexpr (std::is_same_v<Dst, bool>)
-      v = src.Get(i) != 0;
+      v = src.Get(static_cast<int>(first + i)) != 0;
     else
-      v = static_cast<Dst>(src.Get(i));
-    std::memcpy(out.data() + static_cast<size_t>(i) * sizeof(Dst), &v, sizeof(Dst));
+      v = static_cast<Dst>(src.Get(static_cast<int>(first + i)));
+    std::memcpy(out + static_cast<size_t>(i) * sizeof(Dst), &v, sizeof(Dst));
   }
-  return out;
 }
 
 /// The typed field that holds elements of `t` (ONNX spec), and its name.
@@ -75,10 +75,10 @@ Expected<std::pair<std::string, int64_t>> resolveExternalFile(const std::string 
                                                               const std::string &location,
                                                               const std::string &modelDir);
 
-Expected<ir::TensorDataPtr> importExternal(const onnx::TensorProto &t, const std::string &name,
-                                           ir::DType dtype, std::vector<int64_t> dims,
-                                           int64_t byteSize, const std::string &modelDir,
-                                           ExternalFileCache *cache) {
+/// Checks the external_data entries of `t` (location, offset, length) and resolves its file:
+/// fills the external fields of `src`.
+Status inspectExternal(const onnx::TensorProto &t, const std::string &name,
+                       const std::string &modelDir, ExternalFileCache *cache, TensorSource &src) {
   std::string where = "tensor '" + name + "'";
   std::string location;
   bool hasLocation = false;
@@ -107,21 +107,23 @@ Expected<ir::TensorDataPtr> importExternal(const onnx::TensorProto &t, const std
     if (cache)
       (*cache)[location] = file;
   }
-  const std::string &targetPath = file.first;
   int64_t fileSize = file.second;
-  if (length >= 0 && length != byteSize)
+  if (length >= 0 && length != src.byteSize)
     return Status::error(where, "external data length " + std::to_string(length) +
-                                    " does not match the " + std::to_string(byteSize) +
-                                    " bytes of its type and shape " + ir::dtypeName(dtype) +
-                                    dimsText(dims));
+                                    " does not match the " + std::to_string(src.byteSize) +
+                                    " bytes of its type and shape " + ir::dtypeName(src.dtype) +
+                                    dimsText(src.dims));
   if (length < 0)
-    length = byteSize;
+    length = src.byteSize;
   if (offset > fileSize || length > fileSize - offset)
     return Status::error(where, "external data offset " + std::to_string(offset) + " + length " +
                                     std::to_string(length) + " is past the end of '" + location +
                                     "' (" + std::to_string(fileSize) + " bytes)");
-  return ir::TensorDataPtr(
-      ir::TensorData::fromExternal(name, dtype, std::move(dims), targetPath, offset, length));
+  src.storage = TensorSource::Storage::kExternal;
+  src.externalLocation = location;
+  src.externalPath = file.first;
+  src.externalOffset = offset;
+  return Status::ok();
 }
 
 Expected<std::pair<std::string, int64_t>> resolveExternalFile(const std::string &where,
@@ -169,34 +171,39 @@ Expected<std::pair<std::string, int64_t>> resolveExternalFile(const std::string 
 
 } // namespace
 
-Expected<ir::TensorDataPtr> importTensor(onnx::TensorProto &t, const std::string &name,
-                                         const std::string &modelDir, ExternalFileCache *cache) {
+Expected<TensorSource> inspectTensor(const onnx::TensorProto &t, const std::string &name,
+                                     const std::string &modelDir, ExternalFileCache *cache) {
   std::string where = "tensor '" + name + "'";
   int32_t dt = t.data_type();
   if (dt == 0)
     return Status::error(where, "has no data_type");
   if (!ir::isKnownDType(dt) || dt == static_cast<int32_t>(ir::DType::kString))
     return Status::error(where, "element type " + onnxTypeName(dt) + " is not supported");
-  auto dtype = static_cast<ir::DType>(dt);
+  TensorSource src;
+  src.dtype = static_cast<ir::DType>(dt);
   if (t.has_segment())
     return Status::error(where, "segmented tensors are not supported");
-  std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
-  for (int64_t d : dims)
+  src.dims.assign(t.dims().begin(), t.dims().end());
+  for (int64_t d : src.dims)
     if (d < 0)
       return Status::error(where, "has a negative dimension " + std::to_string(d) + " in dims " +
-                                      dimsText(dims));
-  std::optional<int64_t> count = ir::checkedProduct(dims);
+                                      dimsText(src.dims));
+  std::optional<int64_t> count = ir::checkedProduct(src.dims);
   if (!count)
-    return Status::error(where, "dims " + dimsText(dims) + " have more elements than fit in int64");
-  int64_t elemSize = ir::dtypeSize(dtype);
+    return Status::error(where,
+                         "dims " + dimsText(src.dims) + " have more elements than fit in int64");
+  int64_t elemSize = ir::dtypeSize(src.dtype);
   if (*count > std::numeric_limits<int64_t>::max() / elemSize)
-    return Status::error(where, "dims " + dimsText(dims) + " of " + ir::dtypeName(dtype) +
+    return Status::error(where, "dims " + dimsText(src.dims) + " of " + ir::dtypeName(src.dtype) +
                                     " take more bytes than fit in int64");
-  int64_t byteSize = *count * elemSize;
-  std::string typeText = std::string(ir::dtypeName(dtype)) + dimsText(dims);
+  src.numElements = *count;
+  src.byteSize = *count * elemSize;
+  std::string typeText = std::string(ir::dtypeName(src.dtype)) + dimsText(src.dims);
 
-  if (t.data_location() == onnx::TensorProto_DataLocation_EXTERNAL)
-    return importExternal(t, name, dtype, std::move(dims), byteSize, modelDir, cache);
+  if (t.data_location() == onnx::TensorProto_DataLocation_EXTERNAL) {
+    DTC_RETURN_IF_ERROR(inspectExternal(t, name, modelDir, cache, src));
+    return src;
+  }
 
   // Which storage fields hold data.
   std::vector<std::string> used;
@@ -217,88 +224,117 @@ Expected<ir::TensorDataPtr> importTensor(onnx::TensorProto &t, const std::string
   if (used.size() > 1)
     return Status::error(where, "holds data in both " + used[0] + " and " + used[1]);
   if (used.empty()) {
-    if (byteSize != 0)
+    if (src.byteSize != 0)
       return Status::error(where, "has no data (" + typeText + " needs " +
-                                      std::to_string(byteSize) + " bytes)");
-    return ir::TensorDataPtr(ir::TensorData::fromBytes(name, dtype, std::move(dims), ""));
+                                      std::to_string(src.byteSize) + " bytes)");
+    src.storage = TensorSource::Storage::kEmpty;
+    return src;
   }
   const std::string &field = used[0];
-  std::string bytes;
   if (field == "raw_data") {
-    if (static_cast<int64_t>(t.raw_data().size()) != byteSize)
+    if (static_cast<int64_t>(t.raw_data().size()) != src.byteSize)
       return Status::error(where, "raw_data has " + std::to_string(t.raw_data().size()) +
                                       " bytes, but " + typeText + " needs " +
-                                      std::to_string(byteSize));
+                                      std::to_string(src.byteSize));
+    src.storage = TensorSource::Storage::kRaw;
+    return src;
+  }
+  if (field != typedFieldFor(src.dtype))
+    return Status::error(where, std::string(ir::dtypeName(src.dtype)) + " values must be in " +
+                                    typedFieldFor(src.dtype) + " or raw_data, but " + field +
+                                    " is used");
+  int64_t n = 0;
+  switch (src.dtype) {
+  case ir::DType::kFloat32:
+    n = t.float_data_size();
+    break;
+  case ir::DType::kFloat64:
+    n = t.double_data_size();
+    break;
+  case ir::DType::kInt64:
+    n = t.int64_data_size();
+    break;
+  case ir::DType::kUInt32:
+  case ir::DType::kUInt64:
+    n = t.uint64_data_size();
+    break;
+  default:
+    n = t.int32_data_size();
+    break;
+  }
+  if (n != *count)
+    return Status::error(where, field + " has " + std::to_string(n) + " values, but " + typeText +
+                                    " needs " + std::to_string(*count));
+  switch (src.dtype) {
+  case ir::DType::kFloat32:
+  case ir::DType::kFloat64:
+  case ir::DType::kInt64:
+  case ir::DType::kUInt32:
+  case ir::DType::kUInt64:
+  case ir::DType::kInt32:
+  case ir::DType::kInt16:
+  case ir::DType::kInt8:
+  case ir::DType::kUInt8:
+  case ir::DType::kBool:
+  case ir::DType::kUInt16:
+  case ir::DType::kFloat16:
+  case ir::DType::kBFloat16:
+    break;
+  default:
+    return Status::error(where, "element type " + onnxTypeName(dt) + " is not supported");
+  }
+  src.storage = TensorSource::Storage::kTyped;
+  return src;
+}
+
+void packTypedRange(const onnx::TensorProto &t, ir::DType dtype, int64_t first, int64_t count,
+                    char *out) {
+  switch (dtype) {
+  case ir::DType::kFloat32:
+    return pack<float>(t.float_data(), first, count, out);
+  case ir::DType::kFloat64:
+    return pack<double>(t.double_data(), first, count, out);
+  case ir::DType::kInt64:
+    return pack<int64_t>(t.int64_data(), first, count, out);
+  case ir::DType::kUInt32:
+    return pack<uint32_t>(t.uint64_data(), first, count, out);
+  case ir::DType::kUInt64:
+    return pack<uint64_t>(t.uint64_data(), first, count, out);
+  case ir::DType::kInt32:
+    return pack<int32_t>(t.int32_data(), first, count, out);
+  case ir::DType::kInt16:
+    return pack<int16_t>(t.int32_data(), first, count, out);
+  case ir::DType::kInt8:
+    return pack<int8_t>(t.int32_data(), first, count, out);
+  case ir::DType::kUInt8:
+    return pack<uint8_t>(t.int32_data(), first, count, out);
+  case ir::DType::kBool:
+    return pack<bool>(t.int32_data(), first, count, out);
+  default: // uint16, float16, bfloat16 (inspectTensor admits no other type here)
+    return pack<uint16_t>(t.int32_data(), first, count, out);
+  }
+}
+
+Expected<ir::TensorDataPtr> importTensor(onnx::TensorProto &t, const std::string &name,
+                                         const std::string &modelDir, ExternalFileCache *cache) {
+  DTC_ASSIGN_OR_RETURN(TensorSource src, inspectTensor(t, name, modelDir, cache));
+  std::string bytes;
+  switch (src.storage) {
+  case TensorSource::Storage::kExternal:
+    return ir::TensorDataPtr(ir::TensorData::fromExternal(
+        name, src.dtype, std::move(src.dims), src.externalPath, src.externalOffset, src.byteSize));
+  case TensorSource::Storage::kEmpty:
+    break;
+  case TensorSource::Storage::kRaw:
     bytes.swap(*t.mutable_raw_data()); // no copy of the weights
-  } else {
-    if (field != typedFieldFor(dtype))
-      return Status::error(where, std::string(ir::dtypeName(dtype)) + " values must be in " +
-                                      typedFieldFor(dtype) + " or raw_data, but " + field +
-                                      " is used");
-    int64_t n = 0;
-    switch (dtype) {
-    case ir::DType::kFloat32:
-      n = t.float_data_size();
-      break;
-    case ir::DType::kFloat64:
-      n = t.double_data_size();
-      break;
-    case ir::DType::kInt64:
-      n = t.int64_data_size();
-      break;
-    case ir::DType::kUInt32:
-    case ir::DType::kUInt64:
-      n = t.uint64_data_size();
-      break;
-    default:
-      n = t.int32_data_size();
-      break;
-    }
-    if (n != *count)
-      return Status::error(where, field + " has " + std::to_string(n) + " values, but " + typeText +
-                                      " needs " + std::to_string(*count));
-    switch (dtype) {
-    case ir::DType::kFloat32:
-      bytes = pack<float>(t.float_data());
-      break;
-    case ir::DType::kFloat64:
-      bytes = pack<double>(t.double_data());
-      break;
-    case ir::DType::kInt64:
-      bytes = pack<int64_t>(t.int64_data());
-      break;
-    case ir::DType::kUInt32:
-      bytes = pack<uint32_t>(t.uint64_data());
-      break;
-    case ir::DType::kUInt64:
-      bytes = pack<uint64_t>(t.uint64_data());
-      break;
-    case ir::DType::kInt32:
-      bytes = pack<int32_t>(t.int32_data());
-      break;
-    case ir::DType::kInt16:
-      bytes = pack<int16_t>(t.int32_data());
-      break;
-    case ir::DType::kInt8:
-      bytes = pack<int8_t>(t.int32_data());
-      break;
-    case ir::DType::kUInt8:
-      bytes = pack<uint8_t>(t.int32_data());
-      break;
-    case ir::DType::kBool:
-      bytes = pack<bool>(t.int32_data());
-      break;
-    case ir::DType::kUInt16:
-    case ir::DType::kFloat16:
-    case ir::DType::kBFloat16:
-      bytes = pack<uint16_t>(t.int32_data());
-      break;
-    default:
-      return Status::error(where, "element type " + onnxTypeName(dt) + " is not supported");
-    }
+    break;
+  case TensorSource::Storage::kTyped:
+    bytes.resize(static_cast<size_t>(src.byteSize));
+    packTypedRange(t, src.dtype, 0, src.numElements, bytes.data());
+    break;
   }
   return ir::TensorDataPtr(
-      ir::TensorData::fromBytes(name, dtype, std::move(dims), std::move(bytes)));
+      ir::TensorData::fromBytes(name, src.dtype, std::move(src.dims), std::move(bytes)));
 }
 
 } // namespace dtc::onnxio

@@ -16,7 +16,10 @@ Groups (--only takes a comma-separated subset; all by default):
                --sync-batchnorm (running statistics compared too); dp=2,pp=2 (the MLP with Adam,
                the GPT with 2 micro-batches; each stage's dp group shards its buckets);
                dp=2,tp=2 (MLP, GPT: each tp rank's dp group shards its local weights); the tied
-               GPT on the full mesh dp=2,pp=2,tp=2 (8 ranks).
+               GPT on the full mesh dp=2,pp=2,tp=2 (8 ranks); --clip-grad-norm on those meshes
+               (dp=2,pp=2 --zero 1, dp=2,tp=2 --zero 2, the tied GPT on dp=2,pp=2,tp=2: the
+               norm sums each stage's shards once, split weights over tp, replicated ones
+               once), with a threshold that binds (single device with and without it differ).
   plans        --emit plan-text: --zero 2 reduce-scatters every gradient bucket and all-gathers
                the updated parameters, both on group "dp", and keeps no whole-gradient
                all-reduce; --zero 1 all-reduces as dp and all-gathers; optimizer-state bytes per
@@ -25,7 +28,7 @@ Groups (--only takes a comma-separated subset; all by default):
                stopped at step 2 and resumed to 6, parameters and checkpoint arrays
                bit-identical to 6 steps in one run; each program's shard holds every replica's
                optimizer state ("<buffer>@dp<d>").
-  errors       --zero without dp (tp=2, pp=2), clipping with a pipeline or tp, --zero 3;
+  errors       --zero without dp (tp=2, pp=2), --zero 3;
                --dump-gradients under --zero 2 is refused with a clear error; --export writes
                whole tensors.
 
@@ -39,7 +42,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dp_train import GOLDEN, MODELS, STEPS, CheckFailed, Runner, assert_law  # noqa: E402
+from dp_train import GOLDEN, MODELS, STEPS, CheckFailed, Runner, assert_law, law  # noqa: E402
 from pp_train import same_losses  # noqa: E402
 
 GROUPS = ["equivalence", "plans", "checkpoints", "errors"]
@@ -93,6 +96,20 @@ def cases():
         out.append((f"mlp-adam/dp=2,pp=2/zero={z}", mlp, digits, adam, [], "dp=2,pp=2", z, True))
         out.append((f"gpt-sgd/dp=2,pp=2,microbatches=2/zero={z}", gpt, gpt_data, gpt_sgd, [],
                     "dp=2,pp=2,microbatches=2", z, False))
+    # Clipping on meshes: the global norm counts every gradient element once over the stages,
+    # the tp shards (replicated weights once) and the dp blocks. SGD, where a clip that binds
+    # changes every step (Adam's step is almost invariant to the gradient's scale).
+    gpt_clip = ["--clip-grad-norm", "0.1"]
+    out.append(("mlp-sgd/dp=2,pp=2/zero=1/clip-grad-norm", mlp, digits, sgd + clip, [],
+                "dp=2,pp=2", 1, False))
+    out.append(("mlp-sgd/dp=2,tp=2/zero=2/clip-grad-norm", mlp, digits, sgd + clip, [],
+                "dp=2,tp=2", 2, False))
+    out.append(("gpt-sgd/dp=2,pp=2,microbatches=2/zero=2/clip-grad-norm", gpt, gpt_data,
+                gpt_sgd + gpt_clip, [], "dp=2,pp=2,microbatches=2", 2, False))
+    out.append(("gpt-sgd/dp=2,tp=2/zero=1/clip-grad-norm", gpt, gpt_data, gpt_sgd + gpt_clip, [],
+                "dp=2,tp=2", 1, False))
+    out.append(("gpt_tied-sgd/dp=2,pp=2,tp=2/zero=1/clip-grad-norm", tied, gpt_data,
+                gpt_sgd + gpt_clip, [], "dp=2,pp=2,tp=2,microbatches=2", 1, False))
     return out
 
 
@@ -112,6 +129,16 @@ def run_equivalence(r, only=None):
                 grad1 = r.gradients(plan, data) if adam else None
                 baselines[key] = (params, rows, grad1)
             single, single_rows, grad1 = baselines[key]
+            if "--clip-grad-norm" in flags:
+                # The threshold must bind, or the case would not test the norm.
+                at = flags.index("--clip-grad-norm")
+                unclipped = flags[:at] + flags[at + 2:]
+                free, _ = r.train(r.compile(model, ["--strategy", "single"] + unclipped), data,
+                                  0, run_args)
+                err, tensor, _ = law(single, free)
+                if err < 1e-3:
+                    raise CheckFailed(f"the clip does not bind: single device with and without "
+                                      f"it differ by {err:.2e} at most ({tensor})")
             strategy = dp if isinstance(dp, str) else f"dp={dp}"
             nproc = dp if isinstance(dp, int) else (8 if "tp=2" in dp and "pp=2" in dp else 4)
             plan = r.compile(model, ["--strategy", strategy, "--zero", str(zero)] + flags + extra)
@@ -234,14 +261,8 @@ def run_errors(r):
         ["--zero", "1"], r"error: --zero: shards over data-parallel ranks"))
     r.check("errors/zero-tp-without-dp", lambda: expect_compile_error(
         ["--strategy", "tp=2", "--zero", "1"], r"error: --zero: shards over data-parallel ranks"))
-    r.check("errors/zero-tp-clip", lambda: expect_compile_error(
-        ["--strategy", "dp=2,tp=2", "--zero", "2", "--clip-grad-norm", "1"],
-        r"error: --clip-grad-norm: is not supported with --zero and --strategy dp=2,tp=2"))
     r.check("errors/zero-pp-without-dp", lambda: expect_compile_error(
         ["--strategy", "pp=2", "--zero", "2"], r"error: --zero: shards over data-parallel ranks"))
-    r.check("errors/zero-pp-clip", lambda: expect_compile_error(
-        ["--strategy", "dp=2,pp=2", "--zero", "1", "--clip-grad-norm", "1"],
-        r"error: --clip-grad-norm: is not supported with --zero and --strategy dp=2,pp=2"))
     r.check("errors/zero-3", lambda: expect_compile_error(
         ["--strategy", "dp=2", "--zero", "3"], r"error: --zero: must be 0"))
 
