@@ -303,6 +303,14 @@ def run_faults(r):
             c.start("worker:0", run + ["--save-params", save])
             c.start("worker:1", run)
             c.start("worker:2", run)
+            # Kill ps:1 once it has written its first checkpoint (at start-up, before any push),
+            # not after a fixed delay: on a loaded machine it may not have started by then.
+            first = os.path.join(ckpt, "ps-1.npz")
+            deadline = time.monotonic() + 60
+            while not os.path.exists(first) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if not os.path.exists(first):
+                raise CheckFailed(f"ps:1 wrote no checkpoint ({first}) within 60 s")
             time.sleep(1.0)
             c.kill("ps:1")
             time.sleep(0.5)
