@@ -236,6 +236,8 @@ private:
   }
 
   Status visit(ir::Node *n) {
+    if (isVocabParallelLoss(n))
+      return vocabParallelLoss(n);
     DTC_ASSIGN_OR_RETURN(ops::ShardingContext sc, ask(n, {}));
     for (size_t i = 0; i < n->numInputs(); ++i) {
       ir::Value *v = n->input(i);
@@ -483,6 +485,147 @@ private:
     // The Add runs on the reduced value: visit it now, like any node of the model.
     inserted_.erase(add);
     return visit(add);
+  }
+
+  /// A SoftmaxCrossEntropyLoss whose scores arrive split along the class axis (the logits of a
+  /// vocabulary-split tied output projection), without class weights or a used log_prob output.
+  bool isVocabParallelLoss(const ir::Node *n) const {
+    if (n->opType() != "SoftmaxCrossEntropyLoss" || !n->domain().empty() || n->numInputs() < 2 ||
+        (n->numInputs() > 2 && n->input(2)) || n->numOutputs() != 1 || !n->input(0) ||
+        !n->input(1) || n->input(0)->dtype() != ir::DType::kFloat32)
+      return false;
+    const Sharding s = layoutOf(n->input(0));
+    return s.isSplit() && s.axis == 1 && s.blocks == 1;
+  }
+
+  /// Vocabulary-parallel cross-entropy (Megatron-LM's vocab_parallel_cross_entropy, Shoeybi et
+  /// al. 2019 section 3): the scores x (N, C, d1..dk) stay split by class, rank r holding
+  /// classes [r*C/T, (r+1)*C/T). Per sample, with all-reduces over tp of N*d1..dk floats each:
+  ///   m = AllReduce max (ReduceMax_c x)           the global max (a constant for the gradient)
+  ///   s = AllReduce sum (ReduceSum_c exp(x - m))  the softmax denominator
+  ///   t = AllReduce sum (x[label] on the rank whose range holds the label, else 0)
+  ///   loss = log(s) + m - t
+  /// then ignore_index (those samples count 0 and leave the mean's count) and the reduction
+  /// (none, sum, mean), as the loss op does. Autodiff gives softmax(x) - onehot(label) on each
+  /// rank's own classes with no collective (the all-reduce sums' gradients are identities), so
+  /// x's gradient stays split. This replaces an all-gather of N*C*d1..dk floats; the prediction
+  /// output (x itself) is dropped from the graph's outputs, so no accuracy is reported.
+  Status vocabParallelLoss(ir::Node *n) {
+    ir::Value *x = n->input(0), *labels = n->input(1);
+    const Sharding s = layoutOf(x);
+    const int64_t rows = staticDims(x)[1] / s.parts;
+    const std::string reduction = n->attrString("reduction", "mean");
+    if (reduction != "none" && reduction != "sum" && reduction != "mean")
+      return Status::error(n->where(), "reduction '" + reduction + "' is not none, sum or mean");
+    const bool hasIgnore = n->hasAttr("ignore_index");
+    const int64_t ignore = n->attrInt("ignore_index", 0);
+    const std::string b = n->name() + "/tp_vocab";
+    DTC_ASSIGN_OR_RETURN(ir::Value * rank, tpRank());
+    auto op = [&](const std::string &type, const std::vector<ir::Value *> &in,
+                  const std::string &name,
+                  const std::string &domain = "") { return insert(n, type, in, b + name, domain); };
+    auto allReduce = [&](ir::Value *v, const char *kind, const std::string &name) {
+      ir::Node *ar = op("AllReduce", {v}, name, ir::kDtcDomain);
+      ar->setAttr("op", ir::Attribute(kind));
+      ar->setAttr("group", ir::Attribute("tp"));
+      return ar->output(0);
+    };
+    auto f32 = [&](const std::string &name, float v) {
+      return graph_->addConstant(b + name, ir::TensorData::fromFloats(b + name, {}, {v}));
+    };
+    ir::Value *classAxis = constI64(b + "_class_axis", {1});
+    // The softmax denominator over all classes, shifted by the global max.
+    ir::Value *m =
+        allReduce(op("ReduceMax", {x, classAxis}, "_local_max")->output(0), "max", "_max");
+    ir::Value *shifted = op("Sub", {x, m}, "_shifted")->output(0);
+    ir::Value *e = op("Exp", {shifted}, "_exp")->output(0);
+    ir::Value *se =
+        allReduce(op("ReduceSum", {e, classAxis}, "_local_sum_exp")->output(0), "sum", "_sum_exp");
+    // The label's score, read by the rank whose class range holds it (masked Gather).
+    ir::Value *lab = labels;
+    if (lab->dtype() != ir::DType::kInt64) {
+      ir::Node *c = op("Cast", {lab}, "_labels");
+      c->setAttr("to", ir::Attribute(static_cast<int64_t>(ir::DType::kInt64)));
+      lab = c->output(0);
+    }
+    ir::Value *first = op("Mul", {rank, constI64(b + "_rows", {rows}, true)}, "_first")->output(0);
+    ir::Value *local = op("Sub", {lab, first}, "_local_labels")->output(0);
+    ir::Value *ge =
+        op("GreaterOrEqual", {local, constI64(b + "_zero", {0}, true)}, "_ge")->output(0);
+    ir::Value *lt = op("Less", {local, constI64(b + "_end", {rows}, true)}, "_lt")->output(0);
+    ir::Value *in = op("And", {ge, lt}, "_in_range")->output(0);
+    ir::Value *safe =
+        op("Where", {in, local, constI64(b + "_zero_id", {0}, true)}, "_safe_labels")->output(0);
+    ir::Value *idx = op("Unsqueeze", {safe, classAxis}, "_index")->output(0);
+    ir::Node *pick = op("GatherElements", {x, idx}, "_local_target");
+    pick->setAttr("axis", ir::Attribute(int64_t{1}));
+    ir::Value *inMask = op("Unsqueeze", {in, classAxis}, "_mask")->output(0);
+    ir::Value *masked =
+        op("Where", {inMask, pick->output(0), f32("_zero_score", 0.0f)}, "_masked_target")
+            ->output(0);
+    ir::Value *target = allReduce(masked, "sum", "_target");
+    // loss = log(s) + m - t per sample, the class axis squeezed away. The reduction's last node
+    // takes over the loss node's output value (its name, uses and role).
+    auto finish = [&](const std::string &type, const std::vector<ir::Value *> &in) {
+      ir::Node *last =
+          graph_->insertNodeBefore(n, type, in, {}, "", graph_->uniqueNodeName(b + "_loss"));
+      last->setPhase(ir::Phase::kForward);
+      inserted_.insert(last);
+      graph_->transferOutputs(n, last);
+      return last;
+    };
+    ir::Value *lse = op("Add", {op("Log", {se}, "_log_sum_exp")->output(0), m}, "_lse")->output(0);
+    ir::Value *nll = op("Sub", {lse, target}, "_nll")->output(0);
+    const bool none = reduction == "none";
+    if (none && !hasIgnore) {
+      finish("Squeeze", {nll, classAxis});
+    } else {
+      ir::Value *per = op("Squeeze", {nll, classAxis}, "_per_sample")->output(0);
+      ir::Value *keep = nullptr;
+      if (hasIgnore) {
+        ir::Value *ignored =
+            op("Equal", {lab, constI64(b + "_ignore_index", {ignore}, true)}, "_ignored")
+                ->output(0);
+        keep = op("Not", {ignored}, "_kept")->output(0);
+        if (none)
+          finish("Where", {keep, per, f32("_zero_loss", 0.0f)});
+        else
+          per = op("Where", {keep, per, f32("_zero_loss", 0.0f)}, "_per_sample_kept")->output(0);
+      }
+      if (reduction == "sum") {
+        finish("ReduceSum", {per})->setAttr("keepdims", ir::Attribute(int64_t{0}));
+      } else if (reduction == "mean") {
+        // Divided by the number of samples not ignored (0/0 = NaN when all are, as the op).
+        ir::Node *total = op("ReduceSum", {per}, "_total");
+        total->setAttr("keepdims", ir::Attribute(int64_t{0}));
+        ir::Value *count = nullptr;
+        if (keep) {
+          ir::Node *w = op("Cast", {keep}, "_weights");
+          w->setAttr("to", ir::Attribute(static_cast<int64_t>(ir::DType::kFloat32)));
+          ir::Node *c = op("ReduceSum", {w->output(0)}, "_count");
+          c->setAttr("keepdims", ir::Attribute(int64_t{0}));
+          count = c->output(0);
+        } else {
+          int64_t samples = 1;
+          for (int64_t d : staticDims(labels))
+            samples *= d;
+          count = f32("_count", static_cast<float>(samples));
+        }
+        finish("Div", {total->output(0), count});
+      }
+    }
+    graph_->eraseNode(n);
+    // The prediction (the split scores) is no longer gathered: it leaves the outputs.
+    ir::TrainingRoles &st = graph_->training();
+    if (st.prediction && !layoutOf(st.prediction).isReplicated()) {
+      std::vector<ir::Value *> outs;
+      for (ir::Value *o : graph_->outputs())
+        if (o != st.prediction)
+          outs.push_back(o);
+      graph_->setOutputs(outs);
+      st.prediction = nullptr;
+    }
+    return Status::ok();
   }
 
   ir::Node *next(ir::Node *n) const {

@@ -263,7 +263,7 @@ Status checkInstruction(const RankProgram &r, int index, const KernelCheck &kern
     if (c.group() != "dp" && c.group() != "pp" && c.group() != "tp")
       return Status::error(where, "group axis " + q(c.group()) + " is not dp, pp or tp");
     const bool reduces = c.kind() == COLLECTIVE_ALL_REDUCE || c.kind() == COLLECTIVE_REDUCE_SCATTER;
-    if (reduces && c.op() != REDUCE_SUM && c.op() != REDUCE_MEAN)
+    if (reduces && c.op() != REDUCE_SUM && c.op() != REDUCE_MEAN && c.op() != REDUCE_MAX)
       return Status::error(where, "unknown reduction " + std::to_string(c.op()));
     if (c.kind() == COLLECTIVE_SEND || c.kind() == COLLECTIVE_RECV) {
       const bool send = c.kind() == COLLECTIVE_SEND;

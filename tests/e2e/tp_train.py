@@ -15,11 +15,13 @@ Groups (--only takes a comma-separated subset; all by default):
                masked lookup, its tied output projection column-parallel); dp=2,tp=2 (MLP, GPT)
                and pp=2,tp=2 on 4 ranks; the tied GPT on the full mesh dp=2,pp=2,tp=2 (8
                oversubscribed ranks); --clip-grad-norm (split gradients' squares summed over
-               tp). The GPTs use SGD with momentum (see cases()).
+               tp); the tied GPT's vocabulary-parallel cross-entropy at tp=4 and dp=2,tp=2
+               (every tied case runs it). The GPTs use SGD with momentum (see cases()).
   plans        The collectives the pass inserts, from --emit plan-text: the MLP's column/row
                pair costs one tp all-reduce (forward; its input is data, so no backward one),
                the GPT two forward and two backward per block (Megatron's count); the split
-               weights are listed with their shards.
+               weights are listed with their shards; the tied GPT's loss on vocabulary-split
+               logits: no all-gather, three all-reduces (max, sum, sum) of B*S floats.
   state        --dump-gradients and --export of a tp=2 plan write whole tensors (law, checker).
   checkpoints  Sharded checkpoints of tp plans: one shard per program and tp rank (tp peers run
                one program on different slices); tp=2 (MLP, Adam) and dp=2,tp=2 with --zero 1
@@ -75,6 +77,10 @@ def cases():
          "tp=2", 2, False),
         ("gpt_tied/dp=2,pp=2,tp=2", tied, gpt_data, gpt_sgd, "dp=2,pp=2,tp=2,microbatches=2", 8,
          False),
+        # Vocabulary-parallel cross-entropy (the tied GPT's logits stay split by vocabulary; its
+        # 64 classes divide by 4, its 2 heads do not, so attention stays replicated at tp=4).
+        ("gpt_tied/tp=4", tied, gpt_data, gpt_sgd, "tp=4", 4, False),
+        ("gpt_tied/dp=2,tp=2", tied, gpt_data, gpt_sgd, "dp=2,tp=2", 4, False),
     ]
 
 
@@ -151,7 +157,35 @@ def run_plans(r):
             raise CheckFailed(f"exported tok.weight has shape {w['tok.weight'].shape}")
         return "gradients " + msg + "; export whole (tok.weight 64x32), checker ok"
 
+    def vocab_parallel_loss():
+        # The tied GPT's loss on logits split by vocabulary: no all-gather of the B*S*V logits,
+        # three all-reduces of B*S floats (max, sum of exp, the label's logit) instead.
+        flags = ["--batch-size", "8", "--optimizer", "sgd", "--lr", "0.1", "--class-axis", "-1"]
+        text = r.plan_text(os.path.join(MODELS, "gpt_tied_train.onnx"),
+                           ["--strategy", "tp=2"] + flags)
+        gathers = [ln for ln in text.splitlines() if "all-gather" in ln]
+        if gathers:
+            raise CheckFailed("all-gathers left:\n" + "\n".join(gathers))
+        loss = [ln for ln in text.splitlines() if "all-reduce" in ln and "tp_vocab" in ln]
+        kinds = sorted(re.search(r"all-reduce-(\w+)", ln).group(1) for ln in loss)
+        if kinds != ["max", "sum", "sum"]:
+            raise CheckFailed(f"loss all-reduces {kinds}, expected max, sum, sum:\n" +
+                              "\n".join(loss))
+        # Bytes per step of the loss's communication, from the plan's buffers: 3*B*S floats,
+        # against the B*S*V floats of the logits an all-gather would assemble.
+        b, s, v = 8, 16, 64
+        moved = 0
+        for ln in loss:
+            out = re.search(r"(%\d+) = all-reduce", ln).group(1)
+            buf = re.search(r"buffer " + out + r" .*@\d+\+(\d+)", text)
+            moved += int(buf.group(1))
+        if moved != 3 * b * s * 4:
+            raise CheckFailed(f"the loss all-reduces move {moved} bytes, expected {3 * b * s * 4}")
+        return (f"no all-gather; loss all-reduces max, sum, sum of {b}x{s} floats: "
+                f"{moved} bytes per step instead of {b * s * v * 4} (logits gathered)")
+
     r.check("plans/mlp-column-row-pair", mlp_pair)
+    r.check("plans/vocab-parallel-loss", vocab_parallel_loss)
     r.check("state/dump-gradients-and-export", state)
     r.check("plans/gpt-blocks", gpt_blocks)
 
