@@ -161,11 +161,12 @@ private:
       if (a < 0 || a >= rank)
         return Status::error("--tp-shard " + name + "=" + std::to_string(axis),
                              "axis out of range for " + v->type().str());
-      auto local = ir::shardDims(staticDims(v), Sharding::split(a, parts_));
+      auto local = ir::shardDimsOf(staticDims(v), Sharding::split(a, parts_), cfg_->tpIndex);
       if (!local.hasValue())
         return Status::error("--tp-shard " + name + "=" + std::to_string(axis),
                              "dimension " + std::to_string(a) + " of " + v->type().str() +
-                                 " does not divide by tp=" + std::to_string(parts_));
+                                 " has fewer elements than tp=" + std::to_string(parts_) +
+                                 " (an uneven split leaves no rank empty)");
       decided_[v] = Sharding::split(a, parts_);
     }
     return Status::ok();
@@ -351,6 +352,8 @@ private:
   /// local size B*p (B blocks), reshape to [T, pre.., B, p, post..], move T before p, merge.
   Expected<ir::Value *> gather(ir::Value *v, const Sharding &s, ir::Node *before) {
     const std::vector<int64_t> whole = staticDims(v);
+    if (ir::isUnevenSplit(whole, s))
+      return unevenGatherError(v, s);
     const int64_t T = s.parts, B = s.blocks, a = s.axis;
     const int64_t p = whole[static_cast<size_t>(a)] / (T * B);
     ir::Node *ag = insert(before, "AllGather", {v}, v->name() + "/tp_gathered", ir::kDtcDomain);
@@ -390,6 +393,8 @@ private:
   /// base + tp_rank * p (base lists the first part of every block).
   Expected<ir::Value *> slice(ir::Value *v, const Sharding &s, ir::Node *before) {
     const std::vector<int64_t> whole = staticDims(v);
+    if (ir::isUnevenSplit(whole, s))
+      return unevenSlice(v, s, before);
     const int64_t n = whole[static_cast<size_t>(s.axis)];
     const int64_t block = n / s.blocks, p = block / s.parts;
     std::vector<int64_t> base;
@@ -423,12 +428,18 @@ private:
   Status maskGather(ir::Node *n) {
     ir::Value *w = n->input(0), *ids = n->input(1), *out = n->output(0);
     const Sharding s = layoutOf(w);
-    const int64_t rows = staticDims(w)[0] / s.parts;
+    int64_t rows = staticDims(w)[0] / s.parts;
     ir::Node *after = next(n);
-    DTC_ASSIGN_OR_RETURN(ir::Value * rank, tpRank());
     const std::string b = n->name() + "/tp";
-    ir::Node *first = insert(n, "Mul", {rank, constI64(b + "_rows", {rows}, true)}, b + "_first");
-    ir::Node *local = insert(n, "Sub", {ids, first->output(0)}, b + "_local_ids");
+    ir::Value *firstRow = nullptr;
+    if (ir::isUnevenSplit(staticDims(w), s)) {
+      DTC_ASSIGN_OR_RETURN(firstRow, unevenFirst(staticDims(w)[0], s, b, rows));
+    } else {
+      DTC_ASSIGN_OR_RETURN(ir::Value * rank, tpRank());
+      firstRow =
+          insert(n, "Mul", {rank, constI64(b + "_rows", {rows}, true)}, b + "_first")->output(0);
+    }
+    ir::Node *local = insert(n, "Sub", {ids, firstRow}, b + "_local_ids");
     ir::Node *ge = insert(n, "GreaterOrEqual", {local->output(0), constI64(b + "_zero", {0}, true)},
                           b + "_ge");
     ir::Node *lt =
@@ -446,7 +457,9 @@ private:
     const ir::TensorType t = out->type();
     out->replaceAllUsesWith(masked->output(0));
     masked->setInput(1, out); // replaceAllUsesWith also moved the Where's own use
-    for (ir::Node *m : {first, local, ge, lt, in, safe, mask})
+    if (firstRow->producer())
+      DTC_RETURN_IF_ERROR(ops::inferNode(*firstRow->producer(), *diags_));
+    for (ir::Node *m : {local, ge, lt, in, safe, mask})
       DTC_RETURN_IF_ERROR(ops::inferNode(*m, *diags_));
     typed(masked, t, Sharding::partial(s.parts));
     return Status::ok();
@@ -513,14 +526,13 @@ private:
   Status vocabParallelLoss(ir::Node *n) {
     ir::Value *x = n->input(0), *labels = n->input(1);
     const Sharding s = layoutOf(x);
-    const int64_t rows = staticDims(x)[1] / s.parts;
+    int64_t rows = staticDims(x)[1] / s.parts;
     const std::string reduction = n->attrString("reduction", "mean");
     if (reduction != "none" && reduction != "sum" && reduction != "mean")
       return Status::error(n->where(), "reduction '" + reduction + "' is not none, sum or mean");
     const bool hasIgnore = n->hasAttr("ignore_index");
     const int64_t ignore = n->attrInt("ignore_index", 0);
     const std::string b = n->name() + "/tp_vocab";
-    DTC_ASSIGN_OR_RETURN(ir::Value * rank, tpRank());
     auto op = [&](const std::string &type, const std::vector<ir::Value *> &in,
                   const std::string &name,
                   const std::string &domain = "") { return insert(n, type, in, b + name, domain); };
@@ -548,7 +560,13 @@ private:
       c->setAttr("to", ir::Attribute(static_cast<int64_t>(ir::DType::kInt64)));
       lab = c->output(0);
     }
-    ir::Value *first = op("Mul", {rank, constI64(b + "_rows", {rows}, true)}, "_first")->output(0);
+    ir::Value *first = nullptr;
+    if (ir::isUnevenSplit(staticDims(x), s)) {
+      DTC_ASSIGN_OR_RETURN(first, unevenFirst(staticDims(x)[1], s, b, rows));
+    } else {
+      DTC_ASSIGN_OR_RETURN(ir::Value * rank, tpRank());
+      first = op("Mul", {rank, constI64(b + "_rows", {rows}, true)}, "_first")->output(0);
+    }
     ir::Value *local = op("Sub", {lab, first}, "_local_labels")->output(0);
     ir::Value *ge =
         op("GreaterOrEqual", {local, constI64(b + "_zero", {0}, true)}, "_ge")->output(0);
@@ -628,6 +646,45 @@ private:
     return Status::ok();
   }
 
+  // ---- uneven splits ---------------------------------------------------------------------------
+  // A split whose axis does not divide by T (ir::splitRange: the first size % T ranks hold one
+  // more) gives tp ranks different shapes, so the graph is built for one tp index (cfg_->tpIndex;
+  // dtc-compile compiles once per index) and each rank's range is a constant, not a product of
+  // the runtime-fed tp rank.
+
+  /// This tp index's first row of an axis of `size` split unevenly by `s`, as an int64 scalar
+  /// constant; `rows` becomes the range's length.
+  Expected<ir::Value *> unevenFirst(int64_t size, const Sharding &s, const std::string &base,
+                                    int64_t &rows) {
+    const ir::SplitRange r = ir::splitRange(size, s.parts, cfg_->tpIndex);
+    rows = r.length;
+    return constI64(base + "_first_row", {r.first}, true);
+  }
+
+  /// The rank's uneven slice of a replicated value: Gather of its range's indices.
+  Expected<ir::Value *> unevenSlice(ir::Value *v, const Sharding &s, ir::Node *before) {
+    const ir::SplitRange r =
+        ir::splitRange(staticDims(v)[static_cast<size_t>(s.axis)], s.parts, cfg_->tpIndex);
+    std::vector<int64_t> idx(static_cast<size_t>(r.length));
+    std::iota(idx.begin(), idx.end(), r.first);
+    ir::Node *g = insert(before, "Gather", {v, constI64(v->name() + "/tp_range", idx)},
+                         v->name() + "/tp_slice");
+    g->setAttr("axis", ir::Attribute(s.axis));
+    return typed(g, v->type(), s);
+  }
+
+  /// Unequal parts are not all-gathered (that would need an all-gather of varying sizes):
+  /// uneven splits only end in a row-parallel contraction (a partial sum, all-reduced).
+  Status unevenGatherError(const ir::Value *v, const Sharding &s) const {
+    const std::vector<int64_t> whole = staticDims(v);
+    return Status::error("value '" + v->name() + "' (" + v->type().str() + ")",
+                         "dimension " + std::to_string(s.axis) + " of size " +
+                             std::to_string(whole[static_cast<size_t>(s.axis)]) +
+                             " is split unevenly over tp=" + std::to_string(s.parts) +
+                             " and would need an all-gather of unequal parts, which tensor "
+                             "parallelism does not do; choose a divisor of it");
+  }
+
   ir::Node *next(ir::Node *n) const {
     const std::vector<ir::Node *> all = graph_->nodes();
     for (size_t k = 0; k + 1 < all.size(); ++k)
@@ -668,7 +725,13 @@ private:
       if (!s.isSplit())
         continue;
       ir::Value *w = const_cast<ir::Value *>(v);
-      DTC_ASSIGN_OR_RETURN(std::vector<int64_t> local, ir::shardDims(staticDims(w), s));
+      if (ir::isUnevenSplit(staticDims(w), s))
+        cfg_->tpUneven = true; // this graph holds tp rank tpIndex's shapes only
+      auto localDims = ir::shardDimsOf(staticDims(w), s, cfg_->tpIndex);
+      if (!localDims.hasValue())
+        return Status::error("weight '" + w->name() + "' (" + w->type().str() + ")",
+                             localDims.status().message());
+      std::vector<int64_t> local = *localDims;
       w->setShard(s);
       w->setType({w->dtype(), ir::Shape::ofStatic(local)});
     }

@@ -47,6 +47,12 @@ struct TrainingConfig {
   int64_t gradAccumSteps = 1;
   /// --tp-shard NAME=AXIS: weights the tensor-parallel pass must split along AXIS.
   std::vector<std::pair<std::string, int64_t>> tpShard;
+  /// The tensor-parallel index whose local shapes the training passes build (uneven splits give
+  /// the ranks of a tp group different shapes: dtc-compile then compiles once per index).
+  int64_t tpIndex = 0;
+  /// Set by the tensor-parallel pass when a split is uneven (ir::isUnevenSplit): the graph holds
+  /// tp rank `tpIndex`'s shapes only, so each tp index needs a compilation of its own.
+  bool tpUneven = false;
   /// Parameters whose name matches this ECMAScript regex are frozen ("" = none).
   std::string freeze;
   /// --untie-initializers: import gives every use of a constant-filled floating-point
