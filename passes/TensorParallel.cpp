@@ -354,6 +354,8 @@ private:
     const std::vector<int64_t> whole = staticDims(v);
     if (ir::isUnevenSplit(whole, s))
       return unevenGatherError(v, s);
+    // The all-gather's gradient takes this rank's row: the runtime-fed tp rank must exist.
+    DTC_RETURN_IF_ERROR(tpRank().status());
     const int64_t T = s.parts, B = s.blocks, a = s.axis;
     const int64_t p = whole[static_cast<size_t>(a)] / (T * B);
     ir::Node *ag = insert(before, "AllGather", {v}, v->name() + "/tp_gathered", ir::kDtcDomain);

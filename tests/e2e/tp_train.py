@@ -217,6 +217,15 @@ def run_errors(r):
         ["--strategy", "tp=4", "--tp-shard", "net.2.bias=0"],
         r"error: value 'net.2.bias' \(f32\[10\]\): dimension 0 of size 10 is split unevenly "
         r"over tp=4"))
+    # The GPT's fused Q/K/V projection forced split on 5 ranks: 96 features (2 heads) do not
+    # divide, and the heads' Reshape needs them whole: the projection's output and the divisor
+    # are named.
+    gpt = os.path.join(MODELS, "gpt_train.onnx")
+    r.check("errors/heads-not-dividing", lambda: r.expect_compile_error(
+        gpt, ["--batch-size", "8", "--optimizer", "sgd", "--class-axis", "-1", "--strategy",
+              "tp=5", "--tp-shard", "blocks.0.attn.qkv.weight=0"],
+        r"error: value '/blocks/blocks.0/attn/qkv/Add_output_0' \(f32\[8,16,96\]\): dimension "
+        r"2 of size 96 is split unevenly over tp=5"))
     r.check("errors/tp-shard-fewer-than-tp", lambda: expect_compile_error(
         ["--strategy", "tp=16", "--tp-shard", "net.2.bias=0"],
         r"error: --tp-shard net.2.bias=0: dimension 0 of f32\[10\] has fewer elements than "
