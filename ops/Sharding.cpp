@@ -53,6 +53,12 @@ std::optional<Sharding> columnSplit(const ShardingContext &ctx, size_t out, int6
     if (ctx.keepsSplit(out, s))
       return s;
   }
+  // Uneven (ir::splitRange: the first size % T ranks get one more), when no rank is left empty.
+  if (size % ctx.parts() != 0 && size >= ctx.parts()) {
+    const Sharding s = Sharding::split(axis, ctx.parts());
+    if (ctx.keepsSplit(out, s))
+      return s;
+  }
   return std::nullopt;
 }
 

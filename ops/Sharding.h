@@ -127,7 +127,8 @@ ShardFn reshapeSharding(bool rewritesTarget);
 
 /// The split of output `out` along `axis` (of global size `size`) that a column-parallel op
 /// should produce, or nullopt to stay replicated: the first of 1, 2, 3, 4 blocks (fused
-/// projections: gate/up pairs, Q/K/V triples) that divides and that every consumer keeps.
+/// projections: gate/up pairs, Q/K/V triples) that divides and that every consumer keeps, else
+/// an uneven unblocked split (ir::splitRange) when size >= T and every consumer keeps it.
 std::optional<ir::Sharding> columnSplit(const ShardingContext &ctx, size_t out, int64_t axis,
                                         int64_t size);
 /// Output follows input 0 (unary ops; CastLike's second input only carries a type).

@@ -430,6 +430,14 @@ public:
         for (size_t o = 1; o <= 2 && o < n->numOutputs(); ++o) // running mean and variance
           if (n->output(o))
             stop.insert(n->output(o));
+    // The global max of vocabulary-parallel cross-entropy (an all-reduce max over tp) only
+    // shifts the logits for stability: a constant for the gradient, as in Megatron-LM.
+    for (const ir::Node *n : graph.nodes())
+      if (n->domain() == ir::kDtcDomain && n->opType() == "AllReduce" &&
+          n->attrString("op", "") == "max")
+        for (const ir::Value *o : n->outputs())
+          if (o)
+            stop.insert(o);
     for (const ir::Value *p : st.parameters)
       warnIfMerged(*p, ctx.diags);
     std::vector<const ir::Value *> constants;

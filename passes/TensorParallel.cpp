@@ -170,11 +170,12 @@ private:
       if (a < 0 || a >= rank)
         return Status::error("--tp-shard " + name + "=" + std::to_string(axis),
                              "axis out of range for " + v->type().str());
-      auto local = ir::shardDims(staticDims(v), Sharding::split(a, parts_));
+      auto local = ir::shardDimsOf(staticDims(v), Sharding::split(a, parts_), cfg_->tpIndex);
       if (!local.hasValue())
         return Status::error("--tp-shard " + name + "=" + std::to_string(axis),
                              "dimension " + std::to_string(a) + " of " + v->type().str() +
-                                 " does not divide by tp=" + std::to_string(parts_));
+                                 " has fewer elements than tp=" + std::to_string(parts_) +
+                                 " (an uneven split leaves no rank empty)");
       decided_[v] = Sharding::split(a, parts_);
     }
     return Status::ok();
@@ -245,6 +246,8 @@ private:
   }
 
   Status visit(ir::Node *n) {
+    if (isVocabParallelLoss(n))
+      return vocabParallelLoss(n);
     DTC_ASSIGN_OR_RETURN(ops::ShardingContext sc, ask(n, {}));
     for (size_t i = 0; i < n->numInputs(); ++i) {
       ir::Value *v = n->input(i);
@@ -631,6 +634,10 @@ private:
   /// local size B*p (B blocks), reshape to [T, pre.., B, p, post..], move T before p, merge.
   Expected<ir::Value *> gather(ir::Value *v, const Sharding &s, ir::Node *before) {
     const std::vector<int64_t> whole = staticDims(v);
+    if (ir::isUnevenSplit(whole, s))
+      return unevenGatherError(v, s);
+    // The all-gather's gradient takes this rank's row: the runtime-fed tp rank must exist.
+    DTC_RETURN_IF_ERROR(tpRank().status());
     const int64_t T = s.parts, B = s.blocks, a = s.axis;
     const int64_t p = whole[static_cast<size_t>(a)] / (T * B);
     ir::Node *ag = insert(before, "AllGather", {v}, v->name() + "/tp_gathered", ir::kDtcDomain);
@@ -670,6 +677,8 @@ private:
   /// base + tp_rank * p (base lists the first part of every block).
   Expected<ir::Value *> slice(ir::Value *v, const Sharding &s, ir::Node *before) {
     const std::vector<int64_t> whole = staticDims(v);
+    if (ir::isUnevenSplit(whole, s))
+      return unevenSlice(v, s, before);
     const int64_t n = whole[static_cast<size_t>(s.axis)];
     const int64_t block = n / s.blocks, p = block / s.parts;
     std::vector<int64_t> base;
@@ -703,12 +712,18 @@ private:
   Status maskGather(ir::Node *n) {
     ir::Value *w = n->input(0), *ids = n->input(1), *out = n->output(0);
     const Sharding s = layoutOf(w);
-    const int64_t rows = staticDims(w)[0] / s.parts;
+    int64_t rows = staticDims(w)[0] / s.parts;
     ir::Node *after = next(n);
-    DTC_ASSIGN_OR_RETURN(ir::Value * rank, tpRank());
     const std::string b = n->name() + "/tp";
-    ir::Node *first = insert(n, "Mul", {rank, constI64(b + "_rows", {rows}, true)}, b + "_first");
-    ir::Node *local = insert(n, "Sub", {ids, first->output(0)}, b + "_local_ids");
+    ir::Value *firstRow = nullptr;
+    if (ir::isUnevenSplit(staticDims(w), s)) {
+      DTC_ASSIGN_OR_RETURN(firstRow, unevenFirst(staticDims(w)[0], s, b, rows));
+    } else {
+      DTC_ASSIGN_OR_RETURN(ir::Value * rank, tpRank());
+      firstRow =
+          insert(n, "Mul", {rank, constI64(b + "_rows", {rows}, true)}, b + "_first")->output(0);
+    }
+    ir::Node *local = insert(n, "Sub", {ids, firstRow}, b + "_local_ids");
     ir::Node *ge = insert(n, "GreaterOrEqual", {local->output(0), constI64(b + "_zero", {0}, true)},
                           b + "_ge");
     ir::Node *lt =
@@ -726,7 +741,9 @@ private:
     const ir::TensorType t = out->type();
     out->replaceAllUsesWith(masked->output(0));
     masked->setInput(1, out); // replaceAllUsesWith also moved the Where's own use
-    for (ir::Node *m : {first, local, ge, lt, in, safe, mask})
+    if (firstRow->producer())
+      DTC_RETURN_IF_ERROR(ops::inferNode(*firstRow->producer(), *diags_));
+    for (ir::Node *m : {local, ge, lt, in, safe, mask})
       DTC_RETURN_IF_ERROR(ops::inferNode(*m, *diags_));
     typed(masked, t, Sharding::partial(s.parts));
     return Status::ok();
@@ -765,6 +782,191 @@ private:
     // The Add runs on the reduced value: visit it now, like any node of the model.
     inserted_.erase(add);
     return visitNode(add);
+  }
+
+  /// A SoftmaxCrossEntropyLoss whose scores arrive split along the class axis (the logits of a
+  /// vocabulary-split tied output projection), without class weights or a used log_prob output.
+  bool isVocabParallelLoss(const ir::Node *n) const {
+    if (n->opType() != "SoftmaxCrossEntropyLoss" || !n->domain().empty() || n->numInputs() < 2 ||
+        (n->numInputs() > 2 && n->input(2)) || n->numOutputs() != 1 || !n->input(0) ||
+        !n->input(1) || n->input(0)->dtype() != ir::DType::kFloat32)
+      return false;
+    const Sharding s = layoutOf(n->input(0));
+    return s.isSplit() && s.axis == 1 && s.blocks == 1;
+  }
+
+  /// Vocabulary-parallel cross-entropy (Megatron-LM's vocab_parallel_cross_entropy, Shoeybi et
+  /// al. 2019 section 3): the scores x (N, C, d1..dk) stay split by class, rank r holding
+  /// classes [r*C/T, (r+1)*C/T). Per sample, with all-reduces over tp of N*d1..dk floats each:
+  ///   m = AllReduce max (ReduceMax_c x)           the global max (a constant for the gradient)
+  ///   s = AllReduce sum (ReduceSum_c exp(x - m))  the softmax denominator
+  ///   t = AllReduce sum (x[label] on the rank whose range holds the label, else 0)
+  ///   loss = log(s) + m - t
+  /// then ignore_index (those samples count 0 and leave the mean's count) and the reduction
+  /// (none, sum, mean), as the loss op does. Autodiff gives softmax(x) - onehot(label) on each
+  /// rank's own classes with no collective (the all-reduce sums' gradients are identities), so
+  /// x's gradient stays split. This replaces an all-gather of N*C*d1..dk floats; the prediction
+  /// output (x itself) is dropped from the graph's outputs, so no accuracy is reported.
+  Status vocabParallelLoss(ir::Node *n) {
+    ir::Value *x = n->input(0), *labels = n->input(1);
+    const Sharding s = layoutOf(x);
+    int64_t rows = staticDims(x)[1] / s.parts;
+    const std::string reduction = n->attrString("reduction", "mean");
+    if (reduction != "none" && reduction != "sum" && reduction != "mean")
+      return Status::error(n->where(), "reduction '" + reduction + "' is not none, sum or mean");
+    const bool hasIgnore = n->hasAttr("ignore_index");
+    const int64_t ignore = n->attrInt("ignore_index", 0);
+    const std::string b = n->name() + "/tp_vocab";
+    auto op = [&](const std::string &type, const std::vector<ir::Value *> &in,
+                  const std::string &name,
+                  const std::string &domain = "") { return insert(n, type, in, b + name, domain); };
+    auto allReduce = [&](ir::Value *v, const char *kind, const std::string &name) {
+      ir::Node *ar = op("AllReduce", {v}, name, ir::kDtcDomain);
+      ar->setAttr("op", ir::Attribute(kind));
+      ar->setAttr("group", ir::Attribute("tp"));
+      return ar->output(0);
+    };
+    auto f32 = [&](const std::string &name, float v) {
+      return graph_->addConstant(b + name, ir::TensorData::fromFloats(b + name, {}, {v}));
+    };
+    ir::Value *classAxis = constI64(b + "_class_axis", {1});
+    // The softmax denominator over all classes, shifted by the global max.
+    ir::Value *m =
+        allReduce(op("ReduceMax", {x, classAxis}, "_local_max")->output(0), "max", "_max");
+    ir::Value *shifted = op("Sub", {x, m}, "_shifted")->output(0);
+    ir::Value *e = op("Exp", {shifted}, "_exp")->output(0);
+    ir::Value *se =
+        allReduce(op("ReduceSum", {e, classAxis}, "_local_sum_exp")->output(0), "sum", "_sum_exp");
+    // The label's score, read by the rank whose class range holds it (masked Gather).
+    ir::Value *lab = labels;
+    if (lab->dtype() != ir::DType::kInt64) {
+      ir::Node *c = op("Cast", {lab}, "_labels");
+      c->setAttr("to", ir::Attribute(static_cast<int64_t>(ir::DType::kInt64)));
+      lab = c->output(0);
+    }
+    ir::Value *first = nullptr;
+    if (ir::isUnevenSplit(staticDims(x), s)) {
+      DTC_ASSIGN_OR_RETURN(first, unevenFirst(staticDims(x)[1], s, b, rows));
+    } else {
+      DTC_ASSIGN_OR_RETURN(ir::Value * rank, tpRank());
+      first = op("Mul", {rank, constI64(b + "_rows", {rows}, true)}, "_first")->output(0);
+    }
+    ir::Value *local = op("Sub", {lab, first}, "_local_labels")->output(0);
+    ir::Value *ge =
+        op("GreaterOrEqual", {local, constI64(b + "_zero", {0}, true)}, "_ge")->output(0);
+    ir::Value *lt = op("Less", {local, constI64(b + "_end", {rows}, true)}, "_lt")->output(0);
+    ir::Value *in = op("And", {ge, lt}, "_in_range")->output(0);
+    ir::Value *safe =
+        op("Where", {in, local, constI64(b + "_zero_id", {0}, true)}, "_safe_labels")->output(0);
+    ir::Value *idx = op("Unsqueeze", {safe, classAxis}, "_index")->output(0);
+    ir::Node *pick = op("GatherElements", {x, idx}, "_local_target");
+    pick->setAttr("axis", ir::Attribute(int64_t{1}));
+    ir::Value *inMask = op("Unsqueeze", {in, classAxis}, "_mask")->output(0);
+    ir::Value *masked =
+        op("Where", {inMask, pick->output(0), f32("_zero_score", 0.0f)}, "_masked_target")
+            ->output(0);
+    ir::Value *target = allReduce(masked, "sum", "_target");
+    // loss = log(s) + m - t per sample, the class axis squeezed away. The reduction's last node
+    // takes over the loss node's output value (its name, uses and role).
+    auto finish = [&](const std::string &type, const std::vector<ir::Value *> &in) {
+      ir::Node *last =
+          graph_->insertNodeBefore(n, type, in, {}, "", graph_->uniqueNodeName(b + "_loss"));
+      last->setPhase(ir::Phase::kForward);
+      inserted_.insert(last);
+      graph_->transferOutputs(n, last);
+      return last;
+    };
+    ir::Value *lse = op("Add", {op("Log", {se}, "_log_sum_exp")->output(0), m}, "_lse")->output(0);
+    ir::Value *nll = op("Sub", {lse, target}, "_nll")->output(0);
+    const bool none = reduction == "none";
+    if (none && !hasIgnore) {
+      finish("Squeeze", {nll, classAxis});
+    } else {
+      ir::Value *per = op("Squeeze", {nll, classAxis}, "_per_sample")->output(0);
+      ir::Value *keep = nullptr;
+      if (hasIgnore) {
+        ir::Value *ignored =
+            op("Equal", {lab, constI64(b + "_ignore_index", {ignore}, true)}, "_ignored")
+                ->output(0);
+        keep = op("Not", {ignored}, "_kept")->output(0);
+        if (none)
+          finish("Where", {keep, per, f32("_zero_loss", 0.0f)});
+        else
+          per = op("Where", {keep, per, f32("_zero_loss", 0.0f)}, "_per_sample_kept")->output(0);
+      }
+      if (reduction == "sum") {
+        finish("ReduceSum", {per})->setAttr("keepdims", ir::Attribute(int64_t{0}));
+      } else if (reduction == "mean") {
+        // Divided by the number of samples not ignored (0/0 = NaN when all are, as the op).
+        ir::Node *total = op("ReduceSum", {per}, "_total");
+        total->setAttr("keepdims", ir::Attribute(int64_t{0}));
+        ir::Value *count = nullptr;
+        if (keep) {
+          ir::Node *w = op("Cast", {keep}, "_weights");
+          w->setAttr("to", ir::Attribute(static_cast<int64_t>(ir::DType::kFloat32)));
+          ir::Node *c = op("ReduceSum", {w->output(0)}, "_count");
+          c->setAttr("keepdims", ir::Attribute(int64_t{0}));
+          count = c->output(0);
+        } else {
+          int64_t samples = 1;
+          for (int64_t d : staticDims(labels))
+            samples *= d;
+          count = f32("_count", static_cast<float>(samples));
+        }
+        finish("Div", {total->output(0), count});
+      }
+    }
+    graph_->eraseNode(n);
+    // The prediction (the split scores) is no longer gathered: it leaves the outputs.
+    ir::TrainingRoles &st = graph_->training();
+    if (st.prediction && !layoutOf(st.prediction).isReplicated()) {
+      std::vector<ir::Value *> outs;
+      for (ir::Value *o : graph_->outputs())
+        if (o != st.prediction)
+          outs.push_back(o);
+      graph_->setOutputs(outs);
+      st.prediction = nullptr;
+    }
+    return Status::ok();
+  }
+
+  // ---- uneven splits ---------------------------------------------------------------------------
+  // A split whose axis does not divide by T (ir::splitRange: the first size % T ranks hold one
+  // more) gives tp ranks different shapes, so the graph is built for one tp index (cfg_->tpIndex;
+  // dtc-compile compiles once per index) and each rank's range is a constant, not a product of
+  // the runtime-fed tp rank.
+
+  /// This tp index's first row of an axis of `size` split unevenly by `s`, as an int64 scalar
+  /// constant; `rows` becomes the range's length.
+  Expected<ir::Value *> unevenFirst(int64_t size, const Sharding &s, const std::string &base,
+                                    int64_t &rows) {
+    const ir::SplitRange r = ir::splitRange(size, s.parts, cfg_->tpIndex);
+    rows = r.length;
+    return constI64(base + "_first_row", {r.first}, true);
+  }
+
+  /// The rank's uneven slice of a replicated value: Gather of its range's indices.
+  Expected<ir::Value *> unevenSlice(ir::Value *v, const Sharding &s, ir::Node *before) {
+    const ir::SplitRange r =
+        ir::splitRange(staticDims(v)[static_cast<size_t>(s.axis)], s.parts, cfg_->tpIndex);
+    std::vector<int64_t> idx(static_cast<size_t>(r.length));
+    std::iota(idx.begin(), idx.end(), r.first);
+    ir::Node *g = insert(before, "Gather", {v, constI64(v->name() + "/tp_range", idx)},
+                         v->name() + "/tp_slice");
+    g->setAttr("axis", ir::Attribute(s.axis));
+    return typed(g, v->type(), s);
+  }
+
+  /// Unequal parts are not all-gathered (that would need an all-gather of varying sizes):
+  /// uneven splits only end in a row-parallel contraction (a partial sum, all-reduced).
+  Status unevenGatherError(const ir::Value *v, const Sharding &s) const {
+    const std::vector<int64_t> whole = staticDims(v);
+    return Status::error("value '" + v->name() + "' (" + v->type().str() + ")",
+                         "dimension " + std::to_string(s.axis) + " of size " +
+                             std::to_string(whole[static_cast<size_t>(s.axis)]) +
+                             " is split unevenly over tp=" + std::to_string(s.parts) +
+                             " and would need an all-gather of unequal parts, which tensor "
+                             "parallelism does not do; choose a divisor of it");
   }
 
   ir::Node *next(ir::Node *n) const {
@@ -807,7 +1009,13 @@ private:
       if (!s.isSplit())
         continue;
       ir::Value *w = const_cast<ir::Value *>(v);
-      DTC_ASSIGN_OR_RETURN(std::vector<int64_t> local, ir::shardDims(staticDims(w), s));
+      if (ir::isUnevenSplit(staticDims(w), s))
+        cfg_->tpUneven = true; // this graph holds tp rank tpIndex's shapes only
+      auto localDims = ir::shardDimsOf(staticDims(w), s, cfg_->tpIndex);
+      if (!localDims.hasValue())
+        return Status::error("weight '" + w->name() + "' (" + w->type().str() + ")",
+                             localDims.status().message());
+      std::vector<int64_t> local = *localDims;
       w->setShard(s);
       w->setType({w->dtype(), ir::Shape::ofStatic(local)});
     }

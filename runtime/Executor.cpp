@@ -410,7 +410,9 @@ Status Executor::load() {
         step.operandBytes.assign(1, rp.buffers(c.outputs(0)).size_bytes());
       const int typed = c.inputs_size() > 0 ? c.inputs(0) : c.outputs(0);
       step.dtype = rp.buffers(typed).dtype();
-      step.mean = c.op() == plan::REDUCE_MEAN;
+      step.op = c.op() == plan::REDUCE_MEAN  ? ReduceOp::kMean
+                : c.op() == plan::REDUCE_MAX ? ReduceOp::kMax
+                                             : ReduceOp::kSum;
       step.name = c.name();
       entries.push_back({std::string(kKinds[c.kind()].label) + "(launch)", c.name(), 0, 0});
     } else if (ins.has_wait()) {
@@ -573,7 +575,7 @@ Status Executor::runStep(size_t i) {
     r.name = s.name;
     r.group = s.group;
     r.dtype = static_cast<ir::DType>(s.dtype);
-    r.op = s.mean ? ReduceOp::kMean : ReduceOp::kSum;
+    r.op = s.op;
     r.peer = s.peer;
     r.tag = s.tag;
     r.inputs = s.inputs;

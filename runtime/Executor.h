@@ -116,7 +116,7 @@ private:
     uint64_t copyBytes = 0;          // kCopy
     std::vector<size_t> operandBytes; // kCollective
     int dtype = 0;                    // kCollective (ONNX dtype number)
-    bool mean = false;                // kCollective
+    ReduceOp op = ReduceOp::kSum;     // kCollective
     CommKind commKind = CommKind::kAllReduce; // kCollective
     int group = 0;                            // kCollective: communicator group id (0: the world)
     int peer = -1;                    // kCollective: send/recv peer, broadcast root (world rank)

@@ -163,7 +163,11 @@ Status Trainer::gather(Part part, std::vector<HostArray> &out) {
         w.name = name;
         w.dtype = a.dtype;
         w.shape = whole;
-        w.bytes.assign(a.bytes.size() * static_cast<size_t>(sp.parts()), '\0');
+        // The whole tensor's bytes (shards of an uneven split differ in size).
+        size_t elements = 1;
+        for (int64_t d : whole)
+          elements *= static_cast<size_t>(d);
+        w.bytes.assign(elements * ir::dtypeSize(a.dtype), '\0');
         it = index.emplace(name, out.size()).first;
         out.push_back(std::move(w));
       }

@@ -471,6 +471,7 @@ int main(int argc, char **argv) {
     checksums.emplace(std::move(files));
     lowerOpts.checksums = &*checksums;
   }
+  const dtc::TrainingConfig baseCfg = cfg; // before the passes record anything in it
   if (training) {
     dtc::passes::PassManagerOptions report;
     report.printAfter = opts.printAfter;
@@ -507,6 +508,37 @@ int main(int argc, char **argv) {
                          : dtc::plan::lowerInference(g, lowerOpts);
     if (!plan)
       return fail(plan.status().message());
+    if (training && cfg.tpUneven && cfg.mesh.tp > 1) {
+      // Uneven tensor-parallel splits: the graph holds tp index 0's shapes; compile and lower
+      // the other indices the same way and give their ranks those programs.
+      std::vector<dtc::plan::Plan> others;
+      for (int64_t t = 1; t < cfg.mesh.tp; ++t) {
+        dtc::driver::CompileOptions quiet = opts;
+        quiet.printAfter.clear();
+        quiet.timePasses = false;
+        auto gt = dtc::driver::compileModel(quiet, diags);
+        if (!gt)
+          return fail(gt.status().message());
+        dtc::TrainingConfig cfgT = baseCfg;
+        cfgT.tpIndex = t;
+        dtc::Diagnostics silent; // the warnings of index 0's compilation, again
+        std::map<std::string, int64_t> dims = lowerOpts.dims;
+        dtc::Status s = dtc::passes::bindDims(**gt, dims, lowerOpts.batchSize, silent);
+        if (s.isOk())
+          s = dtc::driver::runTrainingPasses(**gt, cfgT, silent, verifyEach, {});
+        if (!s.isOk())
+          return fail(s.message());
+        dtc::plan::LowerOptions lowerT = lowerOpts;
+        lowerT.modelFile.clear(); // the model's checksums are index 0's plan's
+        lowerT.checksums = nullptr;
+        auto pt = dtc::plan::lowerTraining(**gt, cfgT, lowerT);
+        if (!pt)
+          return fail(pt.status().message());
+        others.push_back(std::move(*pt));
+      }
+      if (dtc::Status s = dtc::plan::mergeTensorParallelPlans(*plan, others); !s.isOk())
+        return fail(s.message());
+    }
     // --time-passes: lowering (kernel checks, memory planning, every program) and writing.
     auto reportTime = [&](const char *what, std::chrono::steady_clock::time_point since) {
       if (timePasses)

@@ -1,5 +1,6 @@
 #include "compiler/ir/Sharding.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace dtc::ir {
@@ -36,6 +37,30 @@ Expected<std::vector<int64_t>> shardDims(const std::vector<int64_t> &whole, cons
   return local;
 }
 
+SplitRange splitRange(int64_t size, int64_t parts, int64_t index) {
+  const int64_t base = size / parts, extra = size % parts;
+  return {index * base + std::min(index, extra), base + (index < extra ? 1 : 0)};
+}
+
+bool isUnevenSplit(const std::vector<int64_t> &whole, const Sharding &s) {
+  return s.isSplit() && s.blocks == 1 && s.parts > 1 && s.axis >= 0 &&
+         s.axis < static_cast<int64_t>(whole.size()) && whole[s.axis] % s.parts != 0;
+}
+
+Expected<std::vector<int64_t>> shardDimsOf(const std::vector<int64_t> &whole, const Sharding &s,
+                                           int64_t index) {
+  if (!isUnevenSplit(whole, s))
+    return shardDims(whole, s);
+  if (whole[s.axis] < s.parts)
+    return Status::error("sharding " + s.text(), "axis " + std::to_string(s.axis) + " of size " +
+                                                     std::to_string(whole[s.axis]) +
+                                                     " has fewer elements than the divisor " +
+                                                     std::to_string(s.parts));
+  std::vector<int64_t> local = whole;
+  local[s.axis] = splitRange(whole[s.axis], s.parts, index).length;
+  return local;
+}
+
 namespace {
 
 /// Calls fn(wholeOffset, localOffset, bytes) for every contiguous run of rank `index`'s shard.
@@ -49,11 +74,13 @@ void forEachRun(const std::vector<int64_t> &whole, size_t elemSize, const Shardi
     inner *= static_cast<size_t>(whole[d]);
   const size_t n = static_cast<size_t>(whole[s.axis]);
   const size_t block = n / static_cast<size_t>(s.blocks);
-  const size_t part = block / static_cast<size_t>(s.parts);
+  // Even: part rows at index * part of each block; uneven (one block): splitRange's rows.
+  const SplitRange range = splitRange(static_cast<int64_t>(block), s.parts, index);
+  const size_t part = static_cast<size_t>(range.length);
   size_t local = 0;
   for (size_t o = 0; o < outer; ++o)
     for (size_t k = 0; k < static_cast<size_t>(s.blocks); ++k) {
-      const size_t row = k * block + static_cast<size_t>(index) * part;
+      const size_t row = k * block + static_cast<size_t>(range.first);
       fn((o * n + row) * inner, local, part * inner);
       local += part * inner;
     }
@@ -65,7 +92,9 @@ std::string sliceShard(const std::string &bytes, const std::vector<int64_t> &who
                        const Sharding &s, int64_t index) {
   if (!s.isSplit())
     return bytes;
-  std::string out(bytes.size() / static_cast<size_t>(s.parts), '\0');
+  size_t size = 0;
+  forEachRun(whole, elemSize, s, index, [&](size_t, size_t, size_t len) { size += len; });
+  std::string out(size, '\0');
   forEachRun(whole, elemSize, s, index, [&](size_t from, size_t to, size_t len) {
     std::memcpy(out.data() + to, bytes.data() + from, len);
   });

@@ -8,6 +8,11 @@
 // A split may be blocked: the axis is `blocks` equal blocks laid end to end, and each block is
 // split into `parts` (a fused Q/K/V projection of width 3d is 3 blocks of d; rank r holds the
 // r-th part of each block, so it gets its heads of Q, K and V).
+//
+// An unblocked split of an axis of size n that does not divide by `parts` is uneven, as
+// torch.chunk's and numpy.array_split's: the first n % parts ranks hold one element more
+// (10 in 4: 3, 3, 2, 2). Ranks of one tp group then hold tensors of different shapes, so they
+// run programs of their own (splitRange gives each its range).
 #pragma once
 
 #include "compiler/support/Status.h"
@@ -46,9 +51,27 @@ struct Sharding {
 /// axis is out of range or its size does not divide by blocks * parts (naming both).
 Expected<std::vector<int64_t>> shardDims(const std::vector<int64_t> &whole, const Sharding &s);
 
+/// Rank `index`'s range [first, first + length) of an axis of size `size` split unevenly into
+/// `parts` (numpy.array_split: the first size % parts ranks get ceil(size / parts), the others
+/// floor; an even split gives size / parts each).
+struct SplitRange {
+  int64_t first = 0;
+  int64_t length = 0;
+};
+SplitRange splitRange(int64_t size, int64_t parts, int64_t index);
+
+/// Whether a split of `whole` under `s` is uneven: unblocked, its axis not dividing by parts.
+bool isUnevenSplit(const std::vector<int64_t> &whole, const Sharding &s);
+
+/// Rank `index`'s local dims under `s`, an uneven split allowed (splitRange) when unblocked and
+/// the axis has at least `parts` elements (no rank empty). Errors otherwise as shardDims, naming
+/// the size and the divisor.
+Expected<std::vector<int64_t>> shardDimsOf(const std::vector<int64_t> &whole, const Sharding &s,
+                                           int64_t index);
+
 /// Rank `index`'s shard of a dense row-major tensor of dims `whole` and element size `elemSize`
-/// (bytes), under a split `s` (replicated: a copy of everything). Precondition: shardDims
-/// succeeded.
+/// (bytes), under a split `s` (replicated: a copy of everything; uneven: splitRange's rows).
+/// Precondition: shardDimsOf succeeded.
 std::string sliceShard(const std::string &bytes, const std::vector<int64_t> &whole,
                        size_t elemSize, const Sharding &s, int64_t index);
 

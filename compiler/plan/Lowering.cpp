@@ -496,7 +496,7 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
       Collective *c = rp->add_instructions()->mutable_collective();
       c->set_kind(COLLECTIVE_ALL_REDUCE);
       const std::string op = in.node ? in.node->attrString("op", "mean") : "mean";
-      c->set_op(op == "sum" ? REDUCE_SUM : REDUCE_MEAN);
+      c->set_op(op == "sum" ? REDUCE_SUM : op == "max" ? REDUCE_MAX : REDUCE_MEAN);
       c->set_group(in.node ? in.node->attrString("group", "dp") : "dp");
       // Gradient buckets are named by index; other all-reduces (tp, the global gradient norm
       // of ZeRO) by their result.

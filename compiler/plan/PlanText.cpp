@@ -421,6 +421,7 @@ void appendProgram(std::string &out, const Plan &plan, int index, const RankProg
              (!reduces                ? ""
               : c.op() == REDUCE_SUM  ? "-sum"
               : c.op() == REDUCE_MEAN ? "-mean"
+              : c.op() == REDUCE_MAX  ? "-max"
                                       : "-op(" + std::to_string(c.op()) + ")") +
              "(";
       for (int j = 0; j < c.inputs_size(); ++j)

@@ -5,6 +5,7 @@
 #include "compiler/plan/LoweringInternal.h"
 
 #include <filesystem>
+#include <map>
 #include <set>
 
 namespace dtc::plan {
@@ -63,6 +64,67 @@ Status layoutRanks(Plan &plan, const Mesh &mesh,
   for (size_t p = 0; p < used.size(); ++p)
     if (!used[p])
       return Status::error("lowering", "program " + std::to_string(p) + " is run by no rank");
+  return Status::ok();
+}
+
+Status mergeTensorParallelPlans(Plan &plan, const std::vector<Plan> &others) {
+  const int64_t tp = plan.mesh().tp();
+  if (static_cast<int64_t>(others.size()) + 1 != tp)
+    return Status::error("lowering", "per-tp-rank plans: " + std::to_string(others.size() + 1) +
+                                         " for tp=" + std::to_string(tp));
+  // Program contents without their rank lists, to store identical ones once.
+  auto contents = [](RankProgram p) {
+    p.clear_ranks();
+    return p.SerializeAsString();
+  };
+  std::map<std::string, int> known;
+  for (int p = 0; p < plan.programs_size(); ++p)
+    known.emplace(contents(plan.programs(p)), p);
+  std::map<std::string, uint32_t> constantIds; // content -> shared_data id (1-based)
+  for (int k = 0; k < plan.constants_size(); ++k)
+    constantIds.emplace(plan.constants(k), static_cast<uint32_t>(k + 1));
+  for (size_t t = 1; t <= others.size(); ++t) {
+    const Plan &o = others[t - 1];
+    if (o.world_size() != plan.world_size() || o.ranks_size() != plan.ranks_size() ||
+        o.mesh().tp() != tp)
+      return Status::error("lowering", "the plan of tp index " + std::to_string(t) +
+                                           " has another mesh than tp index 0's");
+    std::map<int, int> programOf; // o's program -> plan's
+    for (int r = 0; r < o.ranks_size(); ++r) {
+      if (o.ranks(r).tp() != static_cast<int64_t>(t))
+        continue;
+      const int from = o.ranks(r).program();
+      auto it = programOf.find(from);
+      if (it == programOf.end()) {
+        RankProgram p = o.programs(from);
+        for (Buffer &b : *p.mutable_buffers()) {
+          if (b.shared_data() == 0)
+            continue;
+          const std::string &bytes = o.constants(static_cast<int>(b.shared_data()) - 1);
+          auto [c, added] =
+              constantIds.emplace(bytes, static_cast<uint32_t>(plan.constants_size() + 1));
+          if (added)
+            plan.add_constants(bytes);
+          b.set_shared_data(c->second);
+        }
+        const std::string key = contents(p);
+        auto [k, added] = known.emplace(key, plan.programs_size());
+        if (added) {
+          p.clear_ranks();
+          *plan.add_programs() = std::move(p);
+        }
+        it = programOf.emplace(from, k->second).first;
+      }
+      plan.mutable_ranks(r)->set_program(it->second);
+    }
+  }
+  for (RankProgram &p : *plan.mutable_programs())
+    p.clear_ranks();
+  for (int r = 0; r < plan.ranks_size(); ++r)
+    plan.mutable_programs(plan.ranks(r).program())->add_ranks(r);
+  Status valid = validatePlan(plan, "");
+  if (!valid.isOk())
+    return Status::error(valid.message());
   return Status::ok();
 }
 

@@ -161,9 +161,13 @@ Status checkBuffer(const Plan &plan, const RankProgram &r, int index) {
                   std::to_string(sp.blocks()) + ")");
     for (int d = 0; d < b.shape_size(); ++d) {
       const int64_t whole = sp.whole_shape(d);
-      const int64_t want = d == sp.axis()
-                               ? (whole % (sp.parts() * sp.blocks()) == 0 ? whole / sp.parts() : -1)
-                               : whole;
+      int64_t want = d == sp.axis()
+                         ? (whole % (sp.parts() * sp.blocks()) == 0 ? whole / sp.parts() : -1)
+                         : whole;
+      // An uneven split (ir::splitRange): floor or ceil of whole / parts, never empty.
+      if (d == sp.axis() && want < 0 && sp.blocks() == 1 && whole >= sp.parts() &&
+          (b.shape(d) == whole / sp.parts() || b.shape(d) == whole / sp.parts() + 1))
+        want = b.shape(d);
       if (want != b.shape(d))
         return fail("shard of a whole tensor of " + std::to_string(sp.whole_shape_size()) +
                     " dims split in " + std::to_string(sp.parts()) + " along axis " +
@@ -263,7 +267,7 @@ Status checkInstruction(const RankProgram &r, int index, const KernelCheck &kern
     if (c.group() != "dp" && c.group() != "pp" && c.group() != "tp")
       return Status::error(where, "group axis " + q(c.group()) + " is not dp, pp or tp");
     const bool reduces = c.kind() == COLLECTIVE_ALL_REDUCE || c.kind() == COLLECTIVE_REDUCE_SCATTER;
-    if (reduces && c.op() != REDUCE_SUM && c.op() != REDUCE_MEAN)
+    if (reduces && c.op() != REDUCE_SUM && c.op() != REDUCE_MEAN && c.op() != REDUCE_MAX)
       return Status::error(where, "unknown reduction " + std::to_string(c.op()));
     if (c.kind() == COLLECTIVE_SEND || c.kind() == COLLECTIVE_RECV) {
       const bool send = c.kind() == COLLECTIVE_SEND;

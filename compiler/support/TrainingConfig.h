@@ -52,6 +52,12 @@ struct TrainingConfig {
   /// sequence axis, with reduce-scatters and all-gathers in place of the all-reduces
   /// (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models").
   bool sequenceParallel = false;
+  /// The tensor-parallel index whose local shapes the training passes build (uneven splits give
+  /// the ranks of a tp group different shapes: dtc-compile then compiles once per index).
+  int64_t tpIndex = 0;
+  /// Set by the tensor-parallel pass when a split is uneven (ir::isUnevenSplit): the graph holds
+  /// tp rank `tpIndex`'s shapes only, so each tp index needs a compilation of its own.
+  bool tpUneven = false;
   /// Parameters whose name matches this ECMAScript regex are frozen ("" = none).
   std::string freeze;
   /// --untie-initializers: import gives every use of a constant-filled floating-point

@@ -16,11 +16,13 @@ bool isCollectiveOp(const std::string &domain, const std::string &op) {
 }
 
 /// AllReduce(X1..Xk) -> (Y1..Yk): Yi = the reduction over the group of Xi (same type).
-/// Attributes: op "sum" | "mean" (default mean), group (communicator group name, default
+/// Attributes: op "sum" | "mean" | "max" (default mean), group (communicator group name, default
 /// "dp"), bucket (index, for names). Gradient: only for the tensor-parallel sum (group "tp",
 /// inserted before autodiff): what follows it is replicated, so every rank holds the same
 /// output gradient and the input's is that gradient (Megatron's g). Data-parallel all-reduces
-/// are inserted after autodiff and have none.
+/// are inserted after autodiff and have none. The max (vocabulary-parallel cross-entropy's
+/// global max of the logits, passes/TensorParallel.cpp) is a constant for the gradient, as in
+/// Megatron-LM: autodiff stops at its output (passes/Autodiff.cpp), so its rule is never asked.
 OpDef defineAllReduce() {
   OpDef d;
   d.name = "AllReduce";
@@ -37,8 +39,8 @@ OpDef defineAllReduce() {
       return ctx.error("needs one output per input, got " + std::to_string(ctx.numInputs()) +
                        " inputs and " + std::to_string(ctx.node().numOutputs()) + " outputs");
     const std::string op = ctx.node().attrString("op", "mean");
-    if (op != "sum" && op != "mean")
-      return ctx.error("op '" + op + "' is not sum or mean");
+    if (op != "sum" && op != "mean" && op != "max")
+      return ctx.error("op '" + op + "' is not sum, mean or max");
     for (size_t i = 0; i < ctx.numInputs(); ++i) {
       ctx.setOutputDType(i, ctx.inputDType(i));
       ctx.setOutputShape(i, ctx.inputShape(i));

@@ -25,7 +25,8 @@ Status gatherSharding(ShardingContext &ctx) {
   const int64_t ri = static_cast<int64_t>(ctx.inputDims(1).size());
   const ir::Sharding &sd = ctx.input(0), &si = ctx.input(1);
   const int64_t T = ctx.parts();
-  const bool embedding = axis == 0 && rank == 2 && data[0] % T == 0 && si.isReplicated();
+  // A vocabulary that does not divide by T is split unevenly (ir::splitRange's row ranges).
+  const bool embedding = axis == 0 && rank == 2 && data[0] >= T && si.isReplicated();
   if (embedding && ctx.isFreeWeight(0)) {
     const ir::Value *w = ctx.node().input(0);
     if (data[0] >= 8192 || w->uses().size() > 1) {

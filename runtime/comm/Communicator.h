@@ -21,6 +21,7 @@ class Tracer;
 enum class ReduceOp {
   kSum,
   kMean, ///< the sum divided by the group size (data-parallel gradient averaging)
+  kMax,  ///< the element-wise maximum (f32, f64, i32, i64; not f16/bf16 on MPI)
 };
 
 struct CommOptions {
@@ -68,7 +69,8 @@ const char *commKindName(CommKind kind);
 /// `group`: 0 is the world, 1..n the groups of createGroups(). This rank must be a member; for
 /// kSend/kRecv `peer` must be a member too (point-to-point addresses world ranks in any group).
 /// `dtype` matters for kAllReduce and kReduceScatter (f32, f64, i32, i64, and f16/bf16 through a
-/// user-defined MPI operation summing in f32); `op` kMean is for floating types only.
+/// user-defined MPI operation summing in f32); `op` kMean is for floating types only, kMax for
+/// all but f16/bf16.
 /// Tags are in [0, 32767] (the least MPI_TAG_UB MPI guarantees).
 struct CommRequest {
   CommKind kind = CommKind::kAllReduce;

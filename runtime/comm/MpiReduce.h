@@ -51,7 +51,7 @@ struct HalfOps {
 struct DTypeInfo {
   size_t size;
   MPI_Datatype mpi;
-  MPI_Op sum;
+  MPI_Op sum; ///< the reduction: the sum, or MPI_MAX for ReduceOp::kMax (MpiRequests.cpp)
   bool floating;
   const char *name;
 };

@@ -115,6 +115,12 @@ Status MpiCommunicator::prepareKind(Task &t) {
     if (r.op == ReduceOp::kMean && !info->floating)
       return taskError(t, std::string("mean of ") + info->name +
                               " is not supported (integer division): use sum");
+    if (r.op == ReduceOp::kMax) {
+      if (r.dtype == ir::DType::kFloat16 || r.dtype == ir::DType::kBFloat16)
+        return taskError(t, std::string("max of ") + info->name +
+                                " is not supported (reductions of 16-bit floats only sum)");
+      info->sum = MPI_MAX; // the reduction operation of every MPI call of the task
+    }
     t.info = *info;
     t.mean = r.op == ReduceOp::kMean && n > 1;
     return Status::ok();

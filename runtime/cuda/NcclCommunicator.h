@@ -33,7 +33,7 @@ namespace dtc::rt {
 /// runtime/comm/Communicator.h):
 /// - all-reduce: one ncclAllReduce per contiguous span of operands (nccl::allReduceSpans: the
 ///   spans depend on the buffers' relative layout, which must be the same on every member),
-///   all in one ncclGroupStart/End; kMean is ncclAvg (floating types only).
+///   all in one ncclGroupStart/End; kMean is ncclAvg (floating types only), kMax ncclMax.
 /// - all-gather, reduce-scatter, broadcast: ncclAllGather (in place when inputs[0] is
 ///   outputs[0] + groupRank * bytes[0]), ncclReduceScatter, ncclBroadcast (root: the world rank
 ///   `peer`, as its group rank).

@@ -187,13 +187,13 @@ inline bool onReverse(const NcclCall &c, int me) {
 /// The NCCL calls of `r` (CommRequest's meaning per kind, runtime/comm/Communicator.h) on its
 /// group, whose world-rank list is `ranks` (null: no such group), from world rank `worldRank`.
 /// Run them between ncclGroupStart and ncclGroupEnd. Reductions (all-reduce, reduce-scatter)
-/// use `r.dtype` (ncclTypeOf) and ncclSum, or ncclAvg for kMean on floating types; the other
-/// kinds move bytes (ncclUint8). Send and recv ignore `r.tag` past its range check: NCCL has no
-/// tags, so the messages between two ranks match in submission order. An empty all-reduce gives
-/// no call. Errors (a message without the request's name): an unknown group, this rank or the
-/// peer/root not a member, wrong operand counts, null buffers, a dtype NCCL cannot reduce, mean
-/// of integers, sizes that are not whole elements, a send/recv to itself or a tag outside
-/// [0, 32767].
+/// use `r.dtype` (ncclTypeOf) and ncclSum, ncclMax for kMax, or ncclAvg for kMean on floating
+/// types; the other kinds move bytes (ncclUint8). Send and recv ignore `r.tag` past its range
+/// check: NCCL has no tags, so the messages between two ranks match in submission order. An
+/// empty all-reduce gives no call. Errors (a message without the request's name): an unknown group,
+/// this rank or the peer/root not a member, wrong operand counts, null buffers, a dtype NCCL cannot
+/// reduce, mean of integers, sizes that are not whole elements, a send/recv to itself or a tag
+/// outside [0, 32767].
 inline Expected<std::vector<NcclCall>> planRequest(const CommRequest &r,
                                                    const std::vector<int> *ranks, int worldRank) {
   using Kind = NcclCall::Kind;
@@ -228,7 +228,7 @@ inline Expected<std::vector<NcclCall>> planRequest(const CommRequest &r,
       return Status::error(std::string("mean of ") + t->name +
                            " is not supported (integer division): use sum");
     c.type = t->type;
-    c.op = r.op == ReduceOp::kMean ? ncclAvg : ncclSum;
+    c.op = r.op == ReduceOp::kMean ? ncclAvg : r.op == ReduceOp::kMax ? ncclMax : ncclSum;
     return *t;
   };
   std::vector<NcclCall> calls;

@@ -15,19 +15,25 @@ Groups (--only takes a comma-separated subset; all by default):
                masked lookup, its tied output projection column-parallel); dp=2,tp=2 (MLP, GPT)
                and pp=2,tp=2 on 4 ranks; the tied GPT on the full mesh dp=2,pp=2,tp=2 (8
                oversubscribed ranks); --clip-grad-norm (split gradients' squares summed over
-               tp). The GPTs use SGD with momentum (see cases()).
+               tp); the tied GPT's vocabulary-parallel cross-entropy at tp=4 and dp=2,tp=2
+               (every tied case runs it); uneven splits (10 hidden features on tp=4, 32 on
+               tp=3 and dp=2,tp=3, the tied GPT's vocabulary of 64 on tp=3), whose tp ranks
+               run programs of their own. The GPTs use SGD with momentum (see cases()).
   plans        The collectives the pass inserts, from --emit plan-text: the MLP's column/row
                pair costs one tp all-reduce (forward; its input is data, so no backward one),
                the GPT two forward and two backward per block (Megatron's count); the split
-               weights are listed with their shards.
+               weights are listed with their shards; the tied GPT's loss on vocabulary-split
+               logits: no all-gather, three all-reduces (max, sum, sum) of B*S floats.
   state        --dump-gradients and --export of a tp=2 plan write whole tensors (law, checker).
   checkpoints  Sharded checkpoints of tp plans: one shard per program and tp rank (tp peers run
                one program on different slices); tp=2 (MLP, Adam) and dp=2,tp=2 with --zero 1
-               (each tp rank's shard holds both dp replicas' optimizer-state shards): a run
+               (each tp rank's shard holds both dp replicas' optimizer-state shards), and tp=3
+               (uneven: shards of different shapes from two programs): a run
                stopped after its step-4 checkpoint, whose step-4 manifest is then lost, resumes
                from step 2 and ends bit for bit where an uninterrupted 6-step run does
                (parameters, and every persistent buffer of every shard).
-  errors       --tp-shard naming no weight, or a dimension that does not divide.
+  errors       --tp-shard naming no weight, a dimension with fewer elements than tp, an uneven
+               split that would need an all-gather of unequal parts (tensor and divisor named).
   sequence-parallel
                --sequence-parallel (Korthikanti et al. 2022): the law on the GPT and the tied
                GPT at tp=2 (the GPT also at batch 16 = sequence 16) and on dp=2,tp=2 (4 ranks),
@@ -87,6 +93,18 @@ def cases():
          "tp=2", 2, False),
         ("gpt_tied/dp=2,pp=2,tp=2", tied, gpt_data, gpt_sgd, "dp=2,pp=2,tp=2,microbatches=2", 8,
          False),
+        # Vocabulary-parallel cross-entropy (the tied GPT's logits stay split by vocabulary; its
+        # 64 classes divide by 4, its 2 heads do not, so attention stays replicated at tp=4).
+        ("gpt_tied/tp=4", tied, gpt_data, gpt_sgd, "tp=4", 4, False),
+        ("gpt_tied/dp=2,tp=2", tied, gpt_data, gpt_sgd, "dp=2,tp=2", 4, False),
+        # Uneven splits (numpy.array_split sizes, one program per shape): the seed's 10 hidden
+        # features on 4 ranks (3, 3, 2, 2); the digits MLP's 32 on 3 (11, 11, 10), also with
+        # dp=2; the tied GPT on 3 ranks (vocabulary 22, 21, 21 with the vocabulary-parallel
+        # loss, MLP hidden 43, 43, 42; its 2 heads stay replicated).
+        ("mlp_seed/tp=4,uneven", seed, digits, sgd, "tp=4", 4, False),
+        ("mlp_digits/tp=3,uneven", mlp, digits, sgd, "tp=3", 3, False),
+        ("mlp_digits/dp=2,tp=3,uneven", mlp, digits, sgd, "dp=2,tp=3", 6, False),
+        ("gpt_tied/tp=3,uneven", tied, gpt_data, gpt_sgd, "tp=3", 3, False),
     ]
 
 
@@ -163,7 +181,35 @@ def run_plans(r):
             raise CheckFailed(f"exported tok.weight has shape {w['tok.weight'].shape}")
         return "gradients " + msg + "; export whole (tok.weight 64x32), checker ok"
 
+    def vocab_parallel_loss():
+        # The tied GPT's loss on logits split by vocabulary: no all-gather of the B*S*V logits,
+        # three all-reduces of B*S floats (max, sum of exp, the label's logit) instead.
+        flags = ["--batch-size", "8", "--optimizer", "sgd", "--lr", "0.1", "--class-axis", "-1"]
+        text = r.plan_text(os.path.join(MODELS, "gpt_tied_train.onnx"),
+                           ["--strategy", "tp=2"] + flags)
+        gathers = [ln for ln in text.splitlines() if "all-gather" in ln]
+        if gathers:
+            raise CheckFailed("all-gathers left:\n" + "\n".join(gathers))
+        loss = [ln for ln in text.splitlines() if "all-reduce" in ln and "tp_vocab" in ln]
+        kinds = sorted(re.search(r"all-reduce-(\w+)", ln).group(1) for ln in loss)
+        if kinds != ["max", "sum", "sum"]:
+            raise CheckFailed(f"loss all-reduces {kinds}, expected max, sum, sum:\n" +
+                              "\n".join(loss))
+        # Bytes per step of the loss's communication, from the plan's buffers: 3*B*S floats,
+        # against the B*S*V floats of the logits an all-gather would assemble.
+        b, s, v = 8, 16, 64
+        moved = 0
+        for ln in loss:
+            out = re.search(r"(%\d+) = all-reduce", ln).group(1)
+            buf = re.search(r"buffer " + out + r" .*@\d+\+(\d+)", text)
+            moved += int(buf.group(1))
+        if moved != 3 * b * s * 4:
+            raise CheckFailed(f"the loss all-reduces move {moved} bytes, expected {3 * b * s * 4}")
+        return (f"no all-gather; loss all-reduces max, sum, sum of {b}x{s} floats: "
+                f"{moved} bytes per step instead of {b * s * v * 4} (logits gathered)")
+
     r.check("plans/mlp-column-row-pair", mlp_pair)
+    r.check("plans/vocab-parallel-loss", vocab_parallel_loss)
     r.check("state/dump-gradients-and-export", state)
     r.check("plans/gpt-blocks", gpt_blocks)
 
@@ -177,8 +223,25 @@ def run_errors(r):
 
     r.check("errors/tp-shard-unknown", lambda: expect_compile_error(
         ["--strategy", "tp=2", "--tp-shard", "nope=0"], r"error: --tp-shard nope=0"))
-    r.check("errors/tp-shard-indivisible", lambda: expect_compile_error(
-        ["--strategy", "tp=4", "--tp-shard", "net.2.bias=0"], r"does not divide"))
+    # An uneven split that would need an all-gather of unequal parts (the output layer's bias
+    # is added replicated): named with its size and the divisor.
+    r.check("errors/tp-shard-uneven-gather", lambda: expect_compile_error(
+        ["--strategy", "tp=4", "--tp-shard", "net.2.bias=0"],
+        r"error: value 'net.2.bias' \(f32\[10\]\): dimension 0 of size 10 is split unevenly "
+        r"over tp=4"))
+    # The GPT's fused Q/K/V projection forced split on 5 ranks: 96 features (2 heads) do not
+    # divide, and the heads' Reshape needs them whole: the projection's output and the divisor
+    # are named.
+    gpt = os.path.join(MODELS, "gpt_train.onnx")
+    r.check("errors/heads-not-dividing", lambda: r.expect_compile_error(
+        gpt, ["--batch-size", "8", "--optimizer", "sgd", "--class-axis", "-1", "--strategy",
+              "tp=5", "--tp-shard", "blocks.0.attn.qkv.weight=0"],
+        r"error: value '/blocks/blocks.0/attn/qkv/Add_output_0' \(f32\[8,16,96\]\): dimension "
+        r"2 of size 96 is split unevenly over tp=5"))
+    r.check("errors/tp-shard-fewer-than-tp", lambda: expect_compile_error(
+        ["--strategy", "tp=16", "--tp-shard", "net.2.bias=0"],
+        r"error: --tp-shard net.2.bias=0: dimension 0 of f32\[10\] has fewer elements than "
+        r"tp=16"))
 
 
 def run_checkpoints(r):
@@ -187,7 +250,9 @@ def run_checkpoints(r):
     adam = ["--batch-size", "16", "--optimizer", "adam", "--lr", "0.01"]
     for name, flags, nproc, shards in [("tp=2", ["--strategy", "tp=2"], 2, 2),
                                        ("dp=2,tp=2,zero=1",
-                                        ["--strategy", "dp=2,tp=2", "--zero", "1"], 4, 2)]:
+                                        ["--strategy", "dp=2,tp=2", "--zero", "1"], 4, 2),
+                                       # uneven: hidden 32 as 11, 11, 10 (two programs)
+                                       ("tp=3,uneven", ["--strategy", "tp=3"], 3, 3)]:
         def case(flags=flags, nproc=nproc, shards=shards, name=name):
             plan = r.compile(model, adam + flags)
             ck_full, ck = r.unique("ck-full", ""), r.unique("ck", "")

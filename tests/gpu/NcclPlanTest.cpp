@@ -195,6 +195,11 @@ TEST(NcclPlan, AllReduceCalls) {
   ASSERT_TRUE(calls) << errorOf(calls);
   EXPECT_EQ((*calls)[0].op, ncclSum);
   EXPECT_EQ((*calls)[0].type, ncclInt64);
+  r.op = ReduceOp::kMax; // vocabulary-parallel cross-entropy's global max; integers too
+  calls = planRequest(r, &world, 1);
+  ASSERT_TRUE(calls) << errorOf(calls);
+  EXPECT_EQ((*calls)[0].op, ncclMax);
+  EXPECT_EQ((*calls)[0].type, ncclInt64);
   r.dtype = ir::DType::kBool;
   EXPECT_NE(errorOf(planRequest(r, &world, 1)).find("unsupported element type bool"),
             std::string::npos);

@@ -91,6 +91,42 @@ TEST(Sharding, SliceThenPlaceIsIdentity) {
   }
 }
 
+TEST(Sharding, UnevenSplitsAreArraySplits) {
+  // 10 in 4 as numpy.array_split: 3, 3, 2, 2 starting at 0, 3, 6, 8.
+  const int64_t first[] = {0, 3, 6, 8}, length[] = {3, 3, 2, 2};
+  for (int64_t r = 0; r < 4; ++r) {
+    EXPECT_EQ(ir::splitRange(10, 4, r).first, first[r]);
+    EXPECT_EQ(ir::splitRange(10, 4, r).length, length[r]);
+  }
+  EXPECT_EQ(ir::splitRange(8, 4, 3).first, 6);
+  EXPECT_TRUE(ir::isUnevenSplit({10, 64}, Sharding::split(0, 4)));
+  EXPECT_FALSE(ir::isUnevenSplit({12, 64}, Sharding::split(0, 4)));
+  EXPECT_FALSE(ir::isUnevenSplit({2, 9}, Sharding::split(1, 2, 3))); // blocked: never uneven
+  auto d = ir::shardDimsOf({10, 64}, Sharding::split(0, 4), 2);
+  ASSERT_TRUE(d.hasValue());
+  EXPECT_EQ(*d, (std::vector<int64_t>{2, 64}));
+  EXPECT_FALSE(ir::shardDims({10, 64}, Sharding::split(0, 4)).hasValue());
+  auto few = ir::shardDimsOf({3, 4}, Sharding::split(0, 4), 0);
+  ASSERT_FALSE(few.hasValue());
+  EXPECT_NE(few.status().message().find("fewer elements than the divisor 4"), std::string::npos)
+      << few.status().message();
+  EXPECT_FALSE(ir::shardDimsOf({2, 9}, Sharding::split(1, 2, 3), 0).hasValue());
+  // Rows 6..7 of a 10 x 2 tensor (rank 2 of 4), and rank 3's columns 8..9 of 2 x 10.
+  const std::string all = iota(20);
+  EXPECT_EQ(ir::sliceShard(all, {10, 2}, 1, Sharding::split(0, 4), 2),
+            std::string("\x0c\x0d\x0e\x0f"));
+  EXPECT_EQ(ir::sliceShard(all, {2, 10}, 1, Sharding::split(1, 4), 3),
+            std::string("\x08\x09\x12\x13"));
+  for (const auto &[whole, s] : {std::pair{std::vector<int64_t>{10, 2}, Sharding::split(0, 4)},
+                                 std::pair{std::vector<int64_t>{2, 10}, Sharding::split(1, 4)},
+                                 std::pair{std::vector<int64_t>{2, 10}, Sharding::split(1, 3)}}) {
+    std::string back(all.size(), '\x7f');
+    for (int64_t r = 0; r < s.parts; ++r)
+      ir::placeShard(back, whole, 1, s, r, ir::sliceShard(all, whole, 1, s, r));
+    EXPECT_EQ(back, all) << s.text();
+  }
+}
+
 TEST(Sharding, BlockedSliceTakesEachBlocksPart) {
   // One row of 6 = 3 blocks (q, k, v) of 2, split in 2: rank 1 holds q1, k1, v1.
   const std::string row = iota(6);
