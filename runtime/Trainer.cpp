@@ -282,7 +282,7 @@ Status Trainer::epochEnd(int64_t epoch, int64_t stepsDone, Totals &t, bool parti
 }
 
 Status Trainer::run() {
-  fingerprint_ = plan::fingerprint(plan_);
+  fingerprint_ = opts_.planFingerprint.empty() ? plan::fingerprint(plan_) : opts_.planFingerprint;
   seed_ = opts_.seed.value_or(0);
   shuffle_ = opts_.shuffle.value_or(true);
   comm_ = opts_.comm;
