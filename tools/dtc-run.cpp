@@ -28,6 +28,7 @@
 #include <limits>
 #include <memory>
 #include <tuple>
+#include <sys/resource.h>
 #include <unistd.h>
 
 namespace {
@@ -73,6 +74,13 @@ dtc::Expected<dtc::plan::Plan> readPlanHeader(const std::string &path) {
 /// and checked in full; with it, what rank R does at start: its own program in full, the others
 /// as summaries. Timing this is timing a rank's start (tools/bench/compile_bench.py).
 int validateOnly(const std::string &path, int rank) {
+  auto peakRssBytes = [] {
+    struct rusage u {};
+    ::getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_maxrss) * 1024; // Linux: KiB
+  };
+  const double rss0 = peakRssBytes();
+  const auto t0 = std::chrono::steady_clock::now();
   std::string fingerprint;
   // rank -1: every program in full.
   auto plan = readPlanForRank(path, rank, fingerprint);
@@ -86,16 +94,21 @@ int validateOnly(const std::string &path, int rank) {
       return fail(s.message());
   if (dtc::Status s = dtc::rt::validateRunnablePlan(*plan, path); !s.isOk())
     return fail(s.message());
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   int summaries = 0;
   for (const dtc::plan::RankProgram &p : plan->programs())
     summaries += p.summary();
-  std::printf("%s: valid, %d rank(s), %d program(s)%s, fingerprint %s\n", path.c_str(),
-              plan->world_size(), plan->programs_size(),
+  // The peak RSS above what the process held before reading: the plan's own cost (the libraries
+  // a dtc-run loads, CUDA's among them, are not counted).
+  std::printf("%s: valid, %d rank(s), %d program(s)%s, fingerprint %s; read and validated in "
+              "%.3f s, peak RSS +%.1f MiB\n",
+              path.c_str(), plan->world_size(), plan->programs_size(),
               rank < 0 ? ""
-                       : (" (as rank " + std::to_string(rank) +
-                          " reads it: " + std::to_string(summaries) + " read as summaries)")
+                       : (" (as rank " + std::to_string(rank) + " reads it: " +
+                          std::to_string(summaries) + " read as summaries)")
                              .c_str(),
-              fingerprint.c_str());
+              fingerprint.c_str(), seconds, (peakRssBytes() - rss0) / (1 << 20));
   return 0;
 }
 
