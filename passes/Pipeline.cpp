@@ -38,6 +38,7 @@
 #include <map>
 #include <queue>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -655,6 +656,15 @@ private:
     constexpr int64_t kLast = 1 << 30;
     std::unordered_map<const ir::Node *, Key> key;
     std::unordered_map<const ir::Node *, size_t> pending;
+    // Each rank's slots by (kind, micro-batch, chunk) -> their first position, looked up per
+    // node (a search of the list per node is quadratic in the micro-batches).
+    std::vector<std::map<std::tuple<int, int64_t, int64_t>, int64_t>> slotIndex(table.size());
+    for (size_t r = 0; r < table.size(); ++r)
+      for (size_t k = 0; k < table[r].size(); ++k)
+        slotIndex[r].emplace(
+            std::make_tuple(static_cast<int>(table[r][k].kind), table[r][k].microbatch,
+                            table[r][k].chunk),
+            static_cast<int64_t>(k));
     for (size_t i = 0; i < nodes.size(); ++i) {
       const ir::Node *n = nodes[i];
       if (n->stage() < 0 || n->stage() >= N)
@@ -667,13 +677,14 @@ private:
                               : n->isWeightGradient()           ? PipelineOp::kWeight
                                                                 : PipelineOp::kBackward,
                               n->microBatch(), n->stage() / S};
-        const auto &slots = table[static_cast<size_t>(n->stage() % S)];
-        auto it = std::find(slots.begin(), slots.end(), want);
+        const auto &slots = slotIndex[static_cast<size_t>(n->stage() % S)];
+        auto it =
+            slots.find(std::make_tuple(static_cast<int>(want.kind), want.microbatch, want.chunk));
         if (it == slots.end())
           return Status::error(n->where(), "its pass " + pipelineOpText(want) +
                                                " is not in stage " +
                                                std::to_string(n->stage() % S) + "'s schedule");
-        block = it - slots.begin();
+        block = it->second;
       }
       key[n] = Key{block, n->opType() == "Send" ? 0 : 1, i};
     }

@@ -152,21 +152,25 @@ Expected<std::unique_ptr<Executor>> Executor::create(plan::Plan plan, const Exec
   return ex;
 }
 
-Status Executor::load() {
-  const std::string where = opts_.planPath;
+Status validateRunnablePlan(const plan::Plan &plan, const std::string &where) {
   // Instructions are checked against the kernels of the plan's device kind (the CUDA target's
   // checks are plain C++: a CUDA plan validates in a build without CUDA too).
   const bool cudaPlan =
-      std::any_of(plan_.ranks().begin(), plan_.ranks().end(),
+      std::any_of(plan.ranks().begin(), plan.ranks().end(),
                   [](const plan::RankInfo &r) { return r.device().type() == plan::DEVICE_CUDA; });
   const ops::Target &target =
       ops::targetFor(cudaPlan ? ops::DeviceKind::kCuda : ops::DeviceKind::kCpu);
-  DTC_RETURN_IF_ERROR(plan::validatePlan(
-      plan_, where, [&](const plan::RankProgram &rank, const plan::KernelCall &call) -> Status {
+  return plan::validatePlan(
+      plan, where, [&](const plan::RankProgram &rank, const plan::KernelCall &call) -> Status {
         DTC_ASSIGN_OR_RETURN(ops::KernelSpec spec,
-                             kernelSpecOf(rank, call, plan_.mode() == plan::MODE_INFERENCE));
+                             kernelSpecOf(rank, call, plan.mode() == plan::MODE_INFERENCE));
         return target.checkKernel(spec);
-      }));
+      });
+}
+
+Status Executor::load() {
+  const std::string where = opts_.planPath;
+  DTC_RETURN_IF_ERROR(validateRunnablePlan(plan_, where));
   if (opts_.rank < 0 || opts_.rank >= plan_.world_size())
     return Status::error(where, "rank " + std::to_string(opts_.rank) +
                                     " is outside the plan's world (size " +
@@ -180,6 +184,9 @@ Status Executor::load() {
       (where.empty() ? "" : where + ": ") +
       (opts_.program >= 0 ? "program " + std::to_string(opts_.program)
                           : "rank " + std::to_string(opts_.rank));
+  if (rp.summary())
+    return Status::error(rankWhere, "its program was read without its instructions (the plan "
+                                    "was read for another rank)");
   // The device first: a plan for a GPU this process cannot use fails before weights are read.
   {
     const plan::Device &dev = plan_.ranks(opts_.rank).device();

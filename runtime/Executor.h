@@ -47,6 +47,12 @@ struct ExecutorOptions {
   Tracer *tracer = nullptr;
 };
 
+/// plan::validatePlan with every kernel call of the plan's programs checked against the kernels
+/// of its device kind (op known, arity, dtypes, attributes). Programs read as summaries (no
+/// instructions) get the structural checks only. What Executor::create runs first, and
+/// `dtc-run --validate`.
+Status validateRunnablePlan(const plan::Plan &plan, const std::string &where);
+
 class Executor {
 public:
   /// Validates `plan` (structure and every instruction against the kernel registry), checks the

@@ -104,7 +104,9 @@ TrainingLayout layoutOf(const plan::Plan &plan, int rank) {
   for (int b : l.persistent) {
     const plan::Buffer &pb = rp.buffers(b);
     bool written = false;
-    for (int i = 0; i < l.optimizerBegin && !written; ++i) {
+    // (Another rank's program, read as a summary, has no instructions: its layout serves
+    // gather(), which reads its initializers and gradients only.)
+    for (int i = 0; i < std::min(l.optimizerBegin, rp.instructions_size()) && !written; ++i) {
       const plan::Instruction &ins = rp.instructions(i);
       std::vector<int32_t> outs;
       if (ins.has_copy())
@@ -282,7 +284,7 @@ Status Trainer::epochEnd(int64_t epoch, int64_t stepsDone, Totals &t, bool parti
 }
 
 Status Trainer::run() {
-  fingerprint_ = plan::fingerprint(plan_);
+  fingerprint_ = opts_.planFingerprint.empty() ? plan::fingerprint(plan_) : opts_.planFingerprint;
   seed_ = opts_.seed.value_or(0);
   shuffle_ = opts_.shuffle.value_or(true);
   comm_ = opts_.comm;

@@ -46,6 +46,9 @@ struct TrainOptions {
   /// The plan file (messages, model lookup) and a model to read weights from instead.
   std::string planPath;
   std::string modelPath;
+  /// The plan file's fingerprint (plan::readPlanForRank's), compared across ranks and recorded
+  /// in checkpoints; empty: plan::fingerprint of the plan (which must then hold no summary).
+  std::string planFingerprint;
   /// Training and validation .npz files (see DataLoader.h).
   std::string dataPath;
   std::string valDataPath;

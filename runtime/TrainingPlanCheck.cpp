@@ -45,8 +45,9 @@ Status checkTrainingPlan(const plan::Plan &plan, const std::string &where) {
                                   "' is not an output binding");
     if (!tr.label_input().empty() && findBinding(rp.inputs(), tr.label_input()) < 0)
       return Status::error(w, "label input '" + tr.label_input() + "' is not an input binding");
-    if (tr.optimizer_begin() < (rp.instructions_size() ? 1 : 0) ||
-        tr.optimizer_begin() > rp.instructions_size())
+    // Another rank's program read without its instructions (a summary): that rank checks them.
+    if (!rp.summary() && (tr.optimizer_begin() < (rp.instructions_size() ? 1 : 0) ||
+                          tr.optimizer_begin() > rp.instructions_size()))
       return Status::error(w, "optimizer_begin " + std::to_string(tr.optimizer_begin()) +
                                   " is outside [1, " + std::to_string(rp.instructions_size()) +
                                   "] (instructions before it compute the loss)");

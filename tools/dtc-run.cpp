@@ -28,6 +28,7 @@
 #include <limits>
 #include <memory>
 #include <tuple>
+#include <sys/resource.h>
 #include <unistd.h>
 
 namespace {
@@ -48,6 +49,67 @@ int usage(const std::string &message) {
 dtc::Expected<dtc::plan::Plan> readPlan(const std::string &path) {
   DTC_RETURN_IF_ERROR(dtc::checkInputFile(path, "the plan", dtc::kMaxPlanFileBytes));
   return dtc::plan::readPlanFile(path);
+}
+
+/// What rank `rank` of a training job reads: the plan's header, its own program in full, the
+/// others as summaries (plan::readPlanForRank), and the file's fingerprint.
+dtc::Expected<dtc::plan::Plan> readPlanForRank(const std::string &path, int rank,
+                                               std::string &fingerprint) {
+  DTC_RETURN_IF_ERROR(dtc::checkInputFile(path, "the plan", dtc::kMaxPlanFileBytes));
+  return dtc::plan::readPlanForRank(path, rank, &fingerprint);
+}
+
+/// The plan's header alone (every field but its programs, which are not parsed).
+dtc::Expected<dtc::plan::Plan> readPlanHeader(const std::string &path) {
+  DTC_RETURN_IF_ERROR(dtc::checkInputFile(path, "the plan", dtc::kMaxPlanFileBytes));
+  DTC_ASSIGN_OR_RETURN(std::string bytes,
+                       dtc::readInputFile(path, "the plan", dtc::kMaxPlanFileBytes));
+  DTC_ASSIGN_OR_RETURN(dtc::plan::PlanFile file, dtc::plan::splitPlan(std::move(bytes), path));
+  return std::move(file.header);
+}
+
+/// `dtc-run PLAN --validate [--rank R]`: reads and validates the plan as dtc-run would before
+/// running it (every kernel call checked against the kernels of the plan's device kind, and a
+/// training plan's training checks), then prints one line. Without --rank every program is read
+/// and checked in full; with it, what rank R does at start: its own program in full, the others
+/// as summaries. Timing this is timing a rank's start (tools/bench/compile_bench.py).
+int validateOnly(const std::string &path, int rank) {
+  auto peakRssBytes = [] {
+    struct rusage u {};
+    ::getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_maxrss) * 1024; // Linux: KiB
+  };
+  const double rss0 = peakRssBytes();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string fingerprint;
+  // rank -1: every program in full.
+  auto plan = readPlanForRank(path, rank, fingerprint);
+  if (!plan)
+    return fail(plan.status().message());
+  if (rank >= plan->world_size())
+    return usage("--rank " + std::to_string(rank) + ": " + path + " is a plan for " +
+                 std::to_string(plan->world_size()) + " rank(s)");
+  if (plan->mode() == dtc::plan::MODE_TRAINING && !plan->has_parameter_host())
+    if (dtc::Status s = dtc::rt::checkTrainingPlan(*plan, path); !s.isOk())
+      return fail(s.message());
+  if (dtc::Status s = dtc::rt::validateRunnablePlan(*plan, path); !s.isOk())
+    return fail(s.message());
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  int summaries = 0;
+  for (const dtc::plan::RankProgram &p : plan->programs())
+    summaries += p.summary();
+  // The peak RSS above what the process held before reading: the plan's own cost (the libraries
+  // a dtc-run loads, CUDA's among them, are not counted).
+  std::printf("%s: valid, %d rank(s), %d program(s)%s, fingerprint %s; read and validated in "
+              "%.3f s, peak RSS +%.1f MiB\n",
+              path.c_str(), plan->world_size(), plan->programs_size(),
+              rank < 0 ? ""
+                       : (" (as rank " + std::to_string(rank) + " reads it: " +
+                          std::to_string(summaries) + " read as summaries)")
+                             .c_str(),
+              fingerprint.c_str(), seconds, (peakRssBytes() - rss0) / (1 << 20));
+  return 0;
 }
 
 /// The files a run reads, for the identity checks against its outputs: the plan, the model it
@@ -106,7 +168,19 @@ int runTraining(dtc::plan::Plan plan, dtc::rt::TrainOptions &train, double timeo
     return fail(st.message().rfind("rank ", 0) == 0 ? st.message()
                                                     : rankText + ": " + st.message());
   };
-  dtc::Status same = c.checkSameJob(dtc::plan::fingerprint(plan), plan.world_size(), train.planPath);
+  // The plan was read for the launcher's rank (its environment); a launcher whose variables
+  // dtc-run does not know gives 0 on every rank: read it again for the communicator's rank.
+  if (c.rank() < plan.ranks_size() && plan.ranks(c.rank()).program() >= 0 &&
+      plan.ranks(c.rank()).program() < plan.programs_size() &&
+      plan.programs(plan.ranks(c.rank()).program()).summary()) {
+    auto again = dtc::plan::readPlanForRank(train.planPath, c.rank(), &train.planFingerprint);
+    if (!again)
+      return failOnRank(again.status());
+    plan = again.takeValue();
+  }
+  if (train.planFingerprint.empty())
+    train.planFingerprint = dtc::plan::fingerprint(plan);
+  dtc::Status same = c.checkSameJob(train.planFingerprint, plan.world_size(), train.planPath);
   if (!same.isOk())
     return failOnRank(same); // every rank reached the same verdict
   if (tracer) {
@@ -144,6 +218,17 @@ int main(int argc, char **argv) {
   int threads = 0, repeat = 1, warmup = 0;
   app.add_option("plan", planPath, "plan file written by dtc-compile")->required();
   app.add_flag("--infer", infer, "run the forward pass on --inputs and write --outputs");
+  bool validate = false;
+  int validateRank = -1;
+  CLI::Option *validateOpt = app.add_flag(
+      "--validate", validate,
+      "read and validate the plan (every program, every kernel call; cross-rank checks), print "
+      "its fingerprint and exit");
+  app.add_option("--rank", validateRank,
+                 "with --validate: read and validate the plan as rank R does at start (its own "
+                 "program in full, the others without their instructions)")
+      ->check(CLI::Range(0, 1 << 30))
+      ->needs(validateOpt);
   app.add_option("--inputs", inputsPath, ".npz (or .npy) file with one array per graph input");
   app.add_option("--outputs", outputsPath,
                  ".npz file to write the graph outputs to (optional: without it nothing is "
@@ -282,6 +367,12 @@ int main(int argc, char **argv) {
       return usage(std::string(flag) + ": empty file name");
   if (planPath.empty())
     return usage("plan: empty file name");
+  if (validate) {
+    for (const CLI::Option *o : app.get_options())
+      if (o->count() && o != validateOpt && o->get_name() != "plan" && o->get_name() != "--rank")
+        return usage(o->get_name() + ": --validate takes the plan (and --rank) only");
+    return validateOnly(planPath, validateRank);
+  }
   std::unique_ptr<dtc::rt::ParameterClient> psClient; // a parameter-server worker's
   if (localCluster || !clusterPath.empty() || !task.empty() || std::getenv("TF_CONFIG")) {
     auto plan = readPlan(planPath);
@@ -383,7 +474,7 @@ int main(int argc, char **argv) {
                    " ranks started by mpirun; drop --nproc");
     if (dataOpt->empty())
       return usage("--nproc starts the ranks of a data-parallel training plan (with --data)");
-    auto plan = readPlan(planPath);
+    auto plan = readPlanHeader(planPath);
     if (!plan)
       return fail(plan.status().message());
     if (plan->has_parameter_host())
@@ -418,7 +509,8 @@ int main(int argc, char **argv) {
     for (const char *flag : {"--inputs", "--outputs", "--repeat", "--warmup"})
       if (app.count(flag))
         return usage(std::string(flag) + " is an --infer option; training takes --data");
-    auto plan = readPlan(planPath);
+    // This rank's program in full, the others without their instructions.
+    auto plan = readPlanForRank(planPath, dtc::rt::launcherRank(), train.planFingerprint);
     if (!plan)
       return fail(plan.status().message());
     if (plan->mode() != dtc::plan::MODE_TRAINING)

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -270,12 +271,12 @@ std::optional<RankProgram> compactProgram(const RankProgram &p) {
 
 } // namespace
 
-Status expandProgram(RankProgram &p, const std::string &where) {
-  if (p.repeated_slots_size() == 0 && p.derived_buffers().index_size() == 0)
-    return Status::ok();
-  auto bad = [&](const std::string &what) {
-    return Status::error(where, "compacted program: " + what);
-  };
+namespace {
+
+/// The buffer list of a compacted program with its derived buffers rebuilt (expandProgram's
+/// first half, on its own for summaries, which have no instructions).
+Expected<google::protobuf::RepeatedPtrField<Buffer>>
+expandedBuffers(const RankProgram &p, const std::function<Status(const std::string &)> &bad) {
   const DerivedBuffers &db = p.derived_buffers();
   const int nDerived = db.index_size();
   if (db.like_size() != nDerived || db.offset_size() != nDerived ||
@@ -319,6 +320,31 @@ Status expandProgram(RankProgram &p, const std::string &where) {
       }
     }
   }
+  return buffers;
+}
+
+} // namespace
+
+Status expandSummaryBuffers(RankProgram &p, const std::string &where) {
+  if (p.derived_buffers().index_size() == 0 && p.derived_buffers().like_size() == 0 &&
+      p.derived_buffers().offset_size() == 0 && p.derived_buffers().micro_batch_size() == 0)
+    return Status::ok();
+  auto bad = [&](const std::string &what) {
+    return Status::error(where, "compacted program: " + what);
+  };
+  DTC_ASSIGN_OR_RETURN(google::protobuf::RepeatedPtrField<Buffer> buffers, expandedBuffers(p, bad));
+  p.mutable_buffers()->Swap(&buffers);
+  p.clear_derived_buffers();
+  return Status::ok();
+}
+
+Status expandProgram(RankProgram &p, const std::string &where) {
+  if (p.repeated_slots_size() == 0 && p.derived_buffers().index_size() == 0)
+    return Status::ok();
+  auto bad = [&](const std::string &what) {
+    return Status::error(where, "compacted program: " + what);
+  };
+  DTC_ASSIGN_OR_RETURN(google::protobuf::RepeatedPtrField<Buffer> buffers, expandedBuffers(p, bad));
   // Instructions: stored ones in order, the repeated slots rebuilt from their templates.
   const int nSlots = p.schedule_size();
   if (nSlots == 0)

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <tuple>
+#include <cstdint>
 #include <cstdio>
 #include <set>
 #include <unordered_map>
@@ -127,11 +128,21 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
       copies.emplace_back(at, std::move(c));
     }
     // Insert the copies right after their producers, in update order: sorted by position
-    // (stable), then inserted from the back so that earlier insertions do not shift later ones.
+    // (stable), then merged in one pass (inserting them one by one would move the instructions
+    // after each: quadratic in a pipeline stage's micro-batches).
     std::stable_sort(copies.begin(), copies.end(),
                      [](const auto &a, const auto &b) { return a.first < b.first; });
-    for (size_t k = copies.size(); k-- > 0;)
-      instrs.insert(instrs.begin() + copies[k].first + 1, std::move(copies[k].second));
+    if (!copies.empty()) {
+      std::vector<LInstr> merged;
+      merged.reserve(instrs.size() + copies.size());
+      size_t k = 0;
+      for (size_t i = 0; i < instrs.size(); ++i) {
+        merged.push_back(std::move(instrs[i]));
+        for (; k < copies.size() && copies[k].first == static_cast<int64_t>(i); ++k)
+          merged.push_back(std::move(copies[k].second));
+      }
+      instrs = std::move(merged);
+    }
     if (st->optimizerBegin)
       for (size_t i = 0; i < instrs.size(); ++i)
         if (instrs[i].node == st->optimizerBegin) {
@@ -144,6 +155,27 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
   // micro-batch part [0, optimizerBegin) must leave no collective in flight: validation runs it
   // alone). Everything between the launch and the wait overlaps with the communication.
   {
+    // Where each buffer is read and written, in program order: the first reader or writer after
+    // a collective is found by binary search, not by a scan of the instructions after it (which
+    // is quadratic in a pipeline stage's micro-batches: a send's buffer is written again only
+    // much later).
+    std::unordered_map<int, std::vector<size_t>> readers, writers;
+    for (size_t i = 0; i < instrs.size(); ++i) {
+      for (int b : instrs[i].inputs)
+        if (b >= 0 && (readers[b].empty() || readers[b].back() != i))
+          readers[b].push_back(i);
+      for (int b : instrs[i].outputs)
+        if (b >= 0 && (writers[b].empty() || writers[b].back() != i))
+          writers[b].push_back(i);
+    }
+    auto firstAfter = [](const std::unordered_map<int, std::vector<size_t>> &at, int b,
+                         size_t c) {
+      auto it = at.find(b);
+      if (it == at.end())
+        return SIZE_MAX;
+      auto next = std::upper_bound(it->second.begin(), it->second.end(), c);
+      return next == it->second.end() ? SIZE_MAX : *next;
+    };
     std::vector<std::pair<size_t, LInstr>> waits;
     for (size_t c = 0; c < instrs.size(); ++c) {
       if (!instrs[c].isCollective)
@@ -152,18 +184,17 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
       const size_t end = optimizerBegin >= 0 && c < static_cast<size_t>(optimizerBegin)
                              ? static_cast<size_t>(optimizerBegin)
                              : instrs.size();
-      auto touches = [&](const std::vector<int> &list, const std::vector<int> &bufs) {
-        for (int b : list)
-          if (b >= 0 && std::find(bufs.begin(), bufs.end(), b) != bufs.end())
-            return true;
-        return false;
-      };
       std::vector<int> operands = col.inputs;
       operands.insert(operands.end(), col.outputs.begin(), col.outputs.end());
-      size_t w = c + 1;
-      while (w < end && !touches(instrs[w].inputs, col.outputs) &&
-             !touches(instrs[w].outputs, operands))
-        ++w;
+      // The first later instruction that reads an output or writes an operand, or `end`.
+      size_t w = end;
+      for (int b : col.outputs)
+        if (b >= 0)
+          w = std::min(w, firstAfter(readers, b, c));
+      for (int b : operands)
+        if (b >= 0)
+          w = std::min(w, firstAfter(writers, b, c));
+      w = std::max(w, c + 1);
       LInstr wait;
       wait.isWait = true;
       wait.collective = col.collective;
@@ -176,9 +207,19 @@ Expected<Plan> lowerProgram(const ir::Graph &graph, const LowerOptions &optsIn,
     int shift = 0;
     for (const auto &[at, wait] : waits)
       shift += optimizerBegin >= 0 && at <= static_cast<size_t>(optimizerBegin);
-    for (size_t k = waits.size(); k-- > 0;)
-      instrs.insert(instrs.begin() + static_cast<std::ptrdiff_t>(waits[k].first),
-                    std::move(waits[k].second));
+    // Merged in one pass, each wait before the instruction at its position (stable order).
+    if (!waits.empty()) {
+      std::vector<LInstr> merged;
+      merged.reserve(instrs.size() + waits.size());
+      size_t k = 0;
+      for (size_t i = 0; i <= instrs.size(); ++i) {
+        for (; k < waits.size() && waits[k].first == i; ++k)
+          merged.push_back(std::move(waits[k].second));
+        if (i < instrs.size())
+          merged.push_back(std::move(instrs[i]));
+      }
+      instrs = std::move(merged);
+    }
     if (optimizerBegin >= 0)
       optimizerBegin += shift;
   }

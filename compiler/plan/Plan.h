@@ -12,6 +12,8 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace dtc::plan {
 
@@ -35,6 +37,47 @@ inline constexpr uint64_t kCpuAlignment = 64;
 Expected<Plan> readPlanFile(const std::string &path);
 /// Parses a plan from bytes (`where` names the source in messages).
 Expected<Plan> parsePlan(const std::string &bytes, const std::string &where);
+/// A plan file cut at its programs without parsing them. plan.proto's `repeated RankProgram
+/// programs = 13` is, on the wire, a list of length-delimited records, so one pass over the
+/// top-level fields finds them; everything else (the header) is parsed as a Plan without
+/// programs. The checks of parsePlan on the header (format version, checksum algorithms) are done.
+struct PlanFile {
+  /// The file's bytes; `programs` points into them.
+  std::string bytes;
+  /// Every field but `programs`; format_version as stored (3, or 4 when compacted).
+  Plan header;
+  /// Each program's serialized bytes: (offset into `bytes`, length), in file order.
+  std::vector<std::pair<size_t, size_t>> programs;
+};
+/// Splits `bytes` (moved in) into a PlanFile. Errors as parsePlan's ("<where>: not a dtc plan
+/// (...)", another format version, ...).
+Expected<PlanFile> splitPlan(std::string bytes, const std::string &where);
+/// Parses program `index` of `file` and expands it (format 4) to the format-3 program. With
+/// `summary`, its instructions (and compaction's repeated slots) are skipped unparsed, its
+/// derived buffers are still rebuilt, and RankProgram.summary is set. Errors name
+/// "<where>: program <index>".
+Expected<RankProgram> parseProgram(const PlanFile &file, int index, const std::string &where,
+                                   bool summary = false);
+/// The fingerprint of a split plan file: XXH3-128 (32 lowercase hex digits) of a version tag,
+/// the header's canonical text (planText of the header with the model's path left out: the same
+/// plan has one fingerprint wherever it and its model lie), every shared constant and every
+/// program's serialized bytes, each preceded by its length. No program is parsed: hashing the
+/// 14 MB of a pp=8 plan takes a few ms. Plans that differ in any program differ (up to XXH3's
+/// collisions); it guards against mismatched plans, not against forgery.
+std::string fingerprint(const PlanFile &file);
+/// What one rank of a training job reads at start: the header, the programs rank `rank` runs in
+/// full (parseProgram), every other program as a summary (no instructions: the loop reads other
+/// programs' bindings, training sections and buffers, never their instructions), and the
+/// fingerprint of the file (`*fingerprint`, when given). Plans with a parameter host (servers
+/// and central storage run several programs) and ranks outside the plan's table read every
+/// program in full. Errors as readPlanFile's.
+Expected<Plan> readPlanForRank(const std::string &path, int rank,
+                               std::string *fingerprint = nullptr);
+/// readPlanForRank's plan from a split file (`where` names it in errors).
+Expected<Plan> planForRank(PlanFile file, int rank, const std::string &where);
+/// The bytes writePlanFile writes for `plan`: pipeline programs compacted (compactPlan).
+/// Errors: a plan above protobuf's 2 GiB, or one holding a summary program.
+Expected<std::string> serializePlan(const Plan &plan, const std::string &where);
 /// Writes `plan` atomically (temporary file + rename): a failed write leaves no partial file.
 /// Pipeline programs are written compacted (compactPlan).
 Status writePlanFile(const Plan &plan, const std::string &path);
@@ -50,6 +93,9 @@ bool compactPlan(Plan &plan);
 /// later or repeated slot, too few or too many stored instructions, or more than 2^22
 /// instructions or buffers after expansion.
 Status expandProgram(RankProgram &program, const std::string &where);
+/// A summary's half of expandProgram: rebuilds the derived buffers of a program read without its
+/// instructions (and clears derived_buffers). Errors as expandProgram's.
+Status expandSummaryBuffers(RankProgram &program, const std::string &where);
 
 /// The canonical text form: deterministic, one buffer or instruction per line, constants shown
 /// by size and a prefix of their XXH3-128 (not their bytes). `rank` restricts it to one rank's
@@ -58,9 +104,11 @@ std::string planText(const Plan &plan, std::optional<int> rank = std::nullopt);
 /// A pipeline slot as plan-text shows it: "F3" (micro-batch 3's forward), "B0", "W1", and with a
 /// chunk other than 0 "F3.1".
 std::string pipelineSlotText(const PipelineSlot &slot);
-/// XXH3-128 (32 lowercase hex digits) of planText(plan) over all ranks, with the model's path
-/// left out (the model is identified by its checksum, so the same plan has one fingerprint
-/// wherever it lies). It guards against mismatched plans, not against forgery.
+/// The fingerprint every rank compares at start and checkpoints record: that of the file
+/// writePlanFile would write for `plan` (fingerprint(const PlanFile &)), so a plan read back from
+/// its file has the fingerprint of the file. Costs what writing costs (compaction of pipeline
+/// programs); dtc-run takes the file's instead. Precondition: no program is a summary (a plan
+/// from readPlanForRank: use the fingerprint it returns); one is fingerprinted as "".
 std::string fingerprint(const Plan &plan);
 
 /// The algorithm dtc-compile records for model and external-data checksums.

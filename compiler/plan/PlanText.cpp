@@ -6,11 +6,14 @@
 #include "compiler/ir/Types.h"
 #include "compiler/plan/Plan.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -584,14 +587,70 @@ std::string planText(const Plan &plan, std::optional<int> rank) {
   return out;
 }
 
-std::string fingerprint(const Plan &plan) {
+std::string fingerprint(const PlanFile &file) {
+  // Version tag, then length-prefixed parts: no two different sequences of parts hash alike.
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
+                                                                 &XXH3_freeState);
+  if (!state || XXH3_128bits_reset(state.get()) != XXH_OK)
+    return std::string(); // out of memory: never equal to a real fingerprint
+  auto part = [&](const char *data, size_t size) {
+    uint8_t length[8];
+    for (int i = 0; i < 8; ++i)
+      length[i] = static_cast<uint8_t>(static_cast<uint64_t>(size) >> (8 * i));
+    XXH3_128bits_update(state.get(), length, sizeof length);
+    XXH3_128bits_update(state.get(), data, size);
+  };
+  static constexpr char kTag[] = "dtc plan fingerprint 2";
+  part(kTag, sizeof kTag - 1);
   // The model is identified by its checksum; where it lies (a path relative to the plan, or to
-  // the directory dtc-compile ran in) does not change what the plan computes.
-  if (plan.model().path().empty())
-    return checksumHex(planText(plan));
-  Plan copy = plan;
-  copy.mutable_model()->clear_path();
-  return checksumHex(planText(copy));
+  // the directory dtc-compile ran in) does not change what the plan computes. planText of the
+  // header prints neither programs nor constants (they are hashed as bytes below).
+  std::string header;
+  if (file.header.model().path().empty()) {
+    header = planText(file.header);
+  } else {
+    Plan copy = file.header;
+    copy.mutable_model()->clear_path();
+    header = planText(copy);
+  }
+  part(header.data(), header.size());
+  for (const std::string &c : file.header.constants())
+    part(c.data(), c.size());
+  for (const auto &[offset, length] : file.programs)
+    part(file.bytes.data() + offset, length);
+  XXH128_canonical_t canonical;
+  XXH128_canonicalFromHash(&canonical, XXH3_128bits_digest(state.get()));
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char byte : canonical.digest) {
+    out += kHex[byte >> 4];
+    out += kHex[byte & 15];
+  }
+  return out;
+}
+
+std::string fingerprint(const Plan &plan) {
+  // The file writePlanFile writes, split as a reader splits it.
+  Expected<std::string> bytes = serializePlan(plan, "plan");
+  if (!bytes)
+    return std::string(); // a summary or a plan above 2 GiB: never equal to a real fingerprint
+  Expected<PlanFile> file = splitPlan(bytes.takeValue(), "plan");
+  if (!file) {
+    // A plan that does not read back (no format version, an unknown checksum algorithm):
+    // the header is hashed as it is.
+    PlanFile whole;
+    whole.header = plan;
+    whole.header.clear_programs();
+    std::string all;
+    for (const RankProgram &p : plan.programs()) {
+      const size_t at = all.size();
+      all += p.SerializeAsString();
+      whole.programs.emplace_back(at, all.size() - at);
+    }
+    whole.bytes = std::move(all);
+    return fingerprint(whole);
+  }
+  return fingerprint(*file);
 }
 
 } // namespace dtc::plan

@@ -5,6 +5,7 @@
 #include "compiler/plan/Plan.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <filesystem>
@@ -370,6 +371,13 @@ Status checkProgram(const Plan &plan, const RankProgram &r, const KernelCheck &k
   // Bindings before instructions: kernel checks may rely on them.
   DTC_RETURN_IF_ERROR(checkBindings(r, /*inputs=*/true));
   DTC_RETURN_IF_ERROR(checkBindings(r, /*inputs=*/false));
+  // Another rank's program, read without its instructions (readPlanForRank): what it holds is
+  // checked above; its instructions and schedule are checked by the ranks that run it.
+  if (r.summary()) {
+    if (r.instructions_size() != 0 || r.repeated_slots_size() != 0)
+      return Status::error("a summary holds no instructions");
+    return Status::ok();
+  }
   for (int i = 0; i < r.instructions_size(); ++i)
     DTC_RETURN_IF_ERROR(checkInstruction(r, i, kernelCheck));
   // Every collective is waited for exactly once: an unwaited one would still write its outputs
@@ -477,13 +485,15 @@ Status checkTraining(const Plan &plan, const RankProgram &r, bool server) {
   for (int32_t b : t.state_buffers())
     if (!bufferOk(b) || r.buffers(b).kind() != BUFFER_PARAMETER)
       return Status::error("state buffer " + str(b) + " is not a parameter buffer");
-  if (t.forward_end() < 0 || t.forward_end() > r.instructions_size() ||
+  // A summary's instructions were not read: the positions are checked where it runs.
+  const int32_t instructions = r.summary() ? INT32_MAX : r.instructions_size();
+  if (t.forward_end() < 0 || t.forward_end() > instructions ||
       (t.forward_end() > t.optimizer_begin() && t.optimizer_begin() >= 0))
     return Status::error("forward_end " + str(t.forward_end()) + " is not in [0, optimizer_begin " +
                          str(t.optimizer_begin()) + "]");
-  if (t.optimizer_begin() < -1 || t.optimizer_begin() > r.instructions_size())
+  if (t.optimizer_begin() < -1 || t.optimizer_begin() > instructions)
     return Status::error("optimizer_begin " + str(t.optimizer_begin()) + " is not in [-1, " +
-                         std::to_string(r.instructions_size()) + "]");
+                         std::to_string(instructions) + "]");
   return Status::ok();
 }
 

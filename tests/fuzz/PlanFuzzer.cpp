@@ -1,8 +1,9 @@
-// libFuzzer target fuzz_plan: arbitrary bytes through parsePlan, planText/fingerprint and
-// validatePlan (first accepting every kernel call, then with the CPU kernels' own checks).
-// Beyond "no crash" it checks that a validated plan keeps every buffer inside its arena and
-// every operand in range, and it runs small validated plans (no weights) on zeroed inputs, so
-// the kernels meet hostile shapes and attributes too.
+// libFuzzer target fuzz_plan: arbitrary bytes through parsePlan, planText/fingerprint (of the
+// plan and of the split file), validatePlan and each rank's read (planForRank) (first accepting
+// every kernel call, then with the CPU kernels' own checks). Beyond "no crash" it checks that a
+// validated plan keeps every buffer inside its arena and every operand in range, and it runs small
+// validated plans (no weights) on zeroed inputs, so the kernels meet hostile shapes and attributes
+// too.
 #include "compiler/plan/Plan.h"
 #include "runtime/Executor.h"
 
@@ -84,13 +85,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       __builtin_trap();
     return 0;
   }
-  // The text form is total and deterministic, also for invalid plans.
+  // The text form is total and deterministic, also for invalid plans; so is the fingerprint,
+  // which leaves the model's path out.
   const std::string text = planText(*plan);
-  Plan withoutPath = *plan; // the fingerprint leaves the model's path out
-  withoutPath.mutable_model()->clear_path();
-  if (planText(*plan) != text || fingerprint(*plan) != checksumHex(planText(withoutPath)))
+  Plan moved = *plan;
+  moved.mutable_model()->set_path(plan->model().path() + "/elsewhere");
+  const std::string print = fingerprint(*plan);
+  if (planText(*plan) != text || print.size() != 32 || fingerprint(moved) != print)
     __builtin_trap();
   (void)planText(*plan, 0);
+  // What parsePlan reads, a rank reads as a split file: the file's fingerprint is total and
+  // does not depend on the model's path either.
+  dtc::Expected<PlanFile> file = splitPlan(bytes, "fuzz");
+  if (!file)
+    __builtin_trap();
+  const std::string filePrint = fingerprint(*file);
+  PlanFile movedFile = *file;
+  movedFile.header.mutable_model()->set_path(moved.model().path());
+  if (filePrint.size() != 32 || fingerprint(movedFile) != filePrint)
+    __builtin_trap();
 
   KernelCheck acceptAll = [](const RankProgram &, const KernelCall &) { return dtc::Status::ok(); };
   dtc::Status status = validatePlan(*plan, "fuzz", acceptAll);
@@ -100,6 +113,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   }
   checkValidatedInvariants(*plan);
+  // Every rank's read of a valid plan (its own program in full, the others as summaries)
+  // parses and validates too: what the full plan passes, no rank refuses.
+  for (int rank = 0; rank < plan->world_size() && rank < 4; ++rank) {
+    dtc::Expected<Plan> mine = planForRank(*file, rank, "fuzz");
+    if (!mine || !validatePlan(*mine, "fuzz", acceptAll).isOk())
+      __builtin_trap();
+    checkValidatedInvariants(*mine);
+  }
 
   // Execute small weightless one-rank CPU plans: Executor::create runs the real kernel checks.
   const RankProgram &program = programOf(*plan, 0);

@@ -3,15 +3,22 @@
 # (tools/bench/gen_gpt2_xl.py: sparse external weights) and of fewer-layer variants, for several
 # strategies; prints per case the wall time, the compiler's peak RSS and the plan's size beside
 # the targets (under 2 s, under 1 GiB, plan under 10 MB), then how each figure grows with the
-# number of layers (it should be linear) and with the world size (it should be flat).
+# number of layers (it should be linear), with the world size (it should be flat) and with the
+# number of micro-batches of a pipeline (pp=8 at its default 8 against pp=8,microbatches=32: it
+# should be nearly flat). For every plan it also times a rank's start: `dtc-run PLAN --validate
+# --rank R` reads and validates the plan as rank R does before it runs (its own program in full,
+# the others without instructions) and reports the time and its peak RSS above what it held
+# before (the process and its libraries), for the rank with the largest program.
 # Each compile runs alone in its own subprocess; peak RSS is that child's ru_maxrss (wait4).
 # Run by hand (not in CI: the 48-layer cases take minutes on 2 cores):
 #
 #     python3 tools/bench/compile_bench.py [--dtc build/tools/dtc-compile] [--bench-dir DIR]
-#         [--layers 12,24,48] [--strategies "single;dp=8;dp=1024;pp=8;dp=8,pp=4"]
-#         [--replica-batch 8] [--repeat 1] [--big]
+#         [--dtc-run build/tools/dtc-run] [--layers 12,24,48]
+#         [--strategies "single;dp=8;dp=1024;pp=8;dp=8,pp=4"] [--replica-batch 8] [--repeat 1]
+#         [--big]
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -26,7 +33,8 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 TARGET_WALL_S = 2.0
 TARGET_RSS_MIB = 1024.0
 TARGET_PLAN_MB = 10.0
-DEFAULT_STRATEGIES = ["single", "dp=8", "dp=1024", "pp=8", "dp=8,pp=4", "dp=8,pp=4,tp=8"]
+DEFAULT_STRATEGIES = ["single", "dp=8", "dp=1024", "pp=8", "pp=8,microbatches=32", "dp=8,pp=4",
+                      "dp=8,pp=4,tp=8"]
 
 
 def run_child(cmd, timeout_s):
@@ -48,6 +56,15 @@ def run_child(cmd, timeout_s):
     if timed_out and rc != 0:
         err = f"timed out after {timeout_s} s\n" + err
     return wall, usage.ru_maxrss / 1024.0, rc, err  # Linux: ru_maxrss in KiB
+
+
+def micro_batches(strategy):
+    """The microbatches= of a --strategy text, or None when it sets none."""
+    for part in strategy.split(","):
+        key, _, value = part.partition("=")
+        if key == "microbatches":
+            return int(value)
+    return None
 
 
 def mesh_degrees(strategy):
@@ -85,32 +102,84 @@ def warm_page_cache(model):
                 pass
 
 
-def bench_case(dtc, model, strategy, replica_batch, repeat, timeout_s, workdir, context=1024):
-    """Median wall, max peak RSS and the plan's bytes of `repeat` compiles, or an error."""
+def first_error(err, rc):
+    lines = [l for l in err.strip().splitlines() if l.startswith("error")] or \
+        err.strip().splitlines() or [f"exit {rc}"]
+    return lines[0]
+
+
+def largest_program_rank(err):
+    """The rank of the stage with the most instructions, from dtc-compile's per-stage lines
+    ("...: stage 3, rank 3: 2760 instructions ..." or "stage 1, each of 64 ranks: ..."), else 0.
+    With "each of N ranks" the stage's first rank is not printed: rank 0 is taken then."""
+    best, rank = -1, 0
+    for line in err.splitlines():
+        m = re.search(r"stage \d+, rank (\d+): (\d+) instructions", line)
+        if m and int(m.group(2)) > best:
+            best, rank = int(m.group(2)), int(m.group(1))
+    return rank
+
+
+def bench_start(dtc_run, plan, rank, repeat, timeout_s):
+    """A rank's start: `dtc-run PLAN --validate --rank R` reports the seconds it took to read
+    and validate the plan and its peak RSS above what it held before (the process and its
+    libraries); the best time and the largest RSS of max(repeat, 3) runs."""
+    walls, rss = [], 0.0
+    for _ in range(max(repeat, 3)):
+        p = subprocess.run([dtc_run, plan, "--validate", "--rank", str(rank)],
+                           capture_output=True, timeout=timeout_s)
+        out = p.stdout.decode(errors="replace")
+        if p.returncode != 0:
+            return None, first_error(p.stderr.decode(errors="replace"), p.returncode)
+        m = re.search(r"read and validated in ([0-9.]+) s, peak RSS \+([0-9.]+) MiB", out)
+        if not m:
+            return None, "unexpected output: " + out.strip()[:200]
+        walls.append(float(m.group(1)))
+        rss = max(rss, float(m.group(2)))
+    return {"start": min(walls), "start_rss": rss, "start_rank": rank}, None
+
+
+def bench_case(dtc, model, strategy, replica_batch, repeat, timeout_s, workdir, context=1024,
+               dtc_run=None):
+    """Median wall, max peak RSS and the plan's bytes of `repeat` compiles (and a rank's start
+    when `dtc_run` is given), or an error."""
     dp, pp, tp = mesh_degrees(strategy)
     # --batch-size is the global batch: `replica_batch` samples per data-parallel replica (a
-    # pipeline splits them into pp micro-batches by default).
-    cmd = [dtc, model, "--strategy", strategy, "--batch-size", str(replica_batch * dp),
-           "--optimizer", "adam", "--class-axis", "-1", "--dim", f"T={context}",
-           "-o", os.path.join(workdir, "plan.dtc")]
-    walls, rss, plan_bytes = [], 0.0, 0
+    # pipeline splits them into pp micro-batches by default; with microbatches=M each replica
+    # takes at least M samples, a multiple of M).
+    per_replica = replica_batch
+    m = micro_batches(strategy)
+    if m:
+        per_replica = max(m, (replica_batch + m - 1) // m * m)
+    plan = os.path.join(workdir, "plan.dtc")
+    cmd = [dtc, model, "--strategy", strategy, "--batch-size", str(per_replica * dp),
+           "--optimizer", "adam", "--class-axis", "-1", "--dim", f"T={context}", "-o", plan]
+    walls, rss, plan_bytes, err = [], 0.0, 0, ""
     for _ in range(repeat):
         wall, mib, rc, err = run_child(cmd, timeout_s)
         if rc != 0:
-            lines = [l for l in err.strip().splitlines() if l.startswith("error")] or \
-                err.strip().splitlines() or [f"exit {rc}"]
-            return None, lines[0]
+            return None, first_error(err, rc)
         walls.append(wall)
         rss = max(rss, mib)
-        plan_bytes = os.path.getsize(os.path.join(workdir, "plan.dtc"))
-        os.remove(os.path.join(workdir, "plan.dtc"))
-    return {"wall": statistics.median(walls), "rss": rss, "plan_mb": plan_bytes / 1e6,
-            "world": dp * pp * tp}, None
+        plan_bytes = os.path.getsize(plan)
+    result = {"wall": statistics.median(walls), "rss": rss, "plan_mb": plan_bytes / 1e6,
+              "world": dp * pp * tp}
+    if dtc_run:
+        start, start_err = bench_start(dtc_run, plan, largest_program_rank(err), repeat,
+                                       timeout_s)
+        if start_err:
+            os.remove(plan)
+            return None, "dtc-run --validate: " + start_err
+        result.update(start)
+    os.remove(plan)
+    return result, None
 
 
 def print_row(label, strategy, r):
-    print(f"{label} {strategy:<12} {r['world']:>5} {r['wall']:8.2f} {r['rss']:9.1f} "
-          f"{r['plan_mb']:8.2f}   wall {verdict(r['wall'], TARGET_WALL_S)}, "
+    start = (f"{r['start']:8.3f} {r['start_rss']:9.1f} {r['start_rank']:>5}" if "start" in r
+             else f"{'-':>8} {'-':>9} {'-':>5}")
+    print(f"{label} {strategy:<20} {r['world']:>5} {r['wall']:8.2f} {r['rss']:9.1f} "
+          f"{r['plan_mb']:8.2f} {start}   wall {verdict(r['wall'], TARGET_WALL_S)}, "
           f"memory {verdict(r['rss'], TARGET_RSS_MIB)}, "
           f"plan {verdict(r['plan_mb'], TARGET_PLAN_MB)}", flush=True)
 
@@ -134,6 +203,9 @@ def growth_line(label, xs, values, unit):
 def main():
     ap = argparse.ArgumentParser(description="dtc-compile training compile: time, memory, plan")
     ap.add_argument("--dtc", default=os.path.join(REPO, "build", "tools", "dtc-compile"))
+    ap.add_argument("--dtc-run", default=os.path.join(REPO, "build", "tools", "dtc-run"),
+                    help="for the rank start figures (dtc-run PLAN --validate --rank R); "
+                         "'' leaves them out")
     ap.add_argument("--bench-dir", default="/tmp/dtc-bench",
                     help="where the GPT-2 graphs are generated (kept and reused)")
     ap.add_argument("--python", default=sys.executable,
@@ -151,14 +223,18 @@ def main():
     args = ap.parse_args()
     if not os.access(args.dtc, os.X_OK):
         sys.exit(f"error: {args.dtc}: not an executable dtc-compile (pass --dtc)")
+    if args.dtc_run and not os.access(args.dtc_run, os.X_OK):
+        sys.exit(f"error: {args.dtc_run}: not an executable dtc-run (pass --dtc-run, or "
+                 f"--dtc-run '' to leave out the rank start figures)")
     layer_counts = sorted(int(x) for x in args.layers.split(","))
     strategies = [s.strip() for s in args.strategies.split(";") if s.strip()]
 
     start = time.perf_counter()
     models = {L: ensure_model(args.python, args.bench_dir, L) for L in layer_counts}
-    header = (f"{'layers':>6} {'strategy':<12} {'world':>5} {'wall s':>8} {'peak MiB':>9} "
-              f"{'plan MB':>8}   targets: wall < {TARGET_WALL_S:g} s, memory < "
-              f"{TARGET_RSS_MIB:g} MiB, plan < {TARGET_PLAN_MB:g} MB")
+    header = (f"{'layers':>6} {'strategy':<20} {'world':>5} {'wall s':>8} {'peak MiB':>9} "
+              f"{'plan MB':>8} {'start s':>8} {'start MiB':>9} {'rank':>5}   targets: wall < "
+              f"{TARGET_WALL_S:g} s, memory < {TARGET_RSS_MIB:g} MiB, plan < "
+              f"{TARGET_PLAN_MB:g} MB")
     print(header)
     print("-" * len(header))
     results, failures = {}, []
@@ -167,11 +243,11 @@ def main():
             warm_page_cache(models[L])
             for s in strategies:
                 r, err = bench_case(args.dtc, models[L], s, args.replica_batch, args.repeat,
-                                    args.timeout, workdir)
+                                    args.timeout, workdir, dtc_run=args.dtc_run)
                 results[(L, s)] = r
                 if err:
                     failures.append(f"{L} layers, {s}: {err}")
-                    print(f"{L:>6} {s:<12} {'-':>5} {'-':>8} {'-':>9} {'-':>8}   FAILED",
+                    print(f"{L:>6} {s:<20} {'-':>5} {'-':>8} {'-':>9} {'-':>8}   FAILED",
                           flush=True)
                     continue
                 print_row(f"{L:>6}", s, r)
@@ -182,10 +258,11 @@ def main():
                   f"T={BIG_SHAPE['context']}):")
             for s in strategies:
                 r, err = bench_case(args.dtc, model, s, args.replica_batch, args.repeat,
-                                    args.timeout, workdir, context=BIG_SHAPE["context"])
+                                    args.timeout, workdir, context=BIG_SHAPE["context"],
+                                    dtc_run=args.dtc_run)
                 if err:
                     failures.append(f"6.6 B shape, {s}: {err}")
-                    print(f"{'6.6B':>6} {s:<12}   FAILED", flush=True)
+                    print(f"{'6.6B':>6} {s:<20}   FAILED", flush=True)
                     continue
                 print_row(f"{'6.6B':>6}", s, r)
 
@@ -219,6 +296,32 @@ def main():
                 chain = " -> ".join(f"{v:.2f}" for v in vals)
                 print(f"  {L} layers {name:<5} world {' -> '.join(map(str, ws))}: {chain} {unit} "
                       f"(x{vals[-1] / vals[0]:.2f} for x{ws[-1] / ws[0]:g} ranks)")
+    # Micro-batches: each pipeline strategy with microbatches=M against the same without it (M
+    # = pp by default); the compile should be nearly flat in M.
+    pairs = []
+    for s in strategies:
+        m = micro_batches(s)
+        base = ",".join(p for p in s.split(",") if not p.startswith("microbatches="))
+        if m and base in strategies:
+            pairs.append((base, s, mesh_degrees(base)[1], m))
+    if pairs:
+        print("\nGrowth with micro-batches (target: nearly flat, ratio well below the M ratio):")
+        for L in layer_counts:
+            for base, s, m0, m1 in pairs:
+                a, b = results.get((L, base)), results.get((L, s))
+                if not (a and b):
+                    continue
+                for key, name, unit in (("wall", "wall", "s"), ("rss", "peak", "MiB"),
+                                        ("plan_mb", "plan", "MB"), ("start", "start", "s")):
+                    if key in a and key in b:
+                        ratio = f"x{b[key] / a[key]:.2f}" if a[key] else "-"
+                        print(f"  {L} layers {name:<5} M={m0} -> M={m1}: {a[key]:.3f} -> "
+                              f"{b[key]:.3f} {unit} ({ratio} for x{m1 / m0:g} micro-batches)")
+    if args.dtc_run:
+        print(f"\nstart s, start MiB: a rank's start, `dtc-run PLAN --validate --rank R` (R, "
+              f"'rank': the rank with the largest program): the seconds it takes to read and "
+              f"validate the plan as that rank does (best of {max(args.repeat, 3)} runs) and its "
+              f"peak RSS above what the process held before (its libraries).")
     print(f"\nwall s: median of {args.repeat} run(s) of the whole dtc-compile process (import, "
           f"training passes, lowering, model checksums, writing the plan); peak MiB: its maximum "
           f"RSS (the model files are read once beforehand, so the page cache is warm); batch "

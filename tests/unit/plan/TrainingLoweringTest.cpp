@@ -475,6 +475,25 @@ TEST(PlanCompaction, PipelineSlotsRepeatAndReadBackExactly) {
       EXPECT_EQ(back->SerializeAsString(), plan.SerializeAsString());
       EXPECT_EQ(fingerprint(*back), fingerprint(plan));
       EXPECT_TRUE(validatePlan(*back, "c.dtc").isOk());
+      // Each rank as it reads the file: its own program expanded, the others' buffers (derived
+      // ones rebuilt) without instructions; the file's fingerprint is the plan's.
+      auto file = splitPlan(c.SerializeAsString(), "c.dtc");
+      ASSERT_TRUE(file) << file.status().message();
+      EXPECT_EQ(fingerprint(*file), fingerprint(plan));
+      for (int rank = 0; rank < plan.world_size(); ++rank) {
+        auto r = planForRank(*file, rank, "c.dtc");
+        ASSERT_TRUE(r) << r.status().message();
+        ASSERT_EQ(r->programs_size(), plan.programs_size());
+        for (int p = 0; p < plan.programs_size(); ++p) {
+          RankProgram want = plan.programs(p);
+          if (p != plan.ranks(rank).program()) {
+            want.clear_instructions();
+            want.set_summary(true);
+          }
+          EXPECT_EQ(r->programs(p).SerializeAsString(), want.SerializeAsString()) << p;
+        }
+        EXPECT_TRUE(validatePlan(*r, "c.dtc").isOk());
+      }
     }
     // 12 more micro-batches: the compacted plan grows by well under half of what the unrolled
     // one grows by.
