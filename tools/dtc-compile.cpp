@@ -121,6 +121,10 @@ int main(int argc, char **argv) {
                     "over the dp ranks (each updates its 1/N of every gradient bucket, then the "
                     "parameters are all-gathered), 2 also reduce-scatters the gradients; 0 "
                     "(default) replicates both");
+  train->add_option("--precision", flags.precision,
+                    "fp32 (default) or bf16: MatMul, Gemm and Conv (forward and backward) in "
+                    "bfloat16 with f32 accumulation, master weights, optimizer state and every "
+                    "other op in f32 (autocast; README \"Mixed precision\")");
   train->add_flag("--sync-batchnorm", flags.syncBatchNorm,
                   "dp: BatchNormalization statistics over all ranks (default: per rank)");
   train->add_option("--config", configPath,
@@ -273,7 +277,8 @@ int main(int argc, char **argv) {
                                                    "--tp-shard",
                                                    "--staleness",
                                                    "--async-rule",
-                                                   "--ps-min-shard-bytes"};
+                                                   "--ps-min-shard-bytes",
+                                                   "--precision"};
   bool anyTrainingFlag = false;
   for (const char *f : trainingFlags) {
     anyTrainingFlag = anyTrainingFlag || app.count(f);
@@ -344,6 +349,7 @@ int main(int argc, char **argv) {
     if (app.count("--staleness")) cfg.staleness = flags.staleness;
     if (app.count("--async-rule")) cfg.asyncRule = flags.asyncRule;
     if (app.count("--ps-min-shard-bytes")) cfg.psMinShardBytes = flags.psMinShardBytes;
+    if (app.count("--precision")) cfg.precision = flags.precision;
     if (app.count("--pp-cuts")) {
       cfg.ppCuts = splitComma(ppCuts);
       const size_t commas = static_cast<size_t>(std::count(ppCuts.begin(), ppCuts.end(), ','));

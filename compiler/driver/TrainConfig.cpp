@@ -175,6 +175,8 @@ Status readTrainConfigFile(const std::string &path, TrainingConfig &cfg,
       s = get(path, key, v, cfg.asyncRule);
     else if (key == "ps-min-shard-bytes")
       s = integer(cfg.psMinShardBytes);
+    else if (key == "precision")
+      s = get(path, key, v, cfg.precision);
     else
       return keyError(path, key,
                       "unknown option (keys are dtc-compile's training flags without the "
@@ -183,7 +185,7 @@ Status readTrainConfigFile(const std::string &path, TrainingConfig &cfg,
                       "warmup-steps, step-size, gamma, total-steps, min-lr, clip-grad-norm, "
                       "grad-accum-steps, freeze, untie-initializers, batch-size, bucket-mb, "
                       "sync-batchnorm, zero, pp-cuts, device-memory, staleness, async-rule, "
-                      "ps-min-shard-bytes)");
+                      "ps-min-shard-bytes, precision)");
     DTC_RETURN_IF_ERROR(s);
   }
   return Status::ok();
@@ -328,6 +330,12 @@ Status validateTrainConfig(const TrainingConfig &c) {
   }
   if (c.syncBatchNorm && c.dataParallel() == 0)
     return bad("--sync-batchnorm", "applies to --strategy dp=N");
+  if (c.precision != "fp32" && c.precision != "bf16" && c.precision != "fp16")
+    return bad("--precision", "unknown precision '" + c.precision + "' (known: fp32, bf16, fp16)");
+  if (c.precision != "fp32" && c.mesh.hasParameterHost())
+    return bad("--precision", c.precision + " is not supported with --strategy " + c.mesh.text() +
+                                  " yet (the workers' programs are built without the "
+                                  "mixed-precision pass); use fp32");
   if (c.zero < 0 || c.zero > 2)
     return bad("--zero", "must be 0 (off), 1 (optimizer state sharded) or 2 (gradients too), got " +
                              std::to_string(c.zero));
@@ -405,6 +413,7 @@ Status runPipeline(ir::Graph &graph, TrainingConfig &cfg, Diagnostics &diags,
       pipeline.push_back("tensor-parallel");
     if (cfg.mesh.pp > 1)
       pipeline.push_back("pipeline");
+    pipeline.push_back("mixed-precision");
     pipeline.push_back("autodiff");
     // A pipeline or tensor-parallel mesh without data parallelism (dp=1) needs no gradient
     // all-reduce.

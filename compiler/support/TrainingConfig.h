@@ -52,6 +52,10 @@ struct TrainingConfig {
   /// --untie-initializers: import gives every use of a constant-filled floating-point
   /// initializer its own copy (compiler/onnx/UntieInitializers.h).
   bool untieInitializers = false;
+  /// --precision: fp32 (default) or bf16 (MatMul, Gemm and Conv in bfloat16 with f32 master
+  /// weights and optimizer state: passes/MixedPrecision.cpp). fp16 is accepted by the pass, but
+  /// no kernel runs it yet (the CPU target refuses it naming the node).
+  std::string precision = "fp32";
   /// The global batch: with data parallelism each rank computes batchSize / dataParallel()
   /// samples of it.
   int64_t batchSize = 0;
