@@ -11,11 +11,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <memory>
-#include <unordered_map>
 #include <tuple>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace dtc::passes {
@@ -70,7 +71,7 @@ int zeroSizedDim(const ir::Value *v) {
 Expected<std::vector<ir::Value *>>
 buildGradients(ir::Graph &graph, ir::Value *loss, const std::vector<ir::Value *> &wrt,
                Diagnostics &diags, const std::unordered_set<const ir::Value *> &stop,
-               std::vector<const ir::Value *> *constants) {
+               std::vector<const ir::Value *> *constants, ir::Value *seedValue) {
   if (!loss || !ir::isFloat(loss->dtype()) || !loss->shape().isStatic())
     return Status::error("autodiff", "the loss '" + (loss ? loss->name() : std::string("?")) +
                                          "' must be a float tensor with a static shape");
@@ -164,6 +165,15 @@ buildGradients(ir::Graph &graph, ir::Value *loss, const std::vector<ir::Value *>
     ir::Value *seed = graph.addConstant(
         name,
         ir::TensorData::fromFloats(name, dims, std::vector<float>(static_cast<size_t>(n), 1.f)));
+    if (seedValue) {
+      // Loss scaling: ones * scale (broadcast to the loss's shape).
+      const std::string sname = graph.uniqueName(name + "_scaled");
+      ir::Node *mul = graph.addNode("Mul", {seed, seedValue}, {sname}, "", sname);
+      mul->setPhase(ir::Phase::kBackward);
+      mul->setStage(loss->producer() ? loss->producer()->stage() : -1);
+      DTC_RETURN_IF_ERROR(ops::inferNode(*mul, diags));
+      seed = mul->output(0);
+    }
     if (loss->dtype() != ir::DType::kFloat32) {
       const std::string cname = graph.uniqueName(name + "_cast");
       ir::Node *cast = graph.addNode("Cast", {seed}, {cname}, "", cname);
@@ -441,8 +451,10 @@ public:
     for (const ir::Value *p : st.parameters)
       warnIfMerged(*p, ctx.diags);
     std::vector<const ir::Value *> constants;
+    ir::Value *scale = nullptr;
+    DTC_ASSIGN_OR_RETURN(scale, lossScale(graph, *ctx.training, ctx.diags));
     DTC_ASSIGN_OR_RETURN(st.gradients, buildGradients(graph, st.loss, st.parameters, ctx.diags,
-                                                      stop, &constants));
+                                                      stop, &constants, scale));
     for (size_t i = 0; i < st.parameters.size(); ++i)
       if (!st.gradients[i] && std::find(constants.begin(), constants.end(),
                                         st.parameters[i]) == constants.end())
@@ -453,6 +465,40 @@ public:
   }
 
 private:
+  /// Loss scaling (--loss-scale; Micikevicius et al. 2018, torch.cuda.amp.GradScaler): the
+  /// value the backward pass starts from, named ir::kLossScaleValue, or nullptr when off. A
+  /// constant scale is a constant; a dynamic one is init * 2^e with e the zero-initialized state
+  /// ir::kLossScaleLog2, which the optimizer pass updates (and makes optimizer state). Created
+  /// after the trained parameters are chosen, so e is never one of them.
+  static Expected<ir::Value *> lossScale(ir::Graph &graph, const TrainingConfig &cfg,
+                                         Diagnostics &diags) {
+    const std::string mode = cfg.lossScaleMode();
+    if (mode == "off")
+      return nullptr;
+    if (mode != "dynamic") {
+      const float s = std::strtof(mode.c_str(), nullptr);
+      return graph.addConstant(ir::kLossScaleValue,
+                               ir::TensorData::fromFloats(ir::kLossScaleValue, {}, {s}));
+    }
+    ir::Value *e = graph.createValue(ir::kLossScaleLog2);
+    graph.setInitializer(e, ir::TensorData::zeros(ir::kLossScaleLog2, ir::DType::kFloat32, {}),
+                         /*isConstant=*/false);
+    const std::string two = graph.uniqueName("dtc::loss_scale.two");
+    const std::string init = graph.uniqueName("dtc::loss_scale.init");
+    ir::Value *twoV = graph.addConstant(two, ir::TensorData::fromFloats(two, {}, {2.f}));
+    ir::Value *initV =
+        graph.addConstant(init, ir::TensorData::fromFloats(init, {}, {cfg.lossScaleInit}));
+    const std::string pw = graph.uniqueName("dtc::loss_scale.pow2");
+    ir::Node *pow = graph.addNode("Pow", {twoV, e}, {pw}, "", pw);
+    ir::Node *mul = graph.addNode("Mul", {initV, pow->output(0)}, {ir::kLossScaleValue}, "",
+                                  ir::kLossScaleValue);
+    for (ir::Node *n : {pow, mul}) {
+      n->setPhase(ir::Phase::kBackward);
+      DTC_RETURN_IF_ERROR(ops::inferNode(*n, diags));
+    }
+    return mul->output(0);
+  }
+
   /// Issue 12: torch.onnx.export's default optimizer merges initializers with equal values
   /// (every LayerNorm's ones, every zero bias) into one, which then trains as one tied
   /// parameter: a different model. The sign of a merge is one parameter in the same slot (op

@@ -28,11 +28,13 @@ namespace dtc::passes {
 /// A parameter (an initializer in `wrt`) read only by inputs whose rule gives no gradient (a
 /// Resize's scales that an exporter stored as an initializer) gets a null gradient and a warning
 /// naming the node; one also read where a gradient flows is an error, as above. When `constants`
-/// is given, such parameters are appended to it.
+/// is given, such parameters are appended to it. `seed` (an f32[] value, loss scaling's scale),
+/// when given, replaces the ones of the loss's gradient seed (every gradient is then scaled by
+/// it).
 Expected<std::vector<ir::Value *>>
 buildGradients(ir::Graph &graph, ir::Value *loss, const std::vector<ir::Value *> &wrt,
                Diagnostics &diags, const std::unordered_set<const ir::Value *> &stop = {},
-               std::vector<const ir::Value *> *constants = nullptr);
+               std::vector<const ir::Value *> *constants = nullptr, ir::Value *seed = nullptr);
 
 /// The --freeze matcher: compiles `pattern` (the ECMAScript-style syntax the README documents)
 /// into a predicate that is true when the pattern matches anywhere in a name (a search, as

@@ -33,6 +33,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <tuple>
 #include <unordered_map>
 
 namespace dtc::passes {
@@ -94,6 +95,7 @@ public:
       return Status::error("optimizer", "the graph already has an optimizer step");
     graph_ = &graph;
     diags_ = &ctx.diags;
+    step_ = nullptr;
     phase_ = ir::Phase::kBackward;
     first_ = nullptr;
 
@@ -157,6 +159,12 @@ public:
       return Status::ok();
     }
     ir::Value *scale = nullptr;
+    // Loss scaling: the gradients carry the scale S; finite says whether all of them are finite.
+    ir::Value *finite = nullptr, *invS = nullptr;
+    const bool scaled = cfg.lossScaleMode() != "off" && !trained.empty();
+    if (scaled) {
+      DTC_ASSIGN_OR_RETURN(std::tie(finite, invS), checkScaledGradients(trained, grads));
+    }
     if (cfg.clipGradNorm > 0.f && !trained.empty()) {
       std::vector<ir::Value *> values;
       std::vector<bool> split;
@@ -165,17 +173,34 @@ public:
         split.push_back(st.parameters[i]->shard().isSplit());
       }
       DTC_ASSIGN_OR_RETURN(ir::Value * sumSq, globalSumSquares(values, split, /*dpShards=*/false));
+      if (scaled) { // the norm of the unscaled gradients: sum of squares / S^2
+        DTC_ASSIGN_OR_RETURN(ir::Value * inv2,
+                             binary("Mul", "optimizer/loss_scale/inv2", invS, invS));
+        DTC_ASSIGN_OR_RETURN(sumSq,
+                             binary("Mul", "optimizer/grad_sum_squares_unscaled", sumSq, inv2));
+      }
       DTC_ASSIGN_OR_RETURN(ir::Node * clip,
                            emit("ClipGradNormScale", "optimizer/grad_clip_scale", {sumSq},
                                 {"optimizer/grad_clip_scale"}, ir::kDtcDomain,
                                 {{"max_norm", ir::Attribute(cfg.clipGradNorm)},
                                  {"input_scale", ir::Attribute(invK)}}));
       scale = clip->output(0);
+      if (scaled) {
+        DTC_ASSIGN_OR_RETURN(scale, binary("Mul", "optimizer/grad_scale", scale, invS));
+      }
+    } else if (scaled) {
+      scale = invS;
     } else if (k > 1) {
       const std::string name = graph.uniqueName("optimizer/grad_scale");
       scale = graph.addConstant(name, ir::TensorData::fromFloats(name, {}, {invK}));
     }
 
+    ir::Value *applied = nullptr; // loss scaling with Adam: the count of steps not skipped
+    if (scaled && cfg.optimizer != "sgd") {
+      applied = zerosOf(std::string(ir::kLossScaleValue) + ".applied_steps", ir::DType::kInt64);
+      step_ = applied;
+    }
+    const size_t firstUpdate = st.updates.size();
     for (size_t i : trained) {
       ir::Value *p = st.parameters[i];
       std::vector<ir::Value *> state;
@@ -191,6 +216,9 @@ public:
         state.push_back(accums[i]);
       }
       st.optimizerState[i] = std::move(state);
+    }
+    if (scaled) {
+      DTC_RETURN_IF_ERROR(skipAndUpdateScale(cfg, finite, firstUpdate, applied, trained[0]));
     }
     st.optimizerBegin = first_;
     return Status::ok();
@@ -223,7 +251,7 @@ private:
     const std::string op = cfg.optimizer == "adam" ? "Adam" : "AdamW";
     state.push_back(zeros(base + ".exp_avg", *p));
     state.push_back(zeros(base + ".exp_avg_sq", *p));
-    std::vector<ir::Value *> ins = {p, g, st.lr, st.step, state[0], state[1]};
+    std::vector<ir::Value *> ins = {p, g, st.lr, step_ ? step_ : st.step, state[0], state[1]};
     if (scale)
       ins.push_back(scale);
     return emit(
@@ -568,8 +596,147 @@ private:
     return n;
   }
 
+  /// Loss scaling (torch.cuda.amp.GradScaler.unscale_ and step): the gradients of the trained
+  /// parameters carry the scale S (ir::kLossScaleValue, made by autodiff). Returns (finite,
+  /// 1/S): finite (bool[]) is true when every gradient element is finite, found from each
+  /// gradient's max and min (an infinity or NaN anywhere makes max * 0 + min * 0 NaN); data
+  /// parallelism checks the all-reduced gradients, the same on every rank.
+  Expected<std::pair<ir::Value *, ir::Value *>>
+  checkScaledGradients(const std::vector<size_t> &trained, const std::vector<ir::Value *> &grads) {
+    ir::Value *s = graph_->findValue(ir::kLossScaleValue);
+    if (!s)
+      return Status::error("optimizer", "loss scaling: autodiff must run first (no '" +
+                                            std::string(ir::kLossScaleValue) + "')");
+    std::vector<ir::Value *> maxs, mins;
+    const std::map<std::string, ir::Attribute> all = {{"keepdims", ir::Attribute(int64_t{0})}};
+    for (size_t i : trained) {
+      const std::string base = "optimizer/loss_scale/" + graph_->training().parameters[i]->name();
+      DTC_ASSIGN_OR_RETURN(ir::Node * mx,
+                           emit("ReduceMax", base + "/max", {grads[i]}, {base + "/max"}, "", all));
+      DTC_ASSIGN_OR_RETURN(ir::Node * mn,
+                           emit("ReduceMin", base + "/min", {grads[i]}, {base + "/min"}, "", all));
+      maxs.push_back(mx->output(0));
+      mins.push_back(mn->output(0));
+    }
+    DTC_ASSIGN_OR_RETURN(ir::Node * mx, emit("Max", "optimizer/loss_scale/max", maxs,
+                                             {"optimizer/loss_scale/max"}, ""));
+    DTC_ASSIGN_OR_RETURN(ir::Node * mn, emit("Min", "optimizer/loss_scale/min", mins,
+                                             {"optimizer/loss_scale/min"}, ""));
+    ir::Value *zero = constF32("optimizer/loss_scale/zero", 0.f);
+    DTC_ASSIGN_OR_RETURN(ir::Value * a,
+                         binary("Mul", "optimizer/loss_scale/max0", mx->output(0), zero));
+    DTC_ASSIGN_OR_RETURN(ir::Value * b,
+                         binary("Mul", "optimizer/loss_scale/min0", mn->output(0), zero));
+    DTC_ASSIGN_OR_RETURN(ir::Value * z,
+                         binary("Add", "optimizer/loss_scale/nan_if_overflow", a, b));
+    DTC_ASSIGN_OR_RETURN(ir::Value * finite,
+                         binary("Equal", "optimizer/loss_scale/finite", z, zero));
+    DTC_ASSIGN_OR_RETURN(ir::Value * inv, binary("Div", "optimizer/loss_scale/inverse",
+                                                 constF32("optimizer/loss_scale/one", 1.f), s));
+    return std::make_pair(finite, inv);
+  }
+
+  /// Loss scaling after the updates: every update of a parameter or its optimizer state from
+  /// st.updates[firstUpdate..] becomes Where(finite, new, old), so a skipped step leaves them
+  /// (and Adam's step count `applied`) unchanged; the skipped-step count and, for a dynamic
+  /// scale, GradScaler.update(): a skipped step halves the scale (log2 - 1) and resets the run
+  /// of finite steps; `lossScaleWindow` finite steps in a row double it (log2 + 1). The counters
+  /// are zero-initialized optimizer state listed with parameter `owner` (checkpointed with it);
+  /// the count and the next scale are graph outputs (ir::kSkippedStepsOutput,
+  /// ir::kLossScaleOutput) the trainer reports.
+  Status skipAndUpdateScale(const TrainingConfig &cfg, ir::Value *finite, size_t firstUpdate,
+                            ir::Value *applied, size_t owner) {
+    ir::TrainingRoles &st = graph_->training();
+    const std::string base = "optimizer/loss_scale";
+    for (size_t u = firstUpdate, end = st.updates.size(); u < end; ++u) {
+      ir::StateUpdate &up = st.updates[u];
+      DTC_ASSIGN_OR_RETURN(ir::Node * w, emit("Where", up.state->name() + "/unless_skipped",
+                                              {finite, up.next, up.state},
+                                              {up.state->name() + "/unless_skipped"}, ""));
+      st.updates[u].next = w->output(0);
+    }
+    std::vector<ir::Value *> &owned = st.optimizerState[owner];
+    ir::Value *one = constF32(base + "/one", 1.f);
+    DTC_ASSIGN_OR_RETURN(ir::Node * ff,
+                         emit("Cast", base + "/finite_f32", {finite}, {base + "/finite_f32"}, "",
+                              {{"to", ir::Attribute(int64_t{1})}}));
+    DTC_ASSIGN_OR_RETURN(ir::Value * skipped1,
+                         binary("Sub", base + "/skipped", one, ff->output(0)));
+    if (applied) {
+      DTC_ASSIGN_OR_RETURN(ir::Node * fi,
+                           emit("Cast", base + "/finite_i64", {finite}, {base + "/finite_i64"}, "",
+                                {{"to", ir::Attribute(int64_t{7})}}));
+      DTC_ASSIGN_OR_RETURN(ir::Value * next,
+                           binary("Add", applied->name() + "/next", applied, fi->output(0)));
+      st.updates.push_back({applied, next});
+      owned.push_back(applied);
+    }
+    ir::Value *count =
+        zerosOf(std::string(ir::kSkippedStepsOutput) + ".count", ir::DType::kFloat32);
+    DTC_ASSIGN_OR_RETURN(
+        ir::Node * countNext,
+        emit("Add", ir::kSkippedStepsOutput, {count, skipped1}, {ir::kSkippedStepsOutput}, ""));
+    st.updates.push_back({count, countNext->output(0)});
+    owned.push_back(count);
+    graph_->addOutput(countNext->output(0));
+    if (cfg.lossScaleMode() != "dynamic")
+      return Status::ok();
+    ir::Value *log2 = graph_->findValue(ir::kLossScaleLog2);
+    if (!log2)
+      return Status::error("optimizer", "loss scaling: autodiff must run first (no '" +
+                                            std::string(ir::kLossScaleLog2) + "')");
+    ir::Value *good =
+        zerosOf(std::string(ir::kLossScaleValue) + ".good_steps", ir::DType::kFloat32);
+    DTC_ASSIGN_OR_RETURN(ir::Value * good1, binary("Add", base + "/good_plus_one", good, one));
+    DTC_ASSIGN_OR_RETURN(good1, binary("Mul", base + "/good_steps", good1, ff->output(0)));
+    ir::Value *window = constF32(base + "/window", static_cast<float>(cfg.lossScaleWindow));
+    DTC_ASSIGN_OR_RETURN(ir::Value * grow, binary("GreaterOrEqual", base + "/grow", good1, window));
+    DTC_ASSIGN_OR_RETURN(ir::Node * goodNext,
+                         emit("Where", base + "/good_steps_next",
+                              {grow, constF32(base + "/zero_steps", 0.f), good1},
+                              {base + "/good_steps_next"}, ""));
+    DTC_ASSIGN_OR_RETURN(ir::Node * growF,
+                         emit("Cast", base + "/grow_f32", {grow}, {base + "/grow_f32"}, "",
+                              {{"to", ir::Attribute(int64_t{1})}}));
+    DTC_ASSIGN_OR_RETURN(ir::Value * delta,
+                         binary("Sub", base + "/log2_delta", growF->output(0), skipped1));
+    DTC_ASSIGN_OR_RETURN(ir::Value * log2Next, binary("Add", base + "/log2_next", log2, delta));
+    DTC_ASSIGN_OR_RETURN(ir::Value * factor,
+                         binary("Pow", base + "/factor", constF32(base + "/two", 2.f), delta));
+    ir::Value *s = graph_->findValue(ir::kLossScaleValue);
+    DTC_ASSIGN_OR_RETURN(ir::Node * sNext, emit("Mul", ir::kLossScaleOutput, {s, factor},
+                                                {ir::kLossScaleOutput}, ""));
+    graph_->addOutput(sNext->output(0));
+    st.updates.push_back({good, goodNext->output(0)});
+    st.updates.push_back({log2, log2Next});
+    owned.push_back(good);
+    owned.push_back(log2);
+    return Status::ok();
+  }
+
+  /// op(a, b) of the default domain, one output named after the node.
+  Expected<ir::Value *> binary(const std::string &op, const std::string &name, ir::Value *a,
+                               ir::Value *b) {
+    DTC_ASSIGN_OR_RETURN(ir::Node * n, emit(op, name, {a, b}, {name}, ""));
+    return n->output(0);
+  }
+
+  ir::Value *constF32(const std::string &base, float v) {
+    const std::string name = graph_->uniqueName(base);
+    return graph_->addConstant(name, ir::TensorData::fromFloats(name, {}, {v}));
+  }
+
+  /// A zero-initialized scalar state of `dtype` (optimizer state: the runtime zero-fills it).
+  ir::Value *zerosOf(const std::string &base, ir::DType dtype) {
+    const std::string name = graph_->uniqueName(base);
+    ir::Value *v = graph_->createValue(name);
+    graph_->setInitializer(v, ir::TensorData::zeros(name, dtype, {}), /*isConstant=*/false);
+    return v;
+  }
+
   ir::Graph *graph_ = nullptr;
   Diagnostics *diags_ = nullptr;
+  ir::Value *step_ = nullptr; ///< Adam's step input when not dtc::step (loss scaling)
   ir::Phase phase_ = ir::Phase::kBackward;
   ir::Node *first_ = nullptr;
 };

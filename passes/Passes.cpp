@@ -14,6 +14,8 @@ std::unique_ptr<Pass> createPassByName(const std::string &name) {
     return createTrainingModePass();
   if (name == "attach-loss")
     return createAttachLossPass();
+  if (name == "mixed-precision")
+    return createMixedPrecisionPass();
   if (name == "autodiff")
     return createAutodiffPass();
   if (name == "optimizer")
@@ -30,8 +32,9 @@ std::unique_ptr<Pass> createPassByName(const std::string &name) {
 }
 
 std::vector<std::string> allPassNames() {
-  return {"canonicalize", "shape-inference", "training-mode", "attach-loss", "tensor-parallel", "pipeline",
-          "autodiff",     "data-parallel",   "optimizer",     "pipeline-comm", "verify"};
+  return {"canonicalize",    "shape-inference", "training-mode",   "attach-loss",
+          "tensor-parallel", "pipeline",        "mixed-precision", "autodiff",
+          "data-parallel",   "optimizer",       "pipeline-comm",   "verify"};
 }
 
 // canonicalize re-infers shapes as it folds and ends with every type inferred, so a separate

@@ -52,6 +52,12 @@ std::unique_ptr<Pass> createPipelinePass();
 /// by rank in the schedule's order (GPipe, 1F1B, ZB-H1 or interleaved 1F1B); rejects parameters
 /// used on several stages and schedules that deadlock. Runs after optimizer; a no-op without pp.
 std::unique_ptr<Pass> createPipelineCommPass();
+/// mixed-precision (--precision bf16|fp16): MatMul, Gemm and Conv of the forward graph read
+/// bf16/fp16 casts of their f32 inputs and their results are cast back to f32 (Gemm's C added
+/// after, in f32); parameters, the optimizer and every other op stay f32
+/// (passes/MixedPrecision.cpp). Runs after tensor-parallel and pipeline, just before autodiff; a
+/// no-op for fp32.
+std::unique_ptr<Pass> createMixedPrecisionPass();
 /// verify: runs the IR verifier (useful in --passes lists).
 std::unique_ptr<Pass> createVerifyPass();
 

@@ -3,6 +3,7 @@
 #include "runtime/PlanUtil.h"
 #include "runtime/TrainerInternal.h"
 
+#include "compiler/ir/Training.h"
 #include "compiler/support/FileIO.h"
 #include "ops/cpu/Kernel.h"
 #include "runtime/Checkpoint.h"
@@ -256,6 +257,8 @@ Status Trainer::epochEnd(int64_t epoch, int64_t stepsDone, Totals &t, bool parti
     j["train_accuracy"] = static_cast<double>(t.correct) / t.counted;
   if (t.seconds > 0)
     j["samples_per_s"] = t.samples / t.seconds;
+  if (reportsSkipped_)
+    j["skipped_steps"] = t.skipped;
   std::string text = "epoch " + std::to_string(epoch + 1) + (partial ? " (partial)" : "") +
                      ": train loss " + std::to_string(t.steps ? t.lossSum / t.steps : NAN);
   if (t.counted)
@@ -271,6 +274,9 @@ Status Trainer::epochEnd(int64_t epoch, int64_t stepsDone, Totals &t, bool parti
     }
   }
   text += ", " + fmtRate(t.seconds > 0 ? t.samples / t.seconds : 0) + " samples/s";
+  if (reportsSkipped_ && t.skipped > 0)
+    text += ", " + std::to_string(t.skipped) + " step" + (t.skipped == 1 ? "" : "s") +
+            " skipped (non-finite gradients; loss scaling)";
   DTC_RETURN_IF_ERROR(logLine(j));
   if (opts_.progress) {
     if (progressLineOpen_)
@@ -326,6 +332,16 @@ Status Trainer::run() {
   int64_t step = 0;
   Totals epochTotals;
   DTC_RETURN_IF_ERROR(start(step, epochTotals));
+  reportsSkipped_ = findBinding(program_.outputs(), ir::kSkippedStepsOutput) >= 0;
+  reportsScale_ = findBinding(program_.outputs(), ir::kLossScaleOutput) >= 0;
+  skippedSoFar_ = 0;
+  // The count so far is optimizer state: a resumed run starts from the checkpoint's.
+  const std::string countState = std::string(ir::kSkippedStepsOutput) + ".count";
+  for (int b = 0; reportsSkipped_ && b < program_.buffers_size(); ++b)
+    if (program_.buffers(b).name() == countState) {
+      DTC_ASSIGN_OR_RETURN(HostArray a, ex_.readBuffer(b));
+      DTC_ASSIGN_OR_RETURN(skippedSoFar_, scalarOf(a));
+    }
   // Parameter servers: a (re)joining worker continues where the servers say.
   if (opts_.parameters) {
     DTC_ASSIGN_OR_RETURN(step, opts_.parameters->join());
@@ -452,6 +468,29 @@ Status Trainer::run() {
     Status summed = sumsHandle ? comm_->wait(sumsHandle) : Status::ok();
     DTC_RETURN_IF_ERROR(optimized);
     DTC_RETURN_IF_ERROR(summed);
+    // Loss scaling: the plan counts the steps it skipped (non-finite gradients; every rank
+    // decides alike on the all-reduced gradients) and halves or doubles its scale.
+    nlohmann::json ampFields = nlohmann::json::object();
+    std::string ampText;
+    if (reportsSkipped_) {
+      DTC_ASSIGN_OR_RETURN(HostArray a, ex_.output(ir::kSkippedStepsOutput));
+      DTC_ASSIGN_OR_RETURN(double count, scalarOf(a));
+      const bool skipped = count > skippedSoFar_;
+      skippedSoFar_ = count;
+      epochTotals.skipped += skipped ? 1 : 0;
+      ampFields["skipped"] = skipped;
+      ampFields["skipped_steps"] = static_cast<int64_t>(count);
+      if (skipped)
+        ampText = " (step skipped: non-finite gradients)";
+      if (reportsScale_) {
+        DTC_ASSIGN_OR_RETURN(HostArray sa, ex_.output(ir::kLossScaleOutput));
+        DTC_ASSIGN_OR_RETURN(double scale, scalarOf(sa));
+        ampFields["loss_scale"] = scale;
+        char buf[64];
+        std::snprintf(buf, sizeof buf, " loss scale %g", scale);
+        ampText += buf;
+      }
+    }
     if (sumsHandle) {
       stepLoss = sums[0] / lossRanks_;
       epochTotals.correct = correct0 + static_cast<int64_t>(sums[1]);
@@ -494,12 +533,10 @@ Status Trainer::run() {
     epochTotals.steps += 1;
     epochTotals.seconds += seconds;
     epochTotals.samples += perStep;
-    DTC_RETURN_IF_ERROR(logLine({{"event", "step"},
-                                 {"step", step},
-                                 {"epoch", epoch},
-                                 {"loss", stepLoss},
-                                 {"lr", lr},
-                                 {"samples_per_s", rate}}));
+    nlohmann::json stepLine = {{"event", "step"},  {"step", step}, {"epoch", epoch},
+                               {"loss", stepLoss}, {"lr", lr},     {"samples_per_s", rate}};
+    stepLine.update(ampFields);
+    DTC_RETURN_IF_ERROR(logLine(stepLine));
     step = std::max(step + 1, nextStep);
     ++stepsRun;
     if (opts_.progress) {
@@ -509,6 +546,9 @@ Status Trainer::run() {
                     static_cast<long long>(epoch + 1), static_cast<long long>(inEpoch + 1),
                     static_cast<long long>(stepsPerEpoch_), static_cast<long long>(step),
                     static_cast<long long>(totalSteps_), stepLoss, lr, rate);
+      if (!ampText.empty())
+        std::snprintf(line + std::strlen(line), sizeof line - std::strlen(line), "%s",
+                      ampText.c_str());
       if (opts_.progressIsTerminal) {
         if (Clock::now() - lastPrint > std::chrono::milliseconds(100) || step == totalSteps_) {
           std::fprintf(opts_.progress, "\r%s\033[K", line);

@@ -55,6 +55,8 @@ struct Totals {
   int64_t counted = 0;
   double seconds = 0;
   int64_t samples = 0;
+  /// Loss scaling: optimizer steps skipped for non-finite gradients in this epoch.
+  int64_t skipped = 0;
 };
 
 class Trainer {
@@ -129,6 +131,11 @@ private:
   CheckedAppendFile log_;
   std::vector<HostArray> lastGradients_;
   bool progressLineOpen_ = false;
+  /// Loss scaling (--loss-scale): whether the program outputs the skipped-step count
+  /// (ir::kSkippedStepsOutput) and the next step's scale (ir::kLossScaleOutput); the count after
+  /// the last step.
+  bool reportsSkipped_ = false, reportsScale_ = false;
+  double skippedSoFar_ = 0;
   /// Data parallelism: this rank, the world size, and the global batch (l_.batch per rank).
   int rank_ = 0;
   int world_ = 1;

@@ -125,6 +125,19 @@ int main(int argc, char **argv) {
                     "over the dp ranks (each updates its 1/N of every gradient bucket, then the "
                     "parameters are all-gathered), 2 also reduce-scatters the gradients; 0 "
                     "(default) replicates both");
+  train->add_option("--precision", flags.precision,
+                    "fp32 (default) or bf16: MatMul, Gemm and Conv (forward and backward) in "
+                    "bfloat16 with f32 accumulation, master weights, optimizer state and every "
+                    "other op in f32 (autocast; README \"Mixed precision\")");
+  train->add_option("--loss-scale", flags.lossScale,
+                    "dynamic, off or a constant: the backward pass starts from this scale and the "
+                    "optimizer unscales; steps with non-finite gradients are skipped and counted "
+                    "(torch GradScaler; default dynamic for fp16, off otherwise)");
+  train->add_option("--loss-scale-init", flags.lossScaleInit,
+                    "--loss-scale dynamic: the initial scale (default 65536)");
+  train->add_option("--loss-scale-window", flags.lossScaleWindow,
+                    "--loss-scale dynamic: finite steps after which the scale doubles (default "
+                    "2000); a skipped step halves it");
   train->add_flag("--sync-batchnorm", flags.syncBatchNorm,
                   "dp: BatchNormalization statistics over all ranks (default: per rank)");
   train->add_option("--config", configPath,
@@ -281,7 +294,11 @@ int main(int argc, char **argv) {
                                                    "--sequence-parallel",
                                                    "--staleness",
                                                    "--async-rule",
-                                                   "--ps-min-shard-bytes"};
+                                                   "--ps-min-shard-bytes",
+                                                   "--precision",
+                                                   "--loss-scale",
+                                                   "--loss-scale-init",
+                                                   "--loss-scale-window"};
   bool anyTrainingFlag = false;
   for (const char *f : trainingFlags) {
     anyTrainingFlag = anyTrainingFlag || app.count(f);
@@ -353,6 +370,13 @@ int main(int argc, char **argv) {
     if (app.count("--staleness")) cfg.staleness = flags.staleness;
     if (app.count("--async-rule")) cfg.asyncRule = flags.asyncRule;
     if (app.count("--ps-min-shard-bytes")) cfg.psMinShardBytes = flags.psMinShardBytes;
+    if (app.count("--precision")) cfg.precision = flags.precision;
+    if (app.count("--loss-scale"))
+      cfg.lossScale = flags.lossScale;
+    if (app.count("--loss-scale-init"))
+      cfg.lossScaleInit = flags.lossScaleInit;
+    if (app.count("--loss-scale-window"))
+      cfg.lossScaleWindow = flags.lossScaleWindow;
     if (app.count("--pp-cuts")) {
       cfg.ppCuts = splitComma(ppCuts);
       const size_t commas = static_cast<size_t>(std::count(ppCuts.begin(), ppCuts.end(), ','));

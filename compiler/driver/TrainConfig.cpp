@@ -177,6 +177,17 @@ Status readTrainConfigFile(const std::string &path, TrainingConfig &cfg,
       s = get(path, key, v, cfg.asyncRule);
     else if (key == "ps-min-shard-bytes")
       s = integer(cfg.psMinShardBytes);
+    else if (key == "precision")
+      s = get(path, key, v, cfg.precision);
+    else if (key == "loss-scale") { // "dynamic", "off", or a number (as text or a JSON number)
+      if (v.is_number())
+        cfg.lossScale = v.dump();
+      else
+        s = get(path, key, v, cfg.lossScale);
+    } else if (key == "loss-scale-init")
+      s = number(cfg.lossScaleInit);
+    else if (key == "loss-scale-window")
+      s = integer(cfg.lossScaleWindow);
     else
       return keyError(path, key,
                       "unknown option (keys are dtc-compile's training flags without the "
@@ -185,7 +196,8 @@ Status readTrainConfigFile(const std::string &path, TrainingConfig &cfg,
                       "warmup-steps, step-size, gamma, total-steps, min-lr, clip-grad-norm, "
                       "grad-accum-steps, freeze, untie-initializers, batch-size, bucket-mb, "
                       "sync-batchnorm, zero, sequence-parallel, pp-cuts, device-memory, "
-                      "staleness, async-rule, ps-min-shard-bytes)");
+                      "staleness, async-rule, ps-min-shard-bytes, precision, loss-scale, "
+                      "loss-scale-init, loss-scale-window)");
     DTC_RETURN_IF_ERROR(s);
   }
   return Status::ok();
@@ -216,6 +228,47 @@ Expected<uint64_t> parseByteSize(const std::string &text, const std::string &fla
 Status parseStrategy(const std::string &strategy, TrainingConfig &cfg) {
   DTC_ASSIGN_OR_RETURN(Mesh mesh, parseMesh(strategy));
   cfg.mesh = mesh;
+  return Status::ok();
+}
+
+/// The constant of --loss-scale <constant>; an error naming the flag unless a finite number > 0.
+static Expected<float> lossScaleConstant(const std::string &text) {
+  char *end = nullptr;
+  errno = 0;
+  const float v = std::strtof(text.c_str(), &end);
+  if (text.empty() || !end || *end || errno == ERANGE || !std::isfinite(v) || v <= 0)
+    return Status::error("--loss-scale",
+                         "expected dynamic, off or a finite number > 0, got '" + text + "'");
+  return v;
+}
+
+/// --loss-scale, --loss-scale-init and --loss-scale-window, and the strategies they support.
+static Status validateLossScale(const TrainingConfig &c) {
+  const std::string mode = c.lossScaleMode();
+  if (mode != "off" && mode != "dynamic")
+    DTC_RETURN_IF_ERROR(lossScaleConstant(mode).status());
+  if (!std::isfinite(c.lossScaleInit) || c.lossScaleInit <= 0)
+    return Status::error("--loss-scale-init",
+                         "must be a finite number > 0, got " + std::to_string(c.lossScaleInit));
+  if (c.lossScaleWindow < 1 || c.lossScaleWindow > (int64_t{1} << 24))
+    return Status::error("--loss-scale-window", "must be in [1, 16777216] steps, got " +
+                                                    std::to_string(c.lossScaleWindow));
+  if (mode != "dynamic" && (c.lossScaleInit != 65536.0f || c.lossScaleWindow != 2000))
+    return Status::error(c.lossScaleInit != 65536.0f ? "--loss-scale-init" : "--loss-scale-window",
+                         "applies to --loss-scale dynamic");
+  if (mode == "off")
+    return Status::ok();
+  // The skip decision must be the same on every rank: with data parallelism alone every rank
+  // checks the same all-reduced gradients; shards (ZeRO, tp), stages (pp) and parameter hosts
+  // would need the flag reduced over the world first.
+  const std::string what = "--loss-scale " + mode;
+  if (c.mesh.hasParameterHost() || c.mesh.pp > 1 || c.mesh.tp > 1 || !c.tpShard.empty())
+    return Status::error(what,
+                         "is supported with --strategy single and dp=N only, not " + c.mesh.text());
+  if (c.zero > 0)
+    return Status::error(what, "is not supported with --zero yet");
+  if (c.gradAccumSteps > 1)
+    return Status::error(what, "is not supported with --grad-accum-steps > 1 yet");
   return Status::ok();
 }
 
@@ -334,6 +387,13 @@ Status validateTrainConfig(const TrainingConfig &c) {
     return bad("--sequence-parallel", "splits tensor-parallel regions: it needs --strategy "
                                       "with tp > 1, not " +
                                           (c.mesh.single ? std::string("single") : c.mesh.text()));
+  if (c.precision != "fp32" && c.precision != "bf16" && c.precision != "fp16")
+    return bad("--precision", "unknown precision '" + c.precision + "' (known: fp32, bf16, fp16)");
+  if (c.precision != "fp32" && c.mesh.hasParameterHost())
+    return bad("--precision", c.precision + " is not supported with --strategy " + c.mesh.text() +
+                                  " yet (the workers' programs are built without the "
+                                  "mixed-precision pass); use fp32");
+  DTC_RETURN_IF_ERROR(validateLossScale(c));
   if (c.zero < 0 || c.zero > 2)
     return bad("--zero", "must be 0 (off), 1 (optimizer state sharded) or 2 (gradients too), got " +
                              std::to_string(c.zero));
@@ -406,6 +466,7 @@ Status runPipeline(ir::Graph &graph, TrainingConfig &cfg, Diagnostics &diags,
       pipeline.push_back("tensor-parallel");
     if (cfg.mesh.pp > 1)
       pipeline.push_back("pipeline");
+    pipeline.push_back("mixed-precision");
     pipeline.push_back("autodiff");
     // A pipeline or tensor-parallel mesh without data parallelism (dp=1) needs no gradient
     // all-reduce.

@@ -23,6 +23,15 @@ inline constexpr const char *kTpRankInput = "dtc::tp_rank";
 /// i64[], the rank's index in its data-parallel group (ZeRO plans only: --zero 1 or 2).
 inline constexpr const char *kDpRankInput = "dtc::dp_rank";
 
+/// Loss scaling (--loss-scale; passes/Autodiff.cpp and passes/Optimizer.cpp): the scale the
+/// backward pass starts from (f32[]), the dynamic scale's state (log2 of scale / initial scale,
+/// f32[], zero-initialized optimizer state), and the graph outputs the trainer reports after each
+/// step: the count of skipped steps so far and the scale for the next step (both f32[]).
+inline constexpr const char *kLossScaleValue = "dtc::loss_scale";
+inline constexpr const char *kLossScaleLog2 = "dtc::loss_scale.log2";
+inline constexpr const char *kSkippedStepsOutput = "dtc::skipped_steps";
+inline constexpr const char *kLossScaleOutput = "dtc::loss_scale/next";
+
 /// A state tensor the step overwrites: `state` (a parameter, optimizer state or running
 /// statistic) takes the value of `next` at the end of the step.
 struct StateUpdate {

@@ -63,6 +63,26 @@ struct TrainingConfig {
   /// --untie-initializers: import gives every use of a constant-filled floating-point
   /// initializer its own copy (compiler/onnx/UntieInitializers.h).
   bool untieInitializers = false;
+  /// --precision: fp32 (default) or bf16 (MatMul, Gemm and Conv in bfloat16 with f32 master
+  /// weights and optimizer state: passes/MixedPrecision.cpp). fp16 is accepted by the pass, but
+  /// no kernel runs it yet (the CPU target refuses it naming the node).
+  std::string precision = "fp32";
+  /// --loss-scale (torch.cuda.amp.GradScaler semantics): "" takes the precision's default
+  /// ("dynamic" for fp16, "off" otherwise); "off"; "dynamic"; or a constant scale ("1024"). The
+  /// backward pass starts from the scale instead of 1, the optimizer unscales the gradients, and
+  /// a step whose gradients are not all finite is skipped (passes/Optimizer.cpp).
+  std::string lossScale;
+  /// --loss-scale-init: the dynamic scale's initial value (GradScaler's init_scale, 2^16).
+  float lossScaleInit = 65536.0f;
+  /// --loss-scale-window: consecutive finite steps after which a dynamic scale doubles
+  /// (GradScaler's growth_interval); a non-finite step halves it.
+  int64_t lossScaleWindow = 2000;
+  /// The effective --loss-scale: "off", "dynamic" or a constant's text.
+  std::string lossScaleMode() const {
+    if (!lossScale.empty())
+      return lossScale;
+    return precision == "fp16" ? "dynamic" : "off";
+  }
   /// The global batch: with data parallelism each rank computes batchSize / dataParallel()
   /// samples of it.
   int64_t batchSize = 0;

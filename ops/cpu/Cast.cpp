@@ -1,11 +1,14 @@
-// CPU kernels of Cast and CastLike between f32, f64, i32, i64, i8, u8 and bool (Cast's `to`, or
-// CastLike's input 1's dtype, names the target; the Cast-19 `saturate` attribute only concerns
-// float8 types and is ignored). Conversions follow numpy's astype where it is defined: float ->
-// integer truncates toward zero, integer -> integer wraps (two's complement), anything -> bool is x
-// != 0 (NaN -> true), bool -> number is 0 or 1. Where C++ and numpy leave it undefined, dtc defines
-// it: float NaN -> integer 0, and float values (including +-inf) outside the integer type's range
-// saturate to its min or max. f64 -> f32 rounds to nearest (out of range -> +-inf). Elementwise:
-// runs in place when the two element sizes are equal.
+// CPU kernels of Cast and CastLike between f32, f64, f16, bf16, i32, i64, i8, u8 and bool (Cast's
+// `to`, or CastLike's input 1's dtype, names the target; the Cast-19 `saturate` attribute only
+// concerns float8 types and is ignored). Conversions follow numpy's astype where it is defined:
+// float -> integer truncates toward zero, integer -> integer wraps (two's complement), anything ->
+// bool is x != 0 (NaN -> true), bool -> number is 0 or 1. Where C++ and numpy leave it undefined,
+// dtc defines it: float NaN -> integer 0, and float values (including +-inf) outside the integer
+// type's range saturate to its min or max. f64 -> f32 rounds to nearest (out of range -> +-inf).
+// Elementwise: runs in place when the two element sizes are equal. f16 and bf16 convert
+// through f32: to them rounds to nearest even (compiler/ir/Half.h; f16 overflows to +-inf, NaN
+// stays NaN), from them is exact; f64 -> f16/bf16 rounds twice (f64 -> f32 -> 16 bits).
+#include "compiler/ir/Half.h"
 #include "ops/cpu/BroadcastUtil.h"
 
 #include <cmath>
@@ -21,8 +24,24 @@ struct BoolByte {
   uint8_t v;
 };
 
+/// Storage types of a bfloat16 and an IEEE binary16 element.
+struct BF16 {
+  uint16_t bits;
+};
+struct F16 {
+  uint16_t bits;
+};
+
 template <typename From, typename To> To convert(From v) {
-  if constexpr (std::is_same_v<From, BoolByte>) {
+  if constexpr (std::is_same_v<From, BF16>) {
+    return convert<float, To>(ir::bfloat16ToFloat(v.bits));
+  } else if constexpr (std::is_same_v<From, F16>) {
+    return convert<float, To>(ir::halfToFloat(v.bits));
+  } else if constexpr (std::is_same_v<To, BF16>) {
+    return BF16{ir::floatToBFloat16(convert<From, float>(v))};
+  } else if constexpr (std::is_same_v<To, F16>) {
+    return F16{ir::floatToHalf(convert<From, float>(v))};
+  } else if constexpr (std::is_same_v<From, BoolByte>) {
     return convert<uint8_t, To>(v.v != 0 ? 1 : 0);
   } else if constexpr (std::is_same_v<To, BoolByte>) {
     return BoolByte{static_cast<uint8_t>(v != 0 ? 1 : 0)};
@@ -69,14 +88,19 @@ template <typename Fn> void withType(ir::DType t, Fn &&fn) {
     return fn(Tag<int8_t>{});
   case ir::DType::kUInt8:
     return fn(Tag<uint8_t>{});
+  case ir::DType::kBFloat16:
+    return fn(Tag<BF16>{});
+  case ir::DType::kFloat16:
+    return fn(Tag<F16>{});
   default:
     return fn(Tag<BoolByte>{});
   }
 }
 
 const std::vector<ir::DType> kCastTypes = {
-    ir::DType::kFloat32, ir::DType::kFloat64, ir::DType::kInt32, ir::DType::kInt64,
-    ir::DType::kInt8,    ir::DType::kUInt8,   ir::DType::kBool};
+    ir::DType::kFloat32, ir::DType::kFloat64,  ir::DType::kInt32,
+    ir::DType::kInt64,   ir::DType::kInt8,     ir::DType::kUInt8,
+    ir::DType::kBool,    ir::DType::kBFloat16, ir::DType::kFloat16};
 
 class CastKernel : public Kernel {
 public:

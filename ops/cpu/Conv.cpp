@@ -146,10 +146,7 @@ public:
 /// already limits channels-last to rank >= 3), the attributes and shapes.
 Status checkConvCommon(const KernelSpec &spec, size_t maxIn) {
   DTC_RETURN_IF_ERROR(checkArity(spec, 2, maxIn, 1));
-  for (size_t i = 0; i < spec.inputs.size(); ++i)
-    if (spec.inputs[i].present())
-      DTC_RETURN_IF_ERROR(checkDType(spec, true, i, {ir::DType::kFloat32}));
-  DTC_RETURN_IF_ERROR(checkDType(spec, false, 0, {ir::DType::kFloat32}));
+  DTC_RETURN_IF_ERROR(checkDenseFloatDTypes(spec));
   DTC_RETURN_IF_ERROR(checkShapes(spec));
   if (spec.inputs[1].layout != Layout::kRowMajor)
     return spec.error("input 1 (weights) is " + std::string(layoutName(spec.inputs[1].layout)) +
@@ -168,17 +165,19 @@ Expected<KernelPtr> createConvKernel(const KernelSpec &spec, CpuContext &ctx,
     using tag = dnnl::memory::format_tag;
     using dt = dnnl::memory::data_type;
     const TensorDesc &xDesc = spec.inputs[0], &yDesc = spec.outputs[0];
-    dnnl::memory::desc srcUser = layoutDesc(xDesc), dstUser = layoutDesc(yDesc);
+    const dt type = dnnlFloatType(xDesc.dtype);
+    dnnl::memory::desc srcUser = layoutDesc(xDesc, type), dstUser = layoutDesc(yDesc, type);
     // Grouped weights are [G, M/G, C/G, k...], the same bytes as ONNX's [M, C/G, k...].
     std::vector<int64_t> wDims = w;
     if (p.group > 1) {
       wDims[0] = w[0] / p.group;
       wDims.insert(wDims.begin(), p.group);
     }
-    dnnl::memory::desc weiUser = plainDesc(wDims);
-    dnnl::memory::desc biasMd = hasBias ? plainDesc(spec.inputs[2].shape) : dnnl::memory::desc();
+    dnnl::memory::desc weiUser = plainDesc(wDims, type);
+    dnnl::memory::desc biasMd =
+        hasBias ? plainDesc(spec.inputs[2].shape, type) : dnnl::memory::desc();
     auto anyOf = [](const dnnl::memory::desc &md) {
-      return dnnl::memory::desc(md.dims(), dt::f32, tag::any);
+      return dnnl::memory::desc(md.dims(), md.data_type(), tag::any);
     };
     // Channels-last operands are what the fast convolutions use: pass them as they are, so
     // nothing is reordered. Row-major ones follow the policy.
@@ -294,6 +293,9 @@ Expected<KernelPtr> createConv(const KernelSpec &spec, CpuContext &ctx) {
 
 Status checkFusedConv(const KernelSpec &spec) {
   DTC_RETURN_IF_ERROR(checkConvCommon(spec, 4));
+  // The NaN-keeping relu fallback (ReluConvNan) reads f32; mixed precision never fuses a bf16
+  // Conv (its output goes to a Cast).
+  DTC_RETURN_IF_ERROR(checkDType(spec, true, 0, {ir::DType::kFloat32}));
   return fusion(spec).status();
 }
 

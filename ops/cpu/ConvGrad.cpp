@@ -4,7 +4,8 @@
 // strides, dilations (ONNX d is oneDNN d - 1), asymmetric pads. The primitive descriptors are
 // made once per kernel (with a forward_training hint); the primitives pick their layouts
 // (format_tag::any) and the row-major operands are reordered through kernel-owned scratch
-// memories, as the forward Conv kernel does.
+// memories, as the forward Conv kernel does. f32, or bf16 for mixed precision (every operand bf16,
+// f32 accumulation inside oneDNN).
 #include "ops/cpu/OneDnnUtil.h"
 
 #include <optional>
@@ -20,6 +21,7 @@ struct ConvGradParams {
   int64_t group = 1;
   std::vector<int64_t> x, w, y;
   dnnl::memory::dims strides, dilations, padL, padR;
+  dnnl::memory::data_type dt = dnnl::memory::data_type::f32; ///< of every operand
 };
 
 /// Reads the window attributes and checks that `x`, `w`, `y` fit them (Y's spatial sizes are
@@ -27,6 +29,7 @@ struct ConvGradParams {
 Expected<ConvGradParams> convGradParams(const KernelSpec &spec, std::vector<int64_t> x,
                                         std::vector<int64_t> w, std::vector<int64_t> y) {
   ConvGradParams p;
+  p.dt = dnnlFloatType(spec.inputs[0].dtype);
   if (x.size() < 3 || x.size() > 5 || w.size() != x.size() || y.size() != x.size())
     return spec.error("X " + shapeStr(x) + ", W " + shapeStr(w) + " and dY " + shapeStr(y) +
                       " must have one rank in [3, 5]");
@@ -79,19 +82,20 @@ dnnl::memory::desc weightsDesc(const ConvGradParams &p) {
     dims[0] /= p.group;
     dims.insert(dims.begin(), p.group);
   }
-  return plainDesc(dims);
+  return plainDesc(dims, p.dt);
 }
 
 dnnl::memory::desc anyOf(const dnnl::memory::desc &md) {
-  return dnnl::memory::desc(md.dims(), dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+  return dnnl::memory::desc(md.dims(), md.data_type(), dnnl::memory::format_tag::any);
 }
 
 /// The forward primitive descriptor that the backward ones take as their hint.
 dnnl::convolution_forward::primitive_desc
 forwardHint(const ConvGradParams &p, const dnnl::memory::desc &bias, CpuContext &ctx) {
   dnnl::convolution_forward::desc d(
-      dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, anyOf(plainDesc(p.x)),
-      anyOf(weightsDesc(p)), bias, anyOf(plainDesc(p.y)), p.strides, p.dilations, p.padL, p.padR);
+      dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+      anyOf(plainDesc(p.x, p.dt)), anyOf(weightsDesc(p)), bias, anyOf(plainDesc(p.y, p.dt)),
+      p.strides, p.dilations, p.padL, p.padR);
   return dnnl::convolution_forward::primitive_desc(d, ctx.engine);
 }
 
@@ -144,13 +148,10 @@ Status checkCommon(const KernelSpec &spec, size_t minOut, size_t maxOut) {
                       (minOut == maxOut ? "" : " or " + std::to_string(maxOut)) + " outputs, got " +
                       std::to_string(spec.outputs.size()));
   DTC_RETURN_IF_ERROR(checkArity(spec, 2, 2, spec.outputs.size()));
-  for (size_t i = 0; i < 2; ++i) {
-    DTC_RETURN_IF_ERROR(checkDType(spec, true, i, {ir::DType::kFloat32}));
+  DTC_RETURN_IF_ERROR(checkDenseFloatDTypes(spec));
+  for (size_t i = 0; i < 2; ++i)
     if (spec.inputs[i].layout != Layout::kRowMajor)
       return spec.error("input " + std::to_string(i) + " must be row-major");
-  }
-  for (size_t i = 0; i < spec.outputs.size(); ++i)
-    DTC_RETURN_IF_ERROR(checkDType(spec, false, i, {ir::DType::kFloat32}));
   return checkShapes(spec);
 }
 
@@ -182,7 +183,8 @@ Status checkConvGradData(const KernelSpec &spec) {
 Expected<KernelPtr> createConvGradData(const KernelSpec &spec, CpuContext &ctx) {
   DTC_ASSIGN_OR_RETURN(ConvGradParams p, dataParams(spec));
   return buildKernel(spec, [&]() -> KernelPtr {
-    dnnl::memory::desc xUser = plainDesc(p.x), wUser = weightsDesc(p), yUser = plainDesc(p.y);
+    dnnl::memory::desc xUser = plainDesc(p.x, p.dt), wUser = weightsDesc(p),
+                       yUser = plainDesc(p.y, p.dt);
     auto hint = forwardHint(p, dnnl::memory::desc(), ctx);
     dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, anyOf(xUser),
                                             anyOf(wUser), anyOf(yUser), p.strides, p.dilations,
@@ -208,8 +210,9 @@ Expected<KernelPtr> createConvGradWeight(const KernelSpec &spec, CpuContext &ctx
   DTC_ASSIGN_OR_RETURN(ConvGradParams p, weightParams(spec));
   bool hasBias = spec.outputs.size() == 2;
   return buildKernel(spec, [&]() -> KernelPtr {
-    dnnl::memory::desc xUser = plainDesc(p.x), wUser = weightsDesc(p), yUser = plainDesc(p.y);
-    dnnl::memory::desc bias = hasBias ? plainDesc({p.w[0]}) : dnnl::memory::desc();
+    dnnl::memory::desc xUser = plainDesc(p.x, p.dt), wUser = weightsDesc(p),
+                       yUser = plainDesc(p.y, p.dt);
+    dnnl::memory::desc bias = hasBias ? plainDesc({p.w[0]}, p.dt) : dnnl::memory::desc();
     auto hint = forwardHint(p, bias, ctx);
     dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, anyOf(xUser),
                                                anyOf(wUser), bias, anyOf(yUser), p.strides,

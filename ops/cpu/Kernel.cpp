@@ -46,6 +46,32 @@ Status checkDType(const KernelSpec &spec, bool input, size_t index,
                     " has dtype " + ir::dtypeName(t.dtype) + "; the CPU kernel supports " + names);
 }
 
+Status checkDenseFloatDTypes(const KernelSpec &spec) {
+  const ir::DType t = spec.inputs.at(0).dtype;
+  if (t == ir::DType::kFloat16)
+    return spec.error("input 0 has dtype f16: fp16 compute needs a CPU with AVX512-FP16 or a GPU "
+                      "(use --precision bf16)");
+  if (t != ir::DType::kFloat32 && t != ir::DType::kBFloat16)
+    return checkDType(spec, true, 0, {ir::DType::kFloat32, ir::DType::kBFloat16});
+  for (size_t i = 0; i < spec.inputs.size(); ++i)
+    if (spec.inputs[i].present())
+      DTC_RETURN_IF_ERROR(checkDType(spec, true, i, {t}));
+  for (size_t i = 0; i < spec.outputs.size(); ++i)
+    DTC_RETURN_IF_ERROR(checkDType(spec, false, i, {t}));
+  return Status::ok();
+}
+
+dnnl::memory::data_type dnnlFloatType(ir::DType t) {
+  switch (t) {
+  case ir::DType::kBFloat16:
+    return dnnl::memory::data_type::bf16;
+  case ir::DType::kFloat16:
+    return dnnl::memory::data_type::f16;
+  default:
+    return dnnl::memory::data_type::f32;
+  }
+}
+
 Status checkShapes(const KernelSpec &spec, size_t maxRank) {
   auto one = [&](const TensorDesc &t, const std::string &what) -> Status {
     if (!t.present())

@@ -2,6 +2,8 @@
 // removed from the result) and Gemm (Y = alpha * A' * B' + beta * C, C broadcast to [M,N]), on
 // the oneDNN matmul primitive with static shapes. Gemm's transposes are expressed as strides;
 // C is either the matmul bias (alpha = beta = 1) or copied into Y before a sum post-op (beta).
+// f32, or bf16 for mixed precision (every operand bf16; oneDNN accumulates in f32).
+#include "compiler/ir/Half.h"
 #include "ops/cpu/OneDnnUtil.h"
 
 #include <algorithm>
@@ -58,17 +60,26 @@ std::vector<int64_t> matmulOutShape(const KernelSpec &spec, const MatMulDims &d)
 /// (prefillC_), or C as bias (bound in the runner), or an empty K (output = beta * C or 0).
 class MatMulKernel : public Kernel {
 public:
-  MatMulKernel(const KernelSpec &spec, CpuContext &ctx) : where_(spec.where()), ctx_(ctx) {}
+  MatMulKernel(const KernelSpec &spec, CpuContext &ctx)
+      : where_(spec.where()), ctx_(ctx), outBytes_(spec.outputs[0].byteSize()),
+        bf16_(spec.inputs[0].dtype == ir::DType::kBFloat16) {}
 
   Status run(const KernelArgs &args) override {
-    float *y = static_cast<float *>(args.outputs[0]);
-    if (prefillC_) {
+    if (prefillC_ && bf16_) {
+      const uint16_t *c = static_cast<const uint16_t *>(args.inputs[2]);
+      uint16_t *y = static_cast<uint16_t *>(args.outputs[0]);
+      for (int64_t m = 0; m < m_; ++m)
+        for (int64_t n = 0; n < n_; ++n)
+          y[m * n_ + n] = ir::floatToBFloat16(
+              ir::bfloat16ToFloat(c[(cm_ == 1 ? 0 : m) * cn_ + (cn_ == 1 ? 0 : n)]) * cScale_);
+    } else if (prefillC_) {
       const float *c = static_cast<const float *>(args.inputs[2]);
+      float *y = static_cast<float *>(args.outputs[0]);
       for (int64_t m = 0; m < m_; ++m)
         for (int64_t n = 0; n < n_; ++n)
           y[m * n_ + n] = c[(cm_ == 1 ? 0 : m) * cn_ + (cn_ == 1 ? 0 : n)] * cScale_;
     } else if (emptyK_) {
-      std::memset(y, 0, static_cast<size_t>(outElements_) * sizeof(float));
+      std::memset(args.outputs[0], 0, static_cast<size_t>(outBytes_));
     }
     if (emptyK_)
       return Status::ok();
@@ -84,18 +95,18 @@ public:
   std::string where_;
   CpuContext &ctx_;
   PrimitiveRunner runner_;
+  int64_t outBytes_ = 0;
+  bool bf16_ = false;
   bool prefillC_ = false, emptyK_ = false;
   float cScale_ = 1.f;
-  int64_t m_ = 0, n_ = 0, cm_ = 1, cn_ = 1, outElements_ = 0;
+  int64_t m_ = 0, n_ = 0, cm_ = 1, cn_ = 1;
 };
 
 } // namespace
 
 Status checkMatMul(const KernelSpec &spec) {
   DTC_RETURN_IF_ERROR(checkArity(spec, 2, 2, 1));
-  DTC_RETURN_IF_ERROR(checkDType(spec, true, 0, {ir::DType::kFloat32}));
-  DTC_RETURN_IF_ERROR(checkDType(spec, true, 1, {ir::DType::kFloat32}));
-  DTC_RETURN_IF_ERROR(checkDType(spec, false, 0, {ir::DType::kFloat32}));
+  DTC_RETURN_IF_ERROR(checkDenseFloatDTypes(spec));
   DTC_RETURN_IF_ERROR(checkShapes(spec));
   DTC_ASSIGN_OR_RETURN(MatMulDims d, matmulDims(spec));
   if (d.out.size() > 12)
@@ -106,13 +117,13 @@ Status checkMatMul(const KernelSpec &spec) {
 Expected<KernelPtr> createMatMul(const KernelSpec &spec, CpuContext &ctx) {
   DTC_ASSIGN_OR_RETURN(MatMulDims d, matmulDims(spec));
   auto k = std::make_unique<MatMulKernel>(spec, ctx);
-  k->outElements_ = spec.outputs[0].numElements();
   if (d.a.back() == 0) {
     k->emptyK_ = true;
     return KernelPtr(std::move(k));
   }
   return buildKernel(spec, [&]() -> KernelPtr {
-    dnnl::memory::desc a = plainDesc(d.a), b = plainDesc(d.b), y = plainDesc(d.out);
+    const dnnl::memory::data_type dt = dnnlFloatType(spec.inputs[0].dtype);
+    dnnl::memory::desc a = plainDesc(d.a, dt), b = plainDesc(d.b, dt), y = plainDesc(d.out, dt);
     dnnl::matmul::desc md(a, b, y);
     dnnl::matmul::primitive_desc pd(md, ctx.engine);
     k->runner_ = PrimitiveRunner(dnnl::matmul(pd), ctx);
@@ -125,10 +136,7 @@ Expected<KernelPtr> createMatMul(const KernelSpec &spec, CpuContext &ctx) {
 
 Status checkGemm(const KernelSpec &spec) {
   DTC_RETURN_IF_ERROR(checkArity(spec, 2, 3, 1));
-  for (size_t i = 0; i < spec.inputs.size(); ++i)
-    if (spec.inputs[i].present())
-      DTC_RETURN_IF_ERROR(checkDType(spec, true, i, {ir::DType::kFloat32}));
-  DTC_RETURN_IF_ERROR(checkDType(spec, false, 0, {ir::DType::kFloat32}));
+  DTC_RETURN_IF_ERROR(checkDenseFloatDTypes(spec));
   DTC_RETURN_IF_ERROR(checkShapes(spec));
   const auto &a = spec.inputs[0].shape, &b = spec.inputs[1].shape;
   if (a.size() != 2 || b.size() != 2)
@@ -163,7 +171,6 @@ Expected<KernelPtr> createGemm(const KernelSpec &spec, CpuContext &ctx) {
   auto kernel = std::make_unique<MatMulKernel>(spec, ctx);
   kernel->m_ = m;
   kernel->n_ = n;
-  kernel->outElements_ = m * n;
   std::vector<int64_t> c2;
   if (hasC) {
     c2 = spec.inputs[2].shape;
@@ -183,10 +190,11 @@ Expected<KernelPtr> createGemm(const KernelSpec &spec, CpuContext &ctx) {
   return buildKernel(spec, [&]() -> KernelPtr {
     using dims = dnnl::memory::dims;
     using dt = dnnl::memory::data_type;
-    dnnl::memory::desc src(dims{m, k}, dt::f32, transA ? dims{1, m} : dims{k, 1});
-    dnnl::memory::desc wei(dims{k, n}, dt::f32, transB ? dims{1, k} : dims{n, 1});
-    dnnl::memory::desc dst = plainDesc({m, n});
-    dnnl::memory::desc bias = cAsBias ? plainDesc(c2) : dnnl::memory::desc();
+    const dt type = dnnlFloatType(spec.inputs[0].dtype);
+    dnnl::memory::desc src(dims{m, k}, type, transA ? dims{1, m} : dims{k, 1});
+    dnnl::memory::desc wei(dims{k, n}, type, transB ? dims{1, k} : dims{n, 1});
+    dnnl::memory::desc dst = plainDesc({m, n}, type);
+    dnnl::memory::desc bias = cAsBias ? plainDesc(c2, type) : dnnl::memory::desc();
     dnnl::primitive_attr attr;
     if (alpha != 1.f)
       attr.set_output_scales(0, {alpha});

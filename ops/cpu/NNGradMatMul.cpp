@@ -1,6 +1,7 @@
 // CPU kernel of ai.dtc.MatMulT (Y = alpha * op(A) @ op(B), op = swap of the last two axes when
 // transA / transB, batch axes broadcast): one oneDNN matmul primitive whose transposed operands
-// are described by swapped strides, so no transpose is materialized. f32, rank 2 to 12.
+// are described by swapped strides, so no transpose is materialized. f32 or bf16 (f32
+// accumulation), rank 2 to 12.
 #include "ops/cpu/OneDnnUtil.h"
 
 #include <cstring>
@@ -41,7 +42,8 @@ Expected<MatMulTDims> matmulTDims(const KernelSpec &spec) {
 
 /// oneDNN descriptor of operand `shape` seen as [batch (padded with leading 1s)..., R, C],
 /// where the stored (row-major) matrix is [C, R] when `trans`: the last two strides swap.
-dnnl::memory::desc operandDesc(const std::vector<int64_t> &shape, bool trans, size_t batchRank) {
+dnnl::memory::desc operandDesc(const std::vector<int64_t> &shape, bool trans, size_t batchRank,
+                               dnnl::memory::data_type dt) {
   std::vector<int64_t> dims(batchRank + 2 - shape.size(), 1);
   dims.insert(dims.end(), shape.begin(), shape.end());
   std::vector<int64_t> strides(dims.size(), 1);
@@ -52,19 +54,18 @@ dnnl::memory::desc operandDesc(const std::vector<int64_t> &shape, bool trans, si
     std::swap(dims[r - 1], dims[r - 2]);
     std::swap(strides[r - 1], strides[r - 2]);
   }
-  return dnnl::memory::desc(dnnl::memory::dims(dims.begin(), dims.end()),
-                            dnnl::memory::data_type::f32,
+  return dnnl::memory::desc(dnnl::memory::dims(dims.begin(), dims.end()), dt,
                             dnnl::memory::dims(strides.begin(), strides.end()));
 }
 
 class MatMulTKernel : public Kernel {
 public:
-  MatMulTKernel(const KernelSpec &spec, CpuContext &ctx, int64_t outElements)
-      : where_(spec.where()), ctx_(ctx), outElements_(outElements) {}
+  MatMulTKernel(const KernelSpec &spec, CpuContext &ctx)
+      : where_(spec.where()), ctx_(ctx), outBytes_(spec.outputs[0].byteSize()) {}
 
   Status run(const KernelArgs &args) override {
     if (emptyK_) { // a sum over nothing
-      std::memset(args.outputs[0], 0, static_cast<size_t>(outElements_) * sizeof(float));
+      std::memset(args.outputs[0], 0, static_cast<size_t>(outBytes_));
       return Status::ok();
     }
     try {
@@ -79,7 +80,7 @@ public:
   std::string where_;
   CpuContext &ctx_;
   PrimitiveRunner runner_;
-  int64_t outElements_ = 0;
+  int64_t outBytes_ = 0;
   bool emptyK_ = false;
 };
 
@@ -87,9 +88,7 @@ public:
 
 Status checkMatMulT(const KernelSpec &spec) {
   DTC_RETURN_IF_ERROR(checkArity(spec, 2, 2, 1));
-  DTC_RETURN_IF_ERROR(checkDType(spec, true, 0, {ir::DType::kFloat32}));
-  DTC_RETURN_IF_ERROR(checkDType(spec, true, 1, {ir::DType::kFloat32}));
-  DTC_RETURN_IF_ERROR(checkDType(spec, false, 0, {ir::DType::kFloat32}));
+  DTC_RETURN_IF_ERROR(checkDenseFloatDTypes(spec));
   DTC_RETURN_IF_ERROR(checkShapes(spec));
   for (const char *t : {"transA", "transB"}) {
     int64_t v = spec.attrInt(t, 0);
@@ -102,7 +101,7 @@ Status checkMatMulT(const KernelSpec &spec) {
 
 Expected<KernelPtr> createMatMulT(const KernelSpec &spec, CpuContext &ctx) {
   DTC_ASSIGN_OR_RETURN(MatMulTDims d, matmulTDims(spec));
-  auto k = std::make_unique<MatMulTKernel>(spec, ctx, spec.outputs[0].numElements());
+  auto k = std::make_unique<MatMulTKernel>(spec, ctx);
   if (d.k == 0) {
     k->emptyK_ = true;
     return KernelPtr(std::move(k));
@@ -110,9 +109,10 @@ Expected<KernelPtr> createMatMulT(const KernelSpec &spec, CpuContext &ctx) {
   bool transA = spec.attrInt("transA", 0) != 0, transB = spec.attrInt("transB", 0) != 0;
   float alpha = spec.attrFloat("alpha", 1.f);
   return buildKernel(spec, [&]() -> KernelPtr {
-    dnnl::memory::desc a = operandDesc(spec.inputs[0].shape, transA, d.batchRank);
-    dnnl::memory::desc b = operandDesc(spec.inputs[1].shape, transB, d.batchRank);
-    dnnl::memory::desc y = plainDesc(d.out);
+    const dnnl::memory::data_type dt = dnnlFloatType(spec.inputs[0].dtype);
+    dnnl::memory::desc a = operandDesc(spec.inputs[0].shape, transA, d.batchRank, dt);
+    dnnl::memory::desc b = operandDesc(spec.inputs[1].shape, transB, d.batchRank, dt);
+    dnnl::memory::desc y = plainDesc(d.out, dt);
     dnnl::primitive_attr attr;
     if (alpha != 1.f)
       attr.set_output_scales(0, {alpha});

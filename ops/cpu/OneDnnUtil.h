@@ -29,6 +29,14 @@ Status checkArity(const KernelSpec &spec, size_t minIn, size_t maxIn, size_t out
 /// "input 0 has dtype f64; the CPU kernel supports f32".
 Status checkDType(const KernelSpec &spec, bool input, size_t index,
                   const std::vector<ir::DType> &allowed);
+/// Mixed precision (--precision bf16): errors unless every present operand of a dense oneDNN op
+/// (MatMul, Gemm, MatMulT, Conv and its gradients) has one dtype, f32 or bf16 (bf16 operands,
+/// f32 accumulation inside oneDNN). f16 is refused naming the node: oneDNN 2.6 has no f16
+/// matmul/convolution on CPUs ("fp16 compute needs a CPU with AVX512-FP16 or a GPU (use
+/// --precision bf16)").
+Status checkDenseFloatDTypes(const KernelSpec &spec);
+/// The oneDNN data type of an f32, bf16 or f16 operand (f32 for any other dtype).
+dnnl::memory::data_type dnnlFloatType(ir::DType t);
 /// Errors unless every dim of every operand is >= 0, every present operand's element count
 /// and byte size fit in int64, and ranks are at most `maxRank`.
 Status checkShapes(const KernelSpec &spec, size_t maxRank = 12);

@@ -1,6 +1,7 @@
 // Layout helpers of the CPU kernels (memory descriptors honouring TensorDesc::layout, physical
 // dims and axes) and the kernel of ai.dtc.Reorder, which the compiler inserts where a tensor
-// changes between row-major and channels-last: one oneDNN reorder primitive, f32 only.
+// changes between row-major and channels-last: one oneDNN reorder primitive, f32 or
+// bf16 (mixed precision).
 #include "ops/cpu/OneDnnUtil.h"
 
 #include <algorithm>
@@ -58,15 +59,16 @@ Status checkSameLayout(const KernelSpec &spec, bool aInput, size_t a, bool bInpu
 
 Status checkReorder(const KernelSpec &spec) {
   DTC_RETURN_IF_ERROR(checkArity(spec, 1, 1, 1));
-  DTC_RETURN_IF_ERROR(checkDType(spec, true, 0, {ir::DType::kFloat32}));
-  DTC_RETURN_IF_ERROR(checkDType(spec, false, 0, {ir::DType::kFloat32}));
+  DTC_RETURN_IF_ERROR(checkDType(spec, true, 0, {ir::DType::kFloat32, ir::DType::kBFloat16}));
+  DTC_RETURN_IF_ERROR(checkDType(spec, false, 0, {spec.inputs[0].dtype}));
   DTC_RETURN_IF_ERROR(checkShapes(spec));
   return checkOutputShape(spec, spec.inputs[0].shape);
 }
 
 Expected<KernelPtr> createReorder(const KernelSpec &spec, CpuContext &ctx) {
   return buildKernel(spec, [&]() -> KernelPtr {
-    dnnl::memory::desc src = layoutDesc(spec.inputs[0]), dst = layoutDesc(spec.outputs[0]);
+    const dnnl::memory::data_type dt = dnnlFloatType(spec.inputs[0].dtype);
+    dnnl::memory::desc src = layoutDesc(spec.inputs[0], dt), dst = layoutDesc(spec.outputs[0], dt);
     dnnl::reorder::primitive_desc pd(ctx.engine, src, ctx.engine, dst);
     PrimitiveRunner r(dnnl::reorder(pd), ctx);
     r.input(DNNL_ARG_FROM, src, 0);

@@ -478,10 +478,14 @@ private:
   Broadcast3 m_;
 };
 
-/// Calls fn(T{}) for the storage type of a Cast dtype (the CPU's: f32, f64, i32, i64, i8, u8,
-/// bool).
+/// Calls fn(T{}) for the storage type of a Cast dtype (the CPU's: f32, f64, bf16, f16, i32, i64,
+/// i8, u8, bool).
 template <typename Fn> Status withCastType(ir::DType t, Fn &&fn) {
   switch (t) {
+  case ir::DType::kBFloat16:
+    return fn(BF16Bits{});
+  case ir::DType::kFloat16:
+    return fn(F16Bits{});
   case ir::DType::kFloat32:
     return fn(float{});
   case ir::DType::kFloat64:

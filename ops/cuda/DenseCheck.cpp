@@ -93,22 +93,32 @@ std::vector<int64_t> convTransposeBeginPads(const KernelSpec &spec) {
   return pads;
 }
 
+/// Mixed precision (--precision bf16): the matrix products take f32, or bf16 throughout (the CPU
+/// check makes every operand one dtype) through cublasGemmStridedBatchedEx with f32 compute;
+/// Gemm's C is f32 only (its broadcast kernel is; the mixed-precision pass never gives a bf16
+/// Gemm a C).
+const std::vector<ir::DType> kF32Bf16 = {ir::DType::kFloat32, ir::DType::kBFloat16};
+
 Status checkMatMul(const KernelSpec &spec) {
-  DTC_RETURN_IF_ERROR(checkDTypes(spec, kF32));
+  DTC_RETURN_IF_ERROR(checkDTypes(spec, kF32Bf16));
   std::vector<int64_t> a = spec.inputs[0].shape, b = spec.inputs[1].shape;
   int64_t m = a.size() == 1 ? 1 : a[a.size() - 2], n = b.size() == 1 ? 1 : b.back();
   return checkGemmSizes(spec, m, n, a.back());
 }
 
 Status checkMatMulT(const KernelSpec &spec) {
-  DTC_RETURN_IF_ERROR(checkDTypes(spec, kF32));
+  DTC_RETURN_IF_ERROR(checkDTypes(spec, kF32Bf16));
   const auto &a = spec.inputs[0].shape, &y = spec.outputs[0].shape;
   bool transA = spec.attrInt("transA", 0) != 0;
   return checkGemmSizes(spec, y[y.size() - 2], y.back(), a[transA ? a.size() - 2 : a.size() - 1]);
 }
 
 Status checkGemm(const KernelSpec &spec) {
-  DTC_RETURN_IF_ERROR(checkDTypes(spec, kF32));
+  DTC_RETURN_IF_ERROR(checkDTypes(spec, kF32Bf16));
+  if (spec.inputs[0].dtype == ir::DType::kBFloat16 && spec.inputs.size() > 2 &&
+      spec.inputs[2].present())
+    return spec.error("a bf16 Gemm with C is not supported by the CUDA kernel (add C after the "
+                      "product, in f32, as --precision bf16 does)");
   const auto &a = spec.inputs[0].shape, &y = spec.outputs[0].shape;
   bool transA = spec.attrInt("transA", 0) != 0;
   return checkGemmSizes(spec, y[0], y[1], transA ? a[0] : a[1]);

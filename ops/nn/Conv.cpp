@@ -180,6 +180,8 @@ OpDef defineConv() {
       .attr("strides", ir::AttrKind::kInts)
       .type("T", kFloatTypes & ~bit(ir::DType::kBFloat16));
   d.version(11);
+  // Conv-22 adds bfloat16 (mixed precision's --precision bf16 casts Conv operands to it).
+  d.version(22).type("T", kFloatTypes);
   d.infer = inferConv;
   d.gradient = convGradient;
   // 2 * N * Cout * prod(out spatial) * (Cin / group) * prod(kernel) FLOPs (convFlops, the

@@ -9,7 +9,7 @@ namespace dtc::ops {
 
 namespace {
 
-constexpr TypeMask kGradTypes = kFloatTypes & ~bit(ir::DType::kBFloat16);
+constexpr TypeMask kGradTypes = kFloatTypes;
 
 /// The window attributes shared by every op of the family.
 OpVersion &windowAttrs(OpVersion &v) {

@@ -395,9 +395,9 @@ TEST(CudaDataMath, WhereBroadcastMatchesTheCpuKernel) {
 /// Every Cast pair of the CPU's dtypes on special values: castValue equals the CPU kernel.
 template <typename From> void expectCastsFrom(ir::DType from, const std::vector<From> &values) {
   const std::pair<ir::DType, size_t> targets[] = {
-      {ir::DType::kFloat32, 4}, {ir::DType::kFloat64, 8}, {ir::DType::kInt32, 4},
-      {ir::DType::kInt64, 8},   {ir::DType::kInt8, 1},    {ir::DType::kUInt8, 1},
-      {ir::DType::kBool, 1}};
+      {ir::DType::kFloat32, 4}, {ir::DType::kFloat64, 8},  {ir::DType::kInt32, 4},
+      {ir::DType::kInt64, 8},   {ir::DType::kInt8, 1},     {ir::DType::kUInt8, 1},
+      {ir::DType::kBool, 1},    {ir::DType::kBFloat16, 2}, {ir::DType::kFloat16, 2}};
   for (const auto &[to, size] : targets) {
     const int64_t n = static_cast<int64_t>(values.size());
     ops::KernelSpec spec = makeSpec("Cast", {{n}}, {{n}});
@@ -430,6 +430,12 @@ template <typename From> void expectCastsFrom(ir::DType from, const std::vector<
       case ir::DType::kUInt8:
         put(ops::cuda::castValue<From, uint8_t>(values[i]));
         break;
+      case ir::DType::kBFloat16:
+        put(ops::cuda::castValue<From, ops::cuda::BF16Bits>(values[i]));
+        break;
+      case ir::DType::kFloat16:
+        put(ops::cuda::castValue<From, ops::cuda::F16Bits>(values[i]));
+        break;
       default:
         put(ops::cuda::castValue<From, ops::cuda::BoolByte>(values[i]));
         break;
@@ -455,6 +461,16 @@ TEST(CudaDataMath, CastMatchesTheCpuKernel) {
   expectCastsFrom<uint8_t>(ir::DType::kUInt8, {0, 1, 128, 255});
   // Bool bytes: any non-zero byte reads as true.
   expectCastsFrom<ops::cuda::BoolByte>(ir::DType::kBool, {{0}, {1}, {2}, {0}});
+  // Mixed precision: bf16 and f16 bit patterns (1, -2.5, max, inf, NaN, subnormal, 0).
+  expectCastsFrom<ops::cuda::BF16Bits>(
+      ir::DType::kBFloat16,
+      {{0x3f80}, {0xc020}, {0x7f7f}, {0x7f80}, {0xff80}, {0x7fc0}, {0x0001}, {0x8000}, {0x4f00}});
+  expectCastsFrom<ops::cuda::F16Bits>(
+      ir::DType::kFloat16,
+      {{0x3c00}, {0xc100}, {0x7bff}, {0x7c00}, {0xfc00}, {0x7e00}, {0x0001}, {0x8000}, {0x5bf8}});
+  // f32 -> bf16/f16 rounding: ties to even, overflow, the smallest subnormals.
+  expectCastsFrom<float>(ir::DType::kFloat32, {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 65504.0f,
+                                               65520.0f, 0x1p-24f, 0x1p-25f, 3.0e38f, -1e-45f});
 }
 
 TEST(CudaDataMath, ResizeTapsMatchTheCpuMaps) {

@@ -547,6 +547,25 @@ TEST(CudaDense, MatMul) {
   expectCudaMatchesCpu(makeSpec("MatMul", {{0, 5}, {5, 4}}, {{0, 4}}));
 }
 
+// Mixed precision (--precision bf16): cuBLAS on bf16 operands with f32 accumulation against the
+// oneDNN bf16 kernel; both round the f32 result once to bf16, so they differ by at most a few bf16
+// ulps (2^-8 relative each) where the two summation orders straddle a rounding boundary.
+TEST(CudaDense, MatMulGemmMatMulTBf16) {
+  const ir::DType bf = ir::DType::kBFloat16;
+  expectCudaMatchesCpu(makeSpec("MatMul", {{8, 16, 32}, {32, 96}}, {{8, 16, 96}}, bf), {}, 2e-2,
+                       1e-2);
+  expectCudaMatchesCpu(makeSpec("MatMul", {{8, 4, 16, 8}, {8, 4, 8, 16}}, {{8, 4, 16, 16}}, bf), {},
+                       2e-2, 1e-2);
+  expectCudaMatchesCpu(makeSpec("MatMul", {{33, 67}, {67, 129}}, {{33, 129}}, bf), {}, 2e-2, 2e-2);
+  expectCudaMatchesCpu(
+      withAttrs(makeSpec("Gemm", {{32, 64}, {10, 64}}, {{32, 10}}, bf), {{"transB", int64_t{1}}}),
+      {}, 2e-2, 2e-2);
+  expectCudaMatchesCpu(
+      withAttrs(makeSpec("MatMulT", {{128, 32}, {128, 64}}, {{32, 64}}, bf, "ai.dtc"),
+                {{"transA", int64_t{1}}}),
+      {}, 2e-2, 5e-2);
+}
+
 TEST(CudaDense, MatMulT) {
   for (int64_t ta : {0, 1})
     for (int64_t tb : {0, 1}) {

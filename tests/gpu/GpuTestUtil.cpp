@@ -1,5 +1,6 @@
 // GPU test helpers: random inputs, the CPU and CUDA runs of one spec, and the comparison.
 #include "tests/gpu/GpuTestUtil.h"
+#include "compiler/ir/Half.h"
 
 #include "ops/cpu/Kernel.h"
 #include "ops/cuda/CudaKernel.h"
@@ -71,6 +72,11 @@ std::vector<HostTensor> randomInputs(const ops::KernelSpec &spec, uint64_t seed,
       case ir::DType::kBool:
         p[k] = static_cast<char>(rng() & 1);
         break;
+      case ir::DType::kBFloat16: { // mixed precision: bf16-rounded values of the f32 range
+        uint16_t v = ir::floatToBFloat16(static_cast<float>(real(rng)));
+        std::memcpy(p + 2 * k, &v, 2);
+        break;
+      }
       default:
         ADD_FAILURE() << "randomInputs: no filler for dtype " << ir::dtypeName(d.dtype);
         return out;
@@ -190,6 +196,13 @@ void expectClose(const ops::KernelSpec &spec, const std::vector<HostTensor> &cud
         std::memcpy(&a, cuda[o].bytes.data() + 8 * k, 8);
         std::memcpy(&b, cpu[o].bytes.data() + 8 * k, 8);
         break;
+      case ir::DType::kBFloat16: {
+        uint16_t x, y;
+        std::memcpy(&x, cuda[o].bytes.data() + 2 * k, 2);
+        std::memcpy(&y, cpu[o].bytes.data() + 2 * k, 2);
+        a = ir::bfloat16ToFloat(x), b = ir::bfloat16ToFloat(y);
+        break;
+      }
       default: {
         const size_t size = static_cast<size_t>(ir::dtypeSize(d.dtype));
         exact = true;

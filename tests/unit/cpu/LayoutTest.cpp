@@ -487,7 +487,7 @@ TEST(CpuLayout, ReorderErrors) {
   s = reorderSpec({2, 3, 4}, kRM, kCL);
   s.inputs[0].dtype = ir::DType::kInt64;
   EXPECT_EQ(msg(s), "node 'n0' (ai.dtc.Reorder): input 0 has dtype i64; the CPU kernel supports "
-                    "f32");
+                    "f32 or bf16");
   s = reorderSpec({2, 3}, kRM, kCL);
   EXPECT_EQ(msg(s), "node 'n0' (ai.dtc.Reorder): output 0 is channels-last but has rank 2 (needs "
                     "rank >= 3)");

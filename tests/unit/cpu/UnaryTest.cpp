@@ -494,9 +494,9 @@ TEST(CpuCast, RoundTrips) {
 
 TEST(CpuCast, ChecksAndInPlace) {
   using D = ir::DType;
-  EXPECT_EQ(checkMsg(makeSpec("Cast", {{D::kFloat16, {2}}}, {f32({2})}, {{"to", int64_t{1}}})),
-            "node 'n0' (Cast): input 0 has dtype f16; the CPU kernel supports f32, f64, i32, i64, "
-            "i8, u8 or bool");
+  EXPECT_EQ(checkMsg(makeSpec("Cast", {{D::kInt16, {2}}}, {f32({2})}, {{"to", int64_t{1}}})),
+            "node 'n0' (Cast): input 0 has dtype i16; the CPU kernel supports f32, f64, i32, i64, "
+            "i8, u8, bool, bf16 or f16");
   EXPECT_EQ(checkMsg(makeSpec("Cast", {f32({2})}, {i64({2})}, {{"to", int64_t{6}}})),
             "node 'n0' (Cast): attribute 'to' = 6 does not match output 0's dtype i64");
   EXPECT_EQ(checkMsg(makeSpec("Cast", {f32({2})}, {i64({3})}, {{"to", int64_t{7}}})),

@@ -14,4 +14,5 @@ set(DTC_CPU_KERNEL_TEST_SOURCES
   unit/cpu/NanSemanticsTest.cpp
   unit/cpu/NormEinsumTopKTest.cpp
   unit/cpu/TargetTest.cpp
+  unit/cpu/MixedPrecisionTest.cpp
 )
