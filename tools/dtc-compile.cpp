@@ -496,6 +496,11 @@ int main(int argc, char **argv) {
     lowerOpts.checksums = &*checksums;
   }
   const dtc::TrainingConfig baseCfg = cfg; // before the passes record anything in it
+  // --emit onnx --rank R on a tensor-parallel mesh: build the graph for R's tp index, whose
+  // shapes differ from index 0's where a split is uneven (numpy.array_split ranges).
+  if (training && emit == "onnx" && rank >= 0 && cfg.mesh.tp > 1 &&
+      !cfg.mesh.hasParameterHost() && rank < cfg.mesh.worldSize())
+    cfg.tpIndex = cfg.mesh.coordOf(rank).tp;
   if (training) {
     dtc::passes::PassManagerOptions report;
     report.printAfter = opts.printAfter;
