@@ -55,7 +55,11 @@ public:
     graph.removeDeadValues();
     if (changed) // stopped by the round limit: bring the types up to date
       DTC_RETURN_IF_ERROR(inferShapes(graph, ctx.diags));
-    if (!ctx.training)
+    // Only where the compilation is known to be forward-only (option "inference", set by
+    // dtc-compile --inference): the import-time canonicalize of a training compilation runs
+    // without ctx.training too, and its BatchNormalization nodes must stay for the training
+    // passes (converted here, their running statistics became inputs to be trained).
+    if (!ctx.training && ctx.options.count("inference"))
       DTC_RETURN_IF_ERROR(batchStatisticsForInference(graph, ctx.diags));
     // bind-dims re-runs canonicalize on the bound graph, where the first run (on the graph as
     // exported) already warned and every batch now looks fixed: it turns the warning off.

@@ -459,6 +459,7 @@ int main(int argc, char **argv) {
   dtc::driver::CompileOptions opts;
   opts.modelPath = model;
   opts.untieInitializers = training && cfg.untieInitializers;
+  opts.inference = inference;
   lowerOpts.untieInitializers = opts.untieInitializers;
   if (app.count("--passes")) {
     opts.useDefaultPipeline = false;
