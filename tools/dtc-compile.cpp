@@ -191,7 +191,7 @@ int main(int argc, char **argv) {
   app.add_option("--rank", rank,
                  "with --emit plan-text: print only this rank's program; with --emit onnx: write "
                  "this rank's graph (its stage's nodes, its shards of split weights)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 1 << 30)); // NonNegativeNumber's message printed DBL_MAX in full
   app.add_flag("--no-memory-reuse", noMemoryReuse,
                "give every buffer its own arena bytes (for debugging the memory planner)");
   std::string device = "cpu";
