@@ -76,7 +76,24 @@ private:
   /// equals onnxruntime's. A warning says how to get the running statistics instead (an export
   /// in eval mode). The running-statistic outputs of the ONNX node must be unused: an inference
   /// plan does not update state.
+  ///
+  /// A Dropout whose training_mode input is an initializer holding true (opset 12+, as a
+  /// training-mode export writes it) drops at random, which an inference plan does not: an
+  /// error naming the node at compile time (the kernel refused it only when the plan ran).
   static Status batchStatisticsForInference(ir::Graph &graph, Diagnostics &diags) {
+    for (ir::Node *n : graph.nodes()) {
+      if (!n->domain().empty() || n->opType() != "Dropout" || n->numInputs() < 3 || !n->input(2))
+        continue;
+      const ir::Value *mode = n->input(2);
+      if (!mode->isInitializer() || mode->dtype() != ir::DType::kBool)
+        continue;
+      DTC_ASSIGN_OR_RETURN(const std::string *bytes, mode->initializer()->bytes());
+      if (bytes->size() == 1 && (*bytes)[0] != 0)
+        return Status::error(n->where(),
+                             "training_mode is true (exported in training mode): Dropout then "
+                             "drops at random, which an inference plan does not do; export the "
+                             "model in eval mode (model.eval())");
+    }
     bool warned = false;
     for (ir::Node *n : graph.nodes()) {
       if (!n->domain().empty() || n->opType() != "BatchNormalization" ||
