@@ -246,8 +246,10 @@ Expected<onnx::ModelProto> exportRankModel(const ir::Graph &g, const Mesh &mesh,
   if (mesh.hasParameterHost())
     return Status::error(where, "--emit onnx --rank writes a rank of a dp/pp/tp mesh; " +
                                     mesh.text() +
-                                    " runs server and worker roles (see --emit "
-                                    "plan-text --rank)");
+                                    (mesh.csDevices > 0
+                                         ? " runs devices beside a host that updates the parameters"
+                                         : " runs server and worker roles") +
+                                    " (see --emit plan-text --rank)");
   if (rank < 0 || rank >= mesh.worldSize())
     return Status::error(where, "the plan has " + std::to_string(mesh.worldSize()) + " rank(s)");
   const MeshCoord at = mesh.coordOf(rank);
