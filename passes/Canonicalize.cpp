@@ -2,6 +2,7 @@
 // chains exporters emit for a dynamic batch), Identity removal and dead-node removal; warns
 // when a constant shape hard-codes the batch size.
 #include "ops/OpDef.h"
+#include "ops/training/ConvGradRules.h"
 #include "passes/Passes.h"
 #include "passes/ShapeInference.h"
 
@@ -46,7 +47,8 @@ public:
       changed = false;
       for (ir::Node *n : graph.nodes()) {
         if (removeIdentity(graph, n) || foldShapeValues(graph, n, shapeValues) ||
-            foldConstants(graph, n, ctx) || rewriteReshapeTarget(graph, n, shapeValues)) {
+            foldConstants(graph, n, ctx) || rewriteReshapeTarget(graph, n, shapeValues) ||
+            resolveAutoPad(n)) {
           changed = true;
         }
       }
@@ -127,6 +129,41 @@ private:
       graph.eraseNode(n);
     }
     return Status::ok();
+  }
+
+  /// Conv, MaxPool and AveragePool with auto_pad SAME_UPPER, SAME_LOWER or VALID get the
+  /// explicit pads ONNX defines for them (convPoolShapeInference; ops::grad::convPoolWindow)
+  /// once their spatial input sizes are static, so kernels, gradients and exports see one form
+  /// (the CPU kernels refused auto_pad). A window that does not resolve is left to shape
+  /// inference's error.
+  static bool resolveAutoPad(ir::Node *n) {
+    const std::string &op = n->opType();
+    if (!n->domain().empty() || (op != "Conv" && op != "MaxPool" && op != "AveragePool") ||
+        n->attrString("auto_pad", "NOTSET") == "NOTSET" || n->numInputs() < 1 || !n->input(0))
+      return false;
+    auto spatialOf = [](const ir::Value *v, std::vector<int64_t> &out) {
+      const ir::Shape &s = v->shape();
+      if (!s.hasRank() || s.rank() < 3)
+        return false;
+      for (size_t i = 2; i < s.rank(); ++i) {
+        if (!s[i].isStatic())
+          return false;
+        out.push_back(s[i].value());
+      }
+      return true;
+    };
+    std::vector<int64_t> in, kernel = n->attrInts("kernel_shape");
+    if (!spatialOf(n->input(0), in))
+      return false;
+    if (kernel.empty() && op == "Conv" &&
+        (n->numInputs() < 2 || !n->input(1) || !spatialOf(n->input(1), kernel)))
+      return false;
+    auto window = ops::grad::convPoolWindow(*n, in, kernel);
+    if (!window)
+      return false;
+    n->setAttr("pads", ir::Attribute(window->pads));
+    n->removeAttr("auto_pad");
+    return true;
   }
 
   /// Identity(x) -> x, and so is a Cast to the type x already has (torch.onnx.export's dynamo
