@@ -503,12 +503,22 @@ private:
   /// (every LayerNorm's ones, every zero bias) into one, which then trains as one tied
   /// parameter: a different model. The sign of a merge is one parameter in the same slot (op
   /// type and input position) of several nodes; an intentional tie (GPT-2's token embedding,
-  /// read by Gather and by the output MatMul) fills different slots and is not reported.
+  /// read by Gather and by the output MatMul) fills different slots and is not reported. A Cast
+  /// is looked through (--precision gives each use of a weight its own cast: the slots are
+  /// those of the nodes the casts feed).
   static void warnIfMerged(const ir::Value &p, Diagnostics &diags) {
     std::map<std::pair<std::string, unsigned>, std::vector<const ir::Node *>> slots;
-    for (const ir::Use &u : p.uses())
-      if (u.node->microBatch() <= 0) // a pipeline's copies for micro-batches 1.. are not ties
-        slots[{u.node->opType(), u.inputIndex}].push_back(u.node);
+    for (const ir::Use &u : p.uses()) {
+      if (u.node->microBatch() > 0) // a pipeline's copies for micro-batches 1.. are not ties
+        continue;
+      if (u.node->domain().empty() && u.node->opType() == "Cast" && u.node->numOutputs() == 1) {
+        for (const ir::Use &c : u.node->output(0)->uses())
+          if (c.node->microBatch() <= 0)
+            slots[{c.node->opType(), c.inputIndex}].push_back(c.node);
+        continue;
+      }
+      slots[{u.node->opType(), u.inputIndex}].push_back(u.node);
+    }
     for (const auto &[slot, nodes] : slots) {
       if (nodes.size() < 2)
         continue;

@@ -2,6 +2,7 @@
 // chains exporters emit for a dynamic batch), Identity removal and dead-node removal; warns
 // when a constant shape hard-codes the batch size.
 #include "ops/OpDef.h"
+#include "ops/training/ConvGradRules.h"
 #include "passes/Passes.h"
 #include "passes/ShapeInference.h"
 
@@ -46,7 +47,8 @@ public:
       changed = false;
       for (ir::Node *n : graph.nodes()) {
         if (removeIdentity(graph, n) || foldShapeValues(graph, n, shapeValues) ||
-            foldConstants(graph, n, ctx) || rewriteReshapeTarget(graph, n, shapeValues)) {
+            foldConstants(graph, n, ctx) || rewriteReshapeTarget(graph, n, shapeValues) ||
+            resolveAutoPad(n)) {
           changed = true;
         }
       }
@@ -55,7 +57,11 @@ public:
     graph.removeDeadValues();
     if (changed) // stopped by the round limit: bring the types up to date
       DTC_RETURN_IF_ERROR(inferShapes(graph, ctx.diags));
-    if (!ctx.training)
+    // Only where the compilation is known to be forward-only (option "inference", set by
+    // dtc-compile --inference): the import-time canonicalize of a training compilation runs
+    // without ctx.training too, and its BatchNormalization nodes must stay for the training
+    // passes (converted here, their running statistics became inputs to be trained).
+    if (!ctx.training && ctx.options.count("inference"))
       DTC_RETURN_IF_ERROR(batchStatisticsForInference(graph, ctx.diags));
     // bind-dims re-runs canonicalize on the bound graph, where the first run (on the graph as
     // exported) already warned and every batch now looks fixed: it turns the warning off.
@@ -72,7 +78,24 @@ private:
   /// equals onnxruntime's. A warning says how to get the running statistics instead (an export
   /// in eval mode). The running-statistic outputs of the ONNX node must be unused: an inference
   /// plan does not update state.
+  ///
+  /// A Dropout whose training_mode input is an initializer holding true (opset 12+, as a
+  /// training-mode export writes it) drops at random, which an inference plan does not: an
+  /// error naming the node at compile time (the kernel refused it only when the plan ran).
   static Status batchStatisticsForInference(ir::Graph &graph, Diagnostics &diags) {
+    for (ir::Node *n : graph.nodes()) {
+      if (!n->domain().empty() || n->opType() != "Dropout" || n->numInputs() < 3 || !n->input(2))
+        continue;
+      const ir::Value *mode = n->input(2);
+      if (!mode->isInitializer() || mode->dtype() != ir::DType::kBool)
+        continue;
+      DTC_ASSIGN_OR_RETURN(const std::string *bytes, mode->initializer()->bytes());
+      if (bytes->size() == 1 && (*bytes)[0] != 0)
+        return Status::error(n->where(),
+                             "training_mode is true (exported in training mode): Dropout then "
+                             "drops at random, which an inference plan does not do; export the "
+                             "model in eval mode (model.eval())");
+    }
     bool warned = false;
     for (ir::Node *n : graph.nodes()) {
       if (!n->domain().empty() || n->opType() != "BatchNormalization" ||
@@ -106,6 +129,41 @@ private:
       graph.eraseNode(n);
     }
     return Status::ok();
+  }
+
+  /// Conv, MaxPool and AveragePool with auto_pad SAME_UPPER, SAME_LOWER or VALID get the
+  /// explicit pads ONNX defines for them (convPoolShapeInference; ops::grad::convPoolWindow)
+  /// once their spatial input sizes are static, so kernels, gradients and exports see one form
+  /// (the CPU kernels refused auto_pad). A window that does not resolve is left to shape
+  /// inference's error.
+  static bool resolveAutoPad(ir::Node *n) {
+    const std::string &op = n->opType();
+    if (!n->domain().empty() || (op != "Conv" && op != "MaxPool" && op != "AveragePool") ||
+        n->attrString("auto_pad", "NOTSET") == "NOTSET" || n->numInputs() < 1 || !n->input(0))
+      return false;
+    auto spatialOf = [](const ir::Value *v, std::vector<int64_t> &out) {
+      const ir::Shape &s = v->shape();
+      if (!s.hasRank() || s.rank() < 3)
+        return false;
+      for (size_t i = 2; i < s.rank(); ++i) {
+        if (!s[i].isStatic())
+          return false;
+        out.push_back(s[i].value());
+      }
+      return true;
+    };
+    std::vector<int64_t> in, kernel = n->attrInts("kernel_shape");
+    if (!spatialOf(n->input(0), in))
+      return false;
+    if (kernel.empty() && op == "Conv" &&
+        (n->numInputs() < 2 || !n->input(1) || !spatialOf(n->input(1), kernel)))
+      return false;
+    auto window = ops::grad::convPoolWindow(*n, in, kernel);
+    if (!window)
+      return false;
+    n->setAttr("pads", ir::Attribute(window->pads));
+    n->removeAttr("auto_pad");
+    return true;
   }
 
   /// Identity(x) -> x, and so is a Cast to the type x already has (torch.onnx.export's dynamo

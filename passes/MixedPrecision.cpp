@@ -3,13 +3,15 @@
 // the matrix products MatMul (including attention's batched ones), Gemm and Conv read bf16/fp16
 // copies of their f32 inputs and write a bf16/fp16 result that is cast straight back to f32, so
 // every other op (softmax, normalizations, reductions, losses, elementwise) runs in f32 as
-// before. Parameters stay f32 (the master weights): the optimizer and its state are untouched
+// before. Each use of a value gets its own cast: a value read by several products (a ResNet
+// block's input feeding its convolution and the downsampling one, MatMul(x, x)) then receives
+// its gradients in f32 through the casts' gradients and sums them in f32, where one shared cast
+// would sum them in bf16 (no elementwise op has a bf16 kernel, and the sum would round). Parameters stay f32 (the master weights): the optimizer and its state are untouched
 // and each weight's gradient arrives in f32 through Cast's gradient (a Cast back to f32), while
 // the backward products (MatMulT, Gemm, ConvGradData, ConvGradWeight) run in low precision too.
 #include "ops/OpDef.h"
 #include "passes/Passes.h"
 
-#include <unordered_map>
 
 namespace dtc::passes {
 namespace {
@@ -39,7 +41,6 @@ public:
                            "unknown precision '" + precision + "' (known: fp32, bf16, fp16)");
     low_ = precision == "bf16" ? ir::DType::kBFloat16 : ir::DType::kFloat16;
     suffix_ = precision;
-    casts_.clear();
     for (ir::Node *n : graph.nodes()) {
       if (!isLowPrecisionOp(*n) || n->phase() != ir::Phase::kForward)
         continue;
@@ -93,12 +94,8 @@ private:
         ins.push_back(nullptr);
         continue;
       }
-      auto it = casts_.find(v);
-      if (it == casts_.end()) {
-        DTC_ASSIGN_OR_RETURN(ir::Value * c, cast(g, n, v, low_, suffix_, diags));
-        it = casts_.emplace(v, c).first;
-      }
-      ins.push_back(it->second);
+      DTC_ASSIGN_OR_RETURN(ir::Value * c, cast(g, n, v, low_, suffix_, diags));
+      ins.push_back(c);
     }
     ir::Value *y = n->output(0);
     const std::string name = n->name();
@@ -139,8 +136,6 @@ private:
 
   ir::DType low_ = ir::DType::kBFloat16;
   std::string suffix_;
-  /// Each f32 value is cast once, before its first low-precision user.
-  std::unordered_map<ir::Value *, ir::Value *> casts_;
 };
 
 } // namespace

@@ -32,6 +32,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <tuple>
 #include <unordered_map>
@@ -639,7 +640,8 @@ private:
   /// Loss scaling after the updates: every update of a parameter or its optimizer state from
   /// st.updates[firstUpdate..] becomes Where(finite, new, old), so a skipped step leaves them
   /// (and Adam's step count `applied`) unchanged; the skipped-step count and, for a dynamic
-  /// scale, GradScaler.update(): a skipped step halves the scale (log2 - 1) and resets the run
+  /// scale, GradScaler.update(): a skipped step halves the scale (log2 - 1, not below the
+  /// smallest normal float) and resets the run
   /// of finite steps; `lossScaleWindow` finite steps in a row double it (log2 + 1). The counters
   /// are zero-initialized optimizer state listed with parameter `owner` (checkpointed with it);
   /// the count and the next scale are graph outputs (ir::kSkippedStepsOutput,
@@ -700,9 +702,20 @@ private:
                               {{"to", ir::Attribute(int64_t{1})}}));
     DTC_ASSIGN_OR_RETURN(ir::Value * delta,
                          binary("Sub", base + "/log2_delta", growF->output(0), skipped1));
-    DTC_ASSIGN_OR_RETURN(ir::Value * log2Next, binary("Add", base + "/log2_next", log2, delta));
+    // The scale never halves below the smallest normal float (FLT_MIN): dtc checks the scaled
+    // gradients and folds 1/S into the update, so a scale that underflowed to 0 after a long run
+    // of skipped steps (NaN batches under --allow-nonfinite-loss) would make every gradient 0,
+    // "finite", and the update 0 * inf = NaN. init * 2^k >= FLT_MIN for k >= ceil(log2(FLT_MIN /
+    // init)); TrainConfig keeps init >= FLT_MIN, so the bound is at most 0.
+    const float minLog2 = static_cast<float>(std::ceil(
+        std::log2(static_cast<double>(std::numeric_limits<float>::min()) / cfg.lossScaleInit)));
+    // log2 + max(delta, min - log2): the state is read before its new value is computed.
+    DTC_ASSIGN_OR_RETURN(ir::Value * room, binary("Sub", base + "/log2_room",
+                                                  constF32(base + "/log2_min", minLog2), log2));
+    DTC_ASSIGN_OR_RETURN(ir::Value * step, binary("Max", base + "/log2_step", delta, room));
+    DTC_ASSIGN_OR_RETURN(ir::Value * log2Next, binary("Add", base + "/log2_next", log2, step));
     DTC_ASSIGN_OR_RETURN(ir::Value * factor,
-                         binary("Pow", base + "/factor", constF32(base + "/two", 2.f), delta));
+                         binary("Pow", base + "/factor", constF32(base + "/two", 2.f), step));
     ir::Value *s = graph_->findValue(ir::kLossScaleValue);
     DTC_ASSIGN_OR_RETURN(ir::Node * sNext, emit("Mul", ir::kLossScaleOutput, {s, factor},
                                                 {ir::kLossScaleOutput}, ""));

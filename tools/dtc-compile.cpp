@@ -191,7 +191,7 @@ int main(int argc, char **argv) {
   app.add_option("--rank", rank,
                  "with --emit plan-text: print only this rank's program; with --emit onnx: write "
                  "this rank's graph (its stage's nodes, its shards of split weights)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 1 << 30)); // NonNegativeNumber's message printed DBL_MAX in full
   app.add_flag("--no-memory-reuse", noMemoryReuse,
                "give every buffer its own arena bytes (for debugging the memory planner)");
   std::string device = "cpu";
@@ -459,6 +459,7 @@ int main(int argc, char **argv) {
   dtc::driver::CompileOptions opts;
   opts.modelPath = model;
   opts.untieInitializers = training && cfg.untieInitializers;
+  opts.inference = inference;
   lowerOpts.untieInitializers = opts.untieInitializers;
   if (app.count("--passes")) {
     opts.useDefaultPipeline = false;
@@ -496,6 +497,11 @@ int main(int argc, char **argv) {
     lowerOpts.checksums = &*checksums;
   }
   const dtc::TrainingConfig baseCfg = cfg; // before the passes record anything in it
+  // --emit onnx --rank R on a tensor-parallel mesh: build the graph for R's tp index, whose
+  // shapes differ from index 0's where a split is uneven (numpy.array_split ranges).
+  if (training && emit == "onnx" && rank >= 0 && cfg.mesh.tp > 1 &&
+      !cfg.mesh.hasParameterHost() && rank < cfg.mesh.worldSize())
+    cfg.tpIndex = cfg.mesh.coordOf(rank).tp;
   if (training) {
     dtc::passes::PassManagerOptions report;
     report.printAfter = opts.printAfter;

@@ -40,6 +40,8 @@ Expected<std::unique_ptr<ir::Graph>> compileModel(const CompileOptions &opts, Di
       return Status::error("after import: " + s.message());
   }
   passes::PassContext ctx;
+  if (opts.inference)
+    ctx.options.emplace("inference", "1");
   Status s = pm.run(*graph, ctx);
   for (const Diagnostic &d : ctx.diags.items()) {
     if (d.severity == Severity::kWarning)

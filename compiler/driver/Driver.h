@@ -23,6 +23,11 @@ struct CompileOptions {
   bool verifyEach = false;
   std::set<std::string> printAfter;
   bool timePasses = false;
+  /// A forward-only compilation (dtc-compile --inference): canonicalize then turns
+  /// BatchNormalization with training_mode=1 into normalization with the batch's statistics
+  /// (passes/Canonicalize.cpp). A training compilation keeps the node for the training passes,
+  /// which update its running statistics.
+  bool inference = false;
   std::ostream *printStream = nullptr;
   std::ostream *timeStream = nullptr;
 };

@@ -12,6 +12,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <limits>
@@ -231,6 +232,13 @@ Status parseStrategy(const std::string &strategy, TrainingConfig &cfg) {
   return Status::ok();
 }
 
+/// `v` as printf's %.9g writes it (1.17549435e-38, 65536): std::to_string shows tiny scales as 0.
+static std::string formatFloat(float v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", static_cast<double>(v));
+  return text;
+}
+
 /// The constant of --loss-scale <constant>; an error naming the flag unless a finite number > 0.
 static Expected<float> lossScaleConstant(const std::string &text) {
   char *end = nullptr;
@@ -247,9 +255,13 @@ static Status validateLossScale(const TrainingConfig &c) {
   const std::string mode = c.lossScaleMode();
   if (mode != "off" && mode != "dynamic")
     DTC_RETURN_IF_ERROR(lossScaleConstant(mode).status());
-  if (!std::isfinite(c.lossScaleInit) || c.lossScaleInit <= 0)
+  // At least the smallest normal float: the updates multiply by 1/S, which must be finite (a
+  // subnormal S such as 1e-45 made it infinite and the first update NaN).
+  if (!std::isfinite(c.lossScaleInit) || c.lossScaleInit < std::numeric_limits<float>::min())
     return Status::error("--loss-scale-init",
-                         "must be a finite number > 0, got " + std::to_string(c.lossScaleInit));
+                         "must be a finite number of at least " +
+                             formatFloat(std::numeric_limits<float>::min()) + ", got " +
+                             formatFloat(c.lossScaleInit));
   if (c.lossScaleWindow < 1 || c.lossScaleWindow > (int64_t{1} << 24))
     return Status::error("--loss-scale-window", "must be in [1, 16777216] steps, got " +
                                                     std::to_string(c.lossScaleWindow));

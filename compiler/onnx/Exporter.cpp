@@ -187,8 +187,9 @@ Expected<onnx::ModelProto> exportSelection(const ir::Graph &g, const Selection &
     tp->set_data_type(static_cast<int32_t>(t.dtype()));
     DTC_ASSIGN_OR_RETURN(const std::string *bytes, t.bytes());
     if (sel.tpIndex >= 0 && v->shard().isSplit()) {
-      // A tensor-parallel weight: the rank's shard, as the runtime loads it.
-      auto dims = ir::shardDims(t.dims(), v->shard());
+      // A tensor-parallel weight: the rank's shard, as the runtime loads it (an uneven split's
+      // splitRange rows).
+      auto dims = ir::shardDimsOf(t.dims(), v->shard(), sel.tpIndex);
       if (!dims)
         return dims.status().withContext("initializer '" + v->name() + "'");
       for (int64_t d : *dims)
@@ -245,8 +246,10 @@ Expected<onnx::ModelProto> exportRankModel(const ir::Graph &g, const Mesh &mesh,
   if (mesh.hasParameterHost())
     return Status::error(where, "--emit onnx --rank writes a rank of a dp/pp/tp mesh; " +
                                     mesh.text() +
-                                    " runs server and worker roles (see --emit "
-                                    "plan-text --rank)");
+                                    (mesh.csDevices > 0
+                                         ? " runs devices beside a host that updates the parameters"
+                                         : " runs server and worker roles") +
+                                    " (see --emit plan-text --rank)");
   if (rank < 0 || rank >= mesh.worldSize())
     return Status::error(where, "the plan has " + std::to_string(mesh.worldSize()) + " rank(s)");
   const MeshCoord at = mesh.coordOf(rank);

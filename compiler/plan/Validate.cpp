@@ -605,6 +605,14 @@ Status checkParameterHost(const Plan &plan) {
   return Status::ok();
 }
 
+/// "rank 3" or "ranks 0, 1" (RankProgram.ranks).
+std::string rankList(const RankProgram &r) {
+  std::string text = r.ranks_size() == 1 ? "rank " : "ranks ";
+  for (int k = 0; k < r.ranks_size(); ++k)
+    text += (k ? ", " : "") + std::to_string(r.ranks(k));
+  return text;
+}
+
 Status checkPlan(const Plan &plan, const KernelCheck &kernelCheck) {
   if (plan.format_version() != kPlanFormatVersion)
     return Status::error("plan format version " + std::to_string(plan.format_version()) +
@@ -733,6 +741,12 @@ Status checkPlan(const Plan &plan, const KernelCheck &kernelCheck) {
       return Status::error(where, "runs program " + str(ri.program()) +
                                       "; the workers of a parameter host run program 0");
     const RankProgram &r = plan.programs(ri.program());
+    // RankProgram.ranks, written with the program, must name the rank: programs that were
+    // swapped, duplicated or dropped in the file leave a rank on another rank's program.
+    if (r.ranks_size() > 0 && std::find(r.ranks().begin(), r.ranks().end(), i) == r.ranks().end())
+      return Status::error(where, "runs program " + str(ri.program()) +
+                                      ", which was compiled for " + rankList(r) +
+                                      " (programs swapped, duplicated or missing in the file?)");
     if (plan.mode() == MODE_TRAINING && meshSet &&
         r.training().loss_output().empty() != (ri.pp() + 1 < mesh.pp()))
       return Status::error(where, ri.pp() + 1 < mesh.pp()
@@ -763,6 +777,14 @@ Status checkPlan(const Plan &plan, const KernelCheck &kernelCheck) {
       }
     }
   }
+  for (int p = 0; p < plan.programs_size(); ++p)
+    for (int32_t k : plan.programs(p).ranks())
+      if (k < 0 || k >= world || plan.ranks(k).program() != p)
+        return Status::error(
+            "program " + std::to_string(p),
+            "was compiled for " + rankList(plan.programs(p)) + ", but rank " + str(k) +
+                (k < 0 || k >= world ? " is not in the plan"
+                                     : " runs program " + str(plan.ranks(k).program())));
   // Metadata last, so that a fuzzer's mutations reach the structural checks above.
   if (plan.mode() != MODE_INFERENCE && plan.mode() != MODE_TRAINING)
     return Status::error("mode " + std::to_string(plan.mode()) +

@@ -4,6 +4,9 @@
 #   planedit.py IN OUT attr-float INSTR NAME VALUE   add float attribute NAME to instruction INSTR
 #   planedit.py IN OUT clear-checksum                empty ModelRef.checksum and its algorithm
 #   planedit.py IN OUT device RANK TYPE              set rank RANK's device type (1 cpu, 2 cuda)
+#   planedit.py IN OUT swap-programs I J             swap the file's program records I and J
+#   planedit.py IN OUT copy-program I J              overwrite program record J with record I
+#   planedit.py IN OUT drop-program I                remove program record I
 import struct
 import sys
 
@@ -104,6 +107,18 @@ def main():
 
         # Plan.ranks(14)[rank] -> RankInfo.device(2) -> Device.type(1)
         edit_sub(plan, 14, rank, set_device)
+    elif cmd in ("swap-programs", "copy-program", "drop-program"):
+        # Plan.programs(13), in file order; the rank table (Plan.ranks) is left as it is.
+        at = [k for k, f in enumerate(plan) if f[0] == 13]
+        i = at[int(args[0])]
+        if cmd == "drop-program":
+            del plan[i]
+        else:
+            j = at[int(args[1])]
+            if cmd == "swap-programs":
+                plan[i], plan[j] = plan[j], plan[i]
+            else:
+                plan[j] = list(plan[i])
     else:
         raise SystemExit("unknown command " + cmd)
     open(dst, "wb").write(encode(plan))
