@@ -3,6 +3,7 @@
 
 #include "runtime/PlanUtil.h"
 
+#include "compiler/ir/Sharding.h"
 #include "compiler/support/FileIO.h"
 #include "runtime/Trace.h"
 #include "runtime/comm/Communicator.h"
@@ -343,10 +344,19 @@ Status Executor::load() {
         // A parameter server's rows [begin, begin + rows) along axis 0 (validated in range).
         req.slice = WeightSlice{0, buf.shard().begin(), buf.shape(0), 1};
       } else if (buf.has_shard()) {
-        // Tensor-parallel rank r's part r of each of the axis's blocks (ir::sliceShard).
+        // Tensor-parallel rank r's part r of each of the axis's blocks (ir::sliceShard); an
+        // unblocked axis that does not divide is split unevenly (ir::splitRange: the first
+        // size % T ranks hold one more).
         const plan::ShardSpec &sp = buf.shard();
-        const int64_t part = whole[static_cast<size_t>(sp.axis())] / sp.blocks() / sp.parts();
-        req.slice = WeightSlice{sp.axis(), plan_.ranks(opts_.rank).tp() * part, part, sp.blocks()};
+        const int64_t size = whole[static_cast<size_t>(sp.axis())];
+        const int64_t tp = plan_.ranks(opts_.rank).tp();
+        if (sp.blocks() == 1) {
+          const ir::SplitRange r = ir::splitRange(size, sp.parts(), tp);
+          req.slice = WeightSlice{sp.axis(), r.first, r.length, 1};
+        } else {
+          const int64_t part = size / sp.blocks() / sp.parts();
+          req.slice = WeightSlice{sp.axis(), tp * part, part, sp.blocks()};
+        }
       }
       if (hostArena_) { // straight into the arena (validated: the buffer lies inside it)
         DTC_RETURN_IF_ERROR(weights
