@@ -805,8 +805,14 @@ private:
   /// then ignore_index (those samples count 0 and leave the mean's count) and the reduction
   /// (none, sum, mean), as the loss op does. Autodiff gives softmax(x) - onehot(label) on each
   /// rank's own classes with no collective (the all-reduce sums' gradients are identities), so
-  /// x's gradient stays split. This replaces an all-gather of N*C*d1..dk floats; the prediction
-  /// output (x itself) is dropped from the graph's outputs, so no accuracy is reported.
+  /// x's gradient stays split. This replaces an all-gather of N*C*d1..dk floats.
+  ///
+  /// Labels outside [0, C) that are not ignore_index would score 0 on every rank (no range holds
+  /// them): ai.dtc.CheckLabels fails the step on them first, before the loss's collectives, with
+  /// the single-device loss's message (the labels are replicated over tp, so every tp rank fails
+  /// at the same instruction and none waits in a collective its peers never reach).
+  /// The prediction output (x itself) is dropped from the graph's outputs, so no accuracy is
+  /// reported.
   Status vocabParallelLoss(ir::Node *n) {
     ir::Value *x = n->input(0), *labels = n->input(1);
     const Sharding s = layoutOf(x);
@@ -830,9 +836,17 @@ private:
       return graph_->addConstant(b + name, ir::TensorData::fromFloats(b + name, {}, {v}));
     };
     ir::Value *classAxis = constI64(b + "_class_axis", {1});
+    const int64_t classes = staticDims(x)[1];
+    // Labels outside [0, C): the step fails on every tp rank before the loss's collectives.
+    ir::Node *check = op("CheckLabels", {labels}, "_checked_labels", ir::kDtcDomain);
+    check->setAttr("classes", ir::Attribute(classes));
+    if (hasIgnore)
+      check->setAttr("ignore_index", ir::Attribute(ignore));
+    DTC_RETURN_IF_ERROR(ops::inferNode(*check, *diags_));
+    labels = check->output(0);
     // The softmax denominator over all classes, shifted by the global max.
-    ir::Value *m =
-        allReduce(op("ReduceMax", {x, classAxis}, "_local_max")->output(0), "max", "_max");
+    ir::Value *localMax = op("ReduceMax", {x, classAxis}, "_local_max")->output(0);
+    ir::Value *m = allReduce(localMax, "max", "_max");
     ir::Value *shifted = op("Sub", {x, m}, "_shifted")->output(0);
     ir::Value *e = op("Exp", {shifted}, "_exp")->output(0);
     ir::Value *se =
@@ -846,7 +860,7 @@ private:
     }
     ir::Value *first = nullptr;
     if (ir::isUnevenSplit(staticDims(x), s)) {
-      DTC_ASSIGN_OR_RETURN(first, unevenFirst(staticDims(x)[1], s, b, rows));
+      DTC_ASSIGN_OR_RETURN(first, unevenFirst(classes, s, b, rows));
     } else {
       DTC_ASSIGN_OR_RETURN(ir::Value * rank, tpRank());
       first = op("Mul", {rank, constI64(b + "_rows", {rows}, true)}, "_first")->output(0);

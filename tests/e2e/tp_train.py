@@ -33,7 +33,9 @@ Groups (--only takes a comma-separated subset; all by default):
                from step 2 and ends bit for bit where an uninterrupted 6-step run does
                (parameters, and every persistent buffer of every shard).
   errors       --tp-shard naming no weight, a dimension with fewer elements than tp, an uneven
-               split that would need an all-gather of unequal parts (tensor and divisor named).
+               split that would need an all-gather of unequal parts (tensor and divisor named);
+               a label outside the tied GPT's classes fails single, tp=2, dp=2,tp=2 and tp=3
+               with the loss node and the label named on every rank of its tp group.
   sequence-parallel
                --sequence-parallel (Korthikanti et al. 2022): the law on the GPT and the tied
                GPT at tp=2 (the GPT also at batch 16 = sequence 16) and on dp=2,tp=2 (4 ranks),
@@ -55,6 +57,7 @@ import re
 import shutil
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -238,10 +241,55 @@ def run_errors(r):
               "tp=5", "--tp-shard", "blocks.0.attn.qkv.weight=0"],
         r"error: value '/blocks/blocks.0/attn/qkv/Add_output_0' \(f32\[8,16,96\]\): dimension "
         r"2 of size 96 is split unevenly over tp=5"))
+    r.check("errors/label-out-of-range", lambda: label_out_of_range(r))
     r.check("errors/tp-shard-fewer-than-tp", lambda: expect_compile_error(
         ["--strategy", "tp=16", "--tp-shard", "net.2.bias=0"],
         r"error: --tp-shard net.2.bias=0: dimension 0 of f32\[10\] has fewer elements than "
         r"tp=16"))
+
+
+def label_out_of_range(r):
+    """A label outside the tied GPT's 64 classes (70 at sample 3 of the first batch) fails the
+    step on one device and on tp=2, dp=2,tp=2 and uneven tp=3 (the vocabulary-parallel loss
+    reads each label on one rank only, so it checks them first): the error names the loss node
+    and the label, every error printed is that one (each tp rank of the replica holding the
+    label fails alike; MPI_Abort may end a peer before it prints), nothing is trained, and no
+    rank hangs."""
+    with np.load(os.path.join(GOLDEN, "gpt_data.npz")) as z:
+        tokens, label = z["tokens"], z["label"].copy()
+    label[3, 5] = 70
+    data = r.unique("bad_labels", ".npz")
+    np.savez(data, tokens=tokens, label=label)
+    tied = os.path.join(MODELS, "gpt_tied_train.onnx")
+    flags = ["--batch-size", "8", "--optimizer", "sgd", "--lr", "0.1", "--class-axis", "-1"]
+    loss = r"node 'loss/SoftmaxCrossEntropyLoss(/tp_vocab_checked_labels)?' \([\w.]+\)"
+    what = r": label 70 at sample 3 is out of range \[0, 64\)"
+    seen = []
+    for strategy, nproc in (("single", 0), ("tp=2", 2), ("dp=2,tp=2", 4), ("tp=3", 3)):
+        plan = r.compile(tied, ["--strategy", strategy] + flags)
+        log = r.unique("bad_labels", ".jsonl")
+        cmd = [r.run_tool, plan, "--data", data, "--steps", "3", "--no-shuffle", "--log", log]
+        if nproc:
+            cmd += ["--nproc", str(nproc), "--timeout", "60"]
+        t0 = time.monotonic()
+        res = r.exec(cmd, timeout=120)
+        seconds = time.monotonic() - t0
+        err = res.stderr + res.stdout
+        if res.returncode == 0:
+            raise CheckFailed(f"{strategy}: exit 0:\n{err[-2000:]}")
+        errors = [ln for ln in err.splitlines() if ln.startswith("error:")]
+        # dp=2,tp=2: only the first replica's slice (samples 0..3) holds the bad label; the
+        # other replica's ranks are ended by MPI_Abort.
+        bad = [ln for ln in errors if not re.search(r"^error: rank \d+: .*" + loss + what, ln)]
+        if not errors or bad:
+            raise CheckFailed(f"{strategy}: expected only errors matching {loss + what}:\n"
+                              f"{err[-2000:]}")
+        with open(log) as f:
+            steps = [ln for ln in f if '"event": "step"' in ln or '"event":"step"' in ln]
+        if steps:
+            raise CheckFailed(f"{strategy}: {len(steps)} steps logged")
+        seen.append(f"{strategy} ({len(errors)} rank(s) printed it, {seconds:.1f} s)")
+    return "label error on " + ", ".join(seen)
 
 
 def run_checkpoints(r):
