@@ -811,8 +811,13 @@ private:
   /// them): ai.dtc.CheckLabels fails the step on them first, before the loss's collectives, with
   /// the single-device loss's message (the labels are replicated over tp, so every tp rank fails
   /// at the same instruction and none waits in a collective its peers never reach).
-  /// The prediction output (x itself) is dropped from the graph's outputs, so no accuracy is
-  /// reported.
+  ///
+  /// The prediction output (x itself, split) is replaced by the predicted class (N, d1..dk)
+  /// int64, for the trainer's accuracy: the first class holding the global max m, as the
+  /// trainer's argmax on one device (the first index among ties; runtime/TrainingPlanCheck.cpp):
+  ///   p = C - AllReduce max (m_r == m ? C - (first_r + ArgMax_c x) : 0)
+  /// with m_r the rank's own max, one more all-reduce of N*d1..dk numbers (float32, exact for
+  /// C <= 2^24; float64 above), forward only.
   Status vocabParallelLoss(ir::Node *n) {
     ir::Value *x = n->input(0), *labels = n->input(1);
     const Sharding s = layoutOf(x);
@@ -865,6 +870,7 @@ private:
       DTC_ASSIGN_OR_RETURN(ir::Value * rank, tpRank());
       first = op("Mul", {rank, constI64(b + "_rows", {rows}, true)}, "_first")->output(0);
     }
+    ir::Value *predicted = predictedClass(x, localMax, m, first, classes, b, n);
     ir::Value *local = op("Sub", {lab, first}, "_local_labels")->output(0);
     ir::Value *ge =
         op("GreaterOrEqual", {local, constI64(b + "_zero", {0}, true)}, "_ge")->output(0);
@@ -931,17 +937,50 @@ private:
       }
     }
     graph_->eraseNode(n);
-    // The prediction (the split scores) is no longer gathered: it leaves the outputs.
+    // The prediction (the split scores) is not gathered: the predicted class takes its place.
     ir::TrainingRoles &st = graph_->training();
     if (st.prediction && !layoutOf(st.prediction).isReplicated()) {
-      std::vector<ir::Value *> outs;
-      for (ir::Value *o : graph_->outputs())
-        if (o != st.prediction)
-          outs.push_back(o);
+      std::vector<ir::Value *> outs = graph_->outputs();
+      for (ir::Value *&o : outs)
+        if (o == st.prediction)
+          o = predicted;
       graph_->setOutputs(outs);
-      st.prediction = nullptr;
+      st.prediction = predicted;
     }
     return Status::ok();
+  }
+
+  /// The predicted class (N, d1..dk) int64 of scores x (N, C/T, d1..dk) split by class, rank's
+  /// first class `first`: the first class holding the global max `m` (see vocabParallelLoss).
+  ir::Value *predictedClass(ir::Value *x, ir::Value *localMax, ir::Value *m, ir::Value *first,
+                            int64_t classes, const std::string &b, ir::Node *before) {
+    auto op = [&](const std::string &type, const std::vector<ir::Value *> &in,
+                  const std::string &name, const std::string &domain = "") {
+      return insert(before, type, in, b + name, domain);
+    };
+    const bool wide = classes > (int64_t{1} << 24); // float32 holds integers up to 2^24 exactly
+    const ir::DType t = wide ? ir::DType::kFloat64 : ir::DType::kFloat32;
+    auto cast = [&](ir::Value *v, ir::DType to, const std::string &name) {
+      ir::Node *c = op("Cast", {v}, name);
+      c->setAttr("to", ir::Attribute(static_cast<int64_t>(to)));
+      return c->output(0);
+    };
+    ir::Node *arg = op("ArgMax", {x}, "_local_argmax");
+    arg->setAttr("axis", ir::Attribute(int64_t{1}));
+    ir::Value *global = op("Add", {arg->output(0), first}, "_argmax_class")->output(0);
+    ir::Value *c = constI64(b + "_classes", {classes}, true);
+    ir::Value *fromEnd =
+        cast(op("Sub", {c, global}, "_argmax_from_end")->output(0), t, "_argmax_from_end_f");
+    ir::Value *holds = op("Equal", {localMax, m}, "_holds_max")->output(0);
+    ir::Value *zero =
+        graph_->addConstant(b + "_no_class", ir::TensorData::zeros(b + "_no_class", t, {}));
+    ir::Value *cand = op("Where", {holds, fromEnd, zero}, "_argmax_candidate")->output(0);
+    ir::Node *ar = op("AllReduce", {cand}, "_argmax", ir::kDtcDomain);
+    ar->setAttr("op", ir::Attribute("max"));
+    ar->setAttr("group", ir::Attribute("tp"));
+    ir::Value *best = cast(ar->output(0), ir::DType::kInt64, "_argmax_from_end_i");
+    ir::Value *cls = op("Sub", {c, best}, "_predicted")->output(0);
+    return op("Squeeze", {cls, constI64(b + "_pred_axis", {1})}, "_predicted_class")->output(0);
   }
 
   // ---- uneven splits ---------------------------------------------------------------------------

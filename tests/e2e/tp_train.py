@@ -18,12 +18,15 @@ Groups (--only takes a comma-separated subset; all by default):
                tp); the tied GPT's vocabulary-parallel cross-entropy at tp=4 and dp=2,tp=2
                (every tied case runs it); uneven splits (10 hidden features on tp=4, 32 on
                tp=3 and dp=2,tp=3, the tied GPT's vocabulary of 64 on tp=3), whose tp ranks
-               run programs of their own. The GPTs use SGD with momentum (see cases()).
+               run programs of their own. The GPTs use SGD with momentum (see cases()). Every
+               case logs single device's training accuracy (the vocabulary-parallel loss's
+               in-graph predicted class, with the same first-index rule for ties).
   plans        The collectives the pass inserts, from --emit plan-text: the MLP's column/row
                pair costs one tp all-reduce (forward; its input is data, so no backward one),
                the GPT two forward and two backward per block (Megatron's count); the split
                weights are listed with their shards; the tied GPT's loss on vocabulary-split
-               logits: no all-gather, three all-reduces (max, sum, sum) of B*S floats.
+               logits: no all-gather, four all-reduces (max, sum, the predicted class's max,
+               sum) of B*S floats, the labels checked before the first collective.
   state        --dump-gradients and --export of a tp=2 plan write whole tensors (law, checker).
   checkpoints  Sharded checkpoints of tp plans: one shard per program and tp rank (tp peers run
                one program on different slices); tp=2 (MLP, Adam) and dp=2,tp=2 with --zero 1
@@ -127,9 +130,25 @@ def run_equivalence(r):
             plan = r.compile(model, ["--strategy", strategy] + flags)
             params, rows = r.train(plan, data, nproc, run_args)
             same_losses(single_rows, rows)
-            return assert_law(single, params, grad1)
+            law = assert_law(single, params, grad1)
+            return law + "; " + same_accuracy(single_rows, rows)
 
         r.check(f"equivalence/{name}", check)
+
+
+def same_accuracy(single_rows, rows):
+    """The epoch lines' train_accuracy equals single-device's: tp plans whose scores stay split
+    by class (the vocabulary-parallel loss) count their in-graph predicted class, with the
+    trainer's first-index rule for ties."""
+    def accuracy(rs):
+        return [x["train_accuracy"] for x in rs if x.get("event") == "epoch" and
+                "train_accuracy" in x]
+    a, b = accuracy(single_rows), accuracy(rows)
+    if not a:
+        raise CheckFailed("single device logged no accuracy")
+    if a != b:
+        raise CheckFailed(f"train accuracy {b}, single device {a}")
+    return f"accuracy {b[-1]:.4f} as single"
 
 
 def run_plans(r):
@@ -194,11 +213,13 @@ def run_plans(r):
         if gathers:
             raise CheckFailed("all-gathers left:\n" + "\n".join(gathers))
         loss = [ln for ln in text.splitlines() if "all-reduce" in ln and "tp_vocab" in ln]
-        kinds = sorted(re.search(r"all-reduce-(\w+)", ln).group(1) for ln in loss)
-        if kinds != ["max", "sum", "sum"]:
-            raise CheckFailed(f"loss all-reduces {kinds}, expected max, sum, sum:\n" +
-                              "\n".join(loss))
-        # Bytes per step of the loss's communication, from the plan's buffers: 3*B*S floats,
+        kinds = [(re.search(r"all-reduce-(\w+)", ln).group(1),
+                  re.search(r'name="[^"]*tp_vocab_(\w+)"', ln).group(1)) for ln in loss]
+        # max, sum of exp, the predicted class (accuracy; forward only), the label's logit.
+        want = [("max", "max"), ("sum", "sum_exp"), ("max", "argmax"), ("sum", "target")]
+        if kinds != want:
+            raise CheckFailed(f"loss all-reduces {kinds}, expected {want}:\n" + "\n".join(loss))
+        # Bytes per step of the loss's communication, from the plan's buffers: 4*B*S floats,
         # against the B*S*V floats of the logits an all-gather would assemble.
         b, s, v = 8, 16, 64
         moved = 0
@@ -206,10 +227,17 @@ def run_plans(r):
             out = re.search(r"(%\d+) = all-reduce", ln).group(1)
             buf = re.search(r"buffer " + out + r" .*@\d+\+(\d+)", text)
             moved += int(buf.group(1))
-        if moved != 3 * b * s * 4:
-            raise CheckFailed(f"the loss all-reduces move {moved} bytes, expected {3 * b * s * 4}")
-        return (f"no all-gather; loss all-reduces max, sum, sum of {b}x{s} floats: "
-                f"{moved} bytes per step instead of {b * s * v * 4} (logits gathered)")
+        if moved != 4 * b * s * 4:
+            raise CheckFailed(f"the loss all-reduces move {moved} bytes, expected {4 * b * s * 4}")
+        # The label check runs before the loss's first collective.
+        lines = text.splitlines()
+        check = next(i for i, ln in enumerate(lines) if "ai.dtc::CheckLabels(" in ln)
+        first = next(i for i, ln in enumerate(lines) if "tp_vocab" in ln and "all-reduce" in ln)
+        if check > first:
+            raise CheckFailed("CheckLabels runs after the loss's collective:\n" + lines[first])
+        return (f"no all-gather; loss all-reduces max, sum, max (predicted class), sum of "
+                f"{b}x{s} floats: {moved} bytes per step instead of {b * s * v * 4} (logits "
+                f"gathered); labels checked before them")
 
     r.check("plans/mlp-column-row-pair", mlp_pair)
     r.check("plans/vocab-parallel-loss", vocab_parallel_loss)
