@@ -34,6 +34,7 @@
 #include "ops/Sharding.h"
 #include "passes/Pass.h"
 #include "passes/Passes.h"
+#include "passes/TensorParallelLoss.h"
 
 #include <functional>
 #include <map>
@@ -55,7 +56,7 @@ std::vector<int64_t> staticDims(const ir::Value *v) {
   return d;
 }
 
-class TensorParallelPass : public Pass {
+class TensorParallelPass : public Pass, private tp::GraphBuilder {
 public:
   std::string name() const override { return "tensor-parallel"; }
   std::string description() const override {
@@ -128,7 +129,7 @@ private:
     return isTrainableFloat(v) && !decided_.count(v);
   }
 
-  Sharding layoutOf(const ir::Value *v) const {
+  Sharding layoutOf(const ir::Value *v) const override {
     auto vt = virtual_.find(v);
     if (vt != virtual_.end()) {
       const Sharding w = layoutOf(vt->second.weight);
@@ -246,8 +247,8 @@ private:
   }
 
   Status visit(ir::Node *n) {
-    if (isVocabParallelLoss(n))
-      return vocabParallelLoss(n);
+    if (n->numInputs() > 0 && n->input(0) && tp::isVocabParallelLoss(n, layoutOf(n->input(0))))
+      return tp::rewriteVocabParallelLoss(n, *this);
     DTC_ASSIGN_OR_RETURN(ops::ShardingContext sc, ask(n, {}));
     for (size_t i = 0; i < n->numInputs(); ++i) {
       ir::Value *v = n->input(i);
@@ -562,8 +563,14 @@ private:
 
   // ---- conversions ---------------------------------------------------------------------------
 
+  // tp::GraphBuilder (the vocabulary-parallel loss, passes/TensorParallelLoss.cpp, builds with
+  // these and insert, constI64, tpRank, layoutOf, unevenFirst).
+  ir::Graph &graph() override { return *graph_; }
+  Diagnostics &diags() override { return *diags_; }
+  void adopt(ir::Node *n) override { inserted_.insert(n); }
+
   ir::Node *insert(ir::Node *before, const std::string &op, const std::vector<ir::Value *> &in,
-                   const std::string &base, const std::string &domain = "") {
+                   const std::string &base, const std::string &domain = "") override {
     const std::string out = graph_->uniqueName(base);
     ir::Node *n = before ? graph_->insertNodeBefore(before, op, in, {out}, domain,
                                                     graph_->uniqueNodeName(base))
@@ -574,13 +581,13 @@ private:
   }
 
   ir::Value *constI64(const std::string &base, const std::vector<int64_t> &values,
-                      bool scalar = false) {
+                      bool scalar = false) override {
     const std::vector<int64_t> dims =
         scalar ? std::vector<int64_t>{} : std::vector<int64_t>{static_cast<int64_t>(values.size())};
     return graph_->addConstant(base, ir::TensorData::fromInt64s(base, dims, values));
   }
 
-  Expected<ir::Value *> tpRank() {
+  Expected<ir::Value *> tpRank() override {
     ir::TrainingRoles &st = graph_->training();
     if (st.tpRank)
       return st.tpRank;
@@ -784,152 +791,6 @@ private:
     return visitNode(add);
   }
 
-  /// A SoftmaxCrossEntropyLoss whose scores arrive split along the class axis (the logits of a
-  /// vocabulary-split tied output projection), without class weights or a used log_prob output.
-  bool isVocabParallelLoss(const ir::Node *n) const {
-    if (n->opType() != "SoftmaxCrossEntropyLoss" || !n->domain().empty() || n->numInputs() < 2 ||
-        (n->numInputs() > 2 && n->input(2)) || n->numOutputs() != 1 || !n->input(0) ||
-        !n->input(1) || n->input(0)->dtype() != ir::DType::kFloat32)
-      return false;
-    const Sharding s = layoutOf(n->input(0));
-    return s.isSplit() && s.axis == 1 && s.blocks == 1;
-  }
-
-  /// Vocabulary-parallel cross-entropy (Megatron-LM's vocab_parallel_cross_entropy, Shoeybi et
-  /// al. 2019 section 3): the scores x (N, C, d1..dk) stay split by class, rank r holding
-  /// classes [r*C/T, (r+1)*C/T). Per sample, with all-reduces over tp of N*d1..dk floats each:
-  ///   m = AllReduce max (ReduceMax_c x)           the global max (a constant for the gradient)
-  ///   s = AllReduce sum (ReduceSum_c exp(x - m))  the softmax denominator
-  ///   t = AllReduce sum (x[label] on the rank whose range holds the label, else 0)
-  ///   loss = log(s) + m - t
-  /// then ignore_index (those samples count 0 and leave the mean's count) and the reduction
-  /// (none, sum, mean), as the loss op does. Autodiff gives softmax(x) - onehot(label) on each
-  /// rank's own classes with no collective (the all-reduce sums' gradients are identities), so
-  /// x's gradient stays split. This replaces an all-gather of N*C*d1..dk floats; the prediction
-  /// output (x itself) is dropped from the graph's outputs, so no accuracy is reported.
-  Status vocabParallelLoss(ir::Node *n) {
-    ir::Value *x = n->input(0), *labels = n->input(1);
-    const Sharding s = layoutOf(x);
-    int64_t rows = staticDims(x)[1] / s.parts;
-    const std::string reduction = n->attrString("reduction", "mean");
-    if (reduction != "none" && reduction != "sum" && reduction != "mean")
-      return Status::error(n->where(), "reduction '" + reduction + "' is not none, sum or mean");
-    const bool hasIgnore = n->hasAttr("ignore_index");
-    const int64_t ignore = n->attrInt("ignore_index", 0);
-    const std::string b = n->name() + "/tp_vocab";
-    auto op = [&](const std::string &type, const std::vector<ir::Value *> &in,
-                  const std::string &name,
-                  const std::string &domain = "") { return insert(n, type, in, b + name, domain); };
-    auto allReduce = [&](ir::Value *v, const char *kind, const std::string &name) {
-      ir::Node *ar = op("AllReduce", {v}, name, ir::kDtcDomain);
-      ar->setAttr("op", ir::Attribute(kind));
-      ar->setAttr("group", ir::Attribute("tp"));
-      return ar->output(0);
-    };
-    auto f32 = [&](const std::string &name, float v) {
-      return graph_->addConstant(b + name, ir::TensorData::fromFloats(b + name, {}, {v}));
-    };
-    ir::Value *classAxis = constI64(b + "_class_axis", {1});
-    // The softmax denominator over all classes, shifted by the global max.
-    ir::Value *m =
-        allReduce(op("ReduceMax", {x, classAxis}, "_local_max")->output(0), "max", "_max");
-    ir::Value *shifted = op("Sub", {x, m}, "_shifted")->output(0);
-    ir::Value *e = op("Exp", {shifted}, "_exp")->output(0);
-    ir::Value *se =
-        allReduce(op("ReduceSum", {e, classAxis}, "_local_sum_exp")->output(0), "sum", "_sum_exp");
-    // The label's score, read by the rank whose class range holds it (masked Gather).
-    ir::Value *lab = labels;
-    if (lab->dtype() != ir::DType::kInt64) {
-      ir::Node *c = op("Cast", {lab}, "_labels");
-      c->setAttr("to", ir::Attribute(static_cast<int64_t>(ir::DType::kInt64)));
-      lab = c->output(0);
-    }
-    ir::Value *first = nullptr;
-    if (ir::isUnevenSplit(staticDims(x), s)) {
-      DTC_ASSIGN_OR_RETURN(first, unevenFirst(staticDims(x)[1], s, b, rows));
-    } else {
-      DTC_ASSIGN_OR_RETURN(ir::Value * rank, tpRank());
-      first = op("Mul", {rank, constI64(b + "_rows", {rows}, true)}, "_first")->output(0);
-    }
-    ir::Value *local = op("Sub", {lab, first}, "_local_labels")->output(0);
-    ir::Value *ge =
-        op("GreaterOrEqual", {local, constI64(b + "_zero", {0}, true)}, "_ge")->output(0);
-    ir::Value *lt = op("Less", {local, constI64(b + "_end", {rows}, true)}, "_lt")->output(0);
-    ir::Value *in = op("And", {ge, lt}, "_in_range")->output(0);
-    ir::Value *safe =
-        op("Where", {in, local, constI64(b + "_zero_id", {0}, true)}, "_safe_labels")->output(0);
-    ir::Value *idx = op("Unsqueeze", {safe, classAxis}, "_index")->output(0);
-    ir::Node *pick = op("GatherElements", {x, idx}, "_local_target");
-    pick->setAttr("axis", ir::Attribute(int64_t{1}));
-    ir::Value *inMask = op("Unsqueeze", {in, classAxis}, "_mask")->output(0);
-    ir::Value *masked =
-        op("Where", {inMask, pick->output(0), f32("_zero_score", 0.0f)}, "_masked_target")
-            ->output(0);
-    ir::Value *target = allReduce(masked, "sum", "_target");
-    // loss = log(s) + m - t per sample, the class axis squeezed away. The reduction's last node
-    // takes over the loss node's output value (its name, uses and role).
-    auto finish = [&](const std::string &type, const std::vector<ir::Value *> &in) {
-      ir::Node *last =
-          graph_->insertNodeBefore(n, type, in, {}, "", graph_->uniqueNodeName(b + "_loss"));
-      last->setPhase(ir::Phase::kForward);
-      inserted_.insert(last);
-      graph_->transferOutputs(n, last);
-      return last;
-    };
-    ir::Value *lse = op("Add", {op("Log", {se}, "_log_sum_exp")->output(0), m}, "_lse")->output(0);
-    ir::Value *nll = op("Sub", {lse, target}, "_nll")->output(0);
-    const bool none = reduction == "none";
-    if (none && !hasIgnore) {
-      finish("Squeeze", {nll, classAxis});
-    } else {
-      ir::Value *per = op("Squeeze", {nll, classAxis}, "_per_sample")->output(0);
-      ir::Value *keep = nullptr;
-      if (hasIgnore) {
-        ir::Value *ignored =
-            op("Equal", {lab, constI64(b + "_ignore_index", {ignore}, true)}, "_ignored")
-                ->output(0);
-        keep = op("Not", {ignored}, "_kept")->output(0);
-        if (none)
-          finish("Where", {keep, per, f32("_zero_loss", 0.0f)});
-        else
-          per = op("Where", {keep, per, f32("_zero_loss", 0.0f)}, "_per_sample_kept")->output(0);
-      }
-      if (reduction == "sum") {
-        finish("ReduceSum", {per})->setAttr("keepdims", ir::Attribute(int64_t{0}));
-      } else if (reduction == "mean") {
-        // Divided by the number of samples not ignored (0/0 = NaN when all are, as the op).
-        ir::Node *total = op("ReduceSum", {per}, "_total");
-        total->setAttr("keepdims", ir::Attribute(int64_t{0}));
-        ir::Value *count = nullptr;
-        if (keep) {
-          ir::Node *w = op("Cast", {keep}, "_weights");
-          w->setAttr("to", ir::Attribute(static_cast<int64_t>(ir::DType::kFloat32)));
-          ir::Node *c = op("ReduceSum", {w->output(0)}, "_count");
-          c->setAttr("keepdims", ir::Attribute(int64_t{0}));
-          count = c->output(0);
-        } else {
-          int64_t samples = 1;
-          for (int64_t d : staticDims(labels))
-            samples *= d;
-          count = f32("_count", static_cast<float>(samples));
-        }
-        finish("Div", {total->output(0), count});
-      }
-    }
-    graph_->eraseNode(n);
-    // The prediction (the split scores) is no longer gathered: it leaves the outputs.
-    ir::TrainingRoles &st = graph_->training();
-    if (st.prediction && !layoutOf(st.prediction).isReplicated()) {
-      std::vector<ir::Value *> outs;
-      for (ir::Value *o : graph_->outputs())
-        if (o != st.prediction)
-          outs.push_back(o);
-      graph_->setOutputs(outs);
-      st.prediction = nullptr;
-    }
-    return Status::ok();
-  }
-
   // ---- uneven splits ---------------------------------------------------------------------------
   // A split whose axis does not divide by T (ir::splitRange: the first size % T ranks hold one
   // more) gives tp ranks different shapes, so the graph is built for one tp index (cfg_->tpIndex;
@@ -939,7 +800,7 @@ private:
   /// This tp index's first row of an axis of `size` split unevenly by `s`, as an int64 scalar
   /// constant; `rows` becomes the range's length.
   Expected<ir::Value *> unevenFirst(int64_t size, const Sharding &s, const std::string &base,
-                                    int64_t &rows) {
+                                    int64_t &rows) override {
     const ir::SplitRange r = ir::splitRange(size, s.parts, cfg_->tpIndex);
     rows = r.length;
     return constI64(base + "_first_row", {r.first}, true);

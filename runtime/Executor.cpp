@@ -345,16 +345,16 @@ Status Executor::load() {
         req.slice = WeightSlice{0, buf.shard().begin(), buf.shape(0), 1};
       } else if (buf.has_shard()) {
         // Tensor-parallel rank r's part r of each of the axis's blocks (ir::sliceShard); an
-        // unblocked axis that does not divide by the parts is split unevenly, as
-        // numpy.array_split (ir::splitRange: the first n % parts ranks get one more).
+        // unblocked axis that does not divide is split unevenly (ir::splitRange: the first
+        // size % T ranks hold one more).
         const plan::ShardSpec &sp = buf.shard();
-        const int64_t n = whole[static_cast<size_t>(sp.axis())];
+        const int64_t size = whole[static_cast<size_t>(sp.axis())];
         const int64_t tp = plan_.ranks(opts_.rank).tp();
-        if (sp.blocks() == 1 && n % sp.parts() != 0) {
-          const ir::SplitRange r = ir::splitRange(n, sp.parts(), tp);
+        if (sp.blocks() == 1) {
+          const ir::SplitRange r = ir::splitRange(size, sp.parts(), tp);
           req.slice = WeightSlice{sp.axis(), r.first, r.length, 1};
         } else {
-          const int64_t part = n / sp.blocks() / sp.parts();
+          const int64_t part = size / sp.blocks() / sp.parts();
           req.slice = WeightSlice{sp.axis(), tp * part, part, sp.blocks()};
         }
       }

@@ -115,8 +115,11 @@ Status checkTrainingPlan(const plan::Plan &plan, const std::string &where);
 /// Counts correct predictions of one batch: `prediction` holds class scores [B, C, d...] (f32),
 /// `label` class indices [B, d...] (int32 or int64); a position counts when its label differs
 /// from `ignoreIndex`, and is correct when the label equals the first index of the maximum over
-/// axis 1 (numpy.argmax). Returns false (counting nothing) when the shapes do not have that
-/// form (regression, binary logits shaped like the label).
+/// axis 1 (numpy.argmax). A prediction of int64 class indices shaped like the label (the
+/// predicted class a tensor-parallel plan computes in-graph from scores split by class, with
+/// the same first-index rule: passes/TensorParallel.cpp) is compared with the label directly.
+/// Returns false (counting nothing) when the shapes do not have either form (regression,
+/// binary logits shaped like the label).
 bool countCorrect(const HostArray &prediction, const HostArray &label, int64_t ignoreIndex,
                   int64_t &correct, int64_t &counted);
 

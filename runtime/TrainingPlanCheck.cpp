@@ -102,11 +102,39 @@ Status checkTrainingPlan(const plan::Plan &plan, const std::string &where) {
 
 bool countCorrect(const HostArray &prediction, const HostArray &label, int64_t ignoreIndex,
                   int64_t &correct, int64_t &counted) {
-  if (prediction.dtype != ir::DType::kFloat32 ||
-      (label.dtype != ir::DType::kInt32 && label.dtype != ir::DType::kInt64))
+  if (label.dtype != ir::DType::kInt32 && label.dtype != ir::DType::kInt64)
     return false;
   const std::vector<int64_t> &p = prediction.shape;
   const std::vector<int64_t> &y = label.shape;
+  auto labelAt = [&](int64_t i) -> int64_t {
+    if (label.dtype == ir::DType::kInt64) {
+      int64_t v;
+      std::memcpy(&v, label.bytes.data() + 8 * i, 8);
+      return v;
+    }
+    int32_t v;
+    std::memcpy(&v, label.bytes.data() + 4 * i, 4);
+    return v;
+  };
+  if (prediction.dtype == ir::DType::kInt64 && p == y) {
+    // Predicted classes, one per label.
+    int64_t n = 1;
+    for (int64_t d : y)
+      n *= d;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t want = labelAt(i);
+      if (want == ignoreIndex)
+        continue;
+      int64_t got;
+      std::memcpy(&got, prediction.bytes.data() + 8 * i, 8);
+      ++counted;
+      if (got == want)
+        ++correct;
+    }
+    return true;
+  }
+  if (prediction.dtype != ir::DType::kFloat32)
+    return false;
   if (p.size() != y.size() + 1 || y.empty() || p[0] != y[0] || p[1] < 1)
     return false;
   for (size_t i = 1; i < y.size(); ++i)
@@ -119,15 +147,7 @@ bool countCorrect(const HostArray &prediction, const HostArray &label, int64_t i
   const float *scores = reinterpret_cast<const float *>(prediction.bytes.data());
   for (int64_t b = 0; b < n; ++b)
     for (int64_t s = 0; s < inner; ++s) {
-      const int64_t li = b * inner + s;
-      int64_t want;
-      if (label.dtype == ir::DType::kInt64) {
-        std::memcpy(&want, label.bytes.data() + 8 * li, 8);
-      } else {
-        int32_t v;
-        std::memcpy(&v, label.bytes.data() + 4 * li, 4);
-        want = v;
-      }
+      const int64_t want = labelAt(b * inner + s);
       if (want == ignoreIndex)
         continue;
       const float *row = scores + b * c * inner + s;

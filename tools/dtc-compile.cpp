@@ -22,6 +22,7 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <sstream>
 
 namespace {
@@ -586,14 +587,29 @@ int main(int argc, char **argv) {
         return fail(s.message());
       reportTime("writing the plan", t1);
       // One line per program (data-parallel replicas share theirs; a pipeline has one per
-      // stage).
+      // stage; uneven tensor-parallel splits one per stage and tp index, named).
+      const bool perTpIndex = plan->mesh().tp() > 1 && cfg.tpUneven;
       for (int p = 0; p < plan->programs_size(); ++p) {
         const auto &r = plan->programs(p);
         std::string ranks = r.ranks_size() == 1 ? "rank " + std::to_string(r.ranks(0))
                                                 : "each of " + std::to_string(r.ranks_size()) +
                                                       " ranks";
+        std::set<int64_t> stages, tpIndices;
+        for (int32_t k : r.ranks()) {
+          stages.insert(plan->ranks(k).pp());
+          tpIndices.insert(plan->ranks(k).tp());
+        }
+        auto list = [](const std::set<int64_t> &xs) {
+          std::string s;
+          for (int64_t x : xs)
+            s += (s.empty() ? "" : ", ") + std::to_string(x);
+          return s;
+        };
+        if (perTpIndex)
+          ranks = (tpIndices.size() == 1 ? "tp index " : "tp indices ") + list(tpIndices) +
+                  ", " + ranks;
         if (plan->mesh().pp() > 1)
-          ranks = "stage " + std::to_string(p) + ", " + ranks;
+          ranks = (stages.size() == 1 ? "stage " : "stages ") + list(stages) + ", " + ranks;
         if (plan->has_parameter_host()) {
           const bool central = plan->parameter_host().kind() ==
                                dtc::plan::ParameterHostInfo::CENTRAL_STORAGE;
@@ -604,27 +620,37 @@ int main(int argc, char **argv) {
                                           std::to_string(r.training().parameters_size()) +
                                           " parameter shard(s)");
         }
+        // Collectives by kind; those of the tp group (activations, and the gradients of
+        // replicated inputs of split layers) apart from the dp group's gradient buckets.
         int allReduces = 0, transfers = 0, scatters = 0, gathers = 0;
-        for (const auto &ins : r.instructions())
-          if (ins.has_collective()) {
-            const auto kind = ins.collective().kind();
-            (kind == dtc::plan::COLLECTIVE_SEND || kind == dtc::plan::COLLECTIVE_RECV ? transfers
-             : kind == dtc::plan::COLLECTIVE_REDUCE_SCATTER                           ? scatters
-             : kind == dtc::plan::COLLECTIVE_ALL_GATHER                               ? gathers
-                                                        : allReduces) += 1;
-          }
+        int tpAllReduces = 0, tpScatters = 0, tpGathers = 0;
+        for (const auto &ins : r.instructions()) {
+          if (!ins.has_collective())
+            continue;
+          const auto kind = ins.collective().kind();
+          const bool tp = ins.collective().group() == "tp";
+          if (kind == dtc::plan::COLLECTIVE_SEND || kind == dtc::plan::COLLECTIVE_RECV)
+            ++transfers;
+          else if (kind == dtc::plan::COLLECTIVE_REDUCE_SCATTER)
+            ++(tp ? tpScatters : scatters);
+          else if (kind == dtc::plan::COLLECTIVE_ALL_GATHER)
+            ++(tp ? tpGathers : gathers);
+          else
+            ++(tp ? tpAllReduces : allReduces);
+        }
         std::string comm;
-        if (allReduces)
-          comm += std::to_string(allReduces) + " gradient all-reduce bucket" +
-                  (allReduces == 1 ? "" : "s");
-        if (scatters)
-          comm += (comm.empty() ? "" : ", ") + std::to_string(scatters) +
-                  " gradient reduce-scatter bucket" + (scatters == 1 ? "" : "s");
-        if (gathers)
-          comm += (comm.empty() ? "" : ", ") + std::to_string(gathers) + " all-gather" +
-                  (gathers == 1 ? "" : "s");
-        if (transfers)
-          comm += (comm.empty() ? "" : ", ") + std::to_string(transfers) + " send/recv";
+        auto count = [&comm](int n, const std::string &what) {
+          if (n)
+            comm += (comm.empty() ? "" : ", ") + std::to_string(n) + " " + what +
+                    (n == 1 ? "" : "s");
+        };
+        count(allReduces, "gradient all-reduce bucket");
+        count(scatters, "gradient reduce-scatter bucket");
+        count(gathers, "all-gather");
+        count(tpAllReduces, "tp all-reduce");
+        count(tpScatters, "tp reduce-scatter");
+        count(tpGathers, "tp all-gather");
+        count(transfers, "send/recv");
         std::fprintf(stderr,
                      "%s: %s: %d instructions%s, %d buffers, arena %llu bytes (without reuse %llu "
                      "bytes)\n",

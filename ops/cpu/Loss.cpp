@@ -1,15 +1,25 @@
 // CPU kernels of SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss (forward only; hand loops
 // over (N, C, D) with D = d1 * ... * dk). Semantics of onnx/reference/ops/op_softmax_cross_
 // entropy_loss.py and op_negative_log_likelihood_loss.py: per-sample loss -w[label] * logp[label],
-// 0 for labels equal to ignore_index; "mean" divides by the sum of the applied weights.
+// 0 for labels equal to ignore_index; "mean" divides by the sum of the applied weights. Also
+// ai.dtc.CheckLabels (the vocabulary-parallel loss's label check), with the same error.
 #include "ops/cpu/OneDnnUtil.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace dtc::ops::cpu {
 
 namespace {
+
+/// The error for a label outside [0, C) at sample n (the index along axis 0).
+Status labelRangeError(const std::string &where, int64_t label, int64_t n, int64_t c,
+                       bool hasIgnore) {
+  return Status::error(where, "label " + std::to_string(label) + " at sample " + std::to_string(n) +
+                                  " is out of range [0, " + std::to_string(c) + ")" +
+                                  (hasIgnore ? " and is not ignore_index" : ""));
+}
 
 class LossKernel : public Kernel {
 public:
@@ -63,10 +73,7 @@ public:
         double l = 0.0, wt = 0.0;
         if (!(hasIgnore_ && label == ignore_)) {
           if (label < 0 || label >= c_)
-            return Status::error(where_, "label " + std::to_string(label) + " at sample " +
-                                             std::to_string(n) + " is out of range [0, " +
-                                             std::to_string(c_) + ")" +
-                                             (hasIgnore_ ? " and is not ignore_index" : ""));
+            return labelRangeError(where_, label, n, c_, hasIgnore_);
           wt = w ? w[label] : 1.0;
           l = -wt * static_cast<double>(lp[label * step]);
         }
@@ -93,7 +100,57 @@ private:
   std::vector<float> rowLogp_;
 };
 
+/// CheckLabels: labels (N, d1..dk) against [0, classes) except ignore_index; the output is a
+/// view of the input (copied only when the planner did not alias them).
+class CheckLabelsKernel : public Kernel {
+public:
+  explicit CheckLabelsKernel(const KernelSpec &spec)
+      : where_(spec.where()), classes_(spec.attrInt("classes", 0)),
+        hasIgnore_(spec.attrs.count("ignore_index") > 0), ignore_(spec.attrInt("ignore_index", 0)),
+        labels32_(spec.inputs[0].dtype == ir::DType::kInt32), count_(spec.inputs[0].numElements()),
+        bytes_(static_cast<size_t>(spec.inputs[0].byteSize())) {
+    const auto &s = spec.inputs[0].shape;
+    perSample_ = s.empty() || s[0] == 0 ? 1 : count_ / s[0];
+  }
+
+  Status run(const KernelArgs &args) override {
+    for (int64_t i = 0; i < count_; ++i) {
+      const int64_t label = labels32_ ? static_cast<const int32_t *>(args.inputs[0])[i]
+                                      : static_cast<const int64_t *>(args.inputs[0])[i];
+      if ((label < 0 || label >= classes_) && !(hasIgnore_ && label == ignore_))
+        return labelRangeError(where_, label, i / perSample_, classes_, hasIgnore_);
+    }
+    if (args.outputs[0] != args.inputs[0])
+      std::memmove(args.outputs[0], args.inputs[0], bytes_);
+    return Status::ok();
+  }
+
+private:
+  std::string where_;
+  int64_t classes_;
+  bool hasIgnore_;
+  int64_t ignore_;
+  bool labels32_;
+  int64_t count_, perSample_ = 1;
+  size_t bytes_;
+};
+
 } // namespace
+
+Status checkCheckLabels(const KernelSpec &spec) {
+  DTC_RETURN_IF_ERROR(checkArity(spec, 1, 1, 1));
+  DTC_RETURN_IF_ERROR(checkDType(spec, true, 0, {ir::DType::kInt64, ir::DType::kInt32}));
+  DTC_RETURN_IF_ERROR(checkDType(spec, false, 0, {spec.inputs[0].dtype}));
+  DTC_RETURN_IF_ERROR(checkShapes(spec, 64));
+  DTC_RETURN_IF_ERROR(checkOutputShape(spec, spec.inputs[0].shape));
+  if (spec.attrInt("classes", 0) < 1)
+    return spec.error("classes " + std::to_string(spec.attrInt("classes", 0)) + " is not positive");
+  return Status::ok();
+}
+
+Expected<KernelPtr> createCheckLabels(const KernelSpec &spec, CpuContext &) {
+  return KernelPtr(std::make_unique<CheckLabelsKernel>(spec));
+}
 
 Status checkLoss(const KernelSpec &spec) {
   bool softmax = spec.op == "SoftmaxCrossEntropyLoss";

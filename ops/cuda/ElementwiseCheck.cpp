@@ -160,6 +160,11 @@ Status checkLoss(const KernelSpec &spec) {
   return Status::ok();
 }
 
+Status checkCheckLabels(const KernelSpec &spec) {
+  DTC_RETURN_IF_ERROR(checkInputDType(spec, 0, {DType::kInt64, DType::kInt32}));
+  return checkOutputDType(spec, 0, {spec.inputs[0].dtype});
+}
+
 Status checkLossGrad(const KernelSpec &spec) {
   const bool sce = spec.op == "SoftmaxCrossEntropyLossGrad";
   const size_t labels = sce ? 2 : 1;

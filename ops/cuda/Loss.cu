@@ -6,7 +6,8 @@
 // divides by the sum of the applied weights; 0/0 is NaN). The per-sample work runs one block
 // per sample when D = 1 (classes contiguous) and one thread per sample otherwise (coalesced over
 // positions); sums over samples are one block in double, in a fixed order. A label outside
-// [0, C) that is not ignore_index is an error reported at the next synchronization.
+// [0, C) that is not ignore_index is an error reported at the next synchronization. Also
+// ai.dtc.CheckLabels (the vocabulary-parallel loss's label check), with the same error.
 #include "ops/cuda/CudaKernel.h"
 #include "ops/cuda/TrainingUtil.cuh"
 
@@ -90,6 +91,12 @@ __global__ void nllGradKernel(LossShape s, const float *dloss, const void *label
     if (y >= 0)
       dx[(n * s.c + y) * s.d + j] = -scale;
   }
+}
+
+/// CheckLabels: every label against [0, C) except ignore_index (s.n = the labels, s.d = 1).
+__global__ void checkLabelsKernel(LossShape s, const void *labels, int *errorSlot) {
+  for (int64_t i = gridStart(); i < s.samples(); i += gridStride())
+    sampleLabel(s, labels, i, errorSlot);
 }
 
 LossShape lossShape(const KernelSpec &spec, const std::vector<int64_t> &scores, size_t labelsInput,
@@ -208,7 +215,46 @@ private:
   DeviceBuffer g_;
 };
 
+/// CheckLabels(labels) -> labels, a view: the labels are checked and copied only when the
+/// planner did not alias the output to the input.
+class CheckLabelsKernel : public Kernel {
+public:
+  CheckLabelsKernel(const KernelSpec &spec, CudaContext &ctx)
+      : where_(spec.where()), ctx_(ctx), bytes_(static_cast<size_t>(spec.inputs[0].byteSize())) {
+    s_ = LossShape{};
+    s_.n = spec.inputs[0].numElements();
+    s_.c = spec.attrInt("classes", 0);
+    s_.d = 1;
+    s_.labels32 = spec.inputs[0].dtype == DType::kInt32;
+    s_.hasIgnore = spec.attrs.count("ignore_index") > 0;
+    s_.ignore = spec.attrInt("ignore_index", 0);
+    s_.site =
+        ctx.addErrorSite(spec.where() + ": a label is out of range [0, " + std::to_string(s_.c) +
+                         ")" + (s_.hasIgnore ? " and is not ignore_index" : ""));
+  }
+
+  Status run(const KernelArgs &args) override {
+    if (s_.n > 0)
+      checkLabelsKernel<<<gridFor(s_.n), kBlock, 0, ctx_.stream()>>>(s_, args.inputs[0],
+                                                                     ctx_.errorSlot());
+    if (args.outputs[0] != args.inputs[0])
+      DTC_CUDA_RETURN_IF_ERROR(where_, cudaMemcpyAsync(args.outputs[0], args.inputs[0], bytes_,
+                                                       cudaMemcpyDeviceToDevice, ctx_.stream()));
+    return lastLaunchError(where_);
+  }
+
+private:
+  std::string where_;
+  CudaContext &ctx_;
+  size_t bytes_;
+  LossShape s_{};
+};
+
 } // namespace
+
+Expected<KernelPtr> createCheckLabels(const KernelSpec &spec, CudaContext &ctx) {
+  return KernelPtr(std::make_unique<CheckLabelsKernel>(spec, ctx));
+}
 
 Expected<KernelPtr> createLoss(const KernelSpec &spec, CudaContext &ctx) {
   return KernelPtr(std::make_unique<LossKernel>(spec, ctx));

@@ -3,6 +3,7 @@ target_sources(dtc_ops_defs PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/ArgMax.cpp
   ${CMAKE_CURRENT_LIST_DIR}/ArgMin.cpp
   ${CMAKE_CURRENT_LIST_DIR}/ArgReduce.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/CheckLabels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/CumSum.cpp
   ${CMAKE_CURRENT_LIST_DIR}/NegativeLogLikelihoodLoss.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Reduce.cpp

@@ -18,12 +18,15 @@ Groups (--only takes a comma-separated subset; all by default):
                tp); the tied GPT's vocabulary-parallel cross-entropy at tp=4 and dp=2,tp=2
                (every tied case runs it); uneven splits (10 hidden features on tp=4, 32 on
                tp=3 and dp=2,tp=3, the tied GPT's vocabulary of 64 on tp=3), whose tp ranks
-               run programs of their own. The GPTs use SGD with momentum (see cases()).
+               run programs of their own. The GPTs use SGD with momentum (see cases()). Every
+               case logs single device's training accuracy (the vocabulary-parallel loss's
+               in-graph predicted class, with the same first-index rule for ties).
   plans        The collectives the pass inserts, from --emit plan-text: the MLP's column/row
                pair costs one tp all-reduce (forward; its input is data, so no backward one),
                the GPT two forward and two backward per block (Megatron's count); the split
                weights are listed with their shards; the tied GPT's loss on vocabulary-split
-               logits: no all-gather, three all-reduces (max, sum, sum) of B*S floats.
+               logits: no all-gather, four all-reduces (max, sum, the predicted class's max,
+               sum) of B*S floats, the labels checked before the first collective.
   state        --dump-gradients and --export of a tp=2 plan write whole tensors (law, checker).
   checkpoints  Sharded checkpoints of tp plans: one shard per program and tp rank (tp peers run
                one program on different slices); tp=2 (MLP, Adam) and dp=2,tp=2 with --zero 1
@@ -33,7 +36,9 @@ Groups (--only takes a comma-separated subset; all by default):
                from step 2 and ends bit for bit where an uninterrupted 6-step run does
                (parameters, and every persistent buffer of every shard).
   errors       --tp-shard naming no weight, a dimension with fewer elements than tp, an uneven
-               split that would need an all-gather of unequal parts (tensor and divisor named).
+               split that would need an all-gather of unequal parts (tensor and divisor named);
+               a label outside the tied GPT's classes fails single, tp=2, dp=2,tp=2 and tp=3
+               with the loss node and the label named on every rank of its tp group.
   sequence-parallel
                --sequence-parallel (Korthikanti et al. 2022): the law on the GPT and the tied
                GPT at tp=2 (the GPT also at batch 16 = sequence 16) and on dp=2,tp=2 (4 ranks),
@@ -55,6 +60,7 @@ import re
 import shutil
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -124,9 +130,25 @@ def run_equivalence(r):
             plan = r.compile(model, ["--strategy", strategy] + flags)
             params, rows = r.train(plan, data, nproc, run_args)
             same_losses(single_rows, rows)
-            return assert_law(single, params, grad1)
+            law = assert_law(single, params, grad1)
+            return law + "; " + same_accuracy(single_rows, rows)
 
         r.check(f"equivalence/{name}", check)
+
+
+def same_accuracy(single_rows, rows):
+    """The epoch lines' train_accuracy equals single-device's: tp plans whose scores stay split
+    by class (the vocabulary-parallel loss) count their in-graph predicted class, with the
+    trainer's first-index rule for ties."""
+    def accuracy(rs):
+        return [x["train_accuracy"] for x in rs if x.get("event") == "epoch" and
+                "train_accuracy" in x]
+    a, b = accuracy(single_rows), accuracy(rows)
+    if not a:
+        raise CheckFailed("single device logged no accuracy")
+    if a != b:
+        raise CheckFailed(f"train accuracy {b}, single device {a}")
+    return f"accuracy {b[-1]:.4f} as single"
 
 
 def run_plans(r):
@@ -191,11 +213,13 @@ def run_plans(r):
         if gathers:
             raise CheckFailed("all-gathers left:\n" + "\n".join(gathers))
         loss = [ln for ln in text.splitlines() if "all-reduce" in ln and "tp_vocab" in ln]
-        kinds = sorted(re.search(r"all-reduce-(\w+)", ln).group(1) for ln in loss)
-        if kinds != ["max", "sum", "sum"]:
-            raise CheckFailed(f"loss all-reduces {kinds}, expected max, sum, sum:\n" +
-                              "\n".join(loss))
-        # Bytes per step of the loss's communication, from the plan's buffers: 3*B*S floats,
+        kinds = [(re.search(r"all-reduce-(\w+)", ln).group(1),
+                  re.search(r'name="[^"]*tp_vocab_(\w+)"', ln).group(1)) for ln in loss]
+        # max, sum of exp, the predicted class (accuracy; forward only), the label's logit.
+        want = [("max", "max"), ("sum", "sum_exp"), ("max", "argmax"), ("sum", "target")]
+        if kinds != want:
+            raise CheckFailed(f"loss all-reduces {kinds}, expected {want}:\n" + "\n".join(loss))
+        # Bytes per step of the loss's communication, from the plan's buffers: 4*B*S floats,
         # against the B*S*V floats of the logits an all-gather would assemble.
         b, s, v = 8, 16, 64
         moved = 0
@@ -203,10 +227,17 @@ def run_plans(r):
             out = re.search(r"(%\d+) = all-reduce", ln).group(1)
             buf = re.search(r"buffer " + out + r" .*@\d+\+(\d+)", text)
             moved += int(buf.group(1))
-        if moved != 3 * b * s * 4:
-            raise CheckFailed(f"the loss all-reduces move {moved} bytes, expected {3 * b * s * 4}")
-        return (f"no all-gather; loss all-reduces max, sum, sum of {b}x{s} floats: "
-                f"{moved} bytes per step instead of {b * s * v * 4} (logits gathered)")
+        if moved != 4 * b * s * 4:
+            raise CheckFailed(f"the loss all-reduces move {moved} bytes, expected {4 * b * s * 4}")
+        # The label check runs before the loss's first collective.
+        lines = text.splitlines()
+        check = next(i for i, ln in enumerate(lines) if "ai.dtc::CheckLabels(" in ln)
+        first = next(i for i, ln in enumerate(lines) if "tp_vocab" in ln and "all-reduce" in ln)
+        if check > first:
+            raise CheckFailed("CheckLabels runs after the loss's collective:\n" + lines[first])
+        return (f"no all-gather; loss all-reduces max, sum, max (predicted class), sum of "
+                f"{b}x{s} floats: {moved} bytes per step instead of {b * s * v * 4} (logits "
+                f"gathered); labels checked before them")
 
     r.check("plans/mlp-column-row-pair", mlp_pair)
     r.check("plans/vocab-parallel-loss", vocab_parallel_loss)
@@ -238,10 +269,55 @@ def run_errors(r):
               "tp=5", "--tp-shard", "blocks.0.attn.qkv.weight=0"],
         r"error: value '/blocks/blocks.0/attn/qkv/Add_output_0' \(f32\[8,16,96\]\): dimension "
         r"2 of size 96 is split unevenly over tp=5"))
+    r.check("errors/label-out-of-range", lambda: label_out_of_range(r))
     r.check("errors/tp-shard-fewer-than-tp", lambda: expect_compile_error(
         ["--strategy", "tp=16", "--tp-shard", "net.2.bias=0"],
         r"error: --tp-shard net.2.bias=0: dimension 0 of f32\[10\] has fewer elements than "
         r"tp=16"))
+
+
+def label_out_of_range(r):
+    """A label outside the tied GPT's 64 classes (70 at sample 3 of the first batch) fails the
+    step on one device and on tp=2, dp=2,tp=2 and uneven tp=3 (the vocabulary-parallel loss
+    reads each label on one rank only, so it checks them first): the error names the loss node
+    and the label, every error printed is that one (each tp rank of the replica holding the
+    label fails alike; MPI_Abort may end a peer before it prints), nothing is trained, and no
+    rank hangs."""
+    with np.load(os.path.join(GOLDEN, "gpt_data.npz")) as z:
+        tokens, label = z["tokens"], z["label"].copy()
+    label[3, 5] = 70
+    data = r.unique("bad_labels", ".npz")
+    np.savez(data, tokens=tokens, label=label)
+    tied = os.path.join(MODELS, "gpt_tied_train.onnx")
+    flags = ["--batch-size", "8", "--optimizer", "sgd", "--lr", "0.1", "--class-axis", "-1"]
+    loss = r"node 'loss/SoftmaxCrossEntropyLoss(/tp_vocab_checked_labels)?' \([\w.]+\)"
+    what = r": label 70 at sample 3 is out of range \[0, 64\)"
+    seen = []
+    for strategy, nproc in (("single", 0), ("tp=2", 2), ("dp=2,tp=2", 4), ("tp=3", 3)):
+        plan = r.compile(tied, ["--strategy", strategy] + flags)
+        log = r.unique("bad_labels", ".jsonl")
+        cmd = [r.run_tool, plan, "--data", data, "--steps", "3", "--no-shuffle", "--log", log]
+        if nproc:
+            cmd += ["--nproc", str(nproc), "--timeout", "60"]
+        t0 = time.monotonic()
+        res = r.exec(cmd, timeout=120)
+        seconds = time.monotonic() - t0
+        err = res.stderr + res.stdout
+        if res.returncode == 0:
+            raise CheckFailed(f"{strategy}: exit 0:\n{err[-2000:]}")
+        errors = [ln for ln in err.splitlines() if ln.startswith("error:")]
+        # dp=2,tp=2: only the first replica's slice (samples 0..3) holds the bad label; the
+        # other replica's ranks are ended by MPI_Abort.
+        bad = [ln for ln in errors if not re.search(r"^error: rank \d+: .*" + loss + what, ln)]
+        if not errors or bad:
+            raise CheckFailed(f"{strategy}: expected only errors matching {loss + what}:\n"
+                              f"{err[-2000:]}")
+        with open(log) as f:
+            steps = [ln for ln in f if '"event": "step"' in ln or '"event":"step"' in ln]
+        if steps:
+            raise CheckFailed(f"{strategy}: {len(steps)} steps logged")
+        seen.append(f"{strategy} ({len(errors)} rank(s) printed it, {seconds:.1f} s)")
+    return "label error on " + ", ".join(seen)
 
 
 def run_checkpoints(r):

@@ -533,6 +533,11 @@ TEST(CudaTrainTarget, ChecksWithoutAGpu) {
   adam.inputs[3].dtype = DType::kInt64;
   EXPECT_TRUE(t.checkKernel(adam).isOk()) << t.checkKernel(adam).message();
   EXPECT_EQ(t.inPlaceInput(adam), 0);
+  // The vocabulary-parallel loss's label check: a view of its labels.
+  ops::KernelSpec check = makeSpec("CheckLabels", {{8, 16}}, {{8, 16}}, DType::kInt64, "ai.dtc");
+  check.attrs["classes"] = int64_t{64};
+  EXPECT_TRUE(t.checkKernel(check).isOk()) << t.checkKernel(check).message();
+  EXPECT_TRUE(t.isViewOp("ai.dtc", "CheckLabels"));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -622,6 +627,17 @@ TEST(CudaLoss, ForwardShapesReductionsWeights) {
           expectParity(lossSpec("NegativeLogLikelihoodLoss", s, reduction, weights, false, lt),
                        {range(-3, 0), labelFill(samples, s[1], lt), range(0.5, 2)}, 1e-5, 1e-6);
         }
+  }
+}
+
+TEST(CudaLoss, CheckLabelsPassesLabelsInRange) {
+  // The tied GPT's labels (8, 16) in [0, 64), i64 and i32, with ignore_index (-100) among them:
+  // copied unchanged.
+  for (DType lt : {DType::kInt64, DType::kInt32}) {
+    ops::KernelSpec spec = makeSpec("CheckLabels", {{8, 16}}, {{8, 16}}, lt, "ai.dtc");
+    spec.attrs["classes"] = int64_t{64};
+    spec.attrs["ignore_index"] = int64_t{-100};
+    expectParity(spec, {labelFill(8 * 16, 64, lt)});
   }
 }
 

@@ -6,9 +6,12 @@
 # norms, Erf GELU, Shape->Gather->Unsqueeze->Concat->Reshape head splits, Constant nodes.
 #
 #     python3 tools/bench/gen_gpt2_xl.py [OUT_DIR=/tmp/dtc-bench] [--layers 48]
-#         [--qkv-split split|slice] [--d-model 1600 --heads 25 --context 1024]
+#         [--qkv-split split|slice] [--d-model 1600 --heads 25 --context 1024 --vocab 50257]
+#         [--fill zeros|random]
 # (the 6.6 B-parameter shape of issue 18: --layers 48 --d-model 3328 --heads 32 --context 2048)
-# writes OUT_DIR/gpt2_xl.onnx and OUT_DIR/gpt2_xl.weights (sparse).
+# writes OUT_DIR/gpt2_xl.onnx and OUT_DIR/gpt2_xl.weights (sparse). --fill random writes the
+# weights instead (normal, std 0.02; layer-norm scales 1; the causal mask lower-triangular), for
+# small shapes that are trained (tools/bench/strategy_bench.py).
 import argparse
 import os
 import sys
@@ -33,6 +36,7 @@ class Builder:
         self.offset = 0
         self.counter = 0
         self.params = 0
+        self.blobs = []  # (name, offset, dims, dtype) of every external weight
 
     def fresh(self, hint):
         self.counter += 1
@@ -50,6 +54,7 @@ class Builder:
             entry = t.external_data.add()
             entry.key = key
             entry.value = value
+        self.blobs.append((name, self.offset, list(dims), dtype))
         self.offset += (length + ALIGN - 1) // ALIGN * ALIGN
         if dtype == TensorProto.FLOAT:
             self.params += int(np.prod(dims))
@@ -144,7 +149,7 @@ class Builder:
 
 def build(layers, data_file, qkv_split="split"):
     b = Builder(data_file, qkv_split)
-    wte = b.weight("transformer.wte.weight", [VOCAB, D_MODEL])
+    wte = b.weight("transformer.wte.weight", [VOCAB, D_MODEL])  # VOCAB: --vocab
     wpe = b.weight("transformer.wpe.weight", [CONTEXT, D_MODEL])
     mask = b.weight("transformer.h.attn.bias", [1, 1, CONTEXT, CONTEXT], TensorProto.BOOL, 1)
     # positions = Range(0, T) -> Unsqueeze(0)
@@ -167,11 +172,29 @@ def build(layers, data_file, qkv_split="split"):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)],
                               producer_name="dtc gen_gpt2_xl.py")
     model.ir_version = 8
-    return model, b.offset, b.params
+    return model, b.offset, b.params, b.blobs
+
+
+def fill_random(path, blobs, seed=0):
+    """Writes every weight into the (sparse) file: normal(0, 0.02) matrices, layer-norm scales
+    1 and biases 0 (GPT-2's initialization), the causal mask lower-triangular."""
+    rng = np.random.default_rng(seed)
+    with open(path, "r+b") as f:
+        for name, offset, dims, dtype in blobs:
+            if dtype == TensorProto.BOOL:
+                a = np.tril(np.ones(dims[-2:], np.bool_)).reshape(dims)
+            elif name.endswith(".bias"):
+                a = np.zeros(dims, np.float32)
+            elif ".ln_" in name or name.startswith("transformer.ln_f"):
+                a = np.ones(dims, np.float32)
+            else:
+                a = (rng.standard_normal(dims) * 0.02).astype(np.float32)
+            f.seek(offset)
+            f.write(a.tobytes())
 
 
 def main():
-    global D_MODEL, HEADS, CONTEXT
+    global D_MODEL, HEADS, CONTEXT, VOCAB
     ap = argparse.ArgumentParser(description="generate a GPT-2-XL-shaped ONNX graph")
     ap.add_argument("out_dir", nargs="?", default="/tmp/dtc-bench")
     ap.add_argument("--layers", type=int, default=48)
@@ -181,23 +204,29 @@ def main():
     ap.add_argument("--d-model", type=int, default=D_MODEL)
     ap.add_argument("--heads", type=int, default=HEADS)
     ap.add_argument("--context", type=int, default=CONTEXT)
+    ap.add_argument("--vocab", type=int, default=VOCAB)
+    ap.add_argument("--fill", choices=["zeros", "random"], default="zeros",
+                    help="zeros: a sparse weights file (nothing written); random: weights "
+                         "written (small shapes only)")
     args = ap.parse_args()
     if args.d_model % args.heads:
         sys.exit(f"error: --d-model {args.d_model} does not divide into {args.heads} heads")
-    D_MODEL, HEADS, CONTEXT = args.d_model, args.heads, args.context
+    D_MODEL, HEADS, CONTEXT, VOCAB = args.d_model, args.heads, args.context, args.vocab
     os.makedirs(args.out_dir, exist_ok=True)
     data_file = args.name + ".weights"
-    model, total, params = build(args.layers, data_file, args.qkv_split)
+    model, total, params, blobs = build(args.layers, data_file, args.qkv_split)
     model_path = os.path.join(args.out_dir, args.name + ".onnx")
     with open(model_path, "wb") as f:
         f.write(model.SerializeToString())
     # Sparse weights file: set its size, write nothing.
     with open(os.path.join(args.out_dir, data_file), "wb") as f:
         f.truncate(total)
+    if args.fill == "random":
+        fill_random(os.path.join(args.out_dir, data_file), blobs)
     onnx.checker.check_model(model_path)  # by path: external data resolved beside the model
     print(f"{model_path}: {len(model.graph.node)} nodes, {len(model.graph.initializer)} "
           f"initializers, {params / 1e9:.3f} B parameters, {total / 2**30:.2f} GiB external "
-          f"data (sparse) in {data_file}")
+          f"data ({'sparse' if args.fill == 'zeros' else 'written'}) in {data_file}")
     return 0
 
 

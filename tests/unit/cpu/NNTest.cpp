@@ -496,6 +496,38 @@ TEST(NNLoss, SpatialNoneAndSum) {
   expectNear(loss.data(), {-s[4], -s[1], -s[6 + 2], -s[6 + 3]});
 }
 
+// ai.dtc.CheckLabels: labels in [0, classes) pass unchanged (copied when not aliased); one
+// outside fails with the loss kernel's message, naming the sample (axis 0); ignore_index passes.
+TEST(NNLoss, CheckLabels) {
+  KernelSpec spec =
+      makeSpec("CheckLabels", {i64({2, 3})}, {i64({2, 3})}, {{"classes", Attribute(int64_t(4))}});
+  spec.domain = "ai.dtc";
+  Buf<int64_t> l(std::vector<int64_t>{0, 3, 1, 2, 2, 0}), out(6);
+  runKernel(spec, {l.data()}, {out.data()});
+  for (size_t i = 0; i < 6; ++i)
+    EXPECT_EQ(out[i], l[i]) << i;
+  l[4] = 4;
+  expectError(runStatus(spec, {l.data()}, {out.data()}),
+              "node 'n0' (ai.dtc.CheckLabels): label 4 at sample 1 is out of range [0, 4)");
+  l[4] = -1;
+  expectError(runStatus(spec, {l.data()}, {l.data()}), "label -1 at sample 1");
+  spec.attrs["ignore_index"] = Attribute(int64_t(-1));
+  runKernel(spec, {l.data()}, {l.data()});
+  l[0] = -2;
+  expectError(runStatus(spec, {l.data()}, {l.data()}),
+              "label -2 at sample 0 is out of range [0, 4) and is not ignore_index");
+  // int32 labels.
+  Buf<int32_t> l32(std::vector<int32_t>{1, 9}), o32(2);
+  KernelSpec s32 =
+      makeSpec("CheckLabels", {TensorDesc{ir::DType::kInt32, {2}}},
+               {TensorDesc{ir::DType::kInt32, {2}}}, {{"classes", Attribute(int64_t(9))}});
+  s32.domain = "ai.dtc";
+  expectError(runStatus(s32, {l32.data()}, {o32.data()}),
+              "label 9 at sample 1 is out of range [0, 9)");
+  s32.attrs["classes"] = Attribute(int64_t(0));
+  expectError(checkKernel(s32), "classes 0 is not positive");
+}
+
 TEST(NNLoss, Errors) {
   Buf<float> s(6), loss(1);
   Buf<int64_t> l(std::vector<int64_t>{1, 7});

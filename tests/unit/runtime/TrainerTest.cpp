@@ -339,6 +339,27 @@ TEST(TrainerTest, CountCorrect) {
   EXPECT_EQ(counted, 2);
   // Regression: prediction shaped like the label.
   EXPECT_FALSE(countCorrect(f32("p", {2}, {1, 2}), f32("y", {2}, {1, 2}), -100, correct, counted));
+  // Predicted classes (i64, the labels' shape: a tensor-parallel plan's in-graph argmax) against
+  // i32 labels [1, 2] x [3]: 2, 0, 1 | 2, 5, 9 with label 9 ignored.
+  HostArray classes;
+  classes.dtype = ir::DType::kInt64;
+  classes.shape = {2, 3};
+  int64_t c[6] = {2, 0, 1, 2, 5, 9};
+  classes.bytes.assign(reinterpret_cast<const char *>(c), sizeof c);
+  HostArray labels32;
+  labels32.dtype = ir::DType::kInt32;
+  labels32.shape = {2, 3};
+  int32_t y[6] = {2, 1, 1, 0, 5, 9};
+  labels32.bytes.assign(reinterpret_cast<const char *>(y), sizeof y);
+  correct = counted = 0;
+  EXPECT_TRUE(countCorrect(classes, labels32, 9, correct, counted));
+  EXPECT_EQ(correct, 3);
+  EXPECT_EQ(counted, 5);
+  // Classes of another shape than the labels: not counted.
+  classes.shape = {6};
+  correct = counted = 0;
+  EXPECT_FALSE(countCorrect(classes, labels32, 9, correct, counted));
+  EXPECT_EQ(counted, 0);
 }
 
 } // namespace
