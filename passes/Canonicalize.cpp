@@ -106,19 +106,11 @@ private:
           return Status::error(n->where(),
                                "training_mode=1 with the running statistics used (output '" +
                                    n->output(o)->name() +
-                                   "'): an inference compilation does not update them; compile "
-                                   "for training, or export the model in eval mode");
-      const std::string base = n->name() + "/batch_stats";
-      std::vector<std::string> outs;
-      for (const char *s : {"Y", "running_mean", "running_var", "saved_mean", "saved_var"})
-        outs.push_back(graph.uniqueName(base + "." + s));
-      ir::Node *bn = graph.insertNodeBefore(n, "BatchNormTraining",
-                                            {n->input(0), n->input(1), n->input(2), n->input(3),
-                                             n->input(4)},
-                                            outs, ir::kDtcDomain, base);
-      bn->setAttr("epsilon", ir::Attribute(n->attrFloat("epsilon", 1e-5f)));
-      bn->setAttr("momentum", ir::Attribute(n->attrFloat("momentum", 0.9f)));
-      DTC_RETURN_IF_ERROR(ops::inferNode(*bn, diags));
+                                   "') is not supported by an inference compilation (it "
+                                   "updates no state); compile for training, or export the model "
+                                   "in eval mode");
+      DTC_ASSIGN_OR_RETURN(ir::Node * bn,
+                           insertBatchNormTraining(graph, n, n->name() + "/batch_stats", diags));
       if (!warned)
         diags.warning(n->where(),
                       "training_mode=1 (exported in training mode): inference normalizes with "

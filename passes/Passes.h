@@ -70,6 +70,14 @@ std::unique_ptr<Pass> createVerifyPass();
 Status bindDims(ir::Graph &graph, std::map<std::string, int64_t> &dims,
                 std::optional<int64_t> batchSize, Diagnostics &diags);
 
+/// A new ai.dtc.BatchNormTraining node before the BatchNormalization node `n` (n's five inputs,
+/// epsilon and momentum; outputs Y, running mean, running var, saved mean and saved var named
+/// "<base>.Y" ...), its types inferred; `n` is left for the caller to replace. Used by
+/// training-mode (running statistics become state updates) and by canonicalize for an inference
+/// compilation of a training-mode export (batch statistics, running ones unused).
+Expected<ir::Node *> insertBatchNormTraining(ir::Graph &g, ir::Node *n, const std::string &base,
+                                             Diagnostics &diags);
+
 /// The pass named `name`, or nullptr.
 std::unique_ptr<Pass> createPassByName(const std::string &name);
 /// Every pass name, in pipeline order.

@@ -31,17 +31,7 @@ Status convertBatchNorm(ir::Graph &g, ir::Node *n, ir::TrainingRoles &st, Diagno
       return Status::error(n->where(),
                            std::string("the running ") + (i == 3 ? "mean" : "variance") +
                                " must be a model initializer to be updated in training mode");
-  const std::string base = n->name() + "/train";
-  std::vector<std::string> outs;
-  for (const char *s : {"Y", "running_mean", "running_var", "saved_mean", "saved_var"})
-    outs.push_back(g.uniqueName(base + "." + s));
-  ir::Node *bn = g.insertNodeBefore(n, "BatchNormTraining",
-                                    {n->input(0), n->input(1), n->input(2), n->input(3),
-                                     n->input(4)},
-                                    outs, ir::kDtcDomain, base);
-  bn->setAttr("epsilon", ir::Attribute(n->attrFloat("epsilon", 1e-5f)));
-  bn->setAttr("momentum", ir::Attribute(n->attrFloat("momentum", 0.9f)));
-  DTC_RETURN_IF_ERROR(ops::inferNode(*bn, diags));
+  DTC_ASSIGN_OR_RETURN(ir::Node * bn, insertBatchNormTraining(g, n, n->name() + "/train", diags));
   st.updates.push_back({n->input(3), bn->output(1)});
   st.updates.push_back({n->input(4), bn->output(2)});
   replaceNode(g, n, bn);
@@ -105,5 +95,20 @@ public:
 } // namespace
 
 std::unique_ptr<Pass> createTrainingModePass() { return std::make_unique<TrainingModePass>(); }
+
+Expected<ir::Node *> insertBatchNormTraining(ir::Graph &g, ir::Node *n, const std::string &base,
+                                             Diagnostics &diags) {
+  std::vector<std::string> outs;
+  for (const char *s : {"Y", "running_mean", "running_var", "saved_mean", "saved_var"})
+    outs.push_back(g.uniqueName(base + "." + s));
+  ir::Node *bn = g.insertNodeBefore(n, "BatchNormTraining",
+                                    {n->input(0), n->input(1), n->input(2), n->input(3),
+                                     n->input(4)},
+                                    outs, ir::kDtcDomain, base);
+  bn->setAttr("epsilon", ir::Attribute(n->attrFloat("epsilon", 1e-5f)));
+  bn->setAttr("momentum", ir::Attribute(n->attrFloat("momentum", 0.9f)));
+  DTC_RETURN_IF_ERROR(ops::inferNode(*bn, diags));
+  return bn;
+}
 
 } // namespace dtc::passes
