@@ -155,6 +155,11 @@ private:
       return false;
     n->setAttr("pads", ir::Attribute(window->pads));
     n->removeAttr("auto_pad");
+    // SAME's output is ceil(in / stride) whatever ceil_mode says (shape inference and
+    // onnxruntime ignore it); with these pads the floor formula gives exactly that, while
+    // ceil_mode=1 could add an element where the padding was clamped at 0 (in 6, kernel 1,
+    // stride 4: 2 outputs, 3 with ceil).
+    n->removeAttr("ceil_mode");
     return true;
   }
 
