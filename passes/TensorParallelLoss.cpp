@@ -138,7 +138,11 @@ Status rewriteVocabParallelLoss(ir::Node *n, GraphBuilder &g) {
     DTC_ASSIGN_OR_RETURN(ir::Value * rank, g.tpRank());
     first = op("Mul", {rank, g.constI64(b + "_rows", {rows}, true)}, "_first")->output(0);
   }
-  ir::Value *predicted = predictedClass(g, x, localMax, m, first, classes, b, n);
+  // The predicted class, where it replaces the split scores as the training prediction.
+  ir::TrainingRoles &st = graph.training();
+  const bool predicts = st.prediction && !g.layoutOf(st.prediction).isReplicated();
+  ir::Value *predicted =
+      predicts ? predictedClass(g, x, localMax, m, first, classes, b, n) : nullptr;
   ir::Value *local = op("Sub", {lab, first}, "_local_labels")->output(0);
   ir::Value *ge =
       op("GreaterOrEqual", {local, g.constI64(b + "_zero", {0}, true)}, "_ge")->output(0);
@@ -204,8 +208,7 @@ Status rewriteVocabParallelLoss(ir::Node *n, GraphBuilder &g) {
   }
   graph.eraseNode(n);
   // The prediction (the split scores) is not gathered: the predicted class takes its place.
-  ir::TrainingRoles &st = graph.training();
-  if (st.prediction && !g.layoutOf(st.prediction).isReplicated()) {
+  if (predicts) {
     std::vector<ir::Value *> outs = graph.outputs();
     for (ir::Value *&o : outs)
       if (o == st.prediction)

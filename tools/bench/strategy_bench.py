@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -198,6 +199,14 @@ def main():
     if args.steps <= args.warmup:
         sys.exit("error: --steps must exceed --warmup")
     tmp = tempfile.mkdtemp(prefix="dtc-strategybench-")
+    try:
+        run_models(args, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+def run_models(args, tmp):
     n = args.batch * (args.steps + 1)
     for name in [m for m in args.models.split(",") if m]:
         if name == "gpt":
@@ -218,7 +227,6 @@ def main():
         else:
             sys.exit(f"error: unknown model '{name}' (gpt, gen)")
         bench_model(args, tmp, title, model, data, model_flags)
-    return 0
 
 
 if __name__ == "__main__":
