@@ -102,6 +102,7 @@ Status MpiCommunicator::initMpi() {
 void MpiCommunicator::threadMain(std::promise<Status> started) {
   // Precise short sleeps while polling (the default 50 us timer slack would dominate them).
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  Status init = initMpi();
   // Below the compute thread: waking this thread on submit() must not take the core from the
   // thread that computes or drives MPI in wait(). SCHED_IDLE by default: it runs on a core
   // nobody else wants and never preempts a normal thread when woken. At 10 nice levels below
@@ -111,7 +112,8 @@ void MpiCommunicator::threadMain(std::promise<Status> started) {
   // returned after 0.35 ms or more, up to 3.8 ms; at nice 0 one in two after 0.13 ms; under
   // SCHED_IDLE all within 4 us). It mostly sleeps, and still runs for heartbeats (a SCHED_IDLE
   // thread gets a small share of a busy core, and a thread in wait() sends them too) and for
-  // progress while nobody waits.
+  // progress while nobody waits. Set after MPI_Init_thread, so that the threads Open MPI's
+  // runtime starts from here (process-death and abort events) keep the process's policy.
   const char *nice = std::getenv("DTC_COMM_NICE");
   sched_param idle{};
   if (nice || pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle) != 0) {
@@ -121,7 +123,6 @@ void MpiCommunicator::threadMain(std::promise<Status> started) {
     if (errno == 0)
       setpriority(PRIO_PROCESS, tid, std::min(19, base + (nice ? std::atoi(nice) : 10)));
   }
-  Status init = initMpi();
   started.set_value(init);
   if (!init.isOk())
     return;

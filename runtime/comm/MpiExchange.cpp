@@ -111,7 +111,9 @@ int MpiCommunicator::postExchange(Task &t) {
     const size_t d = size_t{1} << k;
     partner = r ^ static_cast<int>(d);
     std::byte *out = static_cast<std::byte *>(q.outputs[0]);
-    send = out + static_cast<size_t>(r) / d * d * b;
+    // Phase 0: this rank's block straight from the input (startTask copies it meanwhile).
+    send = k == 0 ? static_cast<const std::byte *>(q.inputs[0])
+                  : out + static_cast<size_t>(r) / d * d * b;
     recv = out + static_cast<size_t>(partner) / d * d * b;
     sendBytes = recvBytes = d * b;
     break;
