@@ -224,6 +224,9 @@ struct CommStats {
   uint64_t persistentEvictions = 0; ///< cache entries freed to make room
   uint64_t persistentCached = 0;    ///< entries in the cache now
   uint64_t threadWakes = 0;         ///< submissions that woke the communication thread
+  /// Requests the communication thread completed (progressed in the background: nobody was
+  /// waiting for them when they completed).
+  uint64_t threadCompletions = 0;
 };
 
 /// The all-reduce of a CommRequest (kind kAllReduce, world group); kept for the executor and

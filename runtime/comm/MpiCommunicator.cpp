@@ -175,9 +175,12 @@ void MpiCommunicator::threadMain(std::promise<Status> started) {
     if (nothingActive && queue_.empty()) {
       if (stop_)
         break;
-      // Idle: sleep until work arrives, waking for the heartbeats.
-      workCv_.wait_for(lock, std::chrono::duration<double>(kHeartbeatInterval),
-                       [&] { return !queue_.empty() || stop_ || aborting() || !failure_.isOk(); });
+      // Idle: sleep until work arrives, waking for the heartbeats. A large request the
+      // submitting thread started itself is not in queue_: inFlightBackground_ counts it.
+      workCv_.wait_for(lock, std::chrono::duration<double>(kHeartbeatInterval), [&] {
+        return !queue_.empty() || inFlightBackground_.load() > 0 || stop_ || aborting() ||
+               !failure_.isOk();
+      });
       sleepUs = poll_.minSleepUs;
       busySince = Clock::now();
       continue;

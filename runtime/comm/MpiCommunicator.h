@@ -412,6 +412,7 @@ private:
   /// nobody waits (smaller ones complete in wait()).
   std::atomic<int> inFlightBackground_{0};
   std::atomic<uint64_t> wakes_{0};
+  std::atomic<uint64_t> threadCompletions_{0}; ///< CommStats::threadCompletions
   std::atomic<int> queued_{0};   ///< queue_ is not empty (lets pollOnce skip mu_)
   bool oversubscribed_ = false;  ///< more ranks on this host than cores
   /// At least one rank per core: every core runs a compute thread, so spinning while nobody

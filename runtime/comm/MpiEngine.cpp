@@ -27,6 +27,8 @@ void MpiCommunicator::complete(const std::shared_ptr<Task> &t, Status s) {
   }
   if (t->background)
     inFlightBackground_.fetch_sub(1);
+  if (std::this_thread::get_id() == thread_.get_id())
+    threadCompletions_.fetch_add(1, std::memory_order_relaxed);
   inFlight_.fetch_sub(1);
   t->done.store(true, std::memory_order_release);
 }

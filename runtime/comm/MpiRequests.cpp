@@ -366,6 +366,7 @@ CommStats MpiCommunicator::stats() const {
   s.persistentEvictions = pevictions_.load();
   s.persistentCached = pcached_.load();
   s.threadWakes = wakes_.load();
+  s.threadCompletions = threadCompletions_.load();
   return s;
 }
 

@@ -77,6 +77,27 @@ TEST(OperandList, InPlaceUpToFourThenOnTheHeapAndMoves) {
   EXPECT_TRUE(big.empty());
 }
 
+// A request of kBackgroundBytes or more, started by the submitting thread, is progressed to its
+// end by the communication thread while nobody waits (the executor computes meanwhile).
+TEST(CommRequests, LargeRequestCompletesWithoutAWait) {
+  if (sizeOf() == 1)
+    GTEST_SKIP() << "one rank: completes at once";
+  std::vector<float> v(kBackgroundBytes / sizeof(float) * 2, 1.0f);
+  CommRequest a = request(CommKind::kAllReduce, "background");
+  a.inputs = {v.data()};
+  a.outputs = {v.data()};
+  a.bytes = {v.size() * sizeof(float)};
+  const uint64_t before = gComm->stats().threadCompletions;
+  const uint64_t h = gComm->submit(a);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (gComm->stats().threadCompletions == before && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_GT(gComm->stats().threadCompletions, before) << "not completed without a wait()";
+  ASSERT_TRUE(gComm->wait(h).isOk());
+  EXPECT_EQ(v[0], static_cast<float>(sizeOf()));
+  EXPECT_EQ(v.back(), static_cast<float>(sizeOf()));
+}
+
 // --- CommRequest: every kind through submit/wait -------------------------------------------
 
 TEST(CommRequests, AllGatherAsyncAndInPlace) {
