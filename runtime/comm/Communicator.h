@@ -8,10 +8,13 @@
 #include "compiler/support/Status.h"
 #include "ops/cpu/Collectives.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace dtc::rt {
@@ -33,6 +36,104 @@ struct CommOptions {
   /// Tests: a request of this name fails to start as if its MPI call had failed (an MPI error:
   /// the communicator breaks, and that request and every other one in flight complete with it).
   std::string failStartOf;
+};
+
+/// The operands of a request (CommRequest's buffers and sizes): a list of trivially copyable
+/// values kept in place up to kInline of them, on the heap beyond, so that a request of one to
+/// four operands (every kind but a bucketed all-reduce) is built, moved and queued without a
+/// memory allocation; a list that went to the heap keeps its capacity when cleared (the
+/// communicator's pooled requests). Converts from std::vector and braced lists, and reads like
+/// one (size, operator[], iteration).
+template <class T> class OperandList {
+  static_assert(std::is_trivially_copyable_v<T>, "operands are pointers and sizes");
+
+public:
+  static constexpr size_t kInline = 4;
+
+  OperandList() = default;
+  OperandList(std::initializer_list<T> values) { assign(values.begin(), values.size()); }
+  OperandList(const std::vector<T> &values) { assign(values.data(), values.size()); }
+  OperandList(const OperandList &o) { assign(o.data(), o.size()); }
+  OperandList(OperandList &&o) noexcept { *this = std::move(o); }
+  OperandList &operator=(const OperandList &o) {
+    if (this != &o)
+      assign(o.data(), o.size());
+    return *this;
+  }
+  OperandList &operator=(OperandList &&o) noexcept {
+    if (this == &o)
+      return *this;
+    if (o.onHeap_) {
+      heap_.swap(o.heap_); // this list's heap capacity goes to `o`
+      onHeap_ = true;
+    } else {
+      std::copy_n(o.inline_, o.size_, inline_);
+      heap_.clear();
+      onHeap_ = false;
+    }
+    size_ = o.size_;
+    o.clear();
+    return *this;
+  }
+  OperandList &operator=(std::initializer_list<T> values) {
+    assign(values.begin(), values.size());
+    return *this;
+  }
+  OperandList &operator=(const std::vector<T> &values) {
+    assign(values.data(), values.size());
+    return *this;
+  }
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  T *data() { return onHeap_ ? heap_.data() : inline_; }
+  const T *data() const { return onHeap_ ? heap_.data() : inline_; }
+  T *begin() { return data(); }
+  T *end() { return data() + size_; }
+  const T *begin() const { return data(); }
+  const T *end() const { return data() + size_; }
+  T &operator[](size_t i) { return data()[i]; }
+  const T &operator[](size_t i) const { return data()[i]; }
+  T &front() { return data()[0]; }
+  T &back() { return data()[size_ - 1]; }
+  const T &front() const { return data()[0]; }
+  const T &back() const { return data()[size_ - 1]; }
+  void push_back(T v) {
+    if (!onHeap_ && size_ == kInline) {
+      heap_.assign(inline_, inline_ + size_);
+      onHeap_ = true;
+    }
+    if (onHeap_)
+      heap_.push_back(v);
+    else
+      inline_[size_] = v;
+    ++size_;
+  }
+  void clear() {
+    size_ = 0;
+    heap_.clear();
+    onHeap_ = false;
+  }
+  /// Whether the values live on the heap (more than kInline of them; tests).
+  bool onHeap() const { return onHeap_; }
+
+private:
+  void assign(const T *values, size_t n) {
+    if (n <= kInline) {
+      std::copy_n(values, n, inline_);
+      heap_.clear();
+      onHeap_ = false;
+    } else {
+      heap_.assign(values, values + n);
+      onHeap_ = true;
+    }
+    size_ = n;
+  }
+
+  T inline_[kInline] = {};
+  std::vector<T> heap_; ///< the values when onHeap_ (its capacity kept by clear())
+  size_t size_ = 0;
+  bool onHeap_ = false;
 };
 
 /// The kinds of asynchronous request (CommRequest::kind).
@@ -80,9 +181,9 @@ struct CommRequest {
   ReduceOp op = ReduceOp::kSum;
   int peer = -1; ///< broadcast root, send destination, recv source (world ranks)
   int tag = 0;   ///< send/recv
-  std::vector<const void *> inputs;
-  std::vector<void *> outputs;
-  std::vector<size_t> bytes; ///< per operand (see the kinds above)
+  OperandList<const void *> inputs;
+  OperandList<void *> outputs;
+  OperandList<size_t> bytes; ///< per operand (see the kinds above)
   /// Opt-in: the same request (kind, buffers, sizes, dtype, op, group, root) is submitted again
   /// and again (an executor's per-step collectives on its arena), so the communicator keeps it
   /// as an initialized MPI persistent collective (MPIX_*_init, then MPI_Start per submission)
@@ -98,13 +199,16 @@ struct CommRequest {
   bool persistent = false;
 };
 
-/// All-reduces, all-gathers and reduce-scatters of at most this many bytes (the reduced buffer,
-/// the gathered or scattered total) on groups whose size is a power of two run as
-/// point-to-point exchanges between the members (recursive doubling, reduce-scatter by
-/// recursive halving) instead of MPI's non-blocking collectives, which are 1.5-3x slower
-/// there; every member must see the same value (DTC_COMM_EXCHANGE="bytes,segment" overrides
-/// it for experiments: set it alike on every rank).
+/// All-reduces of at most this many bytes (the reduced buffer) on groups whose size is a power
+/// of two run as point-to-point exchanges between the members (recursive doubling) instead of
+/// MPI's non-blocking collectives, which are 1.5-3x slower there; every member must see the
+/// same value (DTC_COMM_EXCHANGE overrides it for experiments: set it alike on every rank).
 constexpr uint64_t kExchangeBytes = uint64_t{64} << 10;
+/// All-gathers and reduce-scatters of at most this many bytes (the gathered or scattered total)
+/// on groups whose size is a power of two run as exchanges too (recursive doubling; recursive
+/// halving), at every size up to it: faster than Open MPI's collectives on 2 ranks from 4 KiB
+/// to 16 MiB (runtime/comm/MpiCommunicator.h, ExchangeScheme).
+constexpr uint64_t kGatherExchangeBytes = uint64_t{1} << 30;
 
 /// Requests of at least this many bytes (CommRequest's total) wake the communication thread to
 /// progress them in the background (Communicator::submit).
@@ -120,6 +224,9 @@ struct CommStats {
   uint64_t persistentEvictions = 0; ///< cache entries freed to make room
   uint64_t persistentCached = 0;    ///< entries in the cache now
   uint64_t threadWakes = 0;         ///< submissions that woke the communication thread
+  /// Requests the communication thread completed (progressed in the background: nobody was
+  /// waiting for them when they completed).
+  uint64_t threadCompletions = 0;
 };
 
 /// The all-reduce of a CommRequest (kind kAllReduce, world group); kept for the executor and
@@ -128,9 +235,9 @@ struct AllReduceRequest {
   std::string name; ///< "bucket 0": messages and traces
   ir::DType dtype = ir::DType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
-  std::vector<const void *> inputs;
-  std::vector<void *> outputs;
-  std::vector<size_t> bytes; ///< per operand
+  OperandList<const void *> inputs;
+  OperandList<void *> outputs;
+  OperandList<size_t> bytes; ///< per operand
 };
 
 class Communicator : public ops::cpu::KernelCollectives {
@@ -169,11 +276,11 @@ public:
   virtual Status checkSameJob(const std::string &fingerprint, int planWorldSize,
                               const std::string &planPath) = 0;
 
-  /// Queues `request` and returns at once with a handle for wait(). A request below
-  /// kBackgroundBytes is started on this thread when the engine is free and completes in the
-  /// wait() on it (which drives MPI); a larger one also wakes the communication thread, which
-  /// progresses it while this thread computes. The buffers must not be
-  /// touched (outputs) or overwritten (inputs) until wait() returns. Many requests may be in
+  /// Queues `request` and returns at once with a handle for wait(). It is started on this
+  /// thread when the engine is free (else by the thread that holds it); a request below
+  /// kBackgroundBytes completes in the wait() on it (which drives MPI), a larger one also wakes
+  /// the communication thread, which progresses it while this thread computes. The buffers must not
+  /// be touched (outputs) or overwritten (inputs) until wait() returns. Many requests may be in
   /// flight; they are started in submission order, so collectives must be submitted in the
   /// same order on every member of their group (sends and receives in any order: they match by
   /// peer and tag). A malformed request (sizes, group, peer, tag, dtype)

@@ -62,7 +62,8 @@ Status MpiCommunicator::initMpi() {
   // Exchanges tag their messages with the group (10 bits) and a sequence number (20 bits).
   int *tagUb = nullptr, hasTagUb = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tagUb, &hasTagUb);
-  if (hasTagUb && tagUb && *tagUb >= (1 << 30) - 1 && xch_.maxBytes > 0) {
+  if (hasTagUb && tagUb && *tagUb >= (1 << 30) - 1 &&
+      (xch_.maxBytes > 0 || xch_.gatherMaxBytes > 0)) {
     if ((rc = MPI_Comm_dup(MPI_COMM_WORLD, &xchComm_)) != MPI_SUCCESS)
       return Status::error(where(), "MPI_Comm_dup failed: " + mpiErrorString(rc));
     MPI_Comm_set_errhandler(xchComm_, MPI_ERRORS_RETURN);
@@ -101,19 +102,27 @@ Status MpiCommunicator::initMpi() {
 void MpiCommunicator::threadMain(std::promise<Status> started) {
   // Precise short sleeps while polling (the default 50 us timer slack would dominate them).
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-  // A lower priority than the compute thread (10 nice levels below the process unless
-  // DTC_COMM_NICE gives the increment): waking this thread on submit() must not take the core
-  // from a thread that computes or drives MPI in wait() (measured: an all-reduce of 64 KiB to
-  // 4 MiB submitted and waited for at once took 1.5-8x as long at the same priority on 2 ranks
-  // x 2 cores). It mostly sleeps, and still gets its share for heartbeats and for progress
-  // while nobody waits.
-  const char *nice = std::getenv("DTC_COMM_NICE");
-  const id_t tid = static_cast<id_t>(gettid());
-  errno = 0;
-  const int base = getpriority(PRIO_PROCESS, tid);
-  if (errno == 0)
-    setpriority(PRIO_PROCESS, tid, std::min(19, base + (nice ? std::atoi(nice) : 10)));
   Status init = initMpi();
+  // Below the compute thread: waking this thread on submit() must not take the core from the
+  // thread that computes or drives MPI in wait(). SCHED_IDLE by default: it runs on a core
+  // nobody else wants and never preempts a normal thread when woken. At 10 nice levels below
+  // the process (the former policy; DTC_COMM_NICE=N sets N levels instead of SCHED_IDLE) the
+  // wake-up still preempted the submitting thread on its own core, often for the whole
+  // collective (measured on 2 ranks x 2 cores, all-reduces of 1-4 MiB: one submit() in ten
+  // returned after 0.35 ms or more, up to 3.8 ms; at nice 0 one in two after 0.13 ms; under
+  // SCHED_IDLE all within 4 us). It mostly sleeps, and still runs for heartbeats (a SCHED_IDLE
+  // thread gets a small share of a busy core, and a thread in wait() sends them too) and for
+  // progress while nobody waits. Set after MPI_Init_thread, so that the threads Open MPI's
+  // runtime starts from here (process-death and abort events) keep the process's policy.
+  const char *nice = std::getenv("DTC_COMM_NICE");
+  sched_param idle{};
+  if (nice || pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle) != 0) {
+    const id_t tid = static_cast<id_t>(gettid());
+    errno = 0;
+    const int base = getpriority(PRIO_PROCESS, tid);
+    if (errno == 0)
+      setpriority(PRIO_PROCESS, tid, std::min(19, base + (nice ? std::atoi(nice) : 10)));
+  }
   started.set_value(init);
   if (!init.isOk())
     return;
@@ -166,9 +175,12 @@ void MpiCommunicator::threadMain(std::promise<Status> started) {
     if (nothingActive && queue_.empty()) {
       if (stop_)
         break;
-      // Idle: sleep until work arrives, waking for the heartbeats.
-      workCv_.wait_for(lock, std::chrono::duration<double>(kHeartbeatInterval),
-                       [&] { return !queue_.empty() || stop_ || aborting() || !failure_.isOk(); });
+      // Idle: sleep until work arrives, waking for the heartbeats. A large request the
+      // submitting thread started itself is not in queue_: inFlightBackground_ counts it.
+      workCv_.wait_for(lock, std::chrono::duration<double>(kHeartbeatInterval), [&] {
+        return !queue_.empty() || inFlightBackground_.load() > 0 || stop_ || aborting() ||
+               !failure_.isOk();
+      });
       sleepUs = poll_.minSleepUs;
       busySince = Clock::now();
       continue;

@@ -13,6 +13,8 @@
 
 #include <mpi-ext.h>
 #include <mpi.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -216,13 +218,20 @@ struct PersistentEntry {
   uint64_t lastStart = 0; ///< MpiCommunicator::pstarts_ at its last start (LRU eviction)
 };
 
-/// Collectives of power-of-two groups up to `maxBytes` (the all-reduced buffer, the gathered or
-/// scattered total) run as point-to-point exchanges cut into messages of at most `segmentBytes`
-/// (a multiple of 8; at most the shared-memory transport's eager limit, so that each message is
-/// copied once, without a rendezvous): Open MPI's non-blocking collectives (libnbc) take 1.5-3x
-/// as long as the blocking ones there (measured on 2 ranks: 4 KiB, 10 us against 4 us), the
-/// exchanges as long as the blocking ones. Overridable with
-/// DTC_COMM_EXCHANGE="maxBytes,segmentBytes[,halvingBytes[,wholeAbove]]" (maxBytes 0: never).
+/// Collectives of power-of-two groups run as point-to-point exchanges: all-reduces up to
+/// `maxBytes` (the reduced buffer), all-gathers and reduce-scatters up to `gatherMaxBytes` (the
+/// gathered or scattered total). Messages are cut into pieces of at most `segmentBytes` (a
+/// multiple of 8; at most the shared-memory transport's eager limit, so that each piece is
+/// copied once, without a rendezvous) unless they are above `wholeAbove` (all-reduce) or
+/// `gatherWholeAbove` (all-gather, reduce-scatter): those go whole, as a rendezvous whose bytes
+/// the kernel's cross-memory attach copies once. Open MPI's non-blocking collectives (libnbc)
+/// take 1.5-3x as long as the blocking ones at small sizes (measured on 2 ranks: 4 KiB, 10 us
+/// against 4 us); its reduce-scatter (blocking or not) reduces at the root and scatters, 3-6x
+/// as long as the exchange by halving from 64 KiB to 16 MiB on 2 ranks; its all-gather of
+/// 64 KiB took 3x the blocking MPI_Allgather (0.32 of its bandwidth; the exchange of whole
+/// messages 0.9-0.93) and its persistent all-gather 0.5-0.8 from 256 KiB to 16 MiB. Overridable
+/// with DTC_COMM_EXCHANGE="maxBytes,segmentBytes[,halvingBytes[,wholeAbove[,gatherMaxBytes[,
+/// gatherWholeAbove]]]]" (maxBytes 0 without gatherMaxBytes: never).
 struct ExchangeScheme {
   size_t maxBytes = kExchangeBytes;
   size_t segmentBytes = 4032;
@@ -230,18 +239,21 @@ struct ExchangeScheme {
   /// ranks x 2 cores recursive doubling of 64 KiB reached 1.1-1.2 of raw MPI, halving 0.75-0.9
   /// (and it disturbed the raw calls after it); DTC_COMM_EXCHANGE lowers it (the tests do).
   size_t halvingBytes = size_t{1} << 20;
-  /// Messages above this many bytes go whole (a rendezvous: one copy by the kernel's
-  /// cross-memory attach instead of two through shared memory). None by default: on 2 ranks x 2
-  /// cores whole 32 KiB messages made the blocking all-reduce of 64 KiB steadier (0.97-1.0 of
-  /// raw MPI against 0.7-1.06) but submit-then-wait slower (0.73-0.89 against 0.79-1.18).
+  /// All-reduce messages above this many bytes go whole. None by default: an all-reduce of
+  /// 64 KiB on 2 ranks x 2 cores reached 0.78-0.89 of raw MPI with whole messages, 0.82-0.84
+  /// in pieces (medians of runs with the collectives in shuffled order).
   size_t wholeAbove = ~size_t{0};
+  size_t gatherMaxBytes = kGatherExchangeBytes;
+  /// All-gather and reduce-scatter messages above this many bytes go whole (all-gather of
+  /// 64 KiB on 2 ranks x 2 cores: 0.90-0.93 of raw MPI whole, 0.31-0.34 in pieces).
+  size_t gatherWholeAbove = size_t{16} << 10;
 };
 
 inline ExchangeScheme exchangeSchemeFromEnv() {
   ExchangeScheme x;
   if (const char *e = std::getenv("DTC_COMM_EXCHANGE")) {
-    unsigned long long a = 0, b = 0, c = 0, d = 0;
-    const int got = std::sscanf(e, "%llu,%llu,%llu,%llu", &a, &b, &c, &d);
+    unsigned long long a = 0, b = 0, c = 0, d = 0, f = 0, g = 0;
+    const int got = std::sscanf(e, "%llu,%llu,%llu,%llu,%llu,%llu", &a, &b, &c, &d, &f, &g);
     if (got >= 2 && b >= 8) {
       x.maxBytes = static_cast<size_t>(a);
       x.segmentBytes = static_cast<size_t>(b) / 8 * 8;
@@ -249,6 +261,12 @@ inline ExchangeScheme exchangeSchemeFromEnv() {
         x.halvingBytes = static_cast<size_t>(c);
       if (got >= 4)
         x.wholeAbove = static_cast<size_t>(d);
+      if (got >= 5)
+        x.gatherMaxBytes = static_cast<size_t>(f);
+      else if (x.maxBytes == 0)
+        x.gatherMaxBytes = 0;
+      if (got >= 6)
+        x.gatherWholeAbove = static_cast<size_t>(g);
     }
   }
   return x;
@@ -293,11 +311,12 @@ private:
   Status prepareKind(Task &t);
   Status prepareAllReduce(Task &t);
   /// Queues a prepared task (or completes it at once with `invalid`) and returns its handle.
-  /// `wake`: wake the communication thread (background progress); else, when `startNow`, this
-  /// thread starts it if the engine is free.
+  /// `startNow`: this thread starts it if the engine is free; `wake`: then wake the
+  /// communication thread (background progress).
   uint64_t enqueue(std::shared_ptr<Task> t, const Status &invalid, bool wake, bool startNow);
-  /// A task from the pool (reset), or a new one.
-  std::shared_ptr<Task> newTask();
+  /// A task from the pool (reset), or a new one, with Task::g set to `group` (null when there is
+  /// no such group), under one lock.
+  std::shared_ptr<Task> newTask(int group);
   /// Gives a collected task back to the pool when nobody else holds it. Under mu_.
   void recycle(std::shared_ptr<Task> &t);
   /// pending_: the task of `handle` (null when none). Under mu_.
@@ -393,6 +412,7 @@ private:
   /// nobody waits (smaller ones complete in wait()).
   std::atomic<int> inFlightBackground_{0};
   std::atomic<uint64_t> wakes_{0};
+  std::atomic<uint64_t> threadCompletions_{0}; ///< CommStats::threadCompletions
   std::atomic<int> queued_{0};   ///< queue_ is not empty (lets pollOnce skip mu_)
   bool oversubscribed_ = false;  ///< more ranks on this host than cores
   /// At least one rank per core: every core runs a compute thread, so spinning while nobody

@@ -8,15 +8,15 @@ namespace dtc::rt::mpi {
 
 bool MpiCommunicator::exchangeEligible(const Task &t) const {
   const size_t n = t.g->ranks.size();
-  if (xchComm_ == MPI_COMM_NULL || n < 2 || (n & (n - 1)) != 0 || t.group >= 1024 ||
-      t.bytes == 0 || t.bytes > std::min(xch_.maxBytes, size_t{1} << 30))
+  if (xchComm_ == MPI_COMM_NULL || n < 2 || (n & (n - 1)) != 0 || t.group >= 1024 || t.bytes == 0 ||
+      t.bytes > (size_t{1} << 30))
     return false;
   switch (t.op) {
   case Op::kAllReduce:
-    return !t.pieces.empty();
+    return !t.pieces.empty() && t.bytes <= xch_.maxBytes;
   case Op::kAllGather:
   case Op::kReduceScatter:
-    return t.req.bytes[0] > 0;
+    return t.req.bytes[0] > 0 && t.bytes <= xch_.gatherMaxBytes;
   default:
     return false;
   }
@@ -111,7 +111,9 @@ int MpiCommunicator::postExchange(Task &t) {
     const size_t d = size_t{1} << k;
     partner = r ^ static_cast<int>(d);
     std::byte *out = static_cast<std::byte *>(q.outputs[0]);
-    send = out + static_cast<size_t>(r) / d * d * b;
+    // Phase 0: this rank's block straight from the input (startTask copies it meanwhile).
+    send = k == 0 ? static_cast<const std::byte *>(q.inputs[0])
+                  : out + static_cast<size_t>(r) / d * d * b;
     recv = out + static_cast<size_t>(partner) / d * d * b;
     sendBytes = recvBytes = d * b;
     break;
@@ -138,7 +140,9 @@ int MpiCommunicator::postExchange(Task &t) {
   }
   const int peer = g.ranks[static_cast<size_t>(partner)];
   // The same cut on both sides: the partner sends as many bytes as this rank receives.
-  auto cut = [&](size_t bytes) { return bytes > xch_.wholeAbove ? bytes : xch_.segmentBytes; };
+  // (At most 1 GiB in all: exchangeEligible.)
+  const size_t whole = t.op == Op::kAllReduce ? xch_.wholeAbove : xch_.gatherWholeAbove;
+  auto cut = [&](size_t bytes) { return bytes > whole ? bytes : xch_.segmentBytes; };
   for (size_t off = 0, seg = cut(recvBytes); off < recvBytes; off += seg) {
     t.reqs.emplace_back();
     const int rc = MPI_Irecv(recv + off, static_cast<int>(std::min(seg, recvBytes - off)),

@@ -79,12 +79,7 @@ Status MpiCommunicator::prepareKind(Task &t) {
   t.kind = commKindName(r.kind);
   t.peer = r.peer;
   t.tag = r.tag;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (r.group >= 0 && static_cast<size_t>(r.group) < groups_.size())
-      t.g = groups_[static_cast<size_t>(r.group)];
-  }
-  if (!t.g)
+  if (!t.g) // newTask(group) looked it up
     return taskError(t, "unknown group " + std::to_string(r.group) +
                             " (0 is the world; createGroups makes 1..n)");
   const Group &g = *t.g;
@@ -235,16 +230,22 @@ void Task::reset() {
   status = Status::ok();
 }
 
-std::shared_ptr<Task> MpiCommunicator::newTask() {
+std::shared_ptr<Task> MpiCommunicator::newTask(int group) {
+  std::shared_ptr<Task> t;
+  std::shared_ptr<const Group> g;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (group >= 0 && static_cast<size_t>(group) < groups_.size())
+      g = groups_[static_cast<size_t>(group)];
     if (!pool_.empty()) {
-      std::shared_ptr<Task> t = std::move(pool_.back());
+      t = std::move(pool_.back());
       pool_.pop_back();
-      return t;
     }
   }
-  return std::make_shared<Task>();
+  if (!t)
+    t = std::make_shared<Task>();
+  t->g = std::move(g);
+  return t;
 }
 
 void MpiCommunicator::recycle(std::shared_ptr<Task> &t) {
@@ -280,6 +281,12 @@ void MpiCommunicator::addPending(std::shared_ptr<Task> t) {
 
 uint64_t MpiCommunicator::enqueue(std::shared_ptr<Task> t, const Status &invalid, bool wake,
                                   bool startNow) {
+  // Started here when the engine is free (no thread switch): its first messages leave now,
+  // whether or not the communication thread gets a core soon; a small request completes in the
+  // wait() on it. When the engine is busy, its holder (a waiting thread or the communication
+  // thread) starts it. Taken before mu_ (the lock order), so that the task goes straight to the
+  // engine's list when nothing is queued before it: one lock of mu_ per request fewer.
+  const bool engine = startNow && invalid.isOk() && engine_.try_lock();
   uint64_t h;
   bool queued = false;
   {
@@ -299,55 +306,56 @@ uint64_t MpiCommunicator::enqueue(std::shared_ptr<Task> t, const Status &invalid
         t->background = true;
         inFlightBackground_.fetch_add(1);
       }
-      queue_.push_back(t);
-      queued_.fetch_add(1, std::memory_order_release);
+      if (engine && queue_.empty()) {
+        toStart_.push_back(t); // after every earlier submission: none is left in queue_
+      } else {
+        queue_.push_back(t);
+        queued_.fetch_add(1, std::memory_order_release);
+      }
       inFlight_.fetch_add(1);
       queued = true;
     }
     addPending(std::move(t));
   }
+  if (engine) {
+    if (queued)
+      pollOnce();
+    engine_.unlock();
+  }
   if (!queued)
     return h;
   if (wake) {
+    // A large one is progressed by the communication thread while this thread computes.
     // Notified after unlocking: the woken communication thread must not block on the mutex the
     // caller (the compute thread, launching a bucket) still holds.
     wakes_.fetch_add(1, std::memory_order_relaxed);
     workCv_.notify_one();
-  } else if (startNow && engine_.try_lock()) {
-    // A small request: started here (no thread switch); the wait() on it completes it. When the
-    // engine is busy, its holder (a waiting thread or the communication thread) starts it.
-    pollOnce();
-    engine_.unlock();
   }
   return h;
 }
 
 uint64_t MpiCommunicator::submit(CommRequest request) {
-  std::shared_ptr<Task> t = newTask();
+  std::shared_ptr<Task> t = newTask(request.group);
   t->req = std::move(request);
   Status s = prepare(*t);
   const bool background = s.isOk() && t->bytes >= kBackgroundBytes;
-  return enqueue(std::move(t), s, /*wake=*/background, /*startNow=*/!background);
+  return enqueue(std::move(t), s, /*wake=*/background, /*startNow=*/true);
 }
 
 Status MpiCommunicator::run(CommRequest request) {
   // This thread waits at once and drives MPI itself: no need to wake the communication thread
   // (started here when the engine is free, as a small submit() is).
-  std::shared_ptr<Task> t = newTask();
+  std::shared_ptr<Task> t = newTask(request.group);
   t->req = std::move(request);
   Status s = prepare(*t);
   return wait(enqueue(std::move(t), s, /*wake=*/false, /*startNow=*/true));
 }
 
 Status MpiCommunicator::barrier(const std::string &what) {
-  std::shared_ptr<Task> t = newTask();
+  std::shared_ptr<Task> t = newTask(0);
   t->op = Op::kBarrier;
   t->kind = "barrier";
   t->name = what;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    t->g = groups_.front();
-  }
   return wait(enqueue(std::move(t), Status::ok(), /*wake=*/false, /*startNow=*/false));
 }
 
@@ -358,6 +366,7 @@ CommStats MpiCommunicator::stats() const {
   s.persistentEvictions = pevictions_.load();
   s.persistentCached = pcached_.load();
   s.threadWakes = wakes_.load();
+  s.threadCompletions = threadCompletions_.load();
   return s;
 }
 

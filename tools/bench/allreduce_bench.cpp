@@ -1,12 +1,14 @@
 // Communication benchmark of the communicator (runtime/comm): `mpirun -n 2 dtc_allreduce_bench
-// [reps-scale] [kinds] [max-bytes]`. For 4 KiB to 64 MiB (or max-bytes) it times raw blocking MPI calls (main thread, on a
-// communicator of its own) against the communicator's blocking form (run: submit + wait on the
-// calling thread), its asynchronous form (submit, then wait) and the asynchronous form of a
-// persistent request (CommRequest::persistent, as the executor submits its per-step collectives)
-// on the same bytes, interleaved, and prints medians, bus bandwidths (NCCL's busbw) and the ratios
-// raw time / dtc time (of the medians, and "best": of the fastest repetitions, robust against a
-// loaded machine). kinds: a comma-separated subset of
-// allreduce,allgather,reducescatter,broadcast,sendrecv.
+// [reps-scale] [kinds] [max-bytes] [min-bytes]`. For 4 KiB to 64 MiB (or min-bytes to
+// max-bytes, sizes growing 4x) it times raw blocking MPI calls (main thread, on a communicator
+// of its own) against the communicator's blocking form (run: submit + wait on the calling
+// thread), its asynchronous form (submit, then wait) and the asynchronous form of a persistent
+// request (CommRequest::persistent, as the executor submits its per-step collectives) on the
+// same bytes, interleaved in an order shuffled every repetition, and prints medians, bus
+// bandwidths (NCCL's busbw) and the ratios raw time / dtc time (of the medians, and "best": of
+// the fastest repetitions, robust against a loaded machine). kinds: a comma-separated subset of
+// allreduce,allgather,reducescatter,broadcast,sendrecv. tools/bench/allreduce_runs.py repeats
+// it and prints medians and minima of the ratios over the runs.
 #include "runtime/Trace.h"
 #include "runtime/comm/Communicator.h"
 
@@ -17,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -49,6 +52,8 @@ int main(int argc, char **argv) {
       argc > 2 ? argv[2] : "allreduce,allgather,reducescatter,broadcast,sendrecv";
   const size_t maxBytes =
       argc > 3 ? static_cast<size_t>(std::strtoull(argv[3], nullptr, 10)) : size_t{64} << 20;
+  const size_t minBytes =
+      argc > 4 ? std::max<size_t>(4096, std::strtoull(argv[4], nullptr, 10)) : size_t{4096};
   CommOptions opts;
   auto comm = Communicator::createMpi(opts);
   if (!comm) {
@@ -93,7 +98,7 @@ int main(int argc, char **argv) {
       continue;
     if (k.kind == CommKind::kSend && (n % 2 != 0))
       continue; // pairs of ranks exchange
-    for (size_t bytes = 4096; bytes <= maxBytes; bytes *= 4) {
+    for (size_t bytes = minBytes; bytes <= maxBytes; bytes *= 4) {
       const size_t count = bytes / 4; // f32 elements
       const size_t per = bytes / static_cast<size_t>(n);
       std::vector<float> a(count, 1.0f), b(count, 0.0f);
@@ -167,41 +172,46 @@ int main(int argc, char **argv) {
       };
       std::vector<double> rawT, dtcT, asyncT, persistT;
       std::vector<CommRequest> reqs;
+      std::vector<uint64_t> handles;
+      std::vector<int> forms = {-1, 0, 1, 2};
       for (int rep = -3; rep < reps; ++rep) {
-        MPI_Barrier(raw);
-        double t0 = now();
-        rawOp();
-        double t = now() - t0;
-        if (rep >= 0)
-          rawT.push_back(t);
-        for (int form = 0; form < 3; ++form) {
+        // The four forms (-1: raw MPI) in an order shuffled every repetition, alike on every
+        // rank (seeded by the repetition): the time of a collective depends on the one before
+        // it (measured: all-gathers of 64 KiB by whole messages took 12 us right after the raw
+        // call, 25 us after another of dtc's, and the raw call after dtc's 25 us too), so
+        // each form follows each other one equally often.
+        std::minstd_rand shuffle(static_cast<unsigned>(rep + 3));
+        std::shuffle(forms.begin(), forms.end(), shuffle);
+        for (const int form : forms) {
           request(reqs);
           for (CommRequest &q : reqs)
             q.persistent = form == 2;
           MPI_Barrier(raw);
-          t0 = now();
+          const double t0 = now();
           Status s;
-          if (form == 0) {
+          if (form < 0) {
+            rawOp();
+          } else if (form == 0) {
             // The blocking form; an exchange posts its recv first.
             uint64_t h = reqs.size() > 1 ? c.submit(std::move(reqs[0])) : 0;
             s = c.run(std::move(reqs.back()));
             if (Status w = h ? c.wait(h) : Status::ok(); s.isOk())
               s = w;
           } else {
-            std::vector<uint64_t> handles;
+            handles.clear();
             for (CommRequest &r : reqs)
               handles.push_back(c.submit(std::move(r)));
             for (uint64_t h : handles)
               if (Status w = c.wait(h); s.isOk())
                 s = w;
           }
-          t = now() - t0;
+          const double t = now() - t0;
           if (!s.isOk()) {
             std::fprintf(stderr, "error: %s\n", s.message().c_str());
             c.abortJob(1);
           }
           if (rep >= 0)
-            (form == 0 ? dtcT : form == 1 ? asyncT : persistT).push_back(t);
+            (form < 0 ? rawT : form == 0 ? dtcT : form == 1 ? asyncT : persistT).push_back(t);
         }
         // Keep the all-reduced values bounded (powers of n would overflow after many reps).
         if (k.kind == CommKind::kAllReduce && rep % 16 == 0)

@@ -24,6 +24,80 @@ using namespace dtc::rt::commtest;
 
 namespace {
 
+// --- OperandList: CommRequest's operands -----------------------------------------------------
+
+TEST(OperandList, InPlaceUpToFourThenOnTheHeapAndMoves) {
+  float x[6] = {};
+  OperandList<void *> a = {&x[0], &x[1]};
+  EXPECT_EQ(a.size(), 2u);
+  EXPECT_FALSE(a.onHeap());
+  EXPECT_EQ(a[1], &x[1]);
+  for (int i = 2; i < 6; ++i)
+    a.push_back(&x[i]);
+  EXPECT_EQ(a.size(), 6u);
+  EXPECT_TRUE(a.onHeap()); // the fifth went to the heap, with the four before it
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_EQ(a[i], &x[i]) << i;
+  EXPECT_EQ(a.back(), &x[5]);
+
+  OperandList<void *> b = std::move(a); // the heap block moves, values unchanged
+  EXPECT_TRUE(a.empty());
+  EXPECT_FALSE(a.onHeap());
+  ASSERT_EQ(b.size(), 6u);
+  EXPECT_EQ(b.front(), &x[0]);
+  OperandList<void *> c = b; // a copy
+  c[0] = &x[3];
+  EXPECT_EQ(b[0], &x[0]);
+  EXPECT_EQ(c[0], &x[3]);
+
+  // From std::vector and braced lists, small and large; iteration.
+  OperandList<size_t> sizes = std::vector<size_t>{1, 2, 3};
+  EXPECT_FALSE(sizes.onHeap());
+  size_t sum = 0;
+  for (size_t v : sizes)
+    sum += v;
+  EXPECT_EQ(sum, 6u);
+  sizes = std::vector<size_t>{1, 2, 3, 4, 5, 6, 7};
+  EXPECT_TRUE(sizes.onHeap());
+  EXPECT_EQ(sizes[6], 7u);
+  sizes = {9};
+  EXPECT_FALSE(sizes.onHeap());
+  ASSERT_EQ(sizes.size(), 1u);
+  EXPECT_EQ(sizes[0], 9u);
+  sizes = {};
+  EXPECT_TRUE(sizes.empty());
+
+  // An in-place list moved over a heap one replaces it.
+  OperandList<size_t> big = std::vector<size_t>(10, 4), small = {5, 6};
+  big = std::move(small);
+  EXPECT_FALSE(big.onHeap());
+  ASSERT_EQ(big.size(), 2u);
+  EXPECT_EQ(big[0] + big[1], 11u);
+  big.clear();
+  EXPECT_TRUE(big.empty());
+}
+
+// A request of kBackgroundBytes or more, started by the submitting thread, is progressed to its
+// end by the communication thread while nobody waits (the executor computes meanwhile).
+TEST(CommRequests, LargeRequestCompletesWithoutAWait) {
+  if (sizeOf() == 1)
+    GTEST_SKIP() << "one rank: completes at once";
+  std::vector<float> v(kBackgroundBytes / sizeof(float) * 2, 1.0f);
+  CommRequest a = request(CommKind::kAllReduce, "background");
+  a.inputs = {v.data()};
+  a.outputs = {v.data()};
+  a.bytes = {v.size() * sizeof(float)};
+  const uint64_t before = gComm->stats().threadCompletions;
+  const uint64_t h = gComm->submit(a);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (gComm->stats().threadCompletions == before && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_GT(gComm->stats().threadCompletions, before) << "not completed without a wait()";
+  ASSERT_TRUE(gComm->wait(h).isOk());
+  EXPECT_EQ(v[0], static_cast<float>(sizeOf()));
+  EXPECT_EQ(v.back(), static_cast<float>(sizeOf()));
+}
+
 // --- CommRequest: every kind through submit/wait -------------------------------------------
 
 TEST(CommRequests, AllGatherAsyncAndInPlace) {
@@ -515,8 +589,10 @@ TEST(CommExchange, AllReduceOddSizesSameBitsOnEveryRank) {
 
 TEST(CommExchange, ReduceScatterAndAllGatherAcrossTheLimit) {
   const int n = sizeOf(), r = rankOf();
+  // Up to 2 MiB in all: whole messages above ExchangeScheme::gatherWholeAbove, progressed by the
+  // communication thread (kBackgroundBytes) while this thread sleeps.
   for (size_t count : {size_t{1}, size_t{3}, size_t{1000}, size_t{4096} / n, size_t{16384} / n,
-                       size_t{16384} / n + 1}) {
+                       size_t{16384} / n + 1, (size_t{1} << 19) / n + 3}) {
     for (bool inPlace : {false, true}) {
       // Small integers in f32: exact sums.
       std::vector<float> in(count * n), out(count, -1.0f);
@@ -526,7 +602,10 @@ TEST(CommExchange, ReduceScatterAndAllGatherAcrossTheLimit) {
       a.inputs = {in.data()};
       a.outputs = {inPlace ? in.data() : out.data()};
       a.bytes = {count * sizeof(float)};
-      ASSERT_TRUE(gComm->wait(gComm->submit(a)).isOk()) << count;
+      const uint64_t h = gComm->submit(a);
+      if (count * n * sizeof(float) >= kBackgroundBytes)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      ASSERT_TRUE(gComm->wait(h).isOk()) << count;
       const float *res = inPlace ? in.data() : out.data();
       for (size_t j = 0; j < count; ++j) {
         const size_t gi = static_cast<size_t>(r) * count + j;

@@ -383,8 +383,8 @@ TEST(Comm, TraceGathersEveryRank) {
 }
 
 // --fault=start|start-background: the MPI call of request "doomed" fails on every rank
-// (CommOptions::failStartOf), small (started by the submitting thread) or large (by the
-// communication thread). Its wait must return that error at once, as must the request queued
+// (CommOptions::failStartOf), small or large (which also wakes the communication thread while
+// the communicator breaks). Its wait must return that error at once, as must the request queued
 // behind it, and the communicator is broken from then on.
 TEST(CommFault, StartFailureCompletesTheRequest) {
   if (gFault != "start" && gFault != "start-background")
@@ -404,7 +404,7 @@ TEST(CommFault, StartFailureCompletesTheRequest) {
   b.bytes = {w.size() * 4};
   uint64_t h2 = gComm->submit(b);
   if (gFault == "start-background")
-    std::this_thread::sleep_for(std::chrono::milliseconds(50)); // the thread starts it
+    std::this_thread::sleep_for(std::chrono::milliseconds(50)); // the woken thread sees it
   Status s = gComm->wait(h1);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   ASSERT_FALSE(s.isOk());

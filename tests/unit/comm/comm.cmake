@@ -14,8 +14,14 @@ foreach(np 2 4)
   add_test(NAME comm_np${np}_exchange COMMAND ${DTC_MPIRUN} -n ${np} $<TARGET_FILE:dtc_comm_tests>)
   set_tests_properties(comm_np${np}_exchange PROPERTIES ENVIRONMENT "DTC_COMM_EXCHANGE=100000000,64,0")
 endforeach()
-set_tests_properties(comm_np1 comm_np2 comm_np4 comm_np2_exchange comm_np4_exchange PROPERTIES
-  LABELS "unit;comm" TIMEOUT 90)
+# And with none: every collective through MPI's non-blocking collectives, which the defaults leave
+# to groups whose size is not a power of two (and to all-reduces above kExchangeBytes).
+foreach(np 2 4)
+  add_test(NAME comm_np${np}_mpi COMMAND ${DTC_MPIRUN} -n ${np} $<TARGET_FILE:dtc_comm_tests>)
+  set_tests_properties(comm_np${np}_mpi PROPERTIES ENVIRONMENT "DTC_COMM_EXCHANGE=0,64")
+endforeach()
+set_tests_properties(comm_np1 comm_np2 comm_np4 comm_np2_exchange comm_np4_exchange comm_np2_mpi
+  comm_np4_mpi PROPERTIES LABELS "unit;comm" TIMEOUT 90)
 # SIGSTOP: rank 0 must report rank 1 within the 2 s timeout, then MPI_Abort ends the job.
 add_test(NAME comm_fault_stop
   COMMAND ${DTC_MPIRUN} -n 2 $<TARGET_FILE:dtc_comm_tests> --fault=stop)
@@ -50,6 +56,8 @@ if(DTC_SANITIZE)
     comm_fault_stop_recv comm_fault_kill_recv comm_fault_start comm_fault_start-background
     PROPERTIES
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:halt_on_error=1")
+  set_tests_properties(comm_np2_mpi comm_np4_mpi PROPERTIES ENVIRONMENT
+    "DTC_COMM_EXCHANGE=0,64;ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:halt_on_error=1")
   # 256-byte segments: with 64 the exchange tests take about 18 s under ASan alone, past the
   # communicator's 20 s timeout when ctest runs tests side by side.
   set_tests_properties(comm_np2_exchange comm_np4_exchange PROPERTIES ENVIRONMENT
