@@ -94,6 +94,7 @@ public:
         DTC_RETURN_IF_ERROR(visitNode(n));
     DTC_RETURN_IF_ERROR(finishOutputs());
     DTC_RETURN_IF_ERROR(finishWeights());
+    warnIfNothingSplit();
     // Local types: every node re-inferred in order from its (now local) inputs.
     for (ir::Node *n : graph.nodes())
       DTC_RETURN_IF_ERROR(ops::inferNode(*n, *diags_));
@@ -101,6 +102,35 @@ public:
   }
 
 private:
+  /// A tp degree no weight could be split by (every splittable axis shorter than T, as a
+  /// 10-feature MLP at tp=11) leaves every tp rank computing the whole model: say so, naming the
+  /// largest weight, rather than running T copies silently.
+  void warnIfNothingSplit() {
+    const ir::Value *largest = nullptr;
+    int64_t largestSize = -1;
+    for (const ir::Value *v : graph_->values()) {
+      if (!isTrainableFloat(v))
+        continue;
+      if (layoutOf(v).isSplit())
+        return;
+      int64_t size = 1;
+      for (int64_t d : staticDims(v))
+        size *= d;
+      if (size > largestSize) {
+        largest = v;
+        largestSize = size;
+      }
+    }
+    if (largest)
+      diags_->warning("--strategy " + cfg_->mesh.text(),
+                      "no weight is split over the tp group (no sharding rule found an axis of "
+                      "at least " +
+                          std::to_string(parts_) + " elements to split; the largest weight is '" +
+                          largest->name() + "' " + largest->shape().str() +
+                          "): every tp rank computes the whole model; use a smaller tp or "
+                          "--tp-shard NAME=AXIS");
+  }
+
   // ---- layouts -------------------------------------------------------------------------------
 
   /// A Transpose of a free weight is not converted: its output stands for the weight (rules
