@@ -754,7 +754,7 @@ private:
     const std::string b = n->name() + "/tp";
     ir::Value *firstRow = nullptr;
     if (ir::isUnevenSplit(staticDims(w), s)) {
-      DTC_ASSIGN_OR_RETURN(firstRow, unevenFirst(staticDims(w)[0], s, b, rows));
+      DTC_ASSIGN_OR_RETURN(firstRow, unevenFirst(staticDims(w)[0], s, b, rows, n));
     } else {
       DTC_ASSIGN_OR_RETURN(ir::Value * rank, tpRank());
       firstRow =
@@ -823,27 +823,44 @@ private:
 
   // ---- uneven splits ---------------------------------------------------------------------------
   // A split whose axis does not divide by T (ir::splitRange: the first size % T ranks hold one
-  // more) gives tp ranks different shapes, so the graph is built for one tp index (cfg_->tpIndex;
-  // dtc-compile compiles once per index) and each rank's range is a constant, not a product of
-  // the runtime-fed tp rank.
+  // more) gives tp ranks different shapes, so the graph is built for the class of one tp index
+  // (cfg_->tpIndex: the ranks holding ceil(size / T) rows, or those holding floor) and dtc-compile
+  // compiles one index per class. Within a class a rank's first row is linear in its runtime-fed
+  // tp rank, so every rank of the class runs the same program.
 
-  /// This tp index's first row of an axis of `size` split unevenly by `s`, as an int64 scalar
-  /// constant; `rows` becomes the range's length.
+  /// This tp index's first row of an axis of `size` split unevenly by `s` (an int64 scalar
+  /// computed before `before` from the runtime-fed tp rank r: r * (q + 1) for the ranks below
+  /// size % T, r * q + size % T for the others, q = size / T); `rows` becomes the range's length.
   Expected<ir::Value *> unevenFirst(int64_t size, const Sharding &s, const std::string &base,
-                                    int64_t &rows) override {
+                                    int64_t &rows, ir::Node *before) override {
     const ir::SplitRange r = ir::splitRange(size, s.parts, cfg_->tpIndex);
     rows = r.length;
-    return constI64(base + "_first_row", {r.first}, true);
+    cfg_->tpUneven = true;
+    cfg_->tpUnevenSizes.push_back(size);
+    const int64_t rem = size % s.parts;
+    DTC_ASSIGN_OR_RETURN(ir::Value * rank, tpRank());
+    ir::Value *first =
+        insert(before, "Mul", {rank, constI64(base + "_rows", {rows}, true)}, base + "_first")
+            ->output(0);
+    if (cfg_->tpIndex >= rem) // past the longer ranges: size % T rows more
+      first = insert(before, "Add", {first, constI64(base + "_longer_rows", {rem}, true)},
+                     base + "_first_row")
+                  ->output(0);
+    return first;
   }
 
-  /// The rank's uneven slice of a replicated value: Gather of its range's indices.
+  /// The rank's uneven slice of a replicated value: Gather of its range's indices (0..rows-1
+  /// plus the runtime first row).
   Expected<ir::Value *> unevenSlice(ir::Value *v, const Sharding &s, ir::Node *before) {
-    const ir::SplitRange r =
-        ir::splitRange(staticDims(v)[static_cast<size_t>(s.axis)], s.parts, cfg_->tpIndex);
-    std::vector<int64_t> idx(static_cast<size_t>(r.length));
-    std::iota(idx.begin(), idx.end(), r.first);
-    ir::Node *g = insert(before, "Gather", {v, constI64(v->name() + "/tp_range", idx)},
-                         v->name() + "/tp_slice");
+    int64_t rows = 0;
+    const std::string b = v->name() + "/tp_range";
+    DTC_ASSIGN_OR_RETURN(
+        ir::Value * first,
+        unevenFirst(staticDims(v)[static_cast<size_t>(s.axis)], s, b, rows, before));
+    std::vector<int64_t> idx(static_cast<size_t>(rows));
+    std::iota(idx.begin(), idx.end(), 0);
+    ir::Node *range = insert(before, "Add", {constI64(b + "_offsets", idx, false), first}, b);
+    ir::Node *g = insert(before, "Gather", {v, range->output(0)}, v->name() + "/tp_slice");
     g->setAttr("axis", ir::Attribute(s.axis));
     return typed(g, v->type(), s);
   }
@@ -900,8 +917,10 @@ private:
       if (!s.isSplit())
         continue;
       ir::Value *w = const_cast<ir::Value *>(v);
-      if (ir::isUnevenSplit(staticDims(w), s))
-        cfg_->tpUneven = true; // this graph holds tp rank tpIndex's shapes only
+      if (ir::isUnevenSplit(staticDims(w), s)) {
+        cfg_->tpUneven = true; // this graph holds the shapes of tpIndex's class only
+        cfg_->tpUnevenSizes.push_back(staticDims(w)[static_cast<size_t>(s.axis)]);
+      }
       auto localDims = ir::shardDimsOf(staticDims(w), s, cfg_->tpIndex);
       if (!localDims.hasValue())
         return Status::error("weight '" + w->name() + "' (" + w->type().str() + ")",

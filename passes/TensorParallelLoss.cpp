@@ -133,7 +133,7 @@ Status rewriteVocabParallelLoss(ir::Node *n, GraphBuilder &g) {
   }
   ir::Value *first = nullptr;
   if (ir::isUnevenSplit(staticDims(x), s)) {
-    DTC_ASSIGN_OR_RETURN(first, g.unevenFirst(classes, s, b, rows));
+    DTC_ASSIGN_OR_RETURN(first, g.unevenFirst(classes, s, b, rows, n));
   } else {
     DTC_ASSIGN_OR_RETURN(ir::Value * rank, g.tpRank());
     first = op("Mul", {rank, g.constI64(b + "_rows", {rows}, true)}, "_first")->output(0);

@@ -34,9 +34,10 @@ public:
   /// The layout the pass gave `v` (replicated when it gave none).
   virtual ir::Sharding layoutOf(const ir::Value *v) const = 0;
   /// This tp index's first row of an axis of `size` split unevenly by `s` (an int64 scalar
-  /// constant); `rows` becomes the range's length.
+  /// computed before `before` from the runtime-fed tp rank); `rows` becomes the range's length.
   virtual Expected<ir::Value *> unevenFirst(int64_t size, const ir::Sharding &s,
-                                            const std::string &base, int64_t &rows) = 0;
+                                            const std::string &base, int64_t &rows,
+                                            ir::Node *before) = 0;
 };
 
 /// Whether `n` is a SoftmaxCrossEntropyLoss (f32) whose scores arrive split along the class axis

@@ -5,6 +5,7 @@
 #include "compiler/driver/ParameterHost.h"
 #include "compiler/driver/TrainConfig.h"
 #include "compiler/ir/Printer.h"
+#include "compiler/ir/Sharding.h"
 #include "compiler/onnx/Exporter.h"
 #include "compiler/plan/Lowering.h"
 #include "compiler/support/FileIO.h"
@@ -21,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -540,10 +542,24 @@ int main(int argc, char **argv) {
     if (!plan)
       return fail(plan.status().message());
     if (training && cfg.tpUneven && cfg.mesh.tp > 1) {
-      // Uneven tensor-parallel splits: the graph holds tp index 0's shapes; compile and lower
-      // the other indices the same way and give their ranks those programs.
+      // Uneven tensor-parallel splits: the graph holds the shapes of tp index 0's class (the
+      // indices whose range lengths agree on every unevenly split axis); compile and lower one
+      // index of each other class the same way, and give every index its class's programs
+      // (identical programs are stored once).
+      auto classOf = [&](int64_t t) {
+        std::vector<int64_t> lengths;
+        for (int64_t size : cfg.tpUnevenSizes)
+          lengths.push_back(dtc::ir::splitRange(size, cfg.mesh.tp, t).length);
+        return lengths;
+      };
+      std::map<std::vector<int64_t>, int64_t> compiled{{classOf(0), 0}}; // class -> index
       std::vector<dtc::plan::Plan> others;
       for (int64_t t = 1; t < cfg.mesh.tp; ++t) {
+        if (auto it = compiled.find(classOf(t)); it != compiled.end()) {
+          others.push_back(it->second == 0 ? *plan : others[static_cast<size_t>(it->second - 1)]);
+          continue;
+        }
+        compiled.emplace(classOf(t), t);
         dtc::driver::CompileOptions quiet = opts;
         quiet.printAfter.clear();
         quiet.timePasses = false;

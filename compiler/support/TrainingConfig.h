@@ -58,6 +58,10 @@ struct TrainingConfig {
   /// Set by the tensor-parallel pass when a split is uneven (ir::isUnevenSplit): the graph holds
   /// tp rank `tpIndex`'s shapes only, so each tp index needs a compilation of its own.
   bool tpUneven = false;
+  /// Set with tpUneven: the size of every axis split unevenly. tp indices whose
+  /// ir::splitRange lengths agree on each of them get identical programs (a rank's first row is
+  /// computed from the runtime-fed tp rank), so dtc-compile compiles one index per such class.
+  std::vector<int64_t> tpUnevenSizes;
   /// Parameters whose name matches this ECMAScript regex are frozen ("" = none).
   std::string freeze;
   /// --untie-initializers: import gives every use of a constant-filled floating-point
