@@ -103,20 +103,21 @@ void MpiCommunicator::threadMain(std::promise<Status> started) {
   // Precise short sleeps while polling (the default 50 us timer slack would dominate them).
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   Status init = initMpi();
-  // Below the compute thread: waking this thread on submit() must not take the core from the
-  // thread that computes or drives MPI in wait(). SCHED_IDLE by default: it runs on a core
-  // nobody else wants and never preempts a normal thread when woken. At 10 nice levels below
-  // the process (the former policy; DTC_COMM_NICE=N sets N levels instead of SCHED_IDLE) the
-  // wake-up still preempted the submitting thread on its own core, often for the whole
-  // collective (measured on 2 ranks x 2 cores, all-reduces of 1-4 MiB: one submit() in ten
-  // returned after 0.35 ms or more, up to 3.8 ms; at nice 0 one in two after 0.13 ms; under
-  // SCHED_IDLE all within 4 us). It mostly sleeps, and still runs for heartbeats (a SCHED_IDLE
-  // thread gets a small share of a busy core, and a thread in wait() sends them too) and for
-  // progress while nobody waits. Set after MPI_Init_thread, so that the threads Open MPI's
-  // runtime starts from here (process-death and abort events) keep the process's policy.
+  // Below the compute thread: waking this thread on submit() should not take the core from the
+  // thread that computes or drives MPI in wait(). By default it runs 10 nice levels below the
+  // process (DTC_COMM_NICE=N: N levels). DTC_COMM_SCHED=idle puts it under SCHED_IDLE instead,
+  // where a wake-up never preempts a normal thread: on 2 ranks x 2 cores, all-reduces of
+  // 1-4 MiB, one submit() in ten returned after 0.35-3.8 ms at nice 10 and all within 4 us under
+  // SCHED_IDLE. It is not the default because a SCHED_IDLE thread gets almost no time on
+  // oversubscribed cores: with 4 ranks on 2 busy cores, background progress stalled for over
+  // 20 s and a stopped rank's peers outlived --timeout. Set after MPI_Init_thread, so that the
+  // threads Open MPI's runtime starts from here (process-death and abort events) keep the
+  // process's policy.
   const char *nice = std::getenv("DTC_COMM_NICE");
+  const char *sched = std::getenv("DTC_COMM_SCHED");
   sched_param idle{};
-  if (nice || pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle) != 0) {
+  if (!sched || std::string(sched) != "idle" ||
+      pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle) != 0) {
     const id_t tid = static_cast<id_t>(gettid());
     errno = 0;
     const int base = getpriority(PRIO_PROCESS, tid);
