@@ -3,6 +3,7 @@
 // Constant folding, node ordering, opset checks and the errors that name what is wrong.
 #include "compiler/onnx/Importer.h"
 #include "ops/OpDef.h"
+#include "tests/unit/TempDir.h"
 
 #include <gtest/gtest.h>
 #include <onnx/defs/parser.h>
@@ -42,30 +43,10 @@ template <typename T> std::string errorOf(const Expected<T> &e) {
   return e ? std::string() : e.status().message();
 }
 
-/// A fresh temporary folder, removed at the end of the test.
-class TempDir {
+/// A fresh temporary folder ("dtc-importer-XXXXXX"), removed at the end of the test.
+class TempDir : public dtc::test::TempDir {
 public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "dtc-importer-XXXXXX").string();
-    char *p = ::mkdtemp(tmpl.data());
-    EXPECT_NE(p, nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path &path() const { return path_; }
-  std::string file(const std::string &name, const std::string &contents) const {
-    fs::path p = path_ / name;
-    fs::create_directories(p.parent_path());
-    std::ofstream out(p, std::ios::binary);
-    out << contents;
-    return p.string();
-  }
-
-private:
-  fs::path path_;
+  TempDir() : dtc::test::TempDir("dtc-importer") {}
 };
 
 const char *kAddModel = R"(

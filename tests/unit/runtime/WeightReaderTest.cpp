@@ -8,6 +8,7 @@
 #include "compiler/ir/Sharding.h"
 #include "compiler/onnx/Importer.h"
 #include "compiler/onnx/ModelFile.h"
+#include "tests/unit/TempDir.h"
 
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
@@ -22,30 +23,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// A fresh temporary folder, removed at the end of the test.
-class TempDir {
+/// A fresh temporary folder ("dtc-weights-XXXXXX"), removed at the end of the test.
+class TempDir : public dtc::test::TempDir {
 public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "dtc-weights-XXXXXX").string();
-    char *p = ::mkdtemp(tmpl.data());
-    EXPECT_NE(p, nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path &path() const { return path_; }
-  std::string file(const std::string &name, const std::string &contents) const {
-    fs::path p = path_ / name;
-    fs::create_directories(p.parent_path());
-    std::ofstream out(p, std::ios::binary);
-    out << contents;
-    return p.string();
-  }
-
-private:
-  fs::path path_;
+  TempDir() : dtc::test::TempDir("dtc-weights") {}
 };
 
 std::string messageOf(const Status &s) { return s.message(); }
