@@ -552,14 +552,15 @@ int main(int argc, char **argv) {
           lengths.push_back(dtc::ir::splitRange(size, cfg.mesh.tp, t).length);
         return lengths;
       };
-      std::map<std::vector<int64_t>, int64_t> compiled{{classOf(0), 0}}; // class -> index
-      std::vector<dtc::plan::Plan> others;
+      std::map<std::vector<int64_t>, const dtc::plan::Plan *> compiled{{classOf(0), nullptr}};
+      std::vector<dtc::plan::Plan> classPlans;
+      classPlans.reserve(static_cast<size_t>(cfg.mesh.tp)); // the pointers below stay valid
+      std::vector<const dtc::plan::Plan *> others;
       for (int64_t t = 1; t < cfg.mesh.tp; ++t) {
         if (auto it = compiled.find(classOf(t)); it != compiled.end()) {
-          others.push_back(it->second == 0 ? *plan : others[static_cast<size_t>(it->second - 1)]);
+          others.push_back(it->second);
           continue;
         }
-        compiled.emplace(classOf(t), t);
         dtc::driver::CompileOptions quiet = opts;
         quiet.printAfter.clear();
         quiet.timePasses = false;
@@ -581,7 +582,9 @@ int main(int argc, char **argv) {
         auto pt = dtc::plan::lowerTraining(**gt, cfgT, lowerT);
         if (!pt)
           return fail(pt.status().message());
-        others.push_back(std::move(*pt));
+        classPlans.push_back(std::move(*pt));
+        others.push_back(&classPlans.back());
+        compiled.emplace(classOf(t), &classPlans.back());
       }
       if (dtc::Status s = dtc::plan::mergeTensorParallelPlans(*plan, others); !s.isOk())
         return fail(s.message());

@@ -95,11 +95,13 @@ Status layoutRanks(Plan &plan, const Mesh &mesh,
                    const std::function<int(const MeshCoord &)> &programOf);
 
 /// Uneven tensor-parallel splits (ir::splitRange) give the ranks of a tp group different shapes,
-/// so the training passes and lowering run once per tp index (TrainingConfig::tpIndex):
-/// `plan` was lowered for index 0 and `others[t - 1]` for index t, all of the same mesh. Each
-/// rank with tp index t > 0 takes its program from others[t - 1] (shared constants renumbered
-/// into `plan`'s list), identical programs are stored once, and the result is validated.
-/// Errors: plans of different meshes or world sizes.
-Status mergeTensorParallelPlans(Plan &plan, const std::vector<Plan> &others);
+/// so the training passes and lowering run once per class of tp indices with the same range
+/// lengths (TrainingConfig::tpIndex, tpUnevenSizes): `plan` was lowered for index 0 and
+/// `*others[t - 1]` for index t's class, all of the same mesh (one plan may serve several
+/// indices; nullptr: index 0's class, whose ranks keep their programs). Each rank with tp index
+/// t > 0 takes its program from *others[t - 1] (shared constants renumbered into `plan`'s
+/// list), identical programs are stored once, and the result is validated. Errors: plans of
+/// different meshes or world sizes.
+Status mergeTensorParallelPlans(Plan &plan, const std::vector<const Plan *> &others);
 
 } // namespace dtc::plan

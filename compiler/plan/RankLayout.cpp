@@ -67,7 +67,7 @@ Status layoutRanks(Plan &plan, const Mesh &mesh,
   return Status::ok();
 }
 
-Status mergeTensorParallelPlans(Plan &plan, const std::vector<Plan> &others) {
+Status mergeTensorParallelPlans(Plan &plan, const std::vector<const Plan *> &others) {
   const int64_t tp = plan.mesh().tp();
   if (static_cast<int64_t>(others.size()) + 1 != tp)
     return Status::error("lowering", "per-tp-rank plans: " + std::to_string(others.size() + 1) +
@@ -83,13 +83,18 @@ Status mergeTensorParallelPlans(Plan &plan, const std::vector<Plan> &others) {
   std::map<std::string, uint32_t> constantIds; // content -> shared_data id (1-based)
   for (int k = 0; k < plan.constants_size(); ++k)
     constantIds.emplace(plan.constants(k), static_cast<uint32_t>(k + 1));
+  // o's program -> plan's, per source plan: a plan that serves several tp indices (a class
+  // of equal range lengths) has its programs compared and added once.
+  std::map<const Plan *, std::map<int, int>> programOfPlan;
   for (size_t t = 1; t <= others.size(); ++t) {
-    const Plan &o = others[t - 1];
+    if (!others[t - 1])
+      continue; // tp index t runs tp index 0's programs, which the rank table already names
+    const Plan &o = *others[t - 1];
     if (o.world_size() != plan.world_size() || o.ranks_size() != plan.ranks_size() ||
         o.mesh().tp() != tp)
       return Status::error("lowering", "the plan of tp index " + std::to_string(t) +
                                            " has another mesh than tp index 0's");
-    std::map<int, int> programOf; // o's program -> plan's
+    std::map<int, int> &programOf = programOfPlan[&o];
     for (int r = 0; r < o.ranks_size(); ++r) {
       if (o.ranks(r).tp() != static_cast<int64_t>(t))
         continue;
