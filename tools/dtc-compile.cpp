@@ -8,6 +8,7 @@
 #include "compiler/ir/Sharding.h"
 #include "compiler/onnx/Exporter.h"
 #include "compiler/plan/Lowering.h"
+#include "compiler/plan/Parallel.h"
 #include "compiler/support/FileIO.h"
 #include "passes/Passes.h"
 
@@ -537,54 +538,66 @@ int main(int argc, char **argv) {
         return fail(built.status().message());
       host = std::move(*built);
     }
-    auto plan = training ? dtc::plan::lowerTraining(g, cfg, lowerOpts, host ? &*host : nullptr)
-                         : dtc::plan::lowerInference(g, lowerOpts);
-    if (!plan)
-      return fail(plan.status().message());
-    if (training && cfg.tpUneven && cfg.mesh.tp > 1) {
-      // Uneven tensor-parallel splits: the graph holds the shapes of tp index 0's class (the
-      // indices whose range lengths agree on every unevenly split axis); compile and lower one
-      // index of each other class the same way, and give every index its class's programs
-      // (identical programs are stored once).
-      auto classOf = [&](int64_t t) {
-        std::vector<int64_t> lengths;
-        for (int64_t size : cfg.tpUnevenSizes)
-          lengths.push_back(dtc::ir::splitRange(size, cfg.mesh.tp, t).length);
-        return lengths;
-      };
-      std::map<std::vector<int64_t>, const dtc::plan::Plan *> compiled{{classOf(0), nullptr}};
-      std::vector<dtc::plan::Plan> classPlans;
-      classPlans.reserve(static_cast<size_t>(cfg.mesh.tp)); // the pointers below stay valid
+    // Uneven tensor-parallel splits: the graph holds the shapes of tp index 0's class (the
+    // indices whose range lengths agree on every unevenly split axis); one index of each other
+    // class is compiled and lowered the same way, while index 0's plan is lowered, and every
+    // index gets its class's programs (identical programs are stored once).
+    const bool tpClasses = training && cfg.tpUneven && cfg.mesh.tp > 1;
+    auto classOf = [&](int64_t t) {
+      std::vector<int64_t> lengths;
+      for (int64_t size : cfg.tpUnevenSizes)
+        lengths.push_back(dtc::ir::splitRange(size, cfg.mesh.tp, t).length);
+      return lengths;
+    };
+    std::vector<int64_t> classIndex; // per tp index: its class's position in classPlans (-1: 0's)
+    std::vector<int64_t> firstOfClass; // per class other than 0's: the index compiled for it
+    if (tpClasses) {
+      std::map<std::vector<int64_t>, int64_t> seen{{classOf(0), -1}};
+      for (int64_t t = 0; t < cfg.mesh.tp; ++t) {
+        auto [it, fresh] = seen.emplace(classOf(t), static_cast<int64_t>(firstOfClass.size()));
+        if (fresh)
+          firstOfClass.push_back(t);
+        classIndex.push_back(it->second);
+      }
+    }
+    std::optional<dtc::Expected<dtc::plan::Plan>> lowered;
+    std::vector<dtc::plan::Plan> classPlans(firstOfClass.size());
+    auto compileClass = [&](int64_t t, dtc::plan::Plan &out) -> dtc::Status {
+      dtc::driver::CompileOptions quiet = opts;
+      quiet.printAfter.clear();
+      quiet.timePasses = false;
+      dtc::Diagnostics silent; // the warnings of index 0's compilation, again
+      auto gt = dtc::driver::compileModel(quiet, silent);
+      if (!gt)
+        return gt.status();
+      dtc::TrainingConfig cfgT = baseCfg;
+      cfgT.tpIndex = t;
+      std::map<std::string, int64_t> dims = lowerOpts.dims;
+      DTC_RETURN_IF_ERROR(dtc::passes::bindDims(**gt, dims, lowerOpts.batchSize, silent));
+      DTC_RETURN_IF_ERROR(dtc::driver::runTrainingPasses(**gt, cfgT, silent, verifyEach, {}));
+      dtc::plan::LowerOptions lowerT = lowerOpts;
+      lowerT.modelFile.clear(); // the model's checksums are index 0's plan's
+      lowerT.checksums = nullptr;
+      DTC_ASSIGN_OR_RETURN(out, dtc::plan::lowerTraining(**gt, cfgT, lowerT));
+      return dtc::Status::ok();
+    };
+    const dtc::Status classes = dtc::plan::parallelFor(
+        1 + firstOfClass.size(), dtc::plan::compileThreads(), [&](size_t i) -> dtc::Status {
+          if (i > 0)
+            return compileClass(firstOfClass[i - 1], classPlans[i - 1]);
+          lowered.emplace(training
+                              ? dtc::plan::lowerTraining(g, cfg, lowerOpts, host ? &*host : nullptr)
+                              : dtc::plan::lowerInference(g, lowerOpts));
+          return lowered->status();
+        });
+    if (!classes.isOk())
+      return fail(classes.message());
+    dtc::plan::Plan *plan = &**lowered;
+    if (tpClasses) {
       std::vector<const dtc::plan::Plan *> others;
       for (int64_t t = 1; t < cfg.mesh.tp; ++t) {
-        if (auto it = compiled.find(classOf(t)); it != compiled.end()) {
-          others.push_back(it->second);
-          continue;
-        }
-        dtc::driver::CompileOptions quiet = opts;
-        quiet.printAfter.clear();
-        quiet.timePasses = false;
-        auto gt = dtc::driver::compileModel(quiet, diags);
-        if (!gt)
-          return fail(gt.status().message());
-        dtc::TrainingConfig cfgT = baseCfg;
-        cfgT.tpIndex = t;
-        dtc::Diagnostics silent; // the warnings of index 0's compilation, again
-        std::map<std::string, int64_t> dims = lowerOpts.dims;
-        dtc::Status s = dtc::passes::bindDims(**gt, dims, lowerOpts.batchSize, silent);
-        if (s.isOk())
-          s = dtc::driver::runTrainingPasses(**gt, cfgT, silent, verifyEach, {});
-        if (!s.isOk())
-          return fail(s.message());
-        dtc::plan::LowerOptions lowerT = lowerOpts;
-        lowerT.modelFile.clear(); // the model's checksums are index 0's plan's
-        lowerT.checksums = nullptr;
-        auto pt = dtc::plan::lowerTraining(**gt, cfgT, lowerT);
-        if (!pt)
-          return fail(pt.status().message());
-        classPlans.push_back(std::move(*pt));
-        others.push_back(&classPlans.back());
-        compiled.emplace(classOf(t), &classPlans.back());
+        const int64_t c = classIndex[static_cast<size_t>(t)];
+        others.push_back(c < 0 ? nullptr : &classPlans[static_cast<size_t>(c)]);
       }
       if (dtc::Status s = dtc::plan::mergeTensorParallelPlans(*plan, others); !s.isOk())
         return fail(s.message());

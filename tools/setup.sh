@@ -14,6 +14,8 @@ DEB_PACKAGES=(
   libonnx-dev libprotobuf-dev protobuf-compiler llvm-14-dev llvm-14-tools
   libcli11-dev nlohmann-json3-dev googletest libgtest-dev libgmock-dev libbenchmark-dev
   libdnnl-dev libopenmpi-dev openmpi-bin libzip-dev libxxhash-dev
+  # dtc-compile's allocator (tools/CMakeLists.txt)
+  libjemalloc-dev
   # parameter servers (ps=S:W): gRPC and its protoc plugin
   libgrpc++-dev protobuf-compiler-grpc
   # oneDNN's CMake package (dnnl-config.cmake) calls find_package(OpenCL) for its GPU runtime

@@ -2,18 +2,16 @@
 // threads) and of byte strings, and SHA-256 (llvm/Support/SHA256.h) for checkpoints.
 #include "compiler/plan/Plan.h"
 
+#include "compiler/plan/Parallel.h"
 #include "compiler/support/FileIO.h"
 
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/Support/SHA256.h>
-#include <llvm/Support/ThreadPool.h>
-#include <llvm/Support/Threading.h>
 #include <xxhash.h>
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
-#include <mutex>
-#include <optional>
 #include <thread>
 #include <vector>
 
@@ -77,9 +75,6 @@ Expected<std::string> chunkedChecksum(const std::string &path, const std::string
   const uint64_t size = file.size();
   const size_t chunks = static_cast<size_t>((size + kChecksumChunkBytes - 1) / kChecksumChunkBytes);
   std::vector<XXH128_canonical_t> digests(chunks);
-  std::mutex mu;
-  std::optional<std::pair<size_t, Status>> firstError; // the lowest chunk's error
-  std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   auto hashChunk = [&](size_t i) -> Status {
     const uint64_t offset = i * kChecksumChunkBytes;
@@ -99,29 +94,19 @@ Expected<std::string> chunkedChecksum(const std::string &path, const std::string
     XXH128_canonicalFromHash(&digests[i], XXH3_128bits_digest(state.get()));
     return Status::ok();
   };
-  auto worker = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < chunks && !failed.load();) {
-      Status s = hashChunk(i);
-      if (s.isOk())
-        continue;
-      std::lock_guard<std::mutex> lock(mu);
-      if (!firstError || i < firstError->first)
-        firstError.emplace(i, std::move(s));
-      failed.store(true);
-    }
-  };
   const unsigned threads = static_cast<unsigned>(std::min<size_t>(
-      {chunks, std::max(1u, std::thread::hardware_concurrency()), kMaxChecksumThreads}));
-  if (threads <= 1) {
-    worker();
-  } else {
-    llvm::ThreadPool pool(llvm::hardware_concurrency(threads));
-    for (unsigned t = 0; t < threads; ++t)
-      pool.async(worker);
-    pool.wait();
-  }
-  if (firstError)
-    return std::move(firstError->second);
+      {std::max(1u, std::thread::hardware_concurrency()), kMaxChecksumThreads}));
+  // The first chunk to fail (in time) stops the others at their next block; its error is the
+  // one reported, not a stopped chunk's.
+  Status first;
+  Status s = parallelFor(chunks, threads, [&](size_t i) {
+    Status c = hashChunk(i);
+    if (!c.isOk() && !failed.exchange(true))
+      first = c;
+    return c;
+  });
+  if (!s.isOk())
+    return first.isOk() ? s : first;
   DTC_RETURN_IF_ERROR(file.checkUnchanged());
   DTC_ASSIGN_OR_RETURN(State root, newState(path));
   if (!digests.empty())

@@ -5,6 +5,8 @@
 // back exactly the program lowering produced.
 #include "compiler/plan/Plan.h"
 
+#include "compiler/plan/Parallel.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
@@ -419,18 +421,22 @@ Status expandProgram(RankProgram &p, const std::string &where) {
 }
 
 bool compactPlan(Plan &plan) {
-  bool any = false;
-  for (RankProgram &p : *plan.mutable_programs()) {
+  // Programs are compacted and checked on several threads (each touches only its own).
+  std::vector<char> compacted(static_cast<size_t>(plan.programs_size()), 0);
+  (void)parallelFor(compacted.size(), compileThreads(), [&](size_t i) {
+    RankProgram &p = *plan.mutable_programs(static_cast<int>(i));
     std::optional<RankProgram> c = compactProgram(p);
     if (!c)
-      continue;
+      return Status::ok();
     // Only a compaction that reads back as the same program is kept.
     RankProgram check = *c;
     if (!expandProgram(check, "").isOk() || check.SerializeAsString() != p.SerializeAsString())
-      continue;
+      return Status::ok();
     p = std::move(*c);
-    any = true;
-  }
+    compacted[i] = 1;
+    return Status::ok();
+  });
+  const bool any = std::find(compacted.begin(), compacted.end(), 1) != compacted.end();
   if (any)
     plan.set_format_version(kCompactPlanFormatVersion);
   return any;

@@ -3,9 +3,11 @@
 // Send/Recv), lowered like a single program; the plan then checks that every send has its
 // receive.
 #include "compiler/plan/LoweringInternal.h"
+#include "compiler/plan/Parallel.h"
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <tuple>
 #include <unordered_map>
 
@@ -13,12 +15,13 @@ namespace dtc::plan {
 
 namespace {
 
-/// The nodes of pipeline rank `s` of `pp` (virtual stages s, s + pp, ...; in graph order, which
-/// the pipeline-comm pass made the rank's schedule) with the inputs, initializers and outputs
-/// they use. Values crossing ranks were replaced by Send/Recv, so a rank reads only its own
+/// The nodes of pipeline rank `s` (`nodes`: those of its virtual stages s, s + pp, ...; in graph
+/// order, which the pipeline-comm pass made the rank's schedule) with the inputs, initializers
+/// and outputs they use. Values crossing ranks were replaced by Send/Recv, so a rank reads only its own
 /// values, initializers and inputs. The stage graph's training roles are the graph's restricted
 /// to the rank.
-Expected<std::unique_ptr<ir::Graph>> extractStage(const ir::Graph &graph, int s, int pp) {
+Expected<std::unique_ptr<ir::Graph>> extractStage(const ir::Graph &graph, int s,
+                                                  const std::vector<const ir::Node *> &nodes) {
   const ir::TrainingRoles &st = graph.training();
   auto out = std::make_unique<ir::Graph>();
   ir::Graph &g = *out;
@@ -45,9 +48,7 @@ Expected<std::unique_ptr<ir::Graph>> extractStage(const ir::Graph &graph, int s,
     map[v] = c;
     return c;
   };
-  for (const ir::Node *n : graph.nodes()) {
-    if (n->stage() < 0 || n->stage() % pp != s)
-      continue;
+  for (const ir::Node *n : nodes) {
     std::vector<ir::Value *> ins;
     for (ir::Value *v : n->inputs()) {
       DTC_ASSIGN_OR_RETURN(ir::Value * c, use(v, *n));
@@ -178,17 +179,30 @@ Status checkTransfers(const Plan &plan) {
 
 Expected<Plan> detail::lowerPipeline(const ir::Graph &graph, const TrainingConfig &cfg,
                                      const LowerOptions &opts) {
+  const int pp = static_cast<int>(cfg.mesh.pp);
+  std::vector<std::vector<const ir::Node *>> nodesOf(static_cast<size_t>(pp));
+  for (const ir::Node *n : graph.nodes())
+    if (n->stage() >= 0)
+      nodesOf[static_cast<size_t>(n->stage() % pp)].push_back(n);
+  // The stages are extracted and lowered on several threads (each reads the graph and writes
+  // only its own plan); errors are reported as the first failing stage's, as when in order.
+  std::vector<std::optional<Plan>> lowered(static_cast<size_t>(pp));
+  DTC_RETURN_IF_ERROR(parallelFor(lowered.size(), compileThreads(), [&](size_t s) -> Status {
+    const std::string where = "pipeline stage " + std::to_string(s);
+    if (nodesOf[s].empty())
+      return Status::error(where, "has nothing to do");
+    DTC_ASSIGN_OR_RETURN(std::unique_ptr<ir::Graph> stage,
+                         extractStage(graph, static_cast<int>(s), nodesOf[s]));
+    auto p = detail::lowerProgram(*stage, opts, &cfg, /*finish=*/false);
+    if (!p)
+      return Status::error(where, p.status().message());
+    lowered[s] = std::move(*p);
+    return Status::ok();
+  }));
   Plan plan;
   int collectives = 0;
-  for (int s = 0; s < cfg.mesh.pp; ++s) {
-    DTC_ASSIGN_OR_RETURN(std::unique_ptr<ir::Graph> stage,
-                         extractStage(graph, s, static_cast<int>(cfg.mesh.pp)));
-    if (stage->numNodes() == 0)
-      return Status::error("pipeline stage " + std::to_string(s), "has nothing to do");
-    auto lowered = detail::lowerProgram(*stage, opts, &cfg, /*finish=*/false);
-    if (!lowered)
-      return Status::error("pipeline stage " + std::to_string(s), lowered.status().message());
-    Plan &p = *lowered;
+  for (size_t s = 0; s < lowered.size(); ++s) {
+    Plan &p = *lowered[s];
     RankProgram &rp = *p.mutable_programs(0);
     Training &tr = *rp.mutable_training();
     // Forward and backward passes of the micro-batches interleave: validation runs the whole
