@@ -183,8 +183,10 @@ Status readTrainConfigFile(const std::string &path, TrainingConfig &cfg,
     else if (key == "loss-scale") { // "dynamic", "off", or a number (as text or a JSON number)
       if (v.is_number())
         cfg.lossScale = v.dump();
+      else if (v.is_string())
+        cfg.lossScale = v.get<std::string>();
       else
-        s = get(path, key, v, cfg.lossScale);
+        s = keyError(path, key, "expected \"dynamic\", \"off\" or a number, got " + v.dump());
     } else if (key == "loss-scale-init")
       s = number(cfg.lossScaleInit);
     else if (key == "loss-scale-window")
@@ -241,10 +243,14 @@ static std::string formatFloat(float v) {
 
 /// The constant of --loss-scale <constant>; an error naming the flag unless a finite number > 0.
 static Expected<float> lossScaleConstant(const std::string &text) {
+  // Decimal only: strtof also reads hexadecimal ("0x10"), leading blanks, "inf" and "nan".
+  const bool decimal =
+      !text.empty() && (std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '.') &&
+      text.find_first_not_of("0123456789.eE+-") == std::string::npos;
   char *end = nullptr;
   errno = 0;
-  const float v = std::strtof(text.c_str(), &end);
-  if (text.empty() || !end || *end || errno == ERANGE || !std::isfinite(v) || v <= 0)
+  const float v = decimal ? std::strtof(text.c_str(), &end) : 0.0f;
+  if (!decimal || !end || *end || errno == ERANGE || !std::isfinite(v) || v <= 0)
     return Status::error("--loss-scale",
                          "expected dynamic, off or a finite number > 0, got '" + text + "'");
   return v;
