@@ -344,19 +344,12 @@ Status Executor::load() {
         // A parameter server's rows [begin, begin + rows) along axis 0 (validated in range).
         req.slice = WeightSlice{0, buf.shard().begin(), buf.shape(0), 1};
       } else if (buf.has_shard()) {
-        // Tensor-parallel rank r's part r of each of the axis's blocks (ir::sliceShard); an
-        // unblocked axis that does not divide is split unevenly (ir::splitRange: the first
-        // size % T ranks hold one more).
+        // Tensor-parallel rank r's part r of each of the axis's blocks (ir::sliceShard), or its
+        // rows of an uneven split.
         const plan::ShardSpec &sp = buf.shard();
-        const int64_t size = whole[static_cast<size_t>(sp.axis())];
-        const int64_t tp = plan_.ranks(opts_.rank).tp();
-        if (sp.blocks() == 1) {
-          const ir::SplitRange r = ir::splitRange(size, sp.parts(), tp);
-          req.slice = WeightSlice{sp.axis(), r.first, r.length, 1};
-        } else {
-          const int64_t part = size / sp.blocks() / sp.parts();
-          req.slice = WeightSlice{sp.axis(), tp * part, part, sp.blocks()};
-        }
+        req.slice = WeightSlice::tensorParallel(sp.axis(), whole[static_cast<size_t>(sp.axis())],
+                                                sp.parts(), sp.blocks(),
+                                                plan_.ranks(opts_.rank).tp());
       }
       if (hostArena_) { // straight into the arena (validated: the buffer lies inside it)
         DTC_RETURN_IF_ERROR(weights

@@ -3,6 +3,7 @@
 // the typed fields or external data files, without importing the model into a graph.
 #pragma once
 
+#include "compiler/ir/Sharding.h"
 #include "compiler/ir/Types.h"
 #include "compiler/support/Status.h"
 
@@ -30,6 +31,20 @@ struct WeightSlice {
   int64_t offset = 0;
   int64_t length = 0;
   int64_t blocks = 1;
+
+  /// Tensor-parallel rank `index`'s slice of an axis of `size` elements split into `parts`
+  /// (as ir::sliceShard slices): of `blocks` equal blocks, part `index` of each; unblocked, the
+  /// rows ir::splitRange gives rank `index`, so an axis that does not divide is split unevenly
+  /// (numpy.array_split: the first size % parts ranks hold one more).
+  static WeightSlice tensorParallel(int64_t axis, int64_t size, int64_t parts, int64_t blocks,
+                                    int64_t index) {
+    if (blocks == 1) {
+      const ir::SplitRange r = ir::splitRange(size, parts, index);
+      return {axis, r.first, r.length, 1};
+    }
+    const int64_t part = size / blocks / parts;
+    return {axis, index * part, part, blocks};
+  }
 };
 
 /// What to read: initializer `name`, which must have element type `dtype` and dims `shape` in
