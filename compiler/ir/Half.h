@@ -1,15 +1,22 @@
-// IEEE 754 binary16 and bfloat16 <-> float conversions, shared by constant folding (ops/) and the
-// communicator's half-precision sums (runtime/comm): round to nearest even, overflow to
+// IEEE 754 binary16 and bfloat16 <-> float conversions, shared by constant folding (ops/), the
+// CPU kernels, the communicator's half-precision sums (runtime/comm) and, compiled for host and
+// device by nvcc, the CUDA kernels (ops/cuda/DataUtil.cuh): round to nearest even, overflow to
 // infinity, NaN stays NaN.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
+#ifdef __CUDACC__
+#define DTC_HALF_HD __host__ __device__
+#else
+#define DTC_HALF_HD
+#endif
+
 namespace dtc::ir {
 
 /// IEEE binary16 -> float (exact).
-inline float halfToFloat(uint16_t h) {
+DTC_HALF_HD inline float halfToFloat(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;
   if (exp == 0x1f) {
@@ -27,14 +34,14 @@ inline float halfToFloat(uint16_t h) {
     bits = sign | (static_cast<uint32_t>(112 - e) << 23) | ((man & 0x3ffu) << 13);
   }
   float f;
-  std::memcpy(&f, &bits, 4);
+  memcpy(&f, &bits, 4);
   return f;
 }
 
 /// float -> IEEE binary16, round to nearest even; overflow gives infinity, NaN stays NaN.
-inline uint16_t floatToHalf(float f) {
+DTC_HALF_HD inline uint16_t floatToHalf(float f) {
   uint32_t x;
-  std::memcpy(&x, &f, 4);
+  memcpy(&x, &f, 4);
   const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
   const uint32_t absx = x & 0x7fffffffu;
   if (absx >= 0x7f800000u) // inf or NaN
@@ -60,17 +67,17 @@ inline uint16_t floatToHalf(float f) {
 }
 
 /// bfloat16 -> float (exact).
-inline float bfloat16ToFloat(uint16_t b) {
+DTC_HALF_HD inline float bfloat16ToFloat(uint16_t b) {
   uint32_t bits = static_cast<uint32_t>(b) << 16;
   float f;
-  std::memcpy(&f, &bits, 4);
+  memcpy(&f, &bits, 4);
   return f;
 }
 
 /// float -> bfloat16, round to nearest even; NaN stays NaN.
-inline uint16_t floatToBFloat16(float f) {
+DTC_HALF_HD inline uint16_t floatToBFloat16(float f) {
   uint32_t x;
-  std::memcpy(&x, &f, 4);
+  memcpy(&x, &f, 4);
   if ((x & 0x7fffffffu) > 0x7f800000u)
     return static_cast<uint16_t>((x >> 16) | 0x40u);
   x += 0x7fffu + ((x >> 16) & 1u);

@@ -9,6 +9,8 @@
 // ops/cpu/IndexUtil.h).
 #pragma once
 
+#include "compiler/ir/Half.h"
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -269,61 +271,6 @@ DTC_HD inline float bitsFloat(uint32_t x) {
   return f;
 }
 
-/// compiler/ir/Half.h's conversions, for host and device: bf16 -> f32 exact; f32 -> bf16 and
-/// f32 -> f16 round to nearest even, NaN stays NaN, f16 overflows to infinity.
-DTC_HD inline float bf16ToFloat(uint16_t b) { return bitsFloat(static_cast<uint32_t>(b) << 16); }
-DTC_HD inline uint16_t floatToBf16(float f) {
-  uint32_t x = floatBits(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u)
-    return static_cast<uint16_t>((x >> 16) | 0x40u);
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return static_cast<uint16_t>(x >> 16);
-}
-DTC_HD inline float f16ToFloat(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;
-  if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (man << 13);
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112) << 23) | (man << 13);
-  } else if (man == 0) {
-    bits = sign;
-  } else { // subnormal: normalize
-    int e = -1;
-    do {
-      ++e;
-      man <<= 1;
-    } while ((man & 0x400u) == 0);
-    bits = sign | (static_cast<uint32_t>(112 - e) << 23) | ((man & 0x3ffu) << 13);
-  }
-  return bitsFloat(bits);
-}
-DTC_HD inline uint16_t floatToF16(float f) {
-  const uint32_t x = floatBits(f);
-  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
-  const uint32_t absx = x & 0x7fffffffu;
-  if (absx >= 0x7f800000u)
-    return static_cast<uint16_t>(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u : 0u));
-  if (absx >= 0x477ff000u)
-    return static_cast<uint16_t>(sign | 0x7c00u);
-  if (absx < 0x38800000u) {
-    if (absx < 0x33000000u)
-      return sign;
-    const uint32_t e = absx >> 23, man = (absx & 0x7fffffu) | 0x800000u;
-    const uint32_t shift = 126 - e;
-    uint32_t v = man >> shift;
-    const uint32_t rem = man & ((1u << shift) - 1), halfway = 1u << (shift - 1);
-    if (rem > halfway || (rem == halfway && (v & 1u)))
-      ++v;
-    return static_cast<uint16_t>(sign | v);
-  }
-  uint32_t v = ((absx >> 13) - (112u << 10)) & 0xffffu;
-  const uint32_t rem = absx & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (v & 1u)))
-    ++v;
-  return static_cast<uint16_t>(sign | v);
-}
-
 template <typename T> struct IntLimits;
 template <> struct IntLimits<int8_t> {
   static constexpr double kLo = -128.0, kHiExcl = 128.0;
@@ -352,13 +299,13 @@ template <> struct IsFloat<double> { static constexpr bool value = true; };
 template <typename From, typename To> DTC_HD inline To castValue(From v) {
   // bf16 and f16 convert through f32, as the CPU kernel does (ops/cpu/Cast.cpp).
   if constexpr (IsSame<From, BF16Bits>::value) {
-    return castValue<float, To>(bf16ToFloat(v.bits));
+    return castValue<float, To>(ir::bfloat16ToFloat(v.bits));
   } else if constexpr (IsSame<From, F16Bits>::value) {
-    return castValue<float, To>(f16ToFloat(v.bits));
+    return castValue<float, To>(ir::halfToFloat(v.bits));
   } else if constexpr (IsSame<To, BF16Bits>::value) {
-    return BF16Bits{floatToBf16(castValue<From, float>(v))};
+    return BF16Bits{ir::floatToBFloat16(castValue<From, float>(v))};
   } else if constexpr (IsSame<To, F16Bits>::value) {
-    return F16Bits{floatToF16(castValue<From, float>(v))};
+    return F16Bits{ir::floatToHalf(castValue<From, float>(v))};
   } else if constexpr (IsSame<From, BoolByte>::value) {
     return castValue<uint8_t, To>(static_cast<uint8_t>(v.v != 0 ? 1 : 0));
   } else if constexpr (IsSame<To, BoolByte>::value) {
