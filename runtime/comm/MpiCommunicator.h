@@ -247,6 +247,13 @@ struct ExchangeScheme {
   /// All-gather and reduce-scatter messages above this many bytes go whole (all-gather of
   /// 64 KiB on 2 ranks x 2 cores: 0.90-0.93 of raw MPI whole, 0.31-0.34 in pieces).
   size_t gatherWholeAbove = size_t{16} << 10;
+  /// Persistent all-reduces (CommRequest::persistent) below this many bytes run as
+  /// non-persistent MPI_Iallreduce: on 2 ranks x 2 cores Open MPI's persistent all-reduce
+  /// (MPIX_Allreduce_init) reached 0.88-0.92 of raw MPI_Allreduce at 4 MiB where MPI_Iallreduce
+  /// reached 1.02-1.04, the same at 1, 16 and 25 MiB, and 1.6-1.8 where MPI_Iallreduce reached
+  /// 1.0-1.1 at 32 and 64 MiB (medians of 5 runs, tools/bench/allreduce_runs.py). Overridable
+  /// with DTC_COMM_PERSISTENT_MIN=bytes (alike on every rank: the choice is collective).
+  size_t persistentAllReduceMinBytes = size_t{16} << 20;
 };
 
 inline ExchangeScheme exchangeSchemeFromEnv() {
@@ -268,6 +275,11 @@ inline ExchangeScheme exchangeSchemeFromEnv() {
       if (got >= 6)
         x.gatherWholeAbove = static_cast<size_t>(g);
     }
+  }
+  if (const char *e = std::getenv("DTC_COMM_PERSISTENT_MIN")) {
+    unsigned long long v = 0;
+    if (std::sscanf(e, "%llu", &v) == 1)
+      x.persistentAllReduceMinBytes = static_cast<size_t>(v);
   }
   return x;
 }

@@ -240,7 +240,7 @@ int MpiCommunicator::startTask(Task &t, bool &held) {
     if (t.pieces.empty())
       return MPI_SUCCESS;
     if (t.contiguous) {
-      if (keep && t.span / elem <= kMaxChunk) {
+      if (keep && t.span / elem <= kMaxChunk && t.span >= xch_.persistentAllReduceMinBytes) {
         const void *in = t.sendBase ? t.sendBase : MPI_IN_PLACE;
         const int count = static_cast<int>(t.span / elem);
         const PersistentKey key{Op::kAllReduce, t.group,    in,         t.base,

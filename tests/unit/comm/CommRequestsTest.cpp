@@ -630,7 +630,8 @@ TEST(CommExchange, ReduceScatterAndAllGatherAcrossTheLimit) {
   }
 }
 
-// Persistent requests (CommRequest::persistent, above the exchange limit): the first of a key
+// Persistent requests (CommRequest::persistent, above the exchange limit and, for all-reduces,
+// at least DTC_COMM_PERSISTENT_MIN bytes: comm.cmake sets 0 for this test): the first of a key
 // initializes it, later ones start it; a group holds at most kPersistentCacheSize, the least
 // recently started evicted; two of the same key in flight run one after the other; every rank
 // makes the same hits, misses and evictions.
@@ -640,6 +641,9 @@ TEST(CommPersistent, HitsMissesAndEvictionsAlikeOnEveryRank) {
     GTEST_SKIP() << "one rank: nothing to keep";
   if (std::getenv("DTC_COMM_EXCHANGE"))
     GTEST_SKIP() << "DTC_COMM_EXCHANGE moves the exchange limit";
+  const char *minBytes = std::getenv("DTC_COMM_PERSISTENT_MIN");
+  if (!minBytes || std::string(minBytes) != "0")
+    GTEST_SKIP() << "needs DTC_COMM_PERSISTENT_MIN=0 (all-reduces of any size kept)";
   const size_t count = kExchangeBytes / sizeof(float) + 16; // above the exchange limit
   const size_t buffers = kPersistentCacheSize + 6;
   std::vector<std::vector<float>> bufs(buffers, std::vector<float>(count, 1.0f));
@@ -687,6 +691,33 @@ TEST(CommPersistent, HitsMissesAndEvictionsAlikeOnEveryRank) {
   EXPECT_EQ(gComm->stats().persistentMisses, t.persistentMisses);
   EXPECT_TRUE(sameOnEveryRank(static_cast<int64_t>(
       (t.persistentHits * 1000003 + t.persistentMisses) * 1000003 + t.persistentEvictions)));
+}
+
+// Without DTC_COMM_PERSISTENT_MIN, a persistent all-reduce below 16 MiB runs as a non-persistent
+// MPI_Iallreduce (faster there: MpiCommunicator.h, ExchangeScheme::persistentAllReduceMinBytes):
+// correct sums, nothing initialized or kept, on every rank alike.
+TEST(CommPersistent, AllReduceBelowTheMinimumIsNotKept) {
+  const int n = sizeOf();
+  if (n == 1)
+    GTEST_SKIP() << "one rank: nothing to keep";
+  if (std::getenv("DTC_COMM_EXCHANGE") || std::getenv("DTC_COMM_PERSISTENT_MIN"))
+    GTEST_SKIP() << "the default limits only";
+  const size_t count = kExchangeBytes / sizeof(float) + 16; // above the exchange limit
+  std::vector<float> buf(count, 1.0f);
+  const CommStats before = gComm->stats();
+  for (int step = 0; step < 3; ++step) {
+    CommRequest a = request(CommKind::kAllReduce, "unkept persistent");
+    a.persistent = true;
+    a.inputs = {buf.data()};
+    a.outputs = {buf.data()};
+    a.bytes = {count * sizeof(float)};
+    ASSERT_TRUE(gComm->run(a).isOk());
+  }
+  EXPECT_EQ(buf[count - 1], static_cast<float>(n * n * n));
+  const CommStats after = gComm->stats();
+  EXPECT_EQ(after.persistentMisses, before.persistentMisses);
+  EXPECT_EQ(after.persistentHits, before.persistentHits);
+  EXPECT_TRUE(sameOnEveryRank(static_cast<int64_t>(after.persistentMisses)));
 }
 
 } // namespace

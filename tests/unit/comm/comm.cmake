@@ -20,8 +20,13 @@ foreach(np 2 4)
   add_test(NAME comm_np${np}_mpi COMMAND ${DTC_MPIRUN} -n ${np} $<TARGET_FILE:dtc_comm_tests>)
   set_tests_properties(comm_np${np}_mpi PROPERTIES ENVIRONMENT "DTC_COMM_EXCHANGE=0,64")
 endforeach()
+# And with every persistent all-reduce kept (the default keeps those of 16 MiB and more): the
+# persistent-cache test needs many of them, small.
+add_test(NAME comm_np2_persistent COMMAND ${DTC_MPIRUN} -n 2 $<TARGET_FILE:dtc_comm_tests>
+  --gtest_filter=CommPersistent.*)
+set_tests_properties(comm_np2_persistent PROPERTIES ENVIRONMENT "DTC_COMM_PERSISTENT_MIN=0")
 set_tests_properties(comm_np1 comm_np2 comm_np4 comm_np2_exchange comm_np4_exchange comm_np2_mpi
-  comm_np4_mpi PROPERTIES LABELS "unit;comm" TIMEOUT 90)
+  comm_np4_mpi comm_np2_persistent PROPERTIES LABELS "unit;comm" TIMEOUT 90)
 # SIGSTOP: rank 0 must report rank 1 within the 2 s timeout, then MPI_Abort ends the job.
 add_test(NAME comm_fault_stop
   COMMAND ${DTC_MPIRUN} -n 2 $<TARGET_FILE:dtc_comm_tests> --fault=stop)
@@ -56,6 +61,8 @@ if(DTC_SANITIZE)
     comm_fault_stop_recv comm_fault_kill_recv comm_fault_start comm_fault_start-background
     PROPERTIES
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:halt_on_error=1")
+  set_tests_properties(comm_np2_persistent PROPERTIES ENVIRONMENT
+    "DTC_COMM_PERSISTENT_MIN=0;ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:halt_on_error=1")
   set_tests_properties(comm_np2_mpi comm_np4_mpi PROPERTIES ENVIRONMENT
     "DTC_COMM_EXCHANGE=0,64;ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:halt_on_error=1")
   # 256-byte segments: with 64 the exchange tests take about 18 s under ASan alone, past the
