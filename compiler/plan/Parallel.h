@@ -9,8 +9,10 @@
 
 namespace dtc::plan {
 
-/// Threads for compile work: DTC_COMPILE_THREADS when it is a positive integer (1: everything
-/// on the calling thread, as before this existed), else the hardware's thread count.
+/// Threads for compile work: DTC_COMPILE_THREADS when it is a positive integer (capped at 256;
+/// 1: the pipeline stages, the compaction and the tp classes on the calling thread, as before
+/// this existed), else the hardware's thread count. The model checksums (chunkedChecksum,
+/// ChecksumPrefetch) do not read it.
 unsigned compileThreads();
 
 /// Runs fn(0), ..., fn(n - 1) on up to min(n, maxThreads) threads (the calling thread alone when

@@ -22,7 +22,7 @@ if getattr(config, "dtc_enable_cuda", "").upper() in ("ON", "1", "TRUE", "YES"):
 if os.path.exists("/dev/nvidia0") or os.path.exists("/dev/nvidiactl"):
     config.available_features.add("gpu")
 # Sanitizer builds: fail a test on any report, never on leaks inside protobuf's arenas.
-for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
+for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS"):
     if var in os.environ:
         config.environment[var] = os.environ[var]
 config.substitutions.append(("%dtc-compile", os.path.join(config.dtc_tools_dir, "dtc-compile")))
