@@ -1,5 +1,6 @@
 # lit configuration for dtc's golden and error tests (.onnxtxt inputs with RUN/CHECK lines).
 import os
+import resource
 import lit.formats
 
 config.name = "dtc"
@@ -21,6 +22,10 @@ if getattr(config, "dtc_enable_cuda", "").upper() in ("ON", "1", "TRUE", "YES"):
     config.available_features.add("cuda")
 if os.path.exists("/dev/nvidia0") or os.path.exists("/dev/nvidiactl"):
     config.available_features.add("gpu")
+# "unlimited-stack": the hard stack limit is unlimited, so a test may run `ulimit -s unlimited`
+# (glibc then gives new threads 2 MiB of stack while the main thread grows without bound).
+if resource.getrlimit(resource.RLIMIT_STACK)[1] == resource.RLIM_INFINITY:
+    config.available_features.add("unlimited-stack")
 # Sanitizer builds: fail a test on any report, never on leaks inside protobuf's arenas.
 for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS"):
     if var in os.environ:

@@ -1,6 +1,7 @@
 // Tests of compiler/plan/Parallel.h: parallelFor (each index once, the lowest failing index's
 // error whatever the schedule, indices not yet started skipped after a failure, the calling
-// thread alone for n <= 1 or maxThreads <= 1) and compileThreads (DTC_COMPILE_THREADS).
+// thread alone for n <= 1 or maxThreads <= 1, the other threads' stacks), compileThreads
+// (DTC_COMPILE_THREADS) and compileThreadStackBytes.
 #include "compiler/plan/Parallel.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
+#include <pthread.h>
 #include <string>
 #include <thread>
 #include <vector>
@@ -92,6 +95,43 @@ TEST(ParallelForTest, SeveralThreadsRunAtOnce) {
   });
   ASSERT_TRUE(s.isOk());
   EXPECT_EQ(met.load(), 2);
+}
+
+TEST(ParallelForTest, OtherThreadsHaveTheStackOfCompileThreadStackBytes) {
+  // Two indices that wait for each other run on two threads: the caller and one started by
+  // parallelFor, whose stack must be compileThreadStackBytes() (glibc may round it up to pages).
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<bool> started[2] = {false, false};
+  std::mutex mu;
+  std::vector<size_t> otherStacks;
+  Status s = parallelFor(2, 2, [&](size_t i) {
+    started[i].store(true);
+    waitFor(started[1 - i], 5000ms);
+    if (std::this_thread::get_id() == caller)
+      return Status::ok();
+    pthread_attr_t attr;
+    size_t bytes = 0;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+      pthread_attr_getstacksize(&attr, &bytes);
+      pthread_attr_destroy(&attr);
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    otherStacks.push_back(bytes);
+    return Status::ok();
+  });
+  ASSERT_TRUE(s.isOk());
+  ASSERT_EQ(otherStacks.size(), 1u);
+  EXPECT_GE(otherStacks[0], compileThreadStackBytes());
+  EXPECT_LT(otherStacks[0], compileThreadStackBytes() + (1u << 20));
+}
+
+TEST(CompileThreadStackTest, FollowsTheProcessStackLimit) {
+  const uint64_t mib = uint64_t{1} << 20;
+  EXPECT_EQ(compileThreadStackBytes(std::nullopt), 256 * mib); // ulimit -s unlimited
+  EXPECT_EQ(compileThreadStackBytes(8 * mib), 8 * mib);         // the usual 8 MiB
+  EXPECT_EQ(compileThreadStackBytes(64 * mib), 64 * mib);
+  EXPECT_EQ(compileThreadStackBytes(1 * mib), 8 * mib);         // never below 8 MiB
+  EXPECT_EQ(compileThreadStackBytes(16 * 1024 * mib), 1024 * mib); // nor above 1 GiB
 }
 
 TEST(ParallelForTest, ErrorOfTheLowestFailingIndex) {
