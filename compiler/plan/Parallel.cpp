@@ -1,19 +1,27 @@
 // parallelFor, compileThreads and compileThreadStackBytes (Parallel.h).
 #include "compiler/plan/Parallel.h"
 
-#include <llvm/Support/thread.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <optional>
+#include <pthread.h>
 #include <sys/resource.h>
 #include <thread>
 #include <utility>
 #include <vector>
 
 namespace dtc::plan {
+
+namespace {
+
+void *runWork(void *work) {
+  (*static_cast<std::function<void()> *>(work))();
+  return nullptr;
+}
+
+} // namespace
 
 unsigned compileThreads() {
   if (const char *e = std::getenv("DTC_COMPILE_THREADS")) {
@@ -58,17 +66,26 @@ Status parallelFor(size_t n, unsigned maxThreads, const std::function<Status(siz
   };
   const unsigned threads = static_cast<unsigned>(std::min<size_t>(n, std::max(1u, maxThreads)));
   // The calling thread works beside threads - 1 others, whose stacks are as deep as its own
-  // (llvm::ThreadPool's threads get glibc's default, only 2 MiB under `ulimit -s unlimited`).
-  std::vector<llvm::thread> others;
+  // (glibc's default is only 2 MiB under `ulimit -s unlimited`). A thread that cannot be started
+  // (an address-space limit, too many threads) is done without: the others take its indices.
+  std::function<void()> work = worker;
+  std::vector<pthread_t> others;
   if (threads > 1) {
-    const auto stack = static_cast<unsigned>(compileThreadStackBytes());
-    others.reserve(threads - 1);
-    for (unsigned t = 1; t < threads; ++t)
-      others.emplace_back(llvm::Optional<unsigned>(stack), worker);
+    pthread_attr_t attr;
+    if (pthread_attr_init(&attr) == 0) {
+      if (pthread_attr_setstacksize(&attr, static_cast<size_t>(compileThreadStackBytes())) == 0)
+        for (unsigned t = 1; t < threads; ++t) {
+          pthread_t th;
+          if (pthread_create(&th, &attr, runWork, &work) != 0)
+            break;
+          others.push_back(th);
+        }
+      pthread_attr_destroy(&attr);
+    }
   }
-  worker();
-  for (llvm::thread &t : others)
-    t.join();
+  work();
+  for (pthread_t th : others)
+    pthread_join(th, nullptr);
   return firstError ? std::move(firstError->second) : Status::ok();
 }
 
