@@ -43,9 +43,8 @@ uint64_t compileThreadStackBytes() {
   rlimit rl{};
   if (getrlimit(RLIMIT_STACK, &rl) != 0)
     return kCompileThreadStackMin;
-  return compileThreadStackBytes(rl.rlim_cur == RLIM_INFINITY
-                                     ? std::nullopt
-                                     : std::optional<uint64_t>(rl.rlim_cur));
+  return compileThreadStackBytes(
+      rl.rlim_cur == RLIM_INFINITY ? std::nullopt : std::optional<uint64_t>(rl.rlim_cur));
 }
 
 Status parallelFor(size_t n, unsigned maxThreads, const std::function<Status(size_t)> &fn) {

@@ -38,9 +38,10 @@ uint64_t compileThreadStackBytes();
 /// Runs fn(0), ..., fn(n - 1) on up to min(n, maxThreads) threads (the calling thread alone when
 /// that is 1; else the calling thread and min(n, maxThreads) - 1 threads with
 /// compileThreadStackBytes() of stack, fewer when the system refuses to start more), each index
-/// once, in no particular order; fn must be safe to run concurrently for different indices. Returns the error of the lowest index whose
-/// fn failed, so the message does not depend on the schedule (every index below a failing one
-/// was started before it, and runs); once one fails, the indices not yet started are skipped.
+/// once, in no particular order; fn must be safe to run concurrently for different indices. Returns
+/// the error of the lowest index whose fn failed, so the message does not depend on the schedule
+/// (every index below a failing one was started before it, and runs); once one fails, the indices
+/// not yet started are skipped.
 Status parallelFor(size_t n, unsigned maxThreads, const std::function<Status(size_t)> &fn);
 
 } // namespace dtc::plan

@@ -54,8 +54,8 @@ TEST(ParallelForTest, EachIndexExactlyOnce) {
       });
       ASSERT_TRUE(s.isOk()) << s.message();
       for (size_t i = 0; i < n; ++i)
-        ASSERT_EQ(seen[i].load(), 1) << "index " << i << " of " << n << ", " << threads
-                                     << " threads";
+        ASSERT_EQ(seen[i].load(), 1)
+            << "index " << i << " of " << n << ", " << threads << " threads";
     }
   }
 }
@@ -128,9 +128,9 @@ TEST(ParallelForTest, OtherThreadsHaveTheStackOfCompileThreadStackBytes) {
 TEST(CompileThreadStackTest, FollowsTheProcessStackLimit) {
   const uint64_t mib = uint64_t{1} << 20;
   EXPECT_EQ(compileThreadStackBytes(std::nullopt), 256 * mib); // ulimit -s unlimited
-  EXPECT_EQ(compileThreadStackBytes(8 * mib), 8 * mib);         // the usual 8 MiB
+  EXPECT_EQ(compileThreadStackBytes(8 * mib), 8 * mib);        // the usual 8 MiB
   EXPECT_EQ(compileThreadStackBytes(64 * mib), 64 * mib);
-  EXPECT_EQ(compileThreadStackBytes(1 * mib), 8 * mib);         // never below 8 MiB
+  EXPECT_EQ(compileThreadStackBytes(1 * mib), 8 * mib);            // never below 8 MiB
   EXPECT_EQ(compileThreadStackBytes(16 * 1024 * mib), 1024 * mib); // nor above 1 GiB
 }
 
