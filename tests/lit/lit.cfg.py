@@ -16,6 +16,9 @@ config.environment["PATH"] = os.pathsep.join(
 # (it reserves terabytes of address space, so an address-space limit (ulimit -v) stops it).
 if config.dtc_sanitize.upper() in ("ON", "1", "TRUE", "YES"):
     config.available_features.add("asan")
+# "tsan": a ThreadSanitizer build (DTC_TSAN), which like ASan cannot run under ulimit -v.
+if getattr(config, "dtc_tsan", "").upper() in ("ON", "1", "TRUE", "YES"):
+    config.available_features.add("tsan")
 # "cuda": dtc-run was built with the CUDA backend (DTC_ENABLE_CUDA); "gpu": this machine has an
 # NVIDIA GPU (its driver's device node), so CUDA plans run instead of failing.
 if getattr(config, "dtc_enable_cuda", "").upper() in ("ON", "1", "TRUE", "YES"):
