@@ -76,6 +76,8 @@ Expected<std::string> chunkedChecksum(const std::string &path, const std::string
   const size_t chunks = static_cast<size_t>((size + kChecksumChunkBytes - 1) / kChecksumChunkBytes);
   std::vector<XXH128_canonical_t> digests(chunks);
   std::atomic<bool> failed{false};
+  // Chunks stopped because another failed (their error says only "cancelled").
+  std::vector<char> stopped(chunks, 0);
   auto hashChunk = [&](size_t i) -> Status {
     const uint64_t offset = i * kChecksumChunkBytes;
     const uint64_t length = std::min<uint64_t>(kChecksumChunkBytes, size - offset);
@@ -85,9 +87,12 @@ Expected<std::string> chunkedChecksum(const std::string &path, const std::string
     }
     DTC_ASSIGN_OR_RETURN(State state, newState(path));
     DTC_RETURN_IF_ERROR(file.streamRange(offset, length, [&](const char *data, size_t n) {
-      if ((cancel && cancel->load(std::memory_order_relaxed)) ||
-          failed.load(std::memory_order_relaxed))
+      if (cancel && cancel->load(std::memory_order_relaxed))
         return cancelled(path);
+      if (failed.load(std::memory_order_relaxed)) {
+        stopped[i] = 1;
+        return cancelled(path);
+      }
       XXH3_128bits_update(state.get(), data, n);
       return Status::ok();
     }));
@@ -96,17 +101,23 @@ Expected<std::string> chunkedChecksum(const std::string &path, const std::string
   };
   const unsigned threads = static_cast<unsigned>(std::min<size_t>(
       {std::max(1u, std::thread::hardware_concurrency()), kMaxChecksumThreads}));
-  // The first chunk to fail (in time) stops the others at their next block; its error is the
-  // one reported, not a stopped chunk's.
-  Status first;
+  // A failing chunk stops the others at their next block. The error reported is that of the
+  // lowest chunk that failed on its own (a stopped chunk's says only "cancelled").
+  std::vector<Status> errors(chunks);
   Status s = parallelFor(chunks, threads, [&](size_t i) {
     Status c = hashChunk(i);
-    if (!c.isOk() && !failed.exchange(true))
-      first = c;
+    if (!c.isOk()) {
+      errors[i] = c;
+      failed.store(true);
+    }
     return c;
   });
-  if (!s.isOk())
-    return first.isOk() ? s : first;
+  if (!s.isOk()) {
+    for (size_t i = 0; i < chunks; ++i)
+      if (!errors[i].isOk() && !stopped[i])
+        return errors[i];
+    return s;
+  }
   DTC_RETURN_IF_ERROR(file.checkUnchanged());
   DTC_ASSIGN_OR_RETURN(State root, newState(path));
   if (!digests.empty())
