@@ -30,6 +30,10 @@
 // or consistent with their state.
 #include "passes/TensorParallelPass.h"
 
+#include <pthread.h>
+
+#include <cstdlib>
+
 namespace dtc::passes {
 namespace tp {
 
@@ -180,6 +184,28 @@ Status TensorParallelPass::applyUserShards() {
   return Status::ok();
 }
 
+namespace {
+
+/// The calling thread's stack size in bytes (glibc's pthread_getattr_np: the main thread's from
+/// its rlimit, another thread's as created), read once per thread; 8 MiB if unknown.
+size_t threadStackBytes() {
+  thread_local const size_t bytes = [] {
+    size_t size = size_t{8} << 20;
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+      void *addr = nullptr;
+      size_t got = 0;
+      if (pthread_attr_getstack(&attr, &addr, &got) == 0 && got > 0)
+        size = got;
+      pthread_attr_destroy(&attr);
+    }
+    return size;
+  }();
+  return bytes;
+}
+
+} // namespace
+
 Expected<ops::ShardingContext>
 TensorParallelPass::ask(const ir::Node *n, const std::map<size_t, Sharding> &assumed) const {
   const ops::OpDef *def = ops::lookupOp(n->domain(), n->opType());
@@ -212,7 +238,18 @@ bool TensorParallelPass::keepsSplit(const ir::Value *v, const Sharding &s) const
   auto memo = lookAhead_.find(key);
   if (memo != lookAhead_.end())
     return memo->second;
+  const char here = 0;
+  if (lookAheadDepth_ == 0)
+    lookAheadBase_ = &here;
+  const auto used = static_cast<size_t>(std::abs(lookAheadBase_ - &here));
+  if (lookAheadDepth_ >= kMaxLookAhead || used > threadStackBytes() / 2)
+    return false; // not memoized: asked from nearer, the same value may keep its split
   lookAhead_[key] = false; // no cycles in a DAG; a safe answer while recursing
+  struct Depth {
+    int &d;
+    explicit Depth(int &depth) : d(++depth) {}
+    ~Depth() { --d; }
+  } depth(lookAheadDepth_);
   // A state's next value (BatchNormalization's running statistics) may stay split when its
   // state can take the same layout; other roles and graph outputs need the whole tensor.
   const ir::TrainingRoles &st = graph_->training();

@@ -68,8 +68,12 @@ private:
 
   /// Look-ahead: every consumer of `v` accepts layout `s` without converting it, and carries
   /// any split it produces on to consumers that do the same (a partial result ends the chain:
-  /// it costs the one all-reduce the pattern needs anyway).
+  /// it costs the one all-reduce the pattern needs anyway). It recurses once per op of such a
+  /// chain; past kMaxLookAhead ops, or past half of the thread's stack (sanitizer builds have
+  /// larger frames), it answers no (the value is converted there: correct, one collective
+  /// more) instead of overflowing the stack (a chain of about 17,000 ops did at 8 MiB).
   bool keepsSplit(const ir::Value *v, const Sharding &s) const;
+  static constexpr int kMaxLookAhead = 4096;
 
   Status visit(ir::Node *n);
 
@@ -214,6 +218,8 @@ private:
   std::unordered_map<const ir::Value *, ir::Value *> copies_;
   std::unordered_set<const ir::Node *> inserted_;
   mutable std::unordered_map<std::string, bool> lookAhead_;
+  mutable int lookAheadDepth_ = 0;               ///< keepsSplit's current recursion depth
+  mutable const char *lookAheadBase_ = nullptr; ///< its outermost frame's address
   // --sequence-parallel: values split along the sequence, and the conversions made for it.
   std::unordered_set<const ir::Value *> seqSplit_;
   std::unordered_map<std::string, ir::Value *> seqScattered_;
