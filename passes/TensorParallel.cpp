@@ -243,7 +243,7 @@ bool TensorParallelPass::keepsSplit(const ir::Value *v, const Sharding &s) const
     lookAheadBase_ = &here;
   const auto used = static_cast<size_t>(std::abs(lookAheadBase_ - &here));
   if (lookAheadDepth_ >= kMaxLookAhead || used > threadStackBytes() / 2)
-    return false; // not memoized: asked from nearer, the same value may keep its split
+    return false;          // not memoized: asked from nearer, the same value may keep its split
   lookAhead_[key] = false; // no cycles in a DAG; a safe answer while recursing
   struct Depth {
     int &d;

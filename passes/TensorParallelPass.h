@@ -218,7 +218,7 @@ private:
   std::unordered_map<const ir::Value *, ir::Value *> copies_;
   std::unordered_set<const ir::Node *> inserted_;
   mutable std::unordered_map<std::string, bool> lookAhead_;
-  mutable int lookAheadDepth_ = 0;               ///< keepsSplit's current recursion depth
+  mutable int lookAheadDepth_ = 0;              ///< keepsSplit's current recursion depth
   mutable const char *lookAheadBase_ = nullptr; ///< its outermost frame's address
   // --sequence-parallel: values split along the sequence, and the conversions made for it.
   std::unordered_set<const ir::Value *> seqSplit_;

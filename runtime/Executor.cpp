@@ -347,9 +347,9 @@ Status Executor::load() {
         // Tensor-parallel rank r's part r of each of the axis's blocks (ir::sliceShard), or its
         // rows of an uneven split.
         const plan::ShardSpec &sp = buf.shard();
-        req.slice = WeightSlice::tensorParallel(sp.axis(), whole[static_cast<size_t>(sp.axis())],
-                                                sp.parts(), sp.blocks(),
-                                                plan_.ranks(opts_.rank).tp());
+        req.slice =
+            WeightSlice::tensorParallel(sp.axis(), whole[static_cast<size_t>(sp.axis())],
+                                        sp.parts(), sp.blocks(), plan_.ranks(opts_.rank).tp());
       }
       if (hostArena_) { // straight into the arena (validated: the buffer lies inside it)
         DTC_RETURN_IF_ERROR(weights

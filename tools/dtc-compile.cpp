@@ -549,7 +549,7 @@ int main(int argc, char **argv) {
         lengths.push_back(dtc::ir::splitRange(size, cfg.mesh.tp, t).length);
       return lengths;
     };
-    std::vector<int64_t> classIndex; // per tp index: its class's position in classPlans (-1: 0's)
+    std::vector<int64_t> classIndex;   // per tp index: its class's position in classPlans (-1: 0's)
     std::vector<int64_t> firstOfClass; // per class other than 0's: the index compiled for it
     if (tpClasses) {
       std::map<std::vector<int64_t>, int64_t> seen{{classOf(0), -1}};

@@ -244,9 +244,9 @@ static std::string formatFloat(float v) {
 /// The constant of --loss-scale <constant>; an error naming the flag unless a finite number > 0.
 static Expected<float> lossScaleConstant(const std::string &text) {
   // Decimal only: strtof also reads hexadecimal ("0x10"), leading blanks, "inf" and "nan".
-  const bool decimal =
-      !text.empty() && (std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '.') &&
-      text.find_first_not_of("0123456789.eE+-") == std::string::npos;
+  const bool decimal = !text.empty() &&
+                       (std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '.') &&
+                       text.find_first_not_of("0123456789.eE+-") == std::string::npos;
   char *end = nullptr;
   errno = 0;
   const float v = decimal ? std::strtof(text.c_str(), &end) : 0.0f;

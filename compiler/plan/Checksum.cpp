@@ -99,8 +99,8 @@ Expected<std::string> chunkedChecksum(const std::string &path, const std::string
     XXH128_canonicalFromHash(&digests[i], XXH3_128bits_digest(state.get()));
     return Status::ok();
   };
-  const unsigned threads = static_cast<unsigned>(std::min<size_t>(
-      {std::max(1u, std::thread::hardware_concurrency()), kMaxChecksumThreads}));
+  const unsigned threads = static_cast<unsigned>(
+      std::min<size_t>({std::max(1u, std::thread::hardware_concurrency()), kMaxChecksumThreads}));
   // A failing chunk stops the others at their next block. The error reported is that of the
   // lowest chunk that failed on its own (a stopped chunk's says only "cancelled").
   std::vector<Status> errors(chunks);

@@ -17,8 +17,8 @@ namespace {
 
 /// The nodes of pipeline rank `s` (`nodes`: those of its virtual stages s, s + pp, ...; in graph
 /// order, which the pipeline-comm pass made the rank's schedule) with the inputs, initializers
-/// and outputs they use. Values crossing ranks were replaced by Send/Recv, so a rank reads only its own
-/// values, initializers and inputs. The stage graph's training roles are the graph's restricted
+/// and outputs they use. Values crossing ranks were replaced by Send/Recv, so a rank reads only its
+/// own values, initializers and inputs. The stage graph's training roles are the graph's restricted
 /// to the rank.
 Expected<std::unique_ptr<ir::Graph>> extractStage(const ir::Graph &graph, int s,
                                                   const std::vector<const ir::Node *> &nodes) {

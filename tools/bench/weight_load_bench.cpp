@@ -107,9 +107,9 @@ int main(int argc, char **argv) {
       if (b.has_shard() && b.shard().group() == "ps") {
         req.slice = rt::WeightSlice{0, b.shard().begin(), b.shape(0), 1};
       } else if (b.has_shard()) {
-        req.slice = rt::WeightSlice::tensorParallel(
-            b.shard().axis(), whole[static_cast<size_t>(b.shard().axis())], b.shard().parts(),
-            b.shard().blocks(), tp);
+        req.slice = rt::WeightSlice::tensorParallel(b.shard().axis(),
+                                                    whole[static_cast<size_t>(b.shard().axis())],
+                                                    b.shard().parts(), b.shard().blocks(), tp);
       }
       std::string part(b.size_bytes(), '\0');
       Status s = (*reader)->readInto(req, part.data(), part.size());
