@@ -32,7 +32,7 @@
 
 #include <pthread.h>
 
-#include <cstdlib>
+#include <cstdint>
 
 namespace dtc::passes {
 namespace tp {
@@ -239,9 +239,10 @@ bool TensorParallelPass::keepsSplit(const ir::Value *v, const Sharding &s) const
   if (memo != lookAhead_.end())
     return memo->second;
   const char here = 0;
+  const auto at = reinterpret_cast<uintptr_t>(&here);
   if (lookAheadDepth_ == 0)
-    lookAheadBase_ = &here;
-  const auto used = static_cast<size_t>(std::abs(lookAheadBase_ - &here));
+    lookAheadBase_ = at;
+  const uintptr_t used = at > lookAheadBase_ ? at - lookAheadBase_ : lookAheadBase_ - at;
   if (lookAheadDepth_ >= kMaxLookAhead || used > threadStackBytes() / 2)
     return false;          // not memoized: asked from nearer, the same value may keep its split
   lookAhead_[key] = false; // no cycles in a DAG; a safe answer while recursing

@@ -11,6 +11,7 @@
 #include "passes/Passes.h"
 #include "passes/TensorParallelLoss.h"
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <numeric>
@@ -219,7 +220,7 @@ private:
   std::unordered_set<const ir::Node *> inserted_;
   mutable std::unordered_map<std::string, bool> lookAhead_;
   mutable int lookAheadDepth_ = 0;              ///< keepsSplit's current recursion depth
-  mutable const char *lookAheadBase_ = nullptr; ///< its outermost frame's address
+  mutable uintptr_t lookAheadBase_ = 0;         ///< its outermost frame's address
   // --sequence-parallel: values split along the sequence, and the conversions made for it.
   std::unordered_set<const ir::Value *> seqSplit_;
   std::unordered_map<std::string, ir::Value *> seqScattered_;

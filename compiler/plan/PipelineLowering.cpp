@@ -203,7 +203,7 @@ Expected<Plan> detail::lowerPipeline(const ir::Graph &graph, const TrainingConfi
   int collectives = 0;
   for (size_t s = 0; s < lowered.size(); ++s) {
     Plan &p = *lowered[s];
-    RankProgram &rp = *p.mutable_programs(0);
+    RankProgram rp = std::move(*p.mutable_programs(0));
     Training &tr = *rp.mutable_training();
     // Forward and backward passes of the micro-batches interleave: validation runs the whole
     // micro-batch part (forward_end 0); a stage without parameters has an empty optimizer part.
@@ -212,9 +212,9 @@ Expected<Plan> detail::lowerPipeline(const ir::Graph &graph, const TrainingConfi
       tr.set_optimizer_begin(rp.instructions_size());
     for (const Instruction &in : rp.instructions())
       collectives += in.has_collective();
-    if (s == 0) {
-      plan = p;
-      plan.clear_programs();
+    if (s == 0) { // the plan-wide parts, without copying stage 0's program
+      p.clear_programs();
+      plan = std::move(p);
     }
     *plan.add_programs() = std::move(rp);
   }

@@ -188,14 +188,16 @@ struct CommRequest {
   /// and again (an executor's per-step collectives on its arena), so the communicator keeps it
   /// as an initialized MPI persistent collective (MPIX_*_init, then MPI_Start per submission)
   /// in a cache of at most kPersistentCacheSize entries per group, the group's least recently
-  /// started evicted. Only all-reduce (outputs in one span), all-gather, reduce-scatter and
-  /// broadcast of at most 1 GiB are kept, and not the small collectives that run as
-  /// point-to-point exchanges (below); others run as without it. Initializing a persistent
-  /// collective is collective: every member of the group must make the same hits and misses,
-  /// so set it only where each member's buffers stay at fixed addresses for as long as it
-  /// submits them (an arena that lives as long as the communicator, laid out alike on every
-  /// member) and never for temporaries (the trainer's metrics). A request whose buffers changed is a miss and gets an
-  /// entry of its own. Two submissions with the same key run one after the other.
+  /// started evicted. Only all-reduce (outputs in one span, at least 16 MiB: below that Open
+  /// MPI's persistent all-reduce was slower than MPI_Iallreduce; DTC_COMM_PERSISTENT_MIN),
+  /// all-gather, reduce-scatter and broadcast of at most 1 GiB are kept, and not the small
+  /// collectives that run as point-to-point exchanges (below); others run as without it.
+  /// Initializing a persistent collective is collective: every member of the group must make the
+  /// same hits and misses, so set it only where each member's buffers stay at fixed addresses for
+  /// as long as it submits them (an arena that lives as long as the communicator, laid out alike on
+  /// every member) and never for temporaries (the trainer's metrics). A request whose buffers
+  /// changed is a miss and gets an entry of its own. Two submissions with the same key run one
+  /// after the other.
   bool persistent = false;
 };
 
